@@ -1,0 +1,1 @@
+//! Xirang adapter runtime.

@@ -1,0 +1,1 @@
+//! Vendor driver header scanner. See the crate README / ARCHITECTURE.md.

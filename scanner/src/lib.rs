@@ -1,0 +1,1 @@
+//! xirang-scan: PyTorch operator registry and vendor driver interfaces -> Interface IR.
