@@ -1,0 +1,848 @@
+//! The simulator's process-wide state: devices, memory, streams and events.
+//!
+//! Everything here is safe Rust; the C ABI in `ffi.rs` converts raw pointers
+//! and calls into these functions.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use crate::codes::*;
+use crate::{SimConfig, SimError};
+
+/// High tag of every simulated device address. Host pointers on the
+/// platforms we run on are below 2^57, so the tag never collides with them.
+pub(crate) const DEV_TAG: u64 = 0xD000_0000_0000_0000;
+const TAG_MASK: u64 = 0xF000_0000_0000_0000;
+const SLOT_SHIFT: u32 = 44;
+const OFFSET_MASK: u64 = (1 << SLOT_SHIFT) - 1;
+/// Alignment of every allocation (and gap between allocations).
+pub(crate) const ALLOC_ALIGN: u64 = 512;
+const STREAM_TAG: usize = 0x5000_0000;
+const EVENT_TAG: usize = 0xE000_0000;
+
+/// A failure: an ACL error code and a message for `aclGetRecentErrMsg`.
+#[derive(Debug, Clone)]
+pub(crate) struct Fail {
+    pub code: AclError,
+    pub msg: String,
+}
+
+pub(crate) type R<T> = Result<T, Fail>;
+
+pub(crate) fn fail<T>(code: AclError, msg: impl Into<String>) -> R<T> {
+    Err(Fail {
+        code,
+        msg: msg.into(),
+    })
+}
+
+thread_local! {
+    static CURRENT_DEVICE: Cell<Option<usize>> = const { Cell::new(None) };
+    static LAST_ERROR: RefCell<Option<CString>> = const { RefCell::new(None) };
+}
+
+pub(crate) fn set_last_error(msg: &str) {
+    let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|e| *e.borrow_mut() = Some(c));
+}
+
+/// Pointer to the thread's last error message, or null. Valid until the next
+/// failing call on this thread.
+pub(crate) fn last_error_ptr() -> *const std::ffi::c_char {
+    LAST_ERROR.with(|e| match &*e.borrow() {
+        Some(c) => c.as_ptr(),
+        None => std::ptr::null(),
+    })
+}
+
+/// Addresses are never reused, even across `aclFinalize`/`aclInit`, so a
+/// stale pointer is always detected.
+static NEXT_OFFSET: AtomicU64 = AtomicU64::new(0x10_0000);
+static NEXT_HANDLE: AtomicU64 = AtomicU64::new(1);
+
+type Buffer = Arc<Mutex<Vec<u8>>>;
+
+struct DeviceState {
+    phys_id: i32,
+    capacity: u64,
+    used: u64,
+    /// base offset -> buffer
+    allocs: BTreeMap<u64, Buffer>,
+    default_stream: Option<Arc<Stream>>,
+}
+
+pub(crate) struct Faults {
+    /// Fail the malloc call when this countdown reaches 1.
+    pub malloc_countdown: Option<u64>,
+    pub launch_countdown: Option<u64>,
+}
+
+struct Inner {
+    initialized: bool,
+    config: Option<SimConfig>,
+    devices: Vec<DeviceState>,
+    streams: BTreeMap<u64, Arc<Stream>>,
+    events: BTreeMap<u64, Arc<Event>>,
+}
+
+static STATE: Mutex<Inner> = Mutex::new(Inner {
+    initialized: false,
+    config: None,
+    devices: Vec::new(),
+    streams: BTreeMap::new(),
+    events: BTreeMap::new(),
+});
+pub(crate) static FAULTS: Mutex<Faults> = Mutex::new(Faults {
+    malloc_countdown: None,
+    launch_countdown: None,
+});
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panicking kernel must not wedge the whole simulator.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn state() -> MutexGuard<'static, Inner> {
+    lock(&STATE)
+}
+
+pub(crate) fn faults() -> MutexGuard<'static, Faults> {
+    lock(&FAULTS)
+}
+
+fn initialized(s: &Inner) -> R<()> {
+    if s.initialized {
+        Ok(())
+    } else {
+        fail(ACL_ERROR_UNINITIALIZE, "aclInit has not been called")
+    }
+}
+
+/// Take one tick off a fault countdown; true when the fault fires now.
+fn tick(countdown: &mut Option<u64>) -> bool {
+    match countdown {
+        Some(1) => {
+            *countdown = None;
+            true
+        }
+        Some(n) => {
+            *n -= 1;
+            false
+        }
+        None => false,
+    }
+}
+
+// ---------------------------------------------------------------- config
+
+pub(crate) fn configure(cfg: SimConfig) -> Result<(), SimError> {
+    cfg.validate()?;
+    let mut s = state();
+    if s.initialized {
+        return Err(SimError::AlreadyInitialized);
+    }
+    s.config = Some(cfg);
+    Ok(())
+}
+
+pub(crate) fn is_initialized() -> bool {
+    state().initialized
+}
+
+pub(crate) fn physical_ids() -> R<Vec<i32>> {
+    let s = state();
+    initialized(&s)?;
+    Ok(s.devices.iter().map(|d| d.phys_id).collect())
+}
+
+// ---------------------------------------------------------------- init
+
+pub(crate) fn init() -> R<()> {
+    let mut s = state();
+    if s.initialized {
+        return fail(ACL_ERROR_REPEAT_INITIALIZE, "aclInit called twice");
+    }
+    let cfg = match s.config.clone() {
+        Some(c) => c,
+        None => SimConfig::from_env().map_err(|e| Fail {
+            code: ACL_ERROR_INVALID_PARAM,
+            msg: e.to_string(),
+        })?,
+    };
+    if let Ok(v) = std::env::var("XIRANG_SIM_FAIL_MALLOC") {
+        let n: u64 = v.trim().parse().map_err(|_| Fail {
+            code: ACL_ERROR_INVALID_PARAM,
+            msg: format!("XIRANG_SIM_FAIL_MALLOC: not a positive integer: {v:?}"),
+        })?;
+        if n > 0 {
+            faults().malloc_countdown = Some(n);
+        }
+    }
+    if let Ok(v) = std::env::var("XIRANG_SIM_FAIL_LAUNCH") {
+        let n: u64 = v.trim().parse().map_err(|_| Fail {
+            code: ACL_ERROR_INVALID_PARAM,
+            msg: format!("XIRANG_SIM_FAIL_LAUNCH: not a positive integer: {v:?}"),
+        })?;
+        if n > 0 {
+            faults().launch_countdown = Some(n);
+        }
+    }
+    s.devices = cfg
+        .devices
+        .iter()
+        .map(|&phys_id| DeviceState {
+            phys_id,
+            capacity: cfg.capacity_bytes,
+            used: 0,
+            allocs: BTreeMap::new(),
+            default_stream: None,
+        })
+        .collect();
+    s.initialized = true;
+    Ok(())
+}
+
+pub(crate) fn finalize() -> R<()> {
+    let (streams, defaults) = {
+        let mut s = state();
+        if !s.initialized {
+            return fail(ACL_ERROR_REPEAT_FINALIZE, "aclFinalize without aclInit");
+        }
+        s.initialized = false;
+        let streams: Vec<_> = std::mem::take(&mut s.streams).into_values().collect();
+        let defaults: Vec<_> = s
+            .devices
+            .iter_mut()
+            .filter_map(|d| d.default_stream.take())
+            .collect();
+        s.devices.clear();
+        s.events.clear();
+        (streams, defaults)
+    };
+    for st in streams.into_iter().chain(defaults) {
+        st.shutdown();
+    }
+    CURRENT_DEVICE.with(|c| c.set(None));
+    Ok(())
+}
+
+// ---------------------------------------------------------------- devices
+
+pub(crate) fn device_count() -> R<u32> {
+    let s = state();
+    initialized(&s)?;
+    Ok(s.devices.len() as u32)
+}
+
+fn slot_of(s: &Inner, phys_id: i32) -> R<usize> {
+    s.devices
+        .iter()
+        .position(|d| d.phys_id == phys_id)
+        .map_or_else(
+            || {
+                fail(
+                    ACL_ERROR_RT_INVALID_DEVICEID,
+                    format!("device id {phys_id} does not exist"),
+                )
+            },
+            Ok,
+        )
+}
+
+pub(crate) fn set_device(phys_id: i32) -> R<()> {
+    let mut s = state();
+    initialized(&s)?;
+    let slot = slot_of(&s, phys_id)?;
+    if s.devices[slot].default_stream.is_none() {
+        s.devices[slot].default_stream = Some(Stream::spawn(0, slot));
+    }
+    CURRENT_DEVICE.with(|c| c.set(Some(slot)));
+    Ok(())
+}
+
+fn current_slot(s: &Inner) -> R<usize> {
+    initialized(s)?;
+    match CURRENT_DEVICE.with(|c| c.get()) {
+        Some(slot) if slot < s.devices.len() => Ok(slot),
+        _ => fail(
+            ACL_ERROR_RT_CONTEXT_NULL,
+            "no current device on this thread: call aclrtSetDevice first",
+        ),
+    }
+}
+
+pub(crate) fn get_device() -> R<i32> {
+    let s = state();
+    let slot = current_slot(&s)?;
+    Ok(s.devices[slot].phys_id)
+}
+
+pub(crate) fn reset_device(phys_id: i32) -> R<()> {
+    let to_stop = {
+        let mut s = state();
+        initialized(&s)?;
+        let slot = slot_of(&s, phys_id)?;
+        let ids: Vec<u64> = s
+            .streams
+            .iter()
+            .filter(|(_, st)| st.slot == slot)
+            .map(|(k, _)| *k)
+            .collect();
+        let mut v: Vec<Arc<Stream>> = ids.iter().filter_map(|k| s.streams.remove(k)).collect();
+        let d = &mut s.devices[slot];
+        v.extend(d.default_stream.take());
+        d.allocs.clear();
+        d.used = 0;
+        if CURRENT_DEVICE.with(|c| c.get()) == Some(slot) {
+            CURRENT_DEVICE.with(|c| c.set(None));
+        }
+        v
+    };
+    for st in to_stop {
+        st.shutdown();
+    }
+    Ok(())
+}
+
+pub(crate) fn synchronize_device() -> R<()> {
+    let streams: Vec<Arc<Stream>> = {
+        let s = state();
+        let slot = current_slot(&s)?;
+        s.streams
+            .values()
+            .filter(|st| st.slot == slot)
+            .cloned()
+            .chain(s.devices[slot].default_stream.clone())
+            .collect()
+    };
+    let mut first = Ok(());
+    for st in streams {
+        let r = st.synchronize();
+        if first.is_ok() {
+            first = r;
+        }
+    }
+    first
+}
+
+pub(crate) fn mem_info(attr: AclrtMemAttr) -> R<(u64, u64)> {
+    let s = state();
+    let slot = current_slot(&s)?;
+    if !(0..=ACL_MEM_ATTR_LAST).contains(&attr) {
+        return fail(
+            ACL_ERROR_INVALID_PARAM,
+            format!("invalid aclrtMemAttr {attr}"),
+        );
+    }
+    let d = &s.devices[slot];
+    Ok((d.capacity - d.used, d.capacity))
+}
+
+// ---------------------------------------------------------------- memory
+
+pub(crate) fn is_device_addr(addr: u64) -> bool {
+    addr & TAG_MASK == DEV_TAG
+}
+
+fn decode(addr: u64) -> Option<(usize, u64)> {
+    if is_device_addr(addr) {
+        Some((
+            ((addr & !TAG_MASK) >> SLOT_SHIFT) as usize,
+            addr & OFFSET_MASK,
+        ))
+    } else {
+        None
+    }
+}
+
+pub(crate) fn malloc(size: u64, policy: AclrtMemMallocPolicy) -> R<u64> {
+    let mut s = state();
+    let slot = current_slot(&s)?;
+    let valid_policy = (0..=7).contains(&(policy & 0xff))
+        && policy
+            & !(0xff
+                | ACL_MEM_TYPE_LOW_BAND_WIDTH
+                | ACL_MEM_TYPE_HIGH_BAND_WIDTH
+                | ACL_MEM_ACCESS_USER_SPACE_READONLY)
+            == 0;
+    if !valid_policy {
+        return fail(
+            ACL_ERROR_INVALID_PARAM,
+            format!("invalid aclrtMemMallocPolicy {policy}"),
+        );
+    }
+    if size == 0 {
+        return fail(
+            ACL_ERROR_INVALID_PARAM,
+            "aclrtMalloc: size must be greater than 0",
+        );
+    }
+    if tick(&mut faults().malloc_countdown) {
+        return fail(
+            ACL_ERROR_RT_MEMORY_ALLOCATION,
+            format!("aclrtMalloc: injected allocation failure ({size} bytes)"),
+        );
+    }
+    let d = &mut s.devices[slot];
+    if size > d.capacity - d.used {
+        return fail(
+            ACL_ERROR_RT_MEMORY_ALLOCATION,
+            format!(
+                "aclrtMalloc: out of memory on device {}: requested {size} bytes, {} of {} bytes free",
+                d.phys_id,
+                d.capacity - d.used,
+                d.capacity
+            ),
+        );
+    }
+    let len = usize::try_from(size).map_err(|_| Fail {
+        code: ACL_ERROR_RT_MEMORY_ALLOCATION,
+        msg: "size too large".into(),
+    })?;
+    let span = size.div_ceil(ALLOC_ALIGN) * ALLOC_ALIGN + ALLOC_ALIGN;
+    let offset = NEXT_OFFSET.fetch_add(span, Ordering::Relaxed);
+    if offset + span > OFFSET_MASK {
+        return fail(
+            ACL_ERROR_RT_MEMORY_ALLOCATION,
+            "simulated address space exhausted",
+        );
+    }
+    d.used += size;
+    d.allocs
+        .insert(offset, Arc::new(Mutex::new(vec![0u8; len])));
+    Ok(DEV_TAG | ((slot as u64) << SLOT_SHIFT) | offset)
+}
+
+pub(crate) fn free(addr: u64) -> R<()> {
+    // cudaFree-like: wait for the device's queued work first.
+    let Some((slot, offset)) = decode(addr) else {
+        return fail(
+            ACL_ERROR_RT_PARAM_INVALID,
+            format!("aclrtFree: {addr:#x} is not a device address"),
+        );
+    };
+    {
+        let s = state();
+        initialized(&s)?;
+    }
+    let streams: Vec<Arc<Stream>> = {
+        let s = state();
+        s.streams
+            .values()
+            .filter(|st| st.slot == slot)
+            .cloned()
+            .chain(s.devices.get(slot).and_then(|d| d.default_stream.clone()))
+            .collect()
+    };
+    for st in streams {
+        st.wait_idle();
+    }
+    let mut s = state();
+    let Some(d) = s.devices.get_mut(slot) else {
+        return fail(
+            ACL_ERROR_RT_PARAM_INVALID,
+            format!("aclrtFree: {addr:#x} has no device"),
+        );
+    };
+    match d.allocs.remove(&offset) {
+        Some(buf) => {
+            d.used -= lock(&buf).len() as u64;
+            Ok(())
+        }
+        None => fail(
+            ACL_ERROR_RT_PARAM_INVALID,
+            format!("aclrtFree: {addr:#x} is not the start of a live allocation"),
+        ),
+    }
+}
+
+/// Resolve `[addr, addr+len)` to an allocation and the offset inside it.
+pub(crate) fn resolve(addr: u64, len: u64) -> R<(Buffer, usize)> {
+    let Some((slot, offset)) = decode(addr) else {
+        return fail(
+            ACL_ERROR_RT_PARAM_INVALID,
+            format!("{addr:#x} is not a device address"),
+        );
+    };
+    let s = state();
+    initialized(&s)?;
+    let Some(d) = s.devices.get(slot) else {
+        return fail(
+            ACL_ERROR_RT_PARAM_INVALID,
+            format!("{addr:#x}: no such device"),
+        );
+    };
+    if let Some((base, buf)) = d.allocs.range(..=offset).next_back() {
+        let size = lock(buf).len() as u64;
+        let start = offset - base;
+        if start <= size && len <= size - start {
+            return Ok((buf.clone(), start as usize));
+        }
+        if start < size {
+            return fail(
+                ACL_ERROR_RT_PARAM_INVALID,
+                format!(
+                    "device range {addr:#x}+{len} overruns its allocation of {size} bytes at offset {start}"
+                ),
+            );
+        }
+    }
+    fail(
+        ACL_ERROR_RT_PARAM_INVALID,
+        format!("{addr:#x} is not inside a live device allocation (freed or never allocated)"),
+    )
+}
+
+pub(crate) fn read_device(addr: u64, dst: &mut [u8]) -> R<()> {
+    let (buf, off) = resolve(addr, dst.len() as u64)?;
+    dst.copy_from_slice(&lock(&buf)[off..off + dst.len()]);
+    Ok(())
+}
+
+pub(crate) fn write_device(addr: u64, src: &[u8]) -> R<()> {
+    let (buf, off) = resolve(addr, src.len() as u64)?;
+    lock(&buf)[off..off + src.len()].copy_from_slice(src);
+    Ok(())
+}
+
+pub(crate) fn copy_d2d(dst: u64, src: u64, count: u64) -> R<()> {
+    let (sb, so) = resolve(src, count)?;
+    let (db, doff) = resolve(dst, count)?;
+    let n = count as usize;
+    if Arc::ptr_eq(&sb, &db) {
+        lock(&sb).copy_within(so..so + n, doff);
+    } else {
+        let tmp = lock(&sb)[so..so + n].to_vec();
+        lock(&db)[doff..doff + n].copy_from_slice(&tmp);
+    }
+    Ok(())
+}
+
+pub(crate) fn fill_device(addr: u64, value: u8, count: u64) -> R<()> {
+    let (buf, off) = resolve(addr, count)?;
+    lock(&buf)[off..off + count as usize].fill(value);
+    Ok(())
+}
+
+/// Run `f` on a mutable view of device memory (used by kernels).
+pub(crate) fn with_device_slice<T>(addr: u64, len: u64, f: impl FnOnce(&mut [u8]) -> T) -> R<T> {
+    let (buf, off) = resolve(addr, len)?;
+    let mut g = lock(&buf);
+    Ok(f(&mut g[off..off + len as usize]))
+}
+
+// ---------------------------------------------------------------- streams
+
+pub(crate) type Task = Box<dyn FnOnce() -> R<()> + Send>;
+
+#[derive(Default)]
+struct Progress {
+    submitted: u64,
+    completed: u64,
+    error: Option<Fail>,
+}
+
+pub(crate) struct Stream {
+    pub id: u64,
+    pub slot: usize,
+    tx: Mutex<Option<Sender<Task>>>,
+    progress: Arc<(Mutex<Progress>, Condvar)>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Stream {
+    fn spawn(id: u64, slot: usize) -> Arc<Stream> {
+        let (tx, rx) = channel::<Task>();
+        let progress: Arc<(Mutex<Progress>, Condvar)> = Arc::default();
+        let p = progress.clone();
+        let worker = std::thread::Builder::new()
+            .name(format!("acl-sim-stream-{id}"))
+            .spawn(move || {
+                while let Ok(task) = rx.recv() {
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(task))
+                        .unwrap_or_else(|_| fail(ACL_ERROR_RT_AICORE_EXCEPTION, "task panicked"));
+                    let mut g = lock(&p.0);
+                    g.completed += 1;
+                    if let Err(e) = r
+                        && g.error.is_none()
+                    {
+                        g.error = Some(e);
+                    }
+                    p.1.notify_all();
+                }
+            })
+            .ok();
+        Arc::new(Stream {
+            id,
+            slot,
+            tx: Mutex::new(Some(tx)),
+            progress,
+            worker: Mutex::new(worker),
+        })
+    }
+
+    pub(crate) fn submit(&self, task: Task) -> R<()> {
+        let tx = lock(&self.tx);
+        let Some(tx) = tx.as_ref() else {
+            return fail(ACL_ERROR_RT_INVALID_HANDLE, "stream has been destroyed");
+        };
+        lock(&self.progress.0).submitted += 1;
+        if tx.send(task).is_err() {
+            let mut g = lock(&self.progress.0);
+            g.submitted -= 1;
+            return fail(ACL_ERROR_RT_INTERNAL_ERROR, "stream worker is gone");
+        }
+        Ok(())
+    }
+
+    fn wait_idle(&self) {
+        let (m, cv) = &*self.progress;
+        let mut g = lock(m);
+        while g.completed < g.submitted {
+            g = cv.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Wait for all queued work; report (and clear) the first async error.
+    pub(crate) fn synchronize(&self) -> R<()> {
+        self.wait_idle();
+        match lock(&self.progress.0).error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn shutdown(&self) {
+        self.wait_idle();
+        lock(&self.tx).take();
+        if let Some(h) = lock(&self.worker).take() {
+            let _ = h.join();
+        }
+    }
+}
+
+pub(crate) fn stream_handle(st: &Stream) -> usize {
+    STREAM_TAG + st.id as usize
+}
+
+pub(crate) fn create_stream() -> R<usize> {
+    let mut s = state();
+    let slot = current_slot(&s)?;
+    let id = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed);
+    let st = Stream::spawn(id, slot);
+    let h = stream_handle(&st);
+    s.streams.insert(id, st);
+    Ok(h)
+}
+
+/// Look up a stream handle; 0 (null) is the current device's default stream.
+pub(crate) fn get_stream(handle: usize) -> R<Arc<Stream>> {
+    let s = state();
+    if handle == 0 {
+        let slot = current_slot(&s)?;
+        return s.devices[slot].default_stream.clone().map_or_else(
+            || fail(ACL_ERROR_RT_CONTEXT_NULL, "device has no default stream"),
+            Ok,
+        );
+    }
+    initialized(&s)?;
+    handle
+        .checked_sub(STREAM_TAG)
+        .and_then(|id| s.streams.get(&(id as u64)))
+        .cloned()
+        .map_or_else(
+            || {
+                fail(
+                    ACL_ERROR_RT_INVALID_HANDLE,
+                    format!("invalid stream handle {handle:#x}"),
+                )
+            },
+            Ok,
+        )
+}
+
+pub(crate) fn destroy_stream(handle: usize) -> R<()> {
+    if handle == 0 {
+        return fail(
+            ACL_ERROR_INVALID_PARAM,
+            "cannot destroy the default (null) stream",
+        );
+    }
+    let st = {
+        let mut s = state();
+        initialized(&s)?;
+        let id = handle.checked_sub(STREAM_TAG).map(|v| v as u64);
+        match id.and_then(|id| s.streams.remove(&id)) {
+            Some(st) => st,
+            None => {
+                return fail(
+                    ACL_ERROR_RT_INVALID_HANDLE,
+                    format!("invalid stream handle {handle:#x}"),
+                );
+            }
+        }
+    };
+    st.shutdown();
+    Ok(())
+}
+
+// ---------------------------------------------------------------- events
+
+#[derive(Default)]
+struct EventState {
+    /// Number of records issued.
+    recorded: u64,
+    /// Highest record that has completed.
+    completed: u64,
+    timestamp: Option<Instant>,
+}
+
+pub(crate) struct Event {
+    state: Mutex<EventState>,
+    cv: Condvar,
+}
+
+pub(crate) fn create_event() -> R<usize> {
+    let mut s = state();
+    initialized(&s)?;
+    let id = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed);
+    s.events.insert(
+        id,
+        Arc::new(Event {
+            state: Mutex::default(),
+            cv: Condvar::new(),
+        }),
+    );
+    Ok(EVENT_TAG + id as usize)
+}
+
+fn get_event(handle: usize) -> R<Arc<Event>> {
+    let s = state();
+    initialized(&s)?;
+    if handle == 0 {
+        return fail(ACL_ERROR_INVALID_PARAM, "event is null");
+    }
+    handle
+        .checked_sub(EVENT_TAG)
+        .and_then(|id| s.events.get(&(id as u64)))
+        .cloned()
+        .map_or_else(
+            || {
+                fail(
+                    ACL_ERROR_RT_INVALID_HANDLE,
+                    format!("invalid event handle {handle:#x}"),
+                )
+            },
+            Ok,
+        )
+}
+
+pub(crate) fn destroy_event(handle: usize) -> R<()> {
+    get_event(handle)?;
+    let mut s = state();
+    s.events.remove(&((handle - EVENT_TAG) as u64));
+    Ok(())
+}
+
+pub(crate) fn record_event(event: usize, stream: usize) -> R<()> {
+    let ev = get_event(event)?;
+    let st = get_stream(stream)?;
+    let generation = {
+        let mut g = lock(&ev.state);
+        g.recorded += 1;
+        g.recorded
+    };
+    st.submit(Box::new(move || {
+        let mut g = lock(&ev.state);
+        if generation > g.completed {
+            g.completed = generation;
+            g.timestamp = Some(Instant::now());
+        }
+        ev.cv.notify_all();
+        Ok(())
+    }))
+}
+
+fn wait_event(ev: &Event, generation: u64) {
+    let mut g = lock(&ev.state);
+    while g.completed < generation {
+        g = ev.cv.wait(g).unwrap_or_else(|p| p.into_inner());
+    }
+}
+
+pub(crate) fn synchronize_event(event: usize) -> R<()> {
+    let ev = get_event(event)?;
+    let generation = lock(&ev.state).recorded;
+    wait_event(&ev, generation);
+    Ok(())
+}
+
+pub(crate) fn stream_wait_event(stream: usize, event: usize) -> R<()> {
+    let ev = get_event(event)?;
+    let st = get_stream(stream)?;
+    let generation = lock(&ev.state).recorded;
+    if generation == 0 {
+        return Ok(());
+    }
+    st.submit(Box::new(move || {
+        wait_event(&ev, generation);
+        Ok(())
+    }))
+}
+
+pub(crate) fn elapsed_ms(start: usize, end: usize) -> R<f32> {
+    let a = get_event(start)?;
+    let b = get_event(end)?;
+    let stamp = |e: &Event| -> R<Instant> {
+        let g = lock(&e.state);
+        if g.recorded == 0 {
+            return fail(
+                ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,
+                "event has not been recorded",
+            );
+        }
+        if g.completed < g.recorded {
+            return fail(
+                ACL_ERROR_RT_EVENT_NOT_COMPLETE,
+                "event has not completed yet",
+            );
+        }
+        g.timestamp.map_or_else(
+            || {
+                fail(
+                    ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,
+                    "event has no timestamp",
+                )
+            },
+            Ok,
+        )
+    };
+    let (ta, tb) = (stamp(&a)?, stamp(&b)?);
+    let ms = if tb >= ta {
+        tb.duration_since(ta).as_secs_f64() * 1e3
+    } else {
+        -(ta.duration_since(tb).as_secs_f64() * 1e3)
+    };
+    Ok(ms as f32)
+}
+
+// ---------------------------------------------------------------- launches
+
+pub(crate) fn check_launch_fault() -> R<()> {
+    if tick(&mut faults().launch_countdown) {
+        return fail(
+            ACL_ERROR_RT_AICORE_EXCEPTION,
+            "injected kernel launch failure",
+        );
+    }
+    Ok(())
+}
+
+/// Serializes tests that reconfigure the process-wide simulator.
+pub(crate) static EXCLUSIVE: OnceLock<Mutex<()>> = OnceLock::new();
