@@ -1,1 +1,15 @@
-//! xirang-scan: PyTorch operator registry and vendor driver interfaces -> Interface IR.
+//! xirang-scan: PyTorch's operator registry and vendor driver interfaces -> one Interface IR.
+//!
+//! Map of the crate (see ARCHITECTURE.md for the whole workspace):
+//! - [`schema`]: the operator schema language (parse, canonical print).
+//! - [`yaml`]: a YAML tree with source positions.
+//! - [`registry`]: `native_functions.yaml` + `tags.yaml` -> operators, with `autogen` expansion.
+//! - [`error`]: source files, positions, typed errors.
+
+pub mod derivatives;
+pub mod error;
+pub mod registry;
+pub mod schema;
+pub mod yaml;
+
+pub use error::{Error, Pos, Result, SourceError, SourceFile};

@@ -1,0 +1,2 @@
+//! `derivatives.yaml` -> derivative entries matched to registry operators.
+//! (Being written; see the module docs once complete.)
