@@ -1,1 +1,28 @@
-//! Xirang adapter runtime.
+//! Xirang adapter runtime: tensors with PyTorch semantics over a vendor
+//! driver, here the simulated Ascend device (`xirang-acl-sim`).
+//!
+//! Map of the crate:
+//! * [`driver`]: the [`Driver`](driver::Driver) trait and its ACL
+//!   implementation over C function pointers (the only `unsafe` code).
+//! * [`device`]: logical/physical device map, per-device caching allocator.
+//! * [`runtime`]: a driver and its devices, the current device and stream.
+//! * [`dtype`]: dtypes, scalars, PyTorch type promotion.
+//! * [`shape`]: strides, broadcasting, view stride computation.
+//! * [`tensor`]: the strided [`Tensor`] and its views.
+//! * [`ops`]: host reference implementations (the CPU-fallback tier); on
+//!   device tensors they copy to host, compute, and copy back.
+
+pub mod device;
+pub mod driver;
+pub mod dtype;
+pub mod error;
+pub mod ops;
+pub mod runtime;
+pub mod shape;
+pub mod tensor;
+
+pub use device::{AllocatorStats, Device, DeviceMap};
+pub use dtype::{DType, Operand, Scalar, promote_types, result_type};
+pub use error::{Error, Result};
+pub use runtime::Runtime;
+pub use tensor::{Element, Tensor};

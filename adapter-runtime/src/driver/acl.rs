@@ -1,0 +1,644 @@
+//! [`Driver`] over the ACL C ABI (`acl_rt.h`), through a table of function
+//! pointers. This is the only module of the crate with `unsafe` code: each
+//! call crosses the FFI boundary.
+//!
+//! Optional functions resolve through fallback chains, as torch_npu does:
+//! `aclrtCreateStreamWithConfig` -> `aclrtCreateStream`; the simulator's
+//! extensions (`xirangSimGetPhysicalDeviceIds`, `xirangSimLaunchKernel`,
+//! `xirangSimKernelRead/Write`) are optional, with `0..count` and
+//! "kernels unsupported" as fallbacks.
+
+use std::ffi::{CStr, c_char, c_void};
+use std::sync::Arc;
+
+use super::{DevicePtr, Driver, EventId, Kernel, KernelMemory, MemInfo, StreamId};
+use crate::error::{Error, Result};
+use xirang_acl_sim as sim;
+
+type AclError = i32;
+type Vp = *mut c_void;
+
+type KernelFnPtr = Option<unsafe extern "C" fn(ctx: *const c_void, user_data: Vp) -> AclError>;
+
+/// The ACL entry points the runtime uses, with their exact C signatures.
+#[derive(Clone, Copy)]
+pub struct AclApi {
+    pub acl_init: unsafe extern "C" fn(*const c_char) -> AclError,
+    pub acl_finalize: unsafe extern "C" fn() -> AclError,
+    pub get_recent_err_msg: unsafe extern "C" fn() -> *const c_char,
+    pub get_device_count: unsafe extern "C" fn(*mut u32) -> AclError,
+    pub set_device: unsafe extern "C" fn(i32) -> AclError,
+    pub get_device: unsafe extern "C" fn(*mut i32) -> AclError,
+    pub reset_device: unsafe extern "C" fn(i32) -> AclError,
+    pub synchronize_device: unsafe extern "C" fn() -> AclError,
+    pub malloc: unsafe extern "C" fn(*mut Vp, usize, i32) -> AclError,
+    pub free: unsafe extern "C" fn(Vp) -> AclError,
+    pub memcpy: unsafe extern "C" fn(Vp, usize, *const c_void, usize, i32) -> AclError,
+    pub memcpy_async: unsafe extern "C" fn(Vp, usize, *const c_void, usize, i32, Vp) -> AclError,
+    pub memset: unsafe extern "C" fn(Vp, usize, i32, usize) -> AclError,
+    pub memset_async: unsafe extern "C" fn(Vp, usize, i32, usize, Vp) -> AclError,
+    pub create_stream: unsafe extern "C" fn(*mut Vp) -> AclError,
+    pub create_stream_with_config: Option<unsafe extern "C" fn(*mut Vp, u32, u32) -> AclError>,
+    pub destroy_stream: unsafe extern "C" fn(Vp) -> AclError,
+    pub synchronize_stream: unsafe extern "C" fn(Vp) -> AclError,
+    pub create_event: unsafe extern "C" fn(*mut Vp) -> AclError,
+    pub record_event: unsafe extern "C" fn(Vp, Vp) -> AclError,
+    pub synchronize_event: unsafe extern "C" fn(Vp) -> AclError,
+    pub event_elapsed_time: unsafe extern "C" fn(*mut f32, Vp, Vp) -> AclError,
+    pub destroy_event: unsafe extern "C" fn(Vp) -> AclError,
+    pub stream_wait_event: unsafe extern "C" fn(Vp, Vp) -> AclError,
+    pub get_mem_info: unsafe extern "C" fn(i32, *mut usize, *mut usize) -> AclError,
+    pub sim_get_physical_ids: Option<unsafe extern "C" fn(*mut i32, u32, *mut u32) -> AclError>,
+    pub sim_launch_kernel: Option<unsafe extern "C" fn(KernelFnPtr, Vp, Vp) -> AclError>,
+    pub sim_kernel_read:
+        Option<unsafe extern "C" fn(*const c_void, *const c_void, Vp, usize) -> AclError>,
+    pub sim_kernel_write:
+        Option<unsafe extern "C" fn(*const c_void, Vp, *const c_void, usize) -> AclError>,
+}
+
+// Kernel context pointers are passed as `*const c_void`; the simulator's
+// functions take `*const KernelCtx`. Both are thin pointers with the same
+// ABI, so these adapters only re-type them.
+unsafe extern "C" fn sim_launch(k: KernelFnPtr, ud: Vp, stream: Vp) -> AclError {
+    // SAFETY: `KernelFnPtr` and `sim::XirangSimKernel` differ only in the
+    // pointee type of the first (thin pointer) argument: identical ABI.
+    let k: sim::XirangSimKernel =
+        unsafe { std::mem::transmute::<KernelFnPtr, sim::XirangSimKernel>(k) };
+    // SAFETY: forwarded caller contract of xirangSimLaunchKernel.
+    unsafe { sim::xirangSimLaunchKernel(k, ud, stream) }
+}
+unsafe extern "C" fn sim_read(
+    ctx: *const c_void,
+    src: *const c_void,
+    dst: Vp,
+    n: usize,
+) -> AclError {
+    // SAFETY: forwarded caller contract; `ctx` came from the simulator.
+    unsafe { sim::xirangSimKernelRead(ctx.cast(), src, dst, n) }
+}
+unsafe extern "C" fn sim_write(
+    ctx: *const c_void,
+    dst: Vp,
+    src: *const c_void,
+    n: usize,
+) -> AclError {
+    // SAFETY: forwarded caller contract; `ctx` came from the simulator.
+    unsafe { sim::xirangSimKernelWrite(ctx.cast(), dst, src, n) }
+}
+
+impl AclApi {
+    /// The simulator linked into this crate (its rlib), through the same C
+    /// entry points its cdylib exports.
+    pub fn linked_simulator() -> AclApi {
+        AclApi {
+            acl_init: sim::aclInit,
+            acl_finalize: sim::aclFinalize,
+            get_recent_err_msg: sim::aclGetRecentErrMsg,
+            get_device_count: sim::aclrtGetDeviceCount,
+            set_device: sim::aclrtSetDevice,
+            get_device: sim::aclrtGetDevice,
+            reset_device: sim::aclrtResetDevice,
+            synchronize_device: sim::aclrtSynchronizeDevice,
+            malloc: sim::aclrtMalloc,
+            free: sim::aclrtFree,
+            memcpy: sim::aclrtMemcpy,
+            memcpy_async: sim::aclrtMemcpyAsync,
+            memset: sim::aclrtMemset,
+            memset_async: sim::aclrtMemsetAsync,
+            create_stream: sim::aclrtCreateStream,
+            create_stream_with_config: Some(sim::aclrtCreateStreamWithConfig),
+            destroy_stream: sim::aclrtDestroyStream,
+            synchronize_stream: sim::aclrtSynchronizeStream,
+            create_event: sim::aclrtCreateEvent,
+            record_event: sim::aclrtRecordEvent,
+            synchronize_event: sim::aclrtSynchronizeEvent,
+            event_elapsed_time: sim::aclrtEventElapsedTime,
+            destroy_event: sim::aclrtDestroyEvent,
+            stream_wait_event: sim::aclrtStreamWaitEvent,
+            get_mem_info: sim::aclrtGetMemInfo,
+            sim_get_physical_ids: Some(sim::xirangSimGetPhysicalDeviceIds),
+            sim_launch_kernel: Some(sim_launch),
+            sim_kernel_read: Some(sim_read),
+            sim_kernel_write: Some(sim_write),
+        }
+    }
+
+    /// Open an ACL implementation (`libascendcl.so`, or the simulator's
+    /// `libxirang_acl_sim.so`) at run time. The returned library must outlive
+    /// the table; [`AclDriver::load`] keeps them together.
+    pub fn load(path: &std::path::Path) -> Result<(libloading::Library, AclApi)> {
+        // SAFETY: loading a library runs its initializers; the caller names
+        // an ACL implementation, whose initializers are trusted.
+        let lib = unsafe { libloading::Library::new(path) }
+            .map_err(|e| Error::Load(format!("{}: {e}", path.display())))?;
+        macro_rules! req {
+            ($name:literal) => {{
+                // SAFETY: the symbol is declared in acl_rt.h with the type
+                // of the field it is stored in.
+                let s = unsafe { lib.get($name) }.map_err(|e| {
+                    Error::Load(format!(
+                        "{}: missing {}: {e}",
+                        path.display(),
+                        String::from_utf8_lossy(&$name[..$name.len() - 1])
+                    ))
+                })?;
+                *s
+            }};
+        }
+        macro_rules! opt {
+            ($name:literal) => {{
+                // SAFETY: as above; absence is allowed.
+                unsafe { lib.get($name) }.ok().map(|s| *s)
+            }};
+        }
+        let api = AclApi {
+            acl_init: req!(b"aclInit\0"),
+            acl_finalize: req!(b"aclFinalize\0"),
+            get_recent_err_msg: req!(b"aclGetRecentErrMsg\0"),
+            get_device_count: req!(b"aclrtGetDeviceCount\0"),
+            set_device: req!(b"aclrtSetDevice\0"),
+            get_device: req!(b"aclrtGetDevice\0"),
+            reset_device: req!(b"aclrtResetDevice\0"),
+            synchronize_device: req!(b"aclrtSynchronizeDevice\0"),
+            malloc: req!(b"aclrtMalloc\0"),
+            free: req!(b"aclrtFree\0"),
+            memcpy: req!(b"aclrtMemcpy\0"),
+            memcpy_async: req!(b"aclrtMemcpyAsync\0"),
+            memset: req!(b"aclrtMemset\0"),
+            memset_async: req!(b"aclrtMemsetAsync\0"),
+            create_stream: req!(b"aclrtCreateStream\0"),
+            create_stream_with_config: opt!(b"aclrtCreateStreamWithConfig\0"),
+            destroy_stream: req!(b"aclrtDestroyStream\0"),
+            synchronize_stream: req!(b"aclrtSynchronizeStream\0"),
+            create_event: req!(b"aclrtCreateEvent\0"),
+            record_event: req!(b"aclrtRecordEvent\0"),
+            synchronize_event: req!(b"aclrtSynchronizeEvent\0"),
+            event_elapsed_time: req!(b"aclrtEventElapsedTime\0"),
+            destroy_event: req!(b"aclrtDestroyEvent\0"),
+            stream_wait_event: req!(b"aclrtStreamWaitEvent\0"),
+            get_mem_info: req!(b"aclrtGetMemInfo\0"),
+            sim_get_physical_ids: opt!(b"xirangSimGetPhysicalDeviceIds\0"),
+            sim_launch_kernel: opt!(b"xirangSimLaunchKernel\0"),
+            sim_kernel_read: opt!(b"xirangSimKernelRead\0"),
+            sim_kernel_write: opt!(b"xirangSimKernelWrite\0"),
+        };
+        Ok((lib, api))
+    }
+}
+
+/// [`Driver`] implementation over an [`AclApi`] table.
+pub struct AclDriver {
+    api: AclApi,
+    name: String,
+    _lib: Option<Arc<libloading::Library>>,
+}
+
+fn vp(p: DevicePtr) -> Vp {
+    std::ptr::without_provenance_mut(p as usize)
+}
+
+impl AclDriver {
+    /// Driver over the linked simulator.
+    pub fn simulator() -> AclDriver {
+        AclDriver {
+            api: AclApi::linked_simulator(),
+            name: "acl-sim (linked)".into(),
+            _lib: None,
+        }
+    }
+
+    /// Driver over a library opened at run time.
+    pub fn load(path: &std::path::Path) -> Result<AclDriver> {
+        let (lib, api) = AclApi::load(path)?;
+        Ok(AclDriver {
+            api,
+            name: format!("acl ({})", path.display()),
+            _lib: Some(Arc::new(lib)),
+        })
+    }
+
+    fn message(&self) -> String {
+        self.last_error_message().unwrap_or_default()
+    }
+
+    fn check(&self, api: &'static str, code: AclError) -> Result<()> {
+        if code == 0 {
+            Ok(())
+        } else {
+            Err(Error::Driver {
+                api,
+                code,
+                message: self.message(),
+            })
+        }
+    }
+
+    /// Make `device` current on this thread if it is not already.
+    fn ensure(&self, device: i32) -> Result<()> {
+        let mut cur = -1i32;
+        // SAFETY: `cur` is a valid out-pointer.
+        let rc = unsafe { (self.api.get_device)(&mut cur) };
+        if rc == 0 && cur == device {
+            return Ok(());
+        }
+        // SAFETY: plain value argument.
+        let rc = unsafe { (self.api.set_device)(device) };
+        self.check("aclrtSetDevice", rc)
+    }
+
+    /// `aclFinalize` (for tests and orderly shutdown).
+    pub fn finalize(&self) -> Result<()> {
+        // SAFETY: no arguments.
+        let rc = unsafe { (self.api.acl_finalize)() };
+        self.check("aclFinalize", rc)
+    }
+
+    /// `aclrtResetDevice`.
+    pub fn reset_device(&self, device: i32) -> Result<()> {
+        // SAFETY: plain value argument.
+        let rc = unsafe { (self.api.reset_device)(device) };
+        self.check("aclrtResetDevice", rc)
+    }
+}
+
+struct CtxMemory {
+    ctx: *const c_void,
+    read: unsafe extern "C" fn(*const c_void, *const c_void, Vp, usize) -> AclError,
+    write: unsafe extern "C" fn(*const c_void, Vp, *const c_void, usize) -> AclError,
+}
+
+impl KernelMemory for CtxMemory {
+    fn read(&self, src: DevicePtr, dst: &mut [u8]) -> Result<()> {
+        // SAFETY: `ctx` is the live kernel context; `dst` is valid for
+        // `dst.len()` writes.
+        let rc = unsafe { (self.read)(self.ctx, vp(src), dst.as_mut_ptr().cast(), dst.len()) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(Error::Driver {
+                api: "xirangSimKernelRead",
+                code: rc,
+                message: format!("read of {} bytes at {src:#x}", dst.len()),
+            })
+        }
+    }
+    fn write(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
+        // SAFETY: `ctx` is the live kernel context; `src` is valid for
+        // `src.len()` reads.
+        let rc = unsafe { (self.write)(self.ctx, vp(dst), src.as_ptr().cast(), src.len()) };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(Error::Driver {
+                api: "xirangSimKernelWrite",
+                code: rc,
+                message: format!("write of {} bytes at {dst:#x}", src.len()),
+            })
+        }
+    }
+}
+
+struct KernelBox {
+    kernel: Kernel,
+    read: unsafe extern "C" fn(*const c_void, *const c_void, Vp, usize) -> AclError,
+    write: unsafe extern "C" fn(*const c_void, Vp, *const c_void, usize) -> AclError,
+}
+
+unsafe extern "C" fn kernel_trampoline(ctx: *const c_void, user_data: Vp) -> AclError {
+    // SAFETY: `user_data` is the `Box<KernelBox>` leaked by `launch_kernel`;
+    // the simulator calls each launched kernel exactly once.
+    let kb = unsafe { Box::from_raw(user_data.cast::<KernelBox>()) };
+    let mem = CtxMemory {
+        ctx,
+        read: kb.read,
+        write: kb.write,
+    };
+    match (kb.kernel)(&mem) {
+        Ok(()) => 0,
+        Err(Error::Driver { code, .. }) => code,
+        Err(_) => sim::ACL_ERROR_RT_AICORE_EXCEPTION,
+    }
+}
+
+impl Driver for AclDriver {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn init(&self) -> Result<()> {
+        // SAFETY: a null config path is allowed by aclInit.
+        let rc = unsafe { (self.api.acl_init)(std::ptr::null()) };
+        if rc == sim::ACL_ERROR_REPEAT_INITIALIZE {
+            return Ok(());
+        }
+        self.check("aclInit", rc)
+    }
+
+    fn device_count(&self) -> Result<usize> {
+        let mut n = 0u32;
+        // SAFETY: valid out-pointer.
+        let rc = unsafe { (self.api.get_device_count)(&mut n) };
+        self.check("aclrtGetDeviceCount", rc)?;
+        Ok(n as usize)
+    }
+
+    fn physical_device_ids(&self) -> Result<Vec<i32>> {
+        let n = self.device_count()?;
+        let Some(f) = self.api.sim_get_physical_ids else {
+            return Ok((0..n as i32).collect());
+        };
+        let mut ids = vec![0i32; n];
+        let mut total = 0u32;
+        // SAFETY: `ids` has room for `n` elements; `total` is a valid out-pointer.
+        let rc = unsafe { f(ids.as_mut_ptr(), n as u32, &mut total) };
+        self.check("xirangSimGetPhysicalDeviceIds", rc)?;
+        ids.truncate(total as usize);
+        Ok(ids)
+    }
+
+    fn set_device(&self, device: i32) -> Result<()> {
+        self.ensure(device)
+    }
+
+    fn malloc(&self, device: i32, size: usize) -> Result<DevicePtr> {
+        self.ensure(device)?;
+        let mut p: Vp = std::ptr::null_mut();
+        // SAFETY: valid out-pointer.
+        let rc = unsafe { (self.api.malloc)(&mut p, size, sim::ACL_MEM_MALLOC_HUGE_FIRST) };
+        self.check("aclrtMalloc", rc)?;
+        Ok(p.addr() as u64)
+    }
+
+    fn free(&self, device: i32, ptr: DevicePtr) -> Result<()> {
+        self.ensure(device)?;
+        // SAFETY: device addresses are only looked up by the driver.
+        let rc = unsafe { (self.api.free)(vp(ptr)) };
+        self.check("aclrtFree", rc)
+    }
+
+    fn memcpy_h2d(&self, device: i32, dst: DevicePtr, src: &[u8]) -> Result<()> {
+        self.ensure(device)?;
+        // SAFETY: `src` is valid for `src.len()` reads.
+        let rc = unsafe {
+            (self.api.memcpy)(
+                vp(dst),
+                src.len(),
+                src.as_ptr().cast(),
+                src.len(),
+                sim::ACL_MEMCPY_HOST_TO_DEVICE,
+            )
+        };
+        self.check("aclrtMemcpy", rc)
+    }
+
+    fn memcpy_d2h(&self, device: i32, dst: &mut [u8], src: DevicePtr) -> Result<()> {
+        self.ensure(device)?;
+        // SAFETY: `dst` is valid for `dst.len()` writes.
+        let rc = unsafe {
+            (self.api.memcpy)(
+                dst.as_mut_ptr().cast(),
+                dst.len(),
+                vp(src),
+                dst.len(),
+                sim::ACL_MEMCPY_DEVICE_TO_HOST,
+            )
+        };
+        self.check("aclrtMemcpy", rc)
+    }
+
+    fn memcpy_d2d(&self, device: i32, dst: DevicePtr, src: DevicePtr, count: usize) -> Result<()> {
+        self.ensure(device)?;
+        // SAFETY: device addresses are only looked up by the driver.
+        let rc = unsafe {
+            (self.api.memcpy)(
+                vp(dst),
+                count,
+                vp(src),
+                count,
+                sim::ACL_MEMCPY_DEVICE_TO_DEVICE,
+            )
+        };
+        self.check("aclrtMemcpy", rc)
+    }
+
+    fn memcpy_h2d_async(
+        &self,
+        device: i32,
+        dst: DevicePtr,
+        src: &[u8],
+        stream: StreamId,
+    ) -> Result<()> {
+        self.ensure(device)?;
+        // SAFETY: `src` is valid for reads until the stream sync below.
+        let rc = unsafe {
+            (self.api.memcpy_async)(
+                vp(dst),
+                src.len(),
+                src.as_ptr().cast(),
+                src.len(),
+                sim::ACL_MEMCPY_HOST_TO_DEVICE,
+                vp(stream.0 as u64),
+            )
+        };
+        self.check("aclrtMemcpyAsync", rc)?;
+        // The borrow of `src` ends when we return: wait for the copy.
+        self.synchronize_stream(device, stream)
+    }
+
+    fn memcpy_d2h_async(
+        &self,
+        device: i32,
+        dst: &mut [u8],
+        src: DevicePtr,
+        stream: StreamId,
+    ) -> Result<()> {
+        self.ensure(device)?;
+        // SAFETY: `dst` is valid for writes until the stream sync below.
+        let rc = unsafe {
+            (self.api.memcpy_async)(
+                dst.as_mut_ptr().cast(),
+                dst.len(),
+                vp(src),
+                dst.len(),
+                sim::ACL_MEMCPY_DEVICE_TO_HOST,
+                vp(stream.0 as u64),
+            )
+        };
+        self.check("aclrtMemcpyAsync", rc)?;
+        self.synchronize_stream(device, stream)
+    }
+
+    fn memcpy_d2d_async(
+        &self,
+        device: i32,
+        dst: DevicePtr,
+        src: DevicePtr,
+        count: usize,
+        stream: StreamId,
+    ) -> Result<()> {
+        self.ensure(device)?;
+        // SAFETY: device addresses are only looked up by the driver.
+        let rc = unsafe {
+            (self.api.memcpy_async)(
+                vp(dst),
+                count,
+                vp(src),
+                count,
+                sim::ACL_MEMCPY_DEVICE_TO_DEVICE,
+                vp(stream.0 as u64),
+            )
+        };
+        self.check("aclrtMemcpyAsync", rc)
+    }
+
+    fn memset(&self, device: i32, ptr: DevicePtr, value: u8, count: usize) -> Result<()> {
+        self.ensure(device)?;
+        // SAFETY: device addresses are only looked up by the driver.
+        let rc = unsafe { (self.api.memset)(vp(ptr), count, value as i32, count) };
+        self.check("aclrtMemset", rc)
+    }
+
+    fn memset_async(
+        &self,
+        device: i32,
+        ptr: DevicePtr,
+        value: u8,
+        count: usize,
+        stream: StreamId,
+    ) -> Result<()> {
+        self.ensure(device)?;
+        // SAFETY: device addresses are only looked up by the driver.
+        let rc = unsafe {
+            (self.api.memset_async)(vp(ptr), count, value as i32, count, vp(stream.0 as u64))
+        };
+        self.check("aclrtMemsetAsync", rc)
+    }
+
+    fn create_stream(&self, device: i32) -> Result<StreamId> {
+        self.ensure(device)?;
+        let mut s: Vp = std::ptr::null_mut();
+        let rc = match self.api.create_stream_with_config {
+            // SAFETY: valid out-pointer.
+            Some(f) => unsafe { f(&mut s, 0, 0) },
+            // SAFETY: valid out-pointer.
+            None => unsafe { (self.api.create_stream)(&mut s) },
+        };
+        self.check("aclrtCreateStream", rc)?;
+        Ok(StreamId(s.addr()))
+    }
+
+    fn destroy_stream(&self, device: i32, stream: StreamId) -> Result<()> {
+        self.ensure(device)?;
+        // SAFETY: handles are only looked up by the driver.
+        let rc = unsafe { (self.api.destroy_stream)(vp(stream.0 as u64)) };
+        self.check("aclrtDestroyStream", rc)
+    }
+
+    fn synchronize_stream(&self, device: i32, stream: StreamId) -> Result<()> {
+        self.ensure(device)?;
+        // SAFETY: handles are only looked up by the driver.
+        let rc = unsafe { (self.api.synchronize_stream)(vp(stream.0 as u64)) };
+        self.check("aclrtSynchronizeStream", rc)
+    }
+
+    fn synchronize_device(&self, device: i32) -> Result<()> {
+        self.ensure(device)?;
+        // SAFETY: no arguments.
+        let rc = unsafe { (self.api.synchronize_device)() };
+        self.check("aclrtSynchronizeDevice", rc)
+    }
+
+    fn create_event(&self, device: i32) -> Result<EventId> {
+        self.ensure(device)?;
+        let mut e: Vp = std::ptr::null_mut();
+        // SAFETY: valid out-pointer.
+        let rc = unsafe { (self.api.create_event)(&mut e) };
+        self.check("aclrtCreateEvent", rc)?;
+        Ok(EventId(e.addr()))
+    }
+
+    fn record_event(&self, device: i32, event: EventId, stream: StreamId) -> Result<()> {
+        self.ensure(device)?;
+        // SAFETY: handles are only looked up by the driver.
+        let rc = unsafe { (self.api.record_event)(vp(event.0 as u64), vp(stream.0 as u64)) };
+        self.check("aclrtRecordEvent", rc)
+    }
+
+    fn synchronize_event(&self, device: i32, event: EventId) -> Result<()> {
+        self.ensure(device)?;
+        // SAFETY: handles are only looked up by the driver.
+        let rc = unsafe { (self.api.synchronize_event)(vp(event.0 as u64)) };
+        self.check("aclrtSynchronizeEvent", rc)
+    }
+
+    fn event_elapsed_ms(&self, device: i32, start: EventId, end: EventId) -> Result<f32> {
+        self.ensure(device)?;
+        let mut ms = 0f32;
+        // SAFETY: valid out-pointer; handles are only looked up.
+        let rc =
+            unsafe { (self.api.event_elapsed_time)(&mut ms, vp(start.0 as u64), vp(end.0 as u64)) };
+        self.check("aclrtEventElapsedTime", rc)?;
+        Ok(ms)
+    }
+
+    fn destroy_event(&self, device: i32, event: EventId) -> Result<()> {
+        self.ensure(device)?;
+        // SAFETY: handles are only looked up by the driver.
+        let rc = unsafe { (self.api.destroy_event)(vp(event.0 as u64)) };
+        self.check("aclrtDestroyEvent", rc)
+    }
+
+    fn stream_wait_event(&self, device: i32, stream: StreamId, event: EventId) -> Result<()> {
+        self.ensure(device)?;
+        // SAFETY: handles are only looked up by the driver.
+        let rc = unsafe { (self.api.stream_wait_event)(vp(stream.0 as u64), vp(event.0 as u64)) };
+        self.check("aclrtStreamWaitEvent", rc)
+    }
+
+    fn mem_info(&self, device: i32) -> Result<MemInfo> {
+        self.ensure(device)?;
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: valid out-pointers.
+        let rc = unsafe { (self.api.get_mem_info)(sim::ACL_HBM_MEM, &mut free, &mut total) };
+        self.check("aclrtGetMemInfo", rc)?;
+        Ok(MemInfo { free, total })
+    }
+
+    fn last_error_message(&self) -> Option<String> {
+        // SAFETY: no arguments; returns null or a NUL-terminated string valid
+        // until the next failing call on this thread, copied out at once.
+        let p = unsafe { (self.api.get_recent_err_msg)() };
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: non-null, NUL-terminated (see above).
+        Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    }
+
+    fn launch_kernel(&self, device: i32, stream: StreamId, kernel: Kernel) -> Result<()> {
+        let (Some(launch), Some(read), Some(write)) = (
+            self.api.sim_launch_kernel,
+            self.api.sim_kernel_read,
+            self.api.sim_kernel_write,
+        ) else {
+            return Err(Error::Unsupported(format!(
+                "{}: no kernel launch entry point",
+                self.name
+            )));
+        };
+        self.ensure(device)?;
+        let ud = Box::into_raw(Box::new(KernelBox {
+            kernel,
+            read,
+            write,
+        }));
+        // SAFETY: the trampoline consumes `ud` exactly once if the launch
+        // succeeds; it may run on the stream's worker thread (Kernel: Send).
+        let rc = unsafe { launch(Some(kernel_trampoline), ud.cast(), vp(stream.0 as u64)) };
+        if rc != 0 {
+            // SAFETY: on failure the kernel is never called; reclaim the box.
+            drop(unsafe { Box::from_raw(ud) });
+        }
+        self.check("xirangSimLaunchKernel", rc)
+    }
+}

@@ -1,0 +1,132 @@
+//! The device driver interface.
+//!
+//! [`Driver`] is the set of device operations the runtime needs. Today it
+//! is implemented by [`acl::AclDriver`], a table of C function pointers with
+//! the exact `acl_rt.h` signatures, filled either from the simulator linked
+//! into this crate ([`acl::AclApi::linked_simulator`]) or from a shared
+//! library opened at run time with libloading ([`acl::AclApi::load`]); later
+//! the table is generated from the vendor headers. Either way the runtime
+//! goes through the C ABI, exactly as it would on hardware.
+//!
+//! Device-scoped methods take the *physical* device id; implementations make
+//! it current on the calling thread first (ACL's current device is per
+//! thread). Streams are identified by [`StreamId`]; `StreamId::DEFAULT` is
+//! the device's default (null) stream.
+
+pub mod acl;
+
+use crate::error::Result;
+
+/// An opaque device address. Never dereferenced on the host.
+pub type DevicePtr = u64;
+
+/// A stream handle (`aclrtStream` as an integer); 0 is the default stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct StreamId(pub usize);
+
+impl StreamId {
+    /// The device's default (null) stream.
+    pub const DEFAULT: StreamId = StreamId(0);
+}
+
+/// An event handle (`aclrtEvent` as an integer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EventId(pub usize);
+
+/// Free and total device memory in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemInfo {
+    pub free: usize,
+    pub total: usize,
+}
+
+/// Device memory as seen by a running kernel.
+pub trait KernelMemory {
+    /// Copy `dst.len()` bytes from device address `src`.
+    fn read(&self, src: DevicePtr, dst: &mut [u8]) -> Result<()>;
+    /// Copy `src` to device address `dst`.
+    fn write(&self, dst: DevicePtr, src: &[u8]) -> Result<()>;
+}
+
+/// A kernel: runs on a stream worker, reaches device memory only through
+/// [`KernelMemory`]. An `Err` becomes the stream's sticky error.
+pub type Kernel = Box<dyn FnOnce(&dyn KernelMemory) -> Result<()> + Send + 'static>;
+
+/// Device operations the runtime needs from a vendor driver.
+pub trait Driver: Send + Sync {
+    /// A short name for diagnostics.
+    fn name(&self) -> &str;
+    /// Initialize the driver (idempotent: a repeated init is not an error).
+    fn init(&self) -> Result<()>;
+    /// Number of visible devices.
+    fn device_count(&self) -> Result<usize>;
+    /// Physical device ids in driver enumeration order (may be sparse and
+    /// unordered); defaults to `0..device_count`.
+    fn physical_device_ids(&self) -> Result<Vec<i32>> {
+        Ok((0..self.device_count()? as i32).collect())
+    }
+    /// Make `device` current on the calling thread.
+    fn set_device(&self, device: i32) -> Result<()>;
+
+    fn malloc(&self, device: i32, size: usize) -> Result<DevicePtr>;
+    fn free(&self, device: i32, ptr: DevicePtr) -> Result<()>;
+    fn memcpy_h2d(&self, device: i32, dst: DevicePtr, src: &[u8]) -> Result<()>;
+    fn memcpy_d2h(&self, device: i32, dst: &mut [u8], src: DevicePtr) -> Result<()>;
+    fn memcpy_d2d(&self, device: i32, dst: DevicePtr, src: DevicePtr, count: usize) -> Result<()>;
+    /// Stream-ordered host-to-device copy. Because `src` is borrowed, the
+    /// call returns only when the host buffer may be reused (it synchronizes
+    /// the stream unless the driver copies the source at enqueue time).
+    fn memcpy_h2d_async(
+        &self,
+        device: i32,
+        dst: DevicePtr,
+        src: &[u8],
+        stream: StreamId,
+    ) -> Result<()>;
+    /// Stream-ordered device-to-host copy; returns when `dst` is filled.
+    fn memcpy_d2h_async(
+        &self,
+        device: i32,
+        dst: &mut [u8],
+        src: DevicePtr,
+        stream: StreamId,
+    ) -> Result<()>;
+    /// Stream-ordered device-to-device copy (truly asynchronous).
+    fn memcpy_d2d_async(
+        &self,
+        device: i32,
+        dst: DevicePtr,
+        src: DevicePtr,
+        count: usize,
+        stream: StreamId,
+    ) -> Result<()>;
+    fn memset(&self, device: i32, ptr: DevicePtr, value: u8, count: usize) -> Result<()>;
+    fn memset_async(
+        &self,
+        device: i32,
+        ptr: DevicePtr,
+        value: u8,
+        count: usize,
+        stream: StreamId,
+    ) -> Result<()>;
+
+    fn create_stream(&self, device: i32) -> Result<StreamId>;
+    fn destroy_stream(&self, device: i32, stream: StreamId) -> Result<()>;
+    fn synchronize_stream(&self, device: i32, stream: StreamId) -> Result<()>;
+    fn synchronize_device(&self, device: i32) -> Result<()>;
+
+    fn create_event(&self, device: i32) -> Result<EventId>;
+    fn record_event(&self, device: i32, event: EventId, stream: StreamId) -> Result<()>;
+    fn synchronize_event(&self, device: i32, event: EventId) -> Result<()>;
+    /// Milliseconds between two completed records.
+    fn event_elapsed_ms(&self, device: i32, start: EventId, end: EventId) -> Result<f32>;
+    fn destroy_event(&self, device: i32, event: EventId) -> Result<()>;
+    fn stream_wait_event(&self, device: i32, stream: StreamId, event: EventId) -> Result<()>;
+
+    fn mem_info(&self, device: i32) -> Result<MemInfo>;
+    /// The driver's most recent error message on this thread, if any.
+    fn last_error_message(&self) -> Option<String>;
+
+    /// Enqueue a kernel on `stream`.
+    fn launch_kernel(&self, device: i32, stream: StreamId, kernel: Kernel) -> Result<()>;
+}

@@ -1,0 +1,617 @@
+//! Elementwise arithmetic, comparisons, `where`, `masked_fill`, `clamp`.
+
+use super::{Rhs, f64s, i64s, on_host1, operand, pmap, pmap2, require_float};
+use crate::dtype::{DEFAULT_FLOAT, DType, Operand, Scalar, result_type};
+use crate::error::{Error, Result, dtype_err};
+use crate::shape::broadcast_shapes;
+use crate::tensor::Tensor;
+
+/// Division rounding mode (`rounding_mode=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoundingMode {
+    Trunc,
+    Floor,
+}
+
+fn common(ops: &[Operand]) -> Result<DType> {
+    result_type(ops).ok_or_else(|| Error::DType("no operands".into()))
+}
+
+fn out_f(v: Vec<f64>, shape: &[usize], d: DType) -> Result<Tensor> {
+    Tensor::from_f64(&v, shape, d)
+}
+fn out_i(v: Vec<i64>, shape: &[usize], d: DType) -> Result<Tensor> {
+    Tensor::from_i64(&v, shape, d)
+}
+
+fn check_alpha(name: &str, dtype: DType, alpha: Scalar) -> Result<()> {
+    if !dtype.is_floating() && alpha.is_floating() {
+        return dtype_err(format!(
+            "{name}: For integral input tensors, argument alpha must not be a floating point number."
+        ));
+    }
+    if dtype != DType::Bool && matches!(alpha, Scalar::Bool(_)) {
+        return dtype_err(format!(
+            "{name}: Boolean alpha only supported for Boolean results."
+        ));
+    }
+    Ok(())
+}
+
+fn binary(
+    name: &'static str,
+    a: &Tensor,
+    b: Rhs<'_>,
+    body: impl FnOnce(&Tensor, &Tensor, DType, &[usize]) -> Result<Tensor>,
+) -> Result<Tensor> {
+    let bt = b.tensor();
+    let ops = [operand(a), b.operand()];
+    let d = common(&ops)?;
+    on_host1(name, &[a, &bt], |h| {
+        let shape = broadcast_shapes(h[0].sizes(), h[1].sizes())?;
+        body(&h[0], &h[1], d, &shape)
+    })
+}
+
+/// `torch.add(a, b, alpha=alpha)`.
+pub fn add<'a>(a: &Tensor, b: impl Into<Rhs<'a>>, alpha: Scalar) -> Result<Tensor> {
+    add_sub("add", a, b.into(), alpha, false)
+}
+
+/// `torch.sub(a, b, alpha=alpha)`.
+pub fn sub<'a>(a: &Tensor, b: impl Into<Rhs<'a>>, alpha: Scalar) -> Result<Tensor> {
+    add_sub("sub", a, b.into(), alpha, true)
+}
+
+fn add_sub(name: &'static str, a: &Tensor, b: Rhs<'_>, alpha: Scalar, neg: bool) -> Result<Tensor> {
+    binary(name, a, b, |x, y, d, shape| {
+        check_alpha(name, d, alpha)?;
+        if neg && (d == DType::Bool || y.dtype() == DType::Bool) {
+            return dtype_err(
+                "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.",
+            );
+        }
+        if d.is_floating() {
+            let al = if neg { -alpha.to_f64() } else { alpha.to_f64() };
+            out_f(
+                pmap2(&f64s(x, shape)?, &f64s(y, shape)?, |p, q| p + al * q),
+                shape,
+                d,
+            )
+        } else {
+            let al = alpha.to_i64();
+            let al = if neg { al.wrapping_neg() } else { al };
+            out_i(
+                pmap2(&i64s(x, shape)?, &i64s(y, shape)?, |p, q| {
+                    p.wrapping_add(al.wrapping_mul(q))
+                }),
+                shape,
+                d,
+            )
+        }
+    })
+}
+
+/// `torch.mul(a, b)`.
+pub fn mul<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
+    binary("mul", a, b.into(), |x, y, d, shape| {
+        if d.is_floating() {
+            out_f(
+                pmap2(&f64s(x, shape)?, &f64s(y, shape)?, |p, q| p * q),
+                shape,
+                d,
+            )
+        } else {
+            out_i(
+                pmap2(&i64s(x, shape)?, &i64s(y, shape)?, i64::wrapping_mul),
+                shape,
+                d,
+            )
+        }
+    })
+}
+
+/// PyTorch's `div_floor_floating`.
+pub fn div_floor_f64(a: f64, b: f64) -> f64 {
+    if b == 0.0 {
+        return a / b;
+    }
+    let m = a % b;
+    let mut div = (a - m) / b;
+    if m != 0.0 && ((b < 0.0) != (m < 0.0)) {
+        div -= 1.0;
+    }
+    if div != 0.0 {
+        let mut fl = div.floor();
+        if div - fl > 0.5 {
+            fl += 1.0;
+        }
+        fl
+    } else {
+        (0.0f64).copysign(a / b)
+    }
+}
+
+/// Python-style floor division for integers.
+pub fn div_floor_i64(a: i64, b: i64) -> i64 {
+    let q = a.wrapping_div(b);
+    if (a % b != 0) && ((a < 0) != (b < 0)) {
+        q - 1
+    } else {
+        q
+    }
+}
+
+/// `torch.div(a, b, rounding_mode=...)`. True division promotes integral
+/// results to the default float dtype; integer division by zero is an error.
+pub fn div<'a>(
+    a: &Tensor,
+    b: impl Into<Rhs<'a>>,
+    rounding: Option<RoundingMode>,
+) -> Result<Tensor> {
+    binary("div", a, b.into(), |x, y, d, shape| match rounding {
+        None => {
+            let od = if d.is_floating() { d } else { DEFAULT_FLOAT };
+            out_f(
+                pmap2(&f64s(x, shape)?, &f64s(y, shape)?, |p, q| p / q),
+                shape,
+                od,
+            )
+        }
+        Some(mode) => {
+            if d == DType::Bool {
+                return dtype_err("\"div_floor_cpu\"/\"div_trunc_cpu\" not implemented for 'Bool'");
+            }
+            if d.is_floating() {
+                let f = match mode {
+                    RoundingMode::Trunc => |p: f64, q: f64| (p / q).trunc(),
+                    RoundingMode::Floor => div_floor_f64,
+                };
+                out_f(pmap2(&f64s(x, shape)?, &f64s(y, shape)?, f), shape, d)
+            } else {
+                let (p, q) = (i64s(x, shape)?, i64s(y, shape)?);
+                if q.contains(&0) {
+                    return Err(Error::InvalidArgument("ZeroDivisionError".into()));
+                }
+                // Divide in the result dtype's range (e.g. int8 -128 / -1 wraps).
+                let f = match mode {
+                    RoundingMode::Trunc => i64::wrapping_div,
+                    RoundingMode::Floor => div_floor_i64,
+                };
+                out_i(pmap2(&p, &q, f), shape, d)
+            }
+        }
+    })
+}
+
+/// Integer power with PyTorch's rules for negative exponents.
+fn powi(a: i64, b: i64) -> i64 {
+    if b < 0 {
+        return match a {
+            1 => 1,
+            -1 => {
+                if b % 2 == 0 {
+                    1
+                } else {
+                    -1
+                }
+            }
+            _ => 0,
+        };
+    }
+    let (mut base, mut e, mut r) = (a, b as u64, 1i64);
+    while e > 0 {
+        if e & 1 == 1 {
+            r = r.wrapping_mul(base);
+        }
+        base = base.wrapping_mul(base);
+        e >>= 1;
+    }
+    r
+}
+
+/// `torch.pow(a, b)`.
+pub fn pow<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
+    let b = b.into();
+    if let Rhs::Scalar(s) = b
+        && !a.dtype().is_floating()
+        && !s.is_floating()
+        && s.to_i64() < 0
+    {
+        return dtype_err("Integers to negative integer powers are not allowed.");
+    }
+    binary("pow", a, b, |x, y, d, shape| {
+        if d == DType::Bool {
+            return dtype_err("\"pow\" not implemented for 'Bool'");
+        }
+        if d.is_floating() {
+            out_f(
+                pmap2(&f64s(x, shape)?, &f64s(y, shape)?, f64::powf),
+                shape,
+                d,
+            )
+        } else {
+            out_i(pmap2(&i64s(x, shape)?, &i64s(y, shape)?, powi), shape, d)
+        }
+    })
+}
+
+/// `torch.maximum` (NaN-propagating).
+pub fn maximum(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    min_max("maximum", a, b, true)
+}
+
+/// `torch.minimum` (NaN-propagating).
+pub fn minimum(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    min_max("minimum", a, b, false)
+}
+
+fn min_max(name: &'static str, a: &Tensor, b: &Tensor, max: bool) -> Result<Tensor> {
+    binary(name, a, Rhs::Tensor(b), |x, y, d, shape| {
+        if d.is_floating() {
+            let f = move |p: f64, q: f64| {
+                if p.is_nan() || q.is_nan() {
+                    f64::NAN
+                } else if max {
+                    p.max(q)
+                } else {
+                    p.min(q)
+                }
+            };
+            out_f(pmap2(&f64s(x, shape)?, &f64s(y, shape)?, f), shape, d)
+        } else {
+            let f = move |p: i64, q: i64| if max { p.max(q) } else { p.min(q) };
+            out_i(pmap2(&i64s(x, shape)?, &i64s(y, shape)?, f), shape, d)
+        }
+    })
+}
+
+/// Comparison operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+/// `torch.eq/ne/lt/le/gt/ge`: compares in the promoted dtype, returns bool.
+pub fn compare<'a>(op: CmpOp, a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
+    binary("compare", a, b.into(), |x, y, d, shape| {
+        let v: Vec<i64> = if d.is_floating() {
+            pmap2(&f64s(x, shape)?, &f64s(y, shape)?, move |p, q| {
+                cmp(op, p, q) as i64
+            })
+        } else {
+            pmap2(&i64s(x, shape)?, &i64s(y, shape)?, move |p, q| {
+                cmp(op, p, q) as i64
+            })
+        };
+        out_i(v, shape, DType::Bool)
+    })
+}
+
+fn cmp<T: PartialOrd>(op: CmpOp, p: T, q: T) -> bool {
+    match op {
+        CmpOp::Eq => p == q,
+        CmpOp::Ne => p != q,
+        CmpOp::Lt => p < q,
+        CmpOp::Le => p <= q,
+        CmpOp::Gt => p > q,
+        CmpOp::Ge => p >= q,
+    }
+}
+
+pub fn eq<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
+    compare(CmpOp::Eq, a, b)
+}
+pub fn ne<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
+    compare(CmpOp::Ne, a, b)
+}
+pub fn lt<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
+    compare(CmpOp::Lt, a, b)
+}
+pub fn le<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
+    compare(CmpOp::Le, a, b)
+}
+pub fn gt<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
+    compare(CmpOp::Gt, a, b)
+}
+pub fn ge<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
+    compare(CmpOp::Ge, a, b)
+}
+
+// ------------------------------------------------------------------ unary
+
+/// Unary ops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unary {
+    Neg,
+    Abs,
+    Exp,
+    Log,
+    Sqrt,
+    Rsqrt,
+    Sigmoid,
+    Tanh,
+    Relu,
+    Gelu,
+    GeluTanh,
+    Silu,
+}
+
+/// `gelu` with `approximate='none'`.
+pub fn gelu_f64(x: f64) -> f64 {
+    0.5 * x * (1.0 + libm::erf(x * std::f64::consts::FRAC_1_SQRT_2))
+}
+
+/// `gelu` with `approximate='tanh'`.
+pub fn gelu_tanh_f64(x: f64) -> f64 {
+    let k = (2.0 / std::f64::consts::PI).sqrt();
+    0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh())
+}
+
+pub fn sigmoid_f64(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// Apply a unary op with PyTorch's dtype rules: `exp log sqrt rsqrt
+/// sigmoid tanh` promote integral inputs to the default float dtype;
+/// `gelu silu` require floats; `neg abs relu` keep integral dtypes and
+/// reject bool.
+pub fn unary(op: Unary, x: &Tensor) -> Result<Tensor> {
+    on_host1("unary", &[x], |h| {
+        let t = &h[0];
+        let d = t.dtype();
+        let shape = t.sizes().to_vec();
+        match op {
+            Unary::Neg | Unary::Abs | Unary::Relu => {
+                if d == DType::Bool {
+                    return dtype_err(format!("{op:?} is not supported for bool tensors"));
+                }
+                if d.is_floating() {
+                    let f = match op {
+                        Unary::Neg => |v: &f64| -v,
+                        Unary::Abs => |v: &f64| v.abs(),
+                        _ => |v: &f64| if v.is_nan() { *v } else { v.max(0.0) },
+                    };
+                    out_f(pmap(&t.to_f64_vec()?, f), &shape, d)
+                } else {
+                    let f = match op {
+                        Unary::Neg => |v: &i64| v.wrapping_neg(),
+                        Unary::Abs => |v: &i64| v.wrapping_abs(),
+                        _ => |v: &i64| (*v).max(0),
+                    };
+                    out_i(pmap(&t.to_i64_vec()?, f), &shape, d)
+                }
+            }
+            Unary::Gelu | Unary::GeluTanh | Unary::Silu => {
+                require_float(&format!("{op:?}"), d)?;
+                let f = match op {
+                    Unary::Gelu => |v: &f64| gelu_f64(*v),
+                    Unary::GeluTanh => |v: &f64| gelu_tanh_f64(*v),
+                    _ => |v: &f64| v * sigmoid_f64(*v),
+                };
+                out_f(pmap(&t.to_f64_vec()?, f), &shape, d)
+            }
+            _ => {
+                let od = if d.is_floating() { d } else { DEFAULT_FLOAT };
+                let f = match op {
+                    Unary::Exp => |v: &f64| v.exp(),
+                    Unary::Log => |v: &f64| v.ln(),
+                    Unary::Sqrt => |v: &f64| v.sqrt(),
+                    Unary::Rsqrt => |v: &f64| 1.0 / v.sqrt(),
+                    Unary::Sigmoid => |v: &f64| sigmoid_f64(*v),
+                    _ => |v: &f64| v.tanh(),
+                };
+                out_f(pmap(&t.to_f64_vec()?, f), &shape, od)
+            }
+        }
+    })
+}
+
+pub fn neg(x: &Tensor) -> Result<Tensor> {
+    unary(Unary::Neg, x)
+}
+pub fn abs(x: &Tensor) -> Result<Tensor> {
+    unary(Unary::Abs, x)
+}
+pub fn exp(x: &Tensor) -> Result<Tensor> {
+    unary(Unary::Exp, x)
+}
+pub fn log(x: &Tensor) -> Result<Tensor> {
+    unary(Unary::Log, x)
+}
+pub fn sqrt(x: &Tensor) -> Result<Tensor> {
+    unary(Unary::Sqrt, x)
+}
+pub fn rsqrt(x: &Tensor) -> Result<Tensor> {
+    unary(Unary::Rsqrt, x)
+}
+pub fn sigmoid(x: &Tensor) -> Result<Tensor> {
+    unary(Unary::Sigmoid, x)
+}
+pub fn tanh(x: &Tensor) -> Result<Tensor> {
+    unary(Unary::Tanh, x)
+}
+pub fn relu(x: &Tensor) -> Result<Tensor> {
+    unary(Unary::Relu, x)
+}
+pub fn silu(x: &Tensor) -> Result<Tensor> {
+    unary(Unary::Silu, x)
+}
+
+/// `gelu(approximate=...)`: `"none"` or `"tanh"`.
+pub fn gelu(x: &Tensor, approximate: &str) -> Result<Tensor> {
+    match approximate {
+        "none" => unary(Unary::Gelu, x),
+        "tanh" => unary(Unary::GeluTanh, x),
+        other => Err(Error::InvalidArgument(format!(
+            "approximate argument must be either none or tanh, got {other:?}"
+        ))),
+    }
+}
+
+/// `torch.clamp(x, min, max)` with scalar bounds. The result dtype is
+/// `result_type(x, min, max)`; NaN inputs and NaN bounds give NaN; if
+/// `min > max` every element becomes `max`.
+pub fn clamp(x: &Tensor, min: Option<Scalar>, max: Option<Scalar>) -> Result<Tensor> {
+    if min.is_none() && max.is_none() {
+        return Err(Error::InvalidArgument(
+            "torch.clamp: At least one of 'min' or 'max' must not be None".into(),
+        ));
+    }
+    let mut ops = vec![operand(x)];
+    ops.extend(min.map(Operand::Scalar));
+    ops.extend(max.map(Operand::Scalar));
+    let d = common(&ops)?;
+    if d == DType::Bool {
+        return dtype_err("\"clamp_cpu\" not implemented for 'Bool'");
+    }
+    on_host1("clamp", &[x], |h| {
+        let t = &h[0];
+        let shape = t.sizes().to_vec();
+        if d.is_floating() {
+            let (lo, hi) = (min.map(|s| s.to_f64()), max.map(|s| s.to_f64()));
+            let f = move |v: &f64| {
+                let mut v = *v;
+                if v.is_nan() {
+                    return v;
+                }
+                if let Some(l) = lo {
+                    if l.is_nan() {
+                        return l;
+                    }
+                    v = v.max(l);
+                }
+                if let Some(u) = hi {
+                    if u.is_nan() {
+                        return u;
+                    }
+                    v = v.min(u);
+                }
+                v
+            };
+            out_f(pmap(&t.to_f64_vec()?, f), &shape, d)
+        } else {
+            let (lo, hi) = (min.map(|s| s.to_i64()), max.map(|s| s.to_i64()));
+            let f = move |v: &i64| {
+                let mut v = *v;
+                if let Some(l) = lo {
+                    v = v.max(l);
+                }
+                if let Some(u) = hi {
+                    v = v.min(u);
+                }
+                v
+            };
+            out_i(pmap(&t.to_i64_vec()?, f), &shape, d)
+        }
+    })
+}
+
+/// `torch.where(cond, a, b)`: `cond` must be bool; the result dtype is
+/// `result_type(a, b)`; all three broadcast.
+pub fn where_<'a, 'b>(
+    cond: &Tensor,
+    a: impl Into<Rhs<'a>>,
+    b: impl Into<Rhs<'b>>,
+) -> Result<Tensor> {
+    if cond.dtype() != DType::Bool {
+        return dtype_err(format!(
+            "where expected condition to be a boolean tensor, but got a tensor with dtype {}",
+            cond.dtype().name()
+        ));
+    }
+    let (a, b) = (a.into(), b.into());
+    let d = common(&[a.operand(), b.operand()])?;
+    let (at, bt) = (a.tensor(), b.tensor());
+    on_host1("where", &[cond, &at, &bt], |h| {
+        let shape = broadcast_shapes(&broadcast_shapes(h[0].sizes(), h[1].sizes())?, h[2].sizes())?;
+        let c = h[0].broadcast_to(&shape)?.to_bool_vec()?;
+        if d.is_floating() {
+            let (x, y) = (f64s(&h[1], &shape)?, f64s(&h[2], &shape)?);
+            let v = c
+                .iter()
+                .zip(x.iter().zip(&y))
+                .map(|(c, (x, y))| if *c { *x } else { *y })
+                .collect();
+            out_f(v, &shape, d)
+        } else {
+            let (x, y) = (i64s(&h[1], &shape)?, i64s(&h[2], &shape)?);
+            let v = c
+                .iter()
+                .zip(x.iter().zip(&y))
+                .map(|(c, (x, y))| if *c { *x } else { *y })
+                .collect();
+            out_i(v, &shape, d)
+        }
+    })
+}
+
+/// `Tensor.masked_fill(mask, value)`: out-of-place; `mask` (bool) must
+/// broadcast to `x`'s shape; the result keeps `x`'s dtype.
+pub fn masked_fill(x: &Tensor, mask: &Tensor, value: Scalar) -> Result<Tensor> {
+    if mask.dtype() != DType::Bool {
+        return dtype_err(format!(
+            "masked_fill_ only supports boolean masks, but got mask with dtype {}",
+            mask.dtype().name()
+        ));
+    }
+    on_host1("masked_fill", &[x, mask], |h| {
+        let shape = h[0].sizes().to_vec();
+        let m = h[1].broadcast_to(&shape)?.to_bool_vec()?;
+        let out = h[0].clone_contiguous()?;
+        let fill = Tensor::scalar_of(value, x.dtype()).broadcast_to(&shape)?;
+        // Rebuild with selected positions replaced.
+        let d = x.dtype();
+        if d.is_floating() {
+            let (mut v, f) = (out.to_f64_vec()?, fill.to_f64_vec()?);
+            for (i, mm) in m.iter().enumerate() {
+                if *mm {
+                    v[i] = f[i];
+                }
+            }
+            out_f(v, &shape, d)
+        } else {
+            let (mut v, f) = (out.to_i64_vec()?, fill.to_i64_vec()?);
+            for (i, mm) in m.iter().enumerate() {
+                if *mm {
+                    v[i] = f[i];
+                }
+            }
+            out_i(v, &shape, d)
+        }
+    })
+}
+
+/// `Tensor.masked_fill_(mask, value)`: in place (works on views and device tensors).
+pub fn masked_fill_(x: &Tensor, mask: &Tensor, value: Scalar) -> Result<()> {
+    let r = masked_fill(x, mask, value)?;
+    x.copy_(&r)
+}
+
+/// `Tensor.add_(other, alpha)`: in place; the result type must be castable
+/// to `x`'s dtype (`result type Float can't be cast to the desired output
+/// type Long`).
+pub fn add_<'a>(x: &Tensor, other: impl Into<Rhs<'a>>, alpha: Scalar) -> Result<()> {
+    let other = other.into();
+    let r = add(x, other, alpha)?;
+    if !crate::dtype::can_cast(r.dtype(), x.dtype()) {
+        return dtype_err(format!(
+            "result type {} can't be cast to the desired output type {}",
+            r.dtype().name(),
+            x.dtype().name()
+        ));
+    }
+    if r.sizes() != x.sizes() {
+        return Err(Error::Shape(format!(
+            "output with shape {:?} doesn't match the broadcast shape {:?}",
+            x.sizes(),
+            r.sizes()
+        )));
+    }
+    x.copy_(&r)
+}

@@ -1,0 +1,776 @@
+//! Tensors: storage (host or device) plus sizes, strides, storage offset
+//! and dtype. Views share storage; nothing here copies unless it says so.
+
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use half::{bf16, f16};
+
+use crate::device::{Block, Device, DeviceContext};
+use crate::dtype::{DType, Scalar, load_f64, load_i64, store_f64, store_i64};
+use crate::error::{Error, Result, arg_err, dtype_err, index_err, shape_err};
+use crate::runtime::Runtime;
+use crate::shape;
+
+/// Where the bytes are.
+pub(crate) enum StorageData {
+    Host(RwLock<Vec<u8>>),
+    Device(Block),
+}
+
+/// Reference-counted untyped storage.
+pub(crate) struct StorageImpl {
+    pub(crate) data: StorageData,
+    pub(crate) nbytes: usize,
+}
+
+/// A strided view of a storage.
+#[derive(Clone)]
+pub struct Tensor {
+    pub(crate) storage: Arc<StorageImpl>,
+    pub(crate) sizes: Vec<usize>,
+    pub(crate) strides: Vec<usize>,
+    pub(crate) offset: usize,
+    pub(crate) dtype: DType,
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Tensor(sizes={:?}, strides={:?}, offset={}, dtype={}, device={})",
+            self.sizes,
+            self.strides,
+            self.offset,
+            self.dtype,
+            self.device()
+        )
+    }
+}
+
+/// Rust element types that map to a [`DType`].
+pub trait Element: Copy + Send + Sync + 'static {
+    const DTYPE: DType;
+    fn write_le(self, out: &mut Vec<u8>);
+    fn read_le(b: &[u8]) -> Self;
+}
+
+macro_rules! element {
+    ($t:ty, $d:expr) => {
+        impl Element for $t {
+            const DTYPE: DType = $d;
+            fn write_le(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+            fn read_le(b: &[u8]) -> Self {
+                let mut a = [0u8; std::mem::size_of::<$t>()];
+                a.copy_from_slice(&b[..std::mem::size_of::<$t>()]);
+                <$t>::from_le_bytes(a)
+            }
+        }
+    };
+}
+element!(f32, DType::F32);
+element!(f64, DType::F64);
+element!(f16, DType::F16);
+element!(bf16, DType::BF16);
+element!(i64, DType::I64);
+element!(i32, DType::I32);
+element!(i16, DType::I16);
+element!(i8, DType::I8);
+element!(u8, DType::U8);
+
+impl Element for bool {
+    const DTYPE: DType = DType::Bool;
+    fn write_le(self, out: &mut Vec<u8>) {
+        out.push(self as u8);
+    }
+    fn read_le(b: &[u8]) -> Self {
+        b[0] != 0
+    }
+}
+
+fn host_storage(bytes: Vec<u8>) -> Arc<StorageImpl> {
+    let nbytes = bytes.len();
+    Arc::new(StorageImpl {
+        data: StorageData::Host(RwLock::new(bytes)),
+        nbytes,
+    })
+}
+
+fn read_lock(l: &RwLock<Vec<u8>>) -> RwLockReadGuard<'_, Vec<u8>> {
+    l.read().unwrap_or_else(|p| p.into_inner())
+}
+fn write_lock(l: &RwLock<Vec<u8>>) -> RwLockWriteGuard<'_, Vec<u8>> {
+    l.write().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Tensor {
+    // ------------------------------------------------------------ creation
+
+    /// A contiguous host tensor from raw little-endian bytes.
+    pub fn from_bytes(bytes: Vec<u8>, sizes: &[usize], dtype: DType) -> Result<Tensor> {
+        let n = shape::numel(sizes);
+        if bytes.len() != n * dtype.size() {
+            return shape_err(format!(
+                "{} bytes do not hold {n} elements of {dtype}",
+                bytes.len()
+            ));
+        }
+        Ok(Tensor {
+            storage: host_storage(bytes),
+            sizes: sizes.to_vec(),
+            strides: shape::contiguous_strides(sizes),
+            offset: 0,
+            dtype,
+        })
+    }
+
+    /// A contiguous host tensor from a vector.
+    pub fn from_vec<T: Element>(data: Vec<T>, sizes: &[usize]) -> Result<Tensor> {
+        let mut bytes = Vec::with_capacity(data.len() * T::DTYPE.size());
+        for v in data {
+            v.write_le(&mut bytes);
+        }
+        Tensor::from_bytes(bytes, sizes, T::DTYPE)
+    }
+
+    /// A 1-D host tensor.
+    pub fn from_slice<T: Element>(data: &[T]) -> Tensor {
+        let n = data.len();
+        // Cannot fail: the length matches by construction.
+        Tensor::from_vec(data.to_vec(), &[n]).unwrap_or_else(|_| Tensor::empty(&[0], T::DTYPE))
+    }
+
+    /// A zero-dim host tensor.
+    pub fn scalar<T: Element>(v: T) -> Tensor {
+        Tensor::from_vec(vec![v], &[]).unwrap_or_else(|_| Tensor::empty(&[], T::DTYPE))
+    }
+
+    /// A zero-dim host tensor holding a [`Scalar`] cast to `dtype`.
+    pub fn scalar_of(v: Scalar, dtype: DType) -> Tensor {
+        Tensor::full(&[], v, dtype)
+    }
+
+    /// Host tensor of f64 values cast to `dtype`.
+    pub fn from_f64(data: &[f64], sizes: &[usize], dtype: DType) -> Result<Tensor> {
+        if data.len() != shape::numel(sizes) {
+            return shape_err(format!("{} values for shape {sizes:?}", data.len()));
+        }
+        let mut b = vec![0u8; data.len() * dtype.size()];
+        for (i, &v) in data.iter().enumerate() {
+            store_f64(&mut b, dtype, i, v);
+        }
+        Tensor::from_bytes(b, sizes, dtype)
+    }
+
+    /// Host tensor of i64 values cast to `dtype`.
+    pub fn from_i64(data: &[i64], sizes: &[usize], dtype: DType) -> Result<Tensor> {
+        if data.len() != shape::numel(sizes) {
+            return shape_err(format!("{} values for shape {sizes:?}", data.len()));
+        }
+        let mut b = vec![0u8; data.len() * dtype.size()];
+        for (i, &v) in data.iter().enumerate() {
+            store_i64(&mut b, dtype, i, v);
+        }
+        Tensor::from_bytes(b, sizes, dtype)
+    }
+
+    /// Uninitialized-in-spirit (zeroed) host tensor.
+    pub fn empty(sizes: &[usize], dtype: DType) -> Tensor {
+        let n = shape::numel(sizes);
+        Tensor {
+            storage: host_storage(vec![0u8; n * dtype.size()]),
+            sizes: sizes.to_vec(),
+            strides: shape::contiguous_strides(sizes),
+            offset: 0,
+            dtype,
+        }
+    }
+
+    pub fn zeros(sizes: &[usize], dtype: DType) -> Tensor {
+        Tensor::empty(sizes, dtype)
+    }
+
+    pub fn ones(sizes: &[usize], dtype: DType) -> Tensor {
+        Tensor::full(sizes, Scalar::Int(1), dtype)
+    }
+
+    pub fn full(sizes: &[usize], value: Scalar, dtype: DType) -> Tensor {
+        let t = Tensor::empty(sizes, dtype);
+        let n = t.numel();
+        if let StorageData::Host(l) = &t.storage.data {
+            let mut b = write_lock(l);
+            for i in 0..n {
+                store_scalar(&mut b, dtype, i, value);
+            }
+        }
+        t
+    }
+
+    /// `torch.arange(n)` in `dtype`.
+    pub fn arange(n: usize, dtype: DType) -> Tensor {
+        let v: Vec<i64> = (0..n as i64).collect();
+        Tensor::from_i64(&v, &[n], dtype).unwrap_or_else(|_| Tensor::empty(&[0], dtype))
+    }
+
+    // ------------------------------------------------------------ metadata
+
+    pub fn sizes(&self) -> &[usize] {
+        &self.sizes
+    }
+    pub fn strides(&self) -> &[usize] {
+        &self.strides
+    }
+    pub fn storage_offset(&self) -> usize {
+        self.offset
+    }
+    pub fn dim(&self) -> usize {
+        self.sizes.len()
+    }
+    pub fn numel(&self) -> usize {
+        shape::numel(&self.sizes)
+    }
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    /// Size of dim `d` (negative wraps).
+    pub fn size(&self, d: i64) -> Result<usize> {
+        let d = shape::wrap_dim(d, self.dim())?;
+        Ok(self.sizes.get(d).copied().unwrap_or(1))
+    }
+    pub fn is_contiguous(&self) -> bool {
+        shape::is_contiguous(&self.sizes, &self.strides)
+    }
+    pub fn device(&self) -> Device {
+        match &self.storage.data {
+            StorageData::Host(_) => Device::Cpu,
+            StorageData::Device(b) => b.ctx.device(),
+        }
+    }
+    pub fn is_cpu(&self) -> bool {
+        matches!(self.storage.data, StorageData::Host(_))
+    }
+    /// Whether two tensors view the same storage.
+    pub fn shares_storage(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.storage, &other.storage)
+    }
+    /// Size of the underlying storage in bytes.
+    pub fn storage_nbytes(&self) -> usize {
+        self.storage.nbytes
+    }
+    pub(crate) fn device_ctx(&self) -> Option<&Arc<DeviceContext>> {
+        match &self.storage.data {
+            StorageData::Device(b) => Some(&b.ctx),
+            StorageData::Host(_) => None,
+        }
+    }
+
+    fn with_meta(&self, sizes: Vec<usize>, strides: Vec<usize>, offset: usize) -> Tensor {
+        Tensor {
+            storage: self.storage.clone(),
+            sizes,
+            strides,
+            offset,
+            dtype: self.dtype,
+        }
+    }
+
+    // ------------------------------------------------------------ views
+
+    /// `Tensor.as_strided`: checks that the view stays inside the storage.
+    pub fn as_strided(&self, sizes: &[usize], strides: &[usize], offset: usize) -> Result<Tensor> {
+        if sizes.len() != strides.len() {
+            return shape_err(format!(
+                "mismatch in length of strides and shape ({} vs {})",
+                strides.len(),
+                sizes.len()
+            ));
+        }
+        let extent = shape::storage_extent(sizes, strides, offset);
+        let avail = self.storage.nbytes / self.dtype.size();
+        if extent > avail || (shape::numel(sizes) == 0 && offset > avail) {
+            return shape_err(format!(
+                "setStorage: sizes {sizes:?}, strides {strides:?}, storage offset {offset} require {} bytes but the storage has {}",
+                extent * self.dtype.size(),
+                self.storage.nbytes
+            ));
+        }
+        Ok(self.with_meta(sizes.to_vec(), strides.to_vec(), offset))
+    }
+
+    /// `Tensor.view`: never copies; fails when strides do not allow it.
+    pub fn view(&self, shape: &[i64]) -> Result<Tensor> {
+        let sizes = shape::infer_size(shape, self.numel())?;
+        match shape::view_strides(&self.sizes, &self.strides, &sizes) {
+            Some(st) => Ok(self.with_meta(sizes, st, self.offset)),
+            None => shape_err(
+                "view size is not compatible with input tensor's size and stride (at least one dimension spans across two contiguous subspaces). Use .reshape(...) instead.",
+            ),
+        }
+    }
+
+    /// `Tensor.reshape`: a view when possible, else a contiguous copy.
+    pub fn reshape(&self, shape: &[i64]) -> Result<Tensor> {
+        let sizes = shape::infer_size(shape, self.numel())?;
+        match shape::view_strides(&self.sizes, &self.strides, &sizes) {
+            Some(st) => Ok(self.with_meta(sizes, st, self.offset)),
+            None => self.contiguous()?.view(shape),
+        }
+    }
+
+    /// `Tensor.flatten()` (all dims).
+    pub fn flatten(&self) -> Result<Tensor> {
+        self.reshape(&[-1])
+    }
+
+    pub fn transpose(&self, d0: i64, d1: i64) -> Result<Tensor> {
+        let n = self.dim();
+        if n == 0 {
+            shape::wrap_dim(d0, 0)?;
+            shape::wrap_dim(d1, 0)?;
+            return Ok(self.clone());
+        }
+        let (a, b) = (shape::wrap_dim(d0, n)?, shape::wrap_dim(d1, n)?);
+        let (mut sz, mut st) = (self.sizes.clone(), self.strides.clone());
+        sz.swap(a, b);
+        st.swap(a, b);
+        Ok(self.with_meta(sz, st, self.offset))
+    }
+
+    /// `Tensor.t()` for <= 2-D tensors.
+    pub fn t(&self) -> Result<Tensor> {
+        if self.dim() > 2 {
+            return shape_err(format!(
+                "t() expects a tensor with <= 2 dimensions, but self is {}D",
+                self.dim()
+            ));
+        }
+        if self.dim() < 2 {
+            Ok(self.clone())
+        } else {
+            self.transpose(0, 1)
+        }
+    }
+
+    pub fn permute(&self, dims: &[i64]) -> Result<Tensor> {
+        let n = self.dim();
+        if dims.len() != n {
+            return shape_err(format!(
+                "permute(sparse_coo): number of dimensions in the tensor input does not match the length of the desired ordering of dimensions i.e. input.dim() = {n} is not equal to len(dims) = {}",
+                dims.len()
+            ));
+        }
+        let mut seen = vec![false; n];
+        let (mut sz, mut st) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for &d in dims {
+            let d = shape::wrap_dim(d, n)?;
+            if seen[d] {
+                return shape_err("permute(): duplicate dims are not allowed.");
+            }
+            seen[d] = true;
+            sz.push(self.sizes[d]);
+            st.push(self.strides[d]);
+        }
+        Ok(self.with_meta(sz, st, self.offset))
+    }
+
+    /// `Tensor.expand`: `-1` keeps a size; new leading dims get stride 0.
+    pub fn expand(&self, sizes: &[i64]) -> Result<Tensor> {
+        if sizes.len() < self.dim() {
+            return shape_err(format!(
+                "expand: the number of sizes provided ({}) must be greater or equal to the number of dimensions in the tensor ({})",
+                sizes.len(),
+                self.dim()
+            ));
+        }
+        let lead = sizes.len() - self.dim();
+        let mut target = Vec::with_capacity(sizes.len());
+        for (i, &s) in sizes.iter().enumerate() {
+            if s == -1 {
+                if i < lead {
+                    return shape_err(
+                        "expand: -1 is not allowed in a leading, non-existing dimension",
+                    );
+                }
+                target.push(self.sizes[i - lead]);
+            } else if s < 0 {
+                return shape_err(format!("expand: invalid size {s}"));
+            } else {
+                target.push(s as usize);
+            }
+        }
+        self.broadcast_to(&target)
+    }
+
+    /// Broadcast view to `target` (no copy).
+    pub fn broadcast_to(&self, target: &[usize]) -> Result<Tensor> {
+        let st = shape::expand_strides(&self.sizes, &self.strides, target)?;
+        Ok(self.with_meta(target.to_vec(), st, self.offset))
+    }
+
+    /// `Tensor.narrow(dim, start, length)`; negative `start` wraps.
+    pub fn narrow(&self, dim: i64, start: i64, length: usize) -> Result<Tensor> {
+        if self.dim() == 0 {
+            return shape_err("narrow() cannot be applied to a 0-dim tensor.");
+        }
+        let d = shape::wrap_dim(dim, self.dim())?;
+        let size = self.sizes[d] as i64;
+        let s = if start < 0 { start + size } else { start };
+        if s < 0 || s > size || s + length as i64 > size {
+            return index_err(format!(
+                "start ({start}) + length ({length}) exceeds dimension size ({size})."
+            ));
+        }
+        let mut sz = self.sizes.clone();
+        sz[d] = length;
+        Ok(self.with_meta(
+            sz,
+            self.strides.clone(),
+            self.offset + s as usize * self.strides[d],
+        ))
+    }
+
+    /// `Tensor[..., start:end:step, ...]` on `dim` (Python slice clamping).
+    pub fn slice(
+        &self,
+        dim: i64,
+        start: Option<i64>,
+        end: Option<i64>,
+        step: i64,
+    ) -> Result<Tensor> {
+        if self.dim() == 0 {
+            return shape_err("slice() cannot be applied to a 0-dim tensor.");
+        }
+        if step <= 0 {
+            return arg_err("slice step must be positive");
+        }
+        let d = shape::wrap_dim(dim, self.dim())?;
+        let size = self.sizes[d] as i64;
+        let clamp = |v: i64| -> i64 {
+            let v = if v < 0 { v + size } else { v };
+            v.clamp(0, size)
+        };
+        let s = clamp(start.unwrap_or(0));
+        let e = clamp(end.unwrap_or(size)).max(s);
+        let len = ((e - s) + step - 1) / step;
+        let mut sz = self.sizes.clone();
+        let mut st = self.strides.clone();
+        sz[d] = len as usize;
+        st[d] = self.strides[d] * step as usize;
+        Ok(self.with_meta(sz, st, self.offset + s as usize * self.strides[d]))
+    }
+
+    /// `Tensor.select(dim, index)`: removes `dim`.
+    pub fn select(&self, dim: i64, index: i64) -> Result<Tensor> {
+        if self.dim() == 0 {
+            return index_err("select() cannot be applied to a 0-dim tensor.");
+        }
+        let d = shape::wrap_dim(dim, self.dim())?;
+        let size = self.sizes[d] as i64;
+        if index < -size || index >= size {
+            return index_err(format!(
+                "select(): index {index} out of range for tensor of size {:?} at dimension {d}",
+                self.sizes
+            ));
+        }
+        let i = if index < 0 { index + size } else { index } as usize;
+        let (mut sz, mut st) = (self.sizes.clone(), self.strides.clone());
+        sz.remove(d);
+        let s = st.remove(d);
+        Ok(self.with_meta(sz, st, self.offset + i * s))
+    }
+
+    /// `Tensor.squeeze()`: drop every size-1 dim.
+    pub fn squeeze(&self) -> Tensor {
+        let (sz, st): (Vec<_>, Vec<_>) = self
+            .sizes
+            .iter()
+            .zip(&self.strides)
+            .filter(|(s, _)| **s != 1)
+            .map(|(a, b)| (*a, *b))
+            .unzip();
+        self.with_meta(sz, st, self.offset)
+    }
+
+    /// `Tensor.squeeze(dim)`: drop `dim` if its size is 1.
+    pub fn squeeze_dim(&self, dim: i64) -> Result<Tensor> {
+        let d = shape::wrap_dim(dim, self.dim())?;
+        if self.dim() == 0 || self.sizes[d] != 1 {
+            return Ok(self.clone());
+        }
+        let (mut sz, mut st) = (self.sizes.clone(), self.strides.clone());
+        sz.remove(d);
+        st.remove(d);
+        Ok(self.with_meta(sz, st, self.offset))
+    }
+
+    /// `Tensor.unsqueeze(dim)`.
+    pub fn unsqueeze(&self, dim: i64) -> Result<Tensor> {
+        let d = shape::wrap_dim_insert(dim, self.dim())?;
+        let (mut sz, mut st) = (self.sizes.clone(), self.strides.clone());
+        let new_stride = if d >= self.dim() { 1 } else { sz[d] * st[d] };
+        sz.insert(d, 1);
+        st.insert(d, new_stride);
+        Ok(self.with_meta(sz, st, self.offset))
+    }
+
+    /// A contiguous tensor with the same values (self if already contiguous).
+    pub fn contiguous(&self) -> Result<Tensor> {
+        if self.is_contiguous() {
+            return Ok(self.clone());
+        }
+        self.clone_contiguous()
+    }
+
+    /// A fresh contiguous copy on the same device (`Tensor.clone()`).
+    pub fn clone_contiguous(&self) -> Result<Tensor> {
+        let host = Tensor::from_bytes(self.gather_bytes()?, &self.sizes, self.dtype)?;
+        match self.device_ctx() {
+            None => Ok(host),
+            Some(ctx) => host.to_ctx(ctx),
+        }
+    }
+
+    // ------------------------------------------------------------ data
+
+    /// Run `f` on the storage bytes `[lo, hi)` (host: borrowed; device:
+    /// copied to host on the device's current stream).
+    fn with_storage_bytes<T>(&self, lo: usize, hi: usize, f: impl FnOnce(&[u8]) -> T) -> Result<T> {
+        match &self.storage.data {
+            StorageData::Host(l) => {
+                let g = read_lock(l);
+                Ok(f(&g[lo..hi]))
+            }
+            StorageData::Device(b) => {
+                let mut buf = vec![0u8; hi - lo];
+                if hi > lo {
+                    let ctx = &b.ctx;
+                    ctx.driver.memcpy_d2h_async(
+                        ctx.physical_id(),
+                        &mut buf,
+                        b.ptr + lo as u64,
+                        ctx.current_stream(),
+                    )?;
+                }
+                Ok(f(&buf))
+            }
+        }
+    }
+
+    /// Element range of the storage this view touches: (first, end).
+    fn span(&self) -> (usize, usize) {
+        let end = shape::storage_extent(&self.sizes, &self.strides, self.offset);
+        if end == 0 { (0, 0) } else { (self.offset, end) }
+    }
+
+    /// The elements in row-major order as contiguous little-endian bytes.
+    pub fn gather_bytes(&self) -> Result<Vec<u8>> {
+        let es = self.dtype.size();
+        let (lo, hi) = self.span();
+        let contiguous = self.is_contiguous();
+        let (sizes, strides) = (&self.sizes, &self.strides);
+        self.with_storage_bytes(lo * es, hi * es, |b| {
+            if contiguous {
+                return b.to_vec();
+            }
+            let offs = shape::element_offsets(sizes, strides, 0);
+            let mut out = Vec::with_capacity(offs.len() * es);
+            for o in offs {
+                out.extend_from_slice(&b[o * es..o * es + es]);
+            }
+            out
+        })
+    }
+
+    /// Values as f64 in row-major order (exact for every float dtype).
+    pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
+        let b = self.gather_bytes()?;
+        Ok((0..self.numel())
+            .map(|i| load_f64(&b, self.dtype, i))
+            .collect())
+    }
+
+    /// Values as i64 in row-major order (floats truncate toward zero).
+    pub fn to_i64_vec(&self) -> Result<Vec<i64>> {
+        let b = self.gather_bytes()?;
+        Ok((0..self.numel())
+            .map(|i| load_i64(&b, self.dtype, i))
+            .collect())
+    }
+
+    /// Values as bool (`!= 0`).
+    pub fn to_bool_vec(&self) -> Result<Vec<bool>> {
+        if self.dtype.is_floating() {
+            return Ok(self.to_f64_vec()?.into_iter().map(|v| v != 0.0).collect());
+        }
+        Ok(self.to_i64_vec()?.into_iter().map(|v| v != 0).collect())
+    }
+
+    /// Values as `T`; the dtype must be `T::DTYPE`.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        if self.dtype != T::DTYPE {
+            return dtype_err(format!(
+                "to_vec: tensor is {} but {} was requested",
+                self.dtype,
+                T::DTYPE
+            ));
+        }
+        let b = self.gather_bytes()?;
+        let es = self.dtype.size();
+        Ok(b.chunks_exact(es).map(T::read_le).collect())
+    }
+
+    /// The single value of a one-element tensor (`Tensor.item()`).
+    pub fn item(&self) -> Result<Scalar> {
+        if self.numel() != 1 {
+            return arg_err(format!(
+                "a Tensor with {} elements cannot be converted to Scalar",
+                self.numel()
+            ));
+        }
+        Ok(if self.dtype.is_floating() {
+            Scalar::Float(self.to_f64_vec()?[0])
+        } else if self.dtype == DType::Bool {
+            Scalar::Bool(self.to_i64_vec()?[0] != 0)
+        } else {
+            Scalar::Int(self.to_i64_vec()?[0])
+        })
+    }
+
+    /// `Tensor.to(dtype)`: a new contiguous tensor on the same device
+    /// (self when the dtype already matches).
+    pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
+        if dtype == self.dtype {
+            return Ok(self.clone());
+        }
+        let b = self.gather_bytes()?;
+        let n = self.numel();
+        let mut out = vec![0u8; n * dtype.size()];
+        if self.dtype.is_floating() {
+            for i in 0..n {
+                store_f64(&mut out, dtype, i, load_f64(&b, self.dtype, i));
+            }
+        } else {
+            for i in 0..n {
+                store_i64(&mut out, dtype, i, load_i64(&b, self.dtype, i));
+            }
+        }
+        let host = Tensor::from_bytes(out, &self.sizes, dtype)?;
+        match self.device_ctx() {
+            None => Ok(host),
+            Some(ctx) => host.to_ctx(ctx),
+        }
+    }
+
+    // ------------------------------------------------------------ devices
+
+    /// Copy to a device context (contiguous), or return self if already there.
+    pub(crate) fn to_ctx(&self, ctx: &Arc<DeviceContext>) -> Result<Tensor> {
+        if let Some(c) = self.device_ctx()
+            && Arc::ptr_eq(c, ctx)
+        {
+            return Ok(self.clone());
+        }
+        let bytes = self.gather_bytes()?;
+        let block = ctx.allocate(bytes.len())?;
+        if !bytes.is_empty() {
+            ctx.driver
+                .memcpy_h2d_async(ctx.physical_id(), block.ptr, &bytes, block.stream)?;
+        }
+        let nbytes = bytes.len();
+        Ok(Tensor {
+            storage: Arc::new(StorageImpl {
+                data: StorageData::Device(block),
+                nbytes,
+            }),
+            sizes: self.sizes.clone(),
+            strides: shape::contiguous_strides(&self.sizes),
+            offset: 0,
+            dtype: self.dtype,
+        })
+    }
+
+    /// `Tensor.to(device)`.
+    pub fn to_device(&self, rt: &Runtime, device: Device) -> Result<Tensor> {
+        match device {
+            Device::Cpu => self.to_cpu(),
+            Device::Npu(_) => self.to_ctx(rt.context(device)?),
+        }
+    }
+
+    /// `Tensor.cpu()`: self if already on the host, else a contiguous copy.
+    pub fn to_cpu(&self) -> Result<Tensor> {
+        if self.is_cpu() {
+            return Ok(self.clone());
+        }
+        Tensor::from_bytes(self.gather_bytes()?, &self.sizes, self.dtype)
+    }
+
+    /// `Tensor.copy_(src)`: broadcast `src` into this view, casting dtype,
+    /// across devices.
+    pub fn copy_(&self, src: &Tensor) -> Result<()> {
+        let src = src.broadcast_to(&self.sizes)?;
+        let n = self.numel();
+        if n == 0 {
+            return Ok(());
+        }
+        let sb = src.gather_bytes()?;
+        let es = self.dtype.size();
+        let offs = shape::element_offsets(&self.sizes, &self.strides, 0);
+        let (lo, hi) = self.span();
+        let write = |dst: &mut [u8]| {
+            for (i, &o) in offs.iter().enumerate() {
+                if src.dtype == self.dtype {
+                    dst[o * es..o * es + es].copy_from_slice(&sb[i * es..i * es + es]);
+                } else if src.dtype.is_floating() {
+                    store_f64(dst, self.dtype, o, load_f64(&sb, src.dtype, i));
+                } else {
+                    store_i64(dst, self.dtype, o, load_i64(&sb, src.dtype, i));
+                }
+            }
+        };
+        match &self.storage.data {
+            StorageData::Host(l) => {
+                let mut g = write_lock(l);
+                write(&mut g[lo * es..hi * es]);
+                Ok(())
+            }
+            StorageData::Device(b) => {
+                // Read-modify-write the touched span through the driver.
+                let mut buf = self.with_storage_bytes(lo * es, hi * es, |x| x.to_vec())?;
+                write(&mut buf);
+                let ctx = &b.ctx;
+                ctx.driver.memcpy_h2d_async(
+                    ctx.physical_id(),
+                    b.ptr + (lo * es) as u64,
+                    &buf,
+                    ctx.current_stream(),
+                )?;
+                Ok(())
+            }
+        }
+    }
+
+    /// `Tensor.fill_(value)`.
+    pub fn fill_(&self, value: Scalar) -> Result<()> {
+        self.copy_(&Tensor::scalar_of(value, self.dtype))
+    }
+
+    /// Device pointer of the first element (device tensors only).
+    pub fn data_ptr(&self) -> Result<u64> {
+        match &self.storage.data {
+            StorageData::Device(b) => Ok(b.ptr + (self.offset * self.dtype.size()) as u64),
+            StorageData::Host(_) => Err(Error::InvalidArgument(
+                "host tensors expose no device pointer".into(),
+            )),
+        }
+    }
+}
+
+pub(crate) fn store_scalar(b: &mut [u8], dtype: DType, i: usize, v: Scalar) {
+    match v {
+        Scalar::Float(f) => store_f64(b, dtype, i, f),
+        Scalar::Int(x) => store_i64(b, dtype, i, x),
+        Scalar::Bool(x) => store_i64(b, dtype, i, x as i64),
+    }
+}
