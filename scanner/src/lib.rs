@@ -6,10 +6,13 @@
 //! - [`registry`]: `native_functions.yaml` + `tags.yaml` -> operators, with `autogen` expansion.
 //! - [`error`]: source files, positions, typed errors.
 
+pub mod backend;
 pub mod derivatives;
 pub mod error;
 pub mod registry;
 pub mod schema;
+pub mod source;
+pub mod version;
 pub mod yaml;
 
 pub use error::{Error, Pos, Result, SourceError, SourceFile};

@@ -374,8 +374,8 @@ impl fmt::Display for Arguments {
     }
 }
 
-/// `name[.overload]`, with the facts torchgen derives from the base name.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+/// `name[.overload]`, with the facts torchgen derives from the base name. Serializes as text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct OperatorName {
     /// The base name as written (`add_`, `__iand__`, `foo_functional`).
     pub name: String,
@@ -514,8 +514,8 @@ pub enum SchemaKind {
     Scratch,
 }
 
-/// A parsed operator schema.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A parsed operator schema. Serializes as its canonical text (and deserializes by parsing).
+#[derive(Debug, Clone, PartialEq)]
 pub struct FunctionSchema {
     pub name: OperatorName,
     pub arguments: Arguments,
@@ -537,6 +537,32 @@ impl fmt::Display for FunctionSchema {
             }
             f.write_str(")")
         }
+    }
+}
+
+impl Serialize for FunctionSchema {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for FunctionSchema {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        FunctionSchema::parse(&text).map_err(|e| serde::de::Error::custom(format!("{text}: {e}")))
+    }
+}
+
+impl Serialize for OperatorName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for OperatorName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        OperatorName::parse(&text).map_err(|e| serde::de::Error::custom(format!("{text}: {e}")))
     }
 }
 
