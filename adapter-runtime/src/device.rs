@@ -36,9 +36,7 @@ impl DeviceMap {
     pub fn new(mut physical: Vec<i32>) -> Result<DeviceMap> {
         physical.sort_unstable();
         if physical.windows(2).any(|w| w[0] == w[1]) {
-            return Err(Error::InvalidArgument(format!(
-                "driver reported duplicate device ids: {physical:?}"
-            )));
+            return Err(Error::InvalidArgument(format!("driver reported duplicate device ids: {physical:?}")));
         }
         Ok(DeviceMap { physical })
     }
@@ -51,10 +49,7 @@ impl DeviceMap {
     /// Physical id of logical device `index`.
     pub fn physical(&self, index: usize) -> Result<i32> {
         self.physical.get(index).copied().ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "invalid device index {index}: {} device(s) available",
-                self.physical.len()
-            ))
+            Error::InvalidArgument(format!("invalid device index {index}: {} device(s) available", self.physical.len()))
         })
     }
     /// Logical index of physical id `id`.
@@ -132,23 +127,13 @@ impl Drop for Block {
 
 impl std::fmt::Debug for Block {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "Block({:#x}, {} bytes, npu:{})",
-            self.ptr, self.size, self.ctx.index
-        )
+        write!(f, "Block({:#x}, {} bytes, npu:{})", self.ptr, self.size, self.ctx.index)
     }
 }
 
 impl DeviceContext {
     pub(crate) fn new(driver: Arc<dyn Driver>, index: usize, physical: i32) -> DeviceContext {
-        DeviceContext {
-            driver,
-            index,
-            physical,
-            alloc: Mutex::default(),
-            stream: Mutex::new(StreamId::DEFAULT),
-        }
+        DeviceContext { driver, index, physical, alloc: Mutex::default(), stream: Mutex::new(StreamId::DEFAULT) }
     }
     pub fn index(&self) -> usize {
         self.index
@@ -185,22 +170,13 @@ impl DeviceContext {
     pub fn allocate(self: &Arc<Self>, size: usize) -> Result<Block> {
         let stream = self.current_stream();
         if size == 0 {
-            return Ok(Block {
-                ctx: self.clone(),
-                ptr: 0,
-                size: 0,
-                stream,
-            });
+            return Ok(Block { ctx: self.clone(), ptr: 0, size: 0, stream });
         }
         let rounded = size.div_ceil(BLOCK_ROUND) * BLOCK_ROUND;
         {
             let mut g = lock(&self.alloc);
             // Best fit among cached blocks of this stream, wasting at most 2x.
-            let hit = g
-                .cache
-                .range((stream, rounded, 0)..(stream, rounded.saturating_mul(2), 0))
-                .next()
-                .copied();
+            let hit = g.cache.range((stream, rounded, 0)..(stream, rounded.saturating_mul(2), 0)).next().copied();
             if let Some(key) = hit {
                 g.cache.remove(&key);
                 let s = &mut g.stats;
@@ -208,12 +184,7 @@ impl DeviceContext {
                 s.alloc_count += 1;
                 s.allocated_bytes += key.1;
                 s.peak_allocated_bytes = s.peak_allocated_bytes.max(s.allocated_bytes);
-                return Ok(Block {
-                    ctx: self.clone(),
-                    ptr: key.2,
-                    size: key.1,
-                    stream,
-                });
+                return Ok(Block { ctx: self.clone(), ptr: key.2, size: key.1, stream });
             }
         }
         let ptr = match self.driver.malloc(self.physical, rounded) {
@@ -247,12 +218,7 @@ impl DeviceContext {
         s.reserved_bytes += rounded;
         s.peak_allocated_bytes = s.peak_allocated_bytes.max(s.allocated_bytes);
         s.peak_reserved_bytes = s.peak_reserved_bytes.max(s.reserved_bytes);
-        Ok(Block {
-            ctx: self.clone(),
-            ptr,
-            size: rounded,
-            stream,
-        })
+        Ok(Block { ctx: self.clone(), ptr, size: rounded, stream })
     }
 
     fn release(&self, ptr: DevicePtr, size: usize, stream: StreamId) {

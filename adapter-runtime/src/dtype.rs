@@ -55,10 +55,7 @@ impl DType {
 
     /// Integral, excluding bool (`isIntegralType(t, includeBool=false)`).
     pub fn is_integral(self) -> bool {
-        matches!(
-            self,
-            DType::U8 | DType::I8 | DType::I16 | DType::I32 | DType::I64
-        )
+        matches!(self, DType::U8 | DType::I8 | DType::I16 | DType::I32 | DType::I64)
     }
 
     /// PyTorch's name, e.g. `"float32"`.

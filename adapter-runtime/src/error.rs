@@ -9,23 +9,13 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     /// A driver call failed with a vendor error code.
     #[error("{api} failed with ACL error {code}: {message}")]
-    Driver {
-        api: &'static str,
-        code: i32,
-        message: String,
-    },
+    Driver { api: &'static str, code: i32, message: String },
     /// The device is out of memory even after emptying the allocator cache.
     #[error(
         "out of memory on device {device}: tried to allocate {requested} bytes \
          ({allocated} bytes allocated, {reserved} bytes reserved by the caching allocator): {message}"
     )]
-    OutOfMemory {
-        device: usize,
-        requested: usize,
-        allocated: usize,
-        reserved: usize,
-        message: String,
-    },
+    OutOfMemory { device: usize, requested: usize, allocated: usize, reserved: usize, message: String },
     /// The driver library could not be opened or lacks a required symbol.
     #[error("cannot load driver: {0}")]
     Load(String),

@@ -33,22 +33,14 @@ impl Runtime {
             .enumerate()
             .map(|(i, &p)| Arc::new(DeviceContext::new(driver.clone(), i, p)))
             .collect();
-        Ok(Runtime {
-            inner: Arc::new(Inner {
-                driver,
-                map,
-                devices,
-                current: AtomicUsize::new(0),
-            }),
-        })
+        Ok(Runtime { inner: Arc::new(Inner { driver, map, devices, current: AtomicUsize::new(0) }) })
     }
 
     /// A process-wide runtime over the linked simulator (configured from
     /// the environment unless `xirang_acl_sim::configure` was called).
     pub fn simulator() -> Result<Runtime> {
         static RT: OnceLock<std::result::Result<Runtime, Error>> = OnceLock::new();
-        RT.get_or_init(|| Runtime::new(Arc::new(AclDriver::simulator())))
-            .clone()
+        RT.get_or_init(|| Runtime::new(Arc::new(AclDriver::simulator()))).clone()
     }
 
     pub fn driver(&self) -> &Arc<dyn Driver> {

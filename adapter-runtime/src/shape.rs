@@ -46,11 +46,7 @@ pub fn wrap_dim(dim: i64, ndim: usize) -> Result<usize> {
             n - 1
         ));
     }
-    Ok(if dim < 0 {
-        (dim + n) as usize
-    } else {
-        dim as usize
-    })
+    Ok(if dim < 0 { (dim + n) as usize } else { dim as usize })
 }
 
 /// Like `wrap_dim` but for inserting a dim (range `[-ndim-1, ndim]`).
@@ -63,16 +59,8 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
     let n = a.len().max(b.len());
     let mut out = vec![0; n];
     for i in 0..n {
-        let da = if i + a.len() >= n {
-            a[i + a.len() - n]
-        } else {
-            1
-        };
-        let db = if i + b.len() >= n {
-            b[i + b.len() - n]
-        } else {
-            1
-        };
+        let da = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
+        let db = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
         out[i] = if da == db || db == 1 {
             da
         } else if da == 1 {
@@ -147,17 +135,13 @@ pub fn infer_size(shape: &[i64], numel: usize) -> Result<Vec<usize>> {
     match infer {
         Some(i) => {
             if prod == 0 || numel % prod != 0 {
-                return shape_err(format!(
-                    "shape '{shape:?}' is invalid for input of size {numel}"
-                ));
+                return shape_err(format!("shape '{shape:?}' is invalid for input of size {numel}"));
             }
             out[i] = numel / prod;
         }
         None => {
             if prod != numel {
-                return shape_err(format!(
-                    "shape '{shape:?}' is invalid for input of size {numel}"
-                ));
+                return shape_err(format!("shape '{shape:?}' is invalid for input of size {numel}"));
             }
         }
     }
@@ -181,10 +165,7 @@ pub fn view_strides(old: &[usize], old_strides: &[usize], new: &[usize]) -> Opti
     let mut view_numel = 1usize;
     for tensor_d in (0..old.len()).rev() {
         tensor_numel *= old[tensor_d];
-        if tensor_d == 0
-            || (old[tensor_d - 1] != 1
-                && old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride)
-        {
+        if tensor_d == 0 || (old[tensor_d - 1] != 1 && old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride) {
             while view_d >= 0 && (view_numel < tensor_numel || new[view_d as usize] == 1) {
                 new_strides[view_d as usize] = view_numel * chunk_base_stride;
                 view_numel *= new[view_d as usize];
@@ -236,11 +217,5 @@ pub fn storage_extent(sizes: &[usize], strides: &[usize], offset: usize) -> usiz
     if numel(sizes) == 0 {
         return 0;
     }
-    offset
-        + sizes
-            .iter()
-            .zip(strides)
-            .map(|(s, st)| (s - 1) * st)
-            .sum::<usize>()
-        + 1
+    offset + sizes.iter().zip(strides).map(|(s, st)| (s - 1) * st).sum::<usize>() + 1
 }

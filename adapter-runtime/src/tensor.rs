@@ -91,10 +91,7 @@ impl Element for bool {
 
 fn host_storage(bytes: Vec<u8>) -> Arc<StorageImpl> {
     let nbytes = bytes.len();
-    Arc::new(StorageImpl {
-        data: StorageData::Host(RwLock::new(bytes)),
-        nbytes,
-    })
+    Arc::new(StorageImpl { data: StorageData::Host(RwLock::new(bytes)), nbytes })
 }
 
 fn read_lock(l: &RwLock<Vec<u8>>) -> RwLockReadGuard<'_, Vec<u8>> {
@@ -111,10 +108,7 @@ impl Tensor {
     pub fn from_bytes(bytes: Vec<u8>, sizes: &[usize], dtype: DType) -> Result<Tensor> {
         let n = shape::numel(sizes);
         if bytes.len() != n * dtype.size() {
-            return shape_err(format!(
-                "{} bytes do not hold {n} elements of {dtype}",
-                bytes.len()
-            ));
+            return shape_err(format!("{} bytes do not hold {n} elements of {dtype}", bytes.len()));
         }
         Ok(Tensor {
             storage: host_storage(bytes),
@@ -266,13 +260,7 @@ impl Tensor {
     }
 
     fn with_meta(&self, sizes: Vec<usize>, strides: Vec<usize>, offset: usize) -> Tensor {
-        Tensor {
-            storage: self.storage.clone(),
-            sizes,
-            strides,
-            offset,
-            dtype: self.dtype,
-        }
+        Tensor { storage: self.storage.clone(), sizes, strides, offset, dtype: self.dtype }
     }
 
     // ------------------------------------------------------------ views
@@ -340,16 +328,9 @@ impl Tensor {
     /// `Tensor.t()` for <= 2-D tensors.
     pub fn t(&self) -> Result<Tensor> {
         if self.dim() > 2 {
-            return shape_err(format!(
-                "t() expects a tensor with <= 2 dimensions, but self is {}D",
-                self.dim()
-            ));
+            return shape_err(format!("t() expects a tensor with <= 2 dimensions, but self is {}D", self.dim()));
         }
-        if self.dim() < 2 {
-            Ok(self.clone())
-        } else {
-            self.transpose(0, 1)
-        }
+        if self.dim() < 2 { Ok(self.clone()) } else { self.transpose(0, 1) }
     }
 
     pub fn permute(&self, dims: &[i64]) -> Result<Tensor> {
@@ -388,9 +369,7 @@ impl Tensor {
         for (i, &s) in sizes.iter().enumerate() {
             if s == -1 {
                 if i < lead {
-                    return shape_err(
-                        "expand: -1 is not allowed in a leading, non-existing dimension",
-                    );
+                    return shape_err("expand: -1 is not allowed in a leading, non-existing dimension");
                 }
                 target.push(self.sizes[i - lead]);
             } else if s < 0 {
@@ -417,27 +396,15 @@ impl Tensor {
         let size = self.sizes[d] as i64;
         let s = if start < 0 { start + size } else { start };
         if s < 0 || s > size || s + length as i64 > size {
-            return index_err(format!(
-                "start ({start}) + length ({length}) exceeds dimension size ({size})."
-            ));
+            return index_err(format!("start ({start}) + length ({length}) exceeds dimension size ({size})."));
         }
         let mut sz = self.sizes.clone();
         sz[d] = length;
-        Ok(self.with_meta(
-            sz,
-            self.strides.clone(),
-            self.offset + s as usize * self.strides[d],
-        ))
+        Ok(self.with_meta(sz, self.strides.clone(), self.offset + s as usize * self.strides[d]))
     }
 
     /// `Tensor[..., start:end:step, ...]` on `dim` (Python slice clamping).
-    pub fn slice(
-        &self,
-        dim: i64,
-        start: Option<i64>,
-        end: Option<i64>,
-        step: i64,
-    ) -> Result<Tensor> {
+    pub fn slice(&self, dim: i64, start: Option<i64>, end: Option<i64>, step: i64) -> Result<Tensor> {
         if self.dim() == 0 {
             return shape_err("slice() cannot be applied to a 0-dim tensor.");
         }
@@ -482,13 +449,8 @@ impl Tensor {
 
     /// `Tensor.squeeze()`: drop every size-1 dim.
     pub fn squeeze(&self) -> Tensor {
-        let (sz, st): (Vec<_>, Vec<_>) = self
-            .sizes
-            .iter()
-            .zip(&self.strides)
-            .filter(|(s, _)| **s != 1)
-            .map(|(a, b)| (*a, *b))
-            .unzip();
+        let (sz, st): (Vec<_>, Vec<_>) =
+            self.sizes.iter().zip(&self.strides).filter(|(s, _)| **s != 1).map(|(a, b)| (*a, *b)).unzip();
         self.with_meta(sz, st, self.offset)
     }
 
@@ -585,17 +547,13 @@ impl Tensor {
     /// Values as f64 in row-major order (exact for every float dtype).
     pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
         let b = self.gather_bytes()?;
-        Ok((0..self.numel())
-            .map(|i| load_f64(&b, self.dtype, i))
-            .collect())
+        Ok((0..self.numel()).map(|i| load_f64(&b, self.dtype, i)).collect())
     }
 
     /// Values as i64 in row-major order (floats truncate toward zero).
     pub fn to_i64_vec(&self) -> Result<Vec<i64>> {
         let b = self.gather_bytes()?;
-        Ok((0..self.numel())
-            .map(|i| load_i64(&b, self.dtype, i))
-            .collect())
+        Ok((0..self.numel()).map(|i| load_i64(&b, self.dtype, i)).collect())
     }
 
     /// Values as bool (`!= 0`).
@@ -609,11 +567,7 @@ impl Tensor {
     /// Values as `T`; the dtype must be `T::DTYPE`.
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         if self.dtype != T::DTYPE {
-            return dtype_err(format!(
-                "to_vec: tensor is {} but {} was requested",
-                self.dtype,
-                T::DTYPE
-            ));
+            return dtype_err(format!("to_vec: tensor is {} but {} was requested", self.dtype, T::DTYPE));
         }
         let b = self.gather_bytes()?;
         let es = self.dtype.size();
@@ -623,10 +577,7 @@ impl Tensor {
     /// The single value of a one-element tensor (`Tensor.item()`).
     pub fn item(&self) -> Result<Scalar> {
         if self.numel() != 1 {
-            return arg_err(format!(
-                "a Tensor with {} elements cannot be converted to Scalar",
-                self.numel()
-            ));
+            return arg_err(format!("a Tensor with {} elements cannot be converted to Scalar", self.numel()));
         }
         Ok(if self.dtype.is_floating() {
             Scalar::Float(self.to_f64_vec()?[0])
@@ -674,15 +625,11 @@ impl Tensor {
         let bytes = self.gather_bytes()?;
         let block = ctx.allocate(bytes.len())?;
         if !bytes.is_empty() {
-            ctx.driver
-                .memcpy_h2d_async(ctx.physical_id(), block.ptr, &bytes, block.stream)?;
+            ctx.driver.memcpy_h2d_async(ctx.physical_id(), block.ptr, &bytes, block.stream)?;
         }
         let nbytes = bytes.len();
         Ok(Tensor {
-            storage: Arc::new(StorageImpl {
-                data: StorageData::Device(block),
-                nbytes,
-            }),
+            storage: Arc::new(StorageImpl { data: StorageData::Device(block), nbytes }),
             sizes: self.sizes.clone(),
             strides: shape::contiguous_strides(&self.sizes),
             offset: 0,
@@ -740,12 +687,7 @@ impl Tensor {
                 let mut buf = self.with_storage_bytes(lo * es, hi * es, |x| x.to_vec())?;
                 write(&mut buf);
                 let ctx = &b.ctx;
-                ctx.driver.memcpy_h2d_async(
-                    ctx.physical_id(),
-                    b.ptr + (lo * es) as u64,
-                    &buf,
-                    ctx.current_stream(),
-                )?;
+                ctx.driver.memcpy_h2d_async(ctx.physical_id(), b.ptr + (lo * es) as u64, &buf, ctx.current_stream())?;
                 Ok(())
             }
         }
@@ -760,9 +702,7 @@ impl Tensor {
     pub fn data_ptr(&self) -> Result<u64> {
         match &self.storage.data {
             StorageData::Device(b) => Ok(b.ptr + (self.offset * self.dtype.size()) as u64),
-            StorageData::Host(_) => Err(Error::InvalidArgument(
-                "host tensors expose no device pointer".into(),
-            )),
+            StorageData::Host(_) => Err(Error::InvalidArgument("host tensors expose no device pointer".into())),
         }
     }
 }

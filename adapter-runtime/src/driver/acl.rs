@@ -50,10 +50,8 @@ pub struct AclApi {
     pub get_mem_info: unsafe extern "C" fn(i32, *mut usize, *mut usize) -> AclError,
     pub sim_get_physical_ids: Option<unsafe extern "C" fn(*mut i32, u32, *mut u32) -> AclError>,
     pub sim_launch_kernel: Option<unsafe extern "C" fn(KernelFnPtr, Vp, Vp) -> AclError>,
-    pub sim_kernel_read:
-        Option<unsafe extern "C" fn(*const c_void, *const c_void, Vp, usize) -> AclError>,
-    pub sim_kernel_write:
-        Option<unsafe extern "C" fn(*const c_void, Vp, *const c_void, usize) -> AclError>,
+    pub sim_kernel_read: Option<unsafe extern "C" fn(*const c_void, *const c_void, Vp, usize) -> AclError>,
+    pub sim_kernel_write: Option<unsafe extern "C" fn(*const c_void, Vp, *const c_void, usize) -> AclError>,
 }
 
 // Kernel context pointers are passed as `*const c_void`; the simulator's
@@ -62,26 +60,15 @@ pub struct AclApi {
 unsafe extern "C" fn sim_launch(k: KernelFnPtr, ud: Vp, stream: Vp) -> AclError {
     // SAFETY: `KernelFnPtr` and `sim::XirangSimKernel` differ only in the
     // pointee type of the first (thin pointer) argument: identical ABI.
-    let k: sim::XirangSimKernel =
-        unsafe { std::mem::transmute::<KernelFnPtr, sim::XirangSimKernel>(k) };
+    let k: sim::XirangSimKernel = unsafe { std::mem::transmute::<KernelFnPtr, sim::XirangSimKernel>(k) };
     // SAFETY: forwarded caller contract of xirangSimLaunchKernel.
     unsafe { sim::xirangSimLaunchKernel(k, ud, stream) }
 }
-unsafe extern "C" fn sim_read(
-    ctx: *const c_void,
-    src: *const c_void,
-    dst: Vp,
-    n: usize,
-) -> AclError {
+unsafe extern "C" fn sim_read(ctx: *const c_void, src: *const c_void, dst: Vp, n: usize) -> AclError {
     // SAFETY: forwarded caller contract; `ctx` came from the simulator.
     unsafe { sim::xirangSimKernelRead(ctx.cast(), src, dst, n) }
 }
-unsafe extern "C" fn sim_write(
-    ctx: *const c_void,
-    dst: Vp,
-    src: *const c_void,
-    n: usize,
-) -> AclError {
+unsafe extern "C" fn sim_write(ctx: *const c_void, dst: Vp, src: *const c_void, n: usize) -> AclError {
     // SAFETY: forwarded caller contract; `ctx` came from the simulator.
     unsafe { sim::xirangSimKernelWrite(ctx.cast(), dst, src, n) }
 }
@@ -129,8 +116,8 @@ impl AclApi {
     pub fn load(path: &std::path::Path) -> Result<(libloading::Library, AclApi)> {
         // SAFETY: loading a library runs its initializers; the caller names
         // an ACL implementation, whose initializers are trusted.
-        let lib = unsafe { libloading::Library::new(path) }
-            .map_err(|e| Error::Load(format!("{}: {e}", path.display())))?;
+        let lib =
+            unsafe { libloading::Library::new(path) }.map_err(|e| Error::Load(format!("{}: {e}", path.display())))?;
         macro_rules! req {
             ($name:literal) => {{
                 // SAFETY: the symbol is declared in acl_rt.h with the type
@@ -200,21 +187,13 @@ fn vp(p: DevicePtr) -> Vp {
 impl AclDriver {
     /// Driver over the linked simulator.
     pub fn simulator() -> AclDriver {
-        AclDriver {
-            api: AclApi::linked_simulator(),
-            name: "acl-sim (linked)".into(),
-            _lib: None,
-        }
+        AclDriver { api: AclApi::linked_simulator(), name: "acl-sim (linked)".into(), _lib: None }
     }
 
     /// Driver over a library opened at run time.
     pub fn load(path: &std::path::Path) -> Result<AclDriver> {
         let (lib, api) = AclApi::load(path)?;
-        Ok(AclDriver {
-            api,
-            name: format!("acl ({})", path.display()),
-            _lib: Some(Arc::new(lib)),
-        })
+        Ok(AclDriver { api, name: format!("acl ({})", path.display()), _lib: Some(Arc::new(lib)) })
     }
 
     fn message(&self) -> String {
@@ -222,15 +201,7 @@ impl AclDriver {
     }
 
     fn check(&self, api: &'static str, code: AclError) -> Result<()> {
-        if code == 0 {
-            Ok(())
-        } else {
-            Err(Error::Driver {
-                api,
-                code,
-                message: self.message(),
-            })
-        }
+        if code == 0 { Ok(()) } else { Err(Error::Driver { api, code, message: self.message() }) }
     }
 
     /// Make `device` current on this thread if it is not already.
@@ -308,11 +279,7 @@ unsafe extern "C" fn kernel_trampoline(ctx: *const c_void, user_data: Vp) -> Acl
     // SAFETY: `user_data` is the `Box<KernelBox>` leaked by `launch_kernel`;
     // the simulator calls each launched kernel exactly once.
     let kb = unsafe { Box::from_raw(user_data.cast::<KernelBox>()) };
-    let mem = CtxMemory {
-        ctx,
-        read: kb.read,
-        write: kb.write,
-    };
+    let mem = CtxMemory { ctx, read: kb.read, write: kb.write };
     match (kb.kernel)(&mem) {
         Ok(()) => 0,
         Err(Error::Driver { code, .. }) => code,
@@ -380,13 +347,7 @@ impl Driver for AclDriver {
         self.ensure(device)?;
         // SAFETY: `src` is valid for `src.len()` reads.
         let rc = unsafe {
-            (self.api.memcpy)(
-                vp(dst),
-                src.len(),
-                src.as_ptr().cast(),
-                src.len(),
-                sim::ACL_MEMCPY_HOST_TO_DEVICE,
-            )
+            (self.api.memcpy)(vp(dst), src.len(), src.as_ptr().cast(), src.len(), sim::ACL_MEMCPY_HOST_TO_DEVICE)
         };
         self.check("aclrtMemcpy", rc)
     }
@@ -395,13 +356,7 @@ impl Driver for AclDriver {
         self.ensure(device)?;
         // SAFETY: `dst` is valid for `dst.len()` writes.
         let rc = unsafe {
-            (self.api.memcpy)(
-                dst.as_mut_ptr().cast(),
-                dst.len(),
-                vp(src),
-                dst.len(),
-                sim::ACL_MEMCPY_DEVICE_TO_HOST,
-            )
+            (self.api.memcpy)(dst.as_mut_ptr().cast(), dst.len(), vp(src), dst.len(), sim::ACL_MEMCPY_DEVICE_TO_HOST)
         };
         self.check("aclrtMemcpy", rc)
     }
@@ -409,25 +364,11 @@ impl Driver for AclDriver {
     fn memcpy_d2d(&self, device: i32, dst: DevicePtr, src: DevicePtr, count: usize) -> Result<()> {
         self.ensure(device)?;
         // SAFETY: device addresses are only looked up by the driver.
-        let rc = unsafe {
-            (self.api.memcpy)(
-                vp(dst),
-                count,
-                vp(src),
-                count,
-                sim::ACL_MEMCPY_DEVICE_TO_DEVICE,
-            )
-        };
+        let rc = unsafe { (self.api.memcpy)(vp(dst), count, vp(src), count, sim::ACL_MEMCPY_DEVICE_TO_DEVICE) };
         self.check("aclrtMemcpy", rc)
     }
 
-    fn memcpy_h2d_async(
-        &self,
-        device: i32,
-        dst: DevicePtr,
-        src: &[u8],
-        stream: StreamId,
-    ) -> Result<()> {
+    fn memcpy_h2d_async(&self, device: i32, dst: DevicePtr, src: &[u8], stream: StreamId) -> Result<()> {
         self.ensure(device)?;
         // SAFETY: `src` is valid for reads until the stream sync below.
         let rc = unsafe {
@@ -445,13 +386,7 @@ impl Driver for AclDriver {
         self.synchronize_stream(device, stream)
     }
 
-    fn memcpy_d2h_async(
-        &self,
-        device: i32,
-        dst: &mut [u8],
-        src: DevicePtr,
-        stream: StreamId,
-    ) -> Result<()> {
+    fn memcpy_d2h_async(&self, device: i32, dst: &mut [u8], src: DevicePtr, stream: StreamId) -> Result<()> {
         self.ensure(device)?;
         // SAFETY: `dst` is valid for writes until the stream sync below.
         let rc = unsafe {
@@ -498,19 +433,10 @@ impl Driver for AclDriver {
         self.check("aclrtMemset", rc)
     }
 
-    fn memset_async(
-        &self,
-        device: i32,
-        ptr: DevicePtr,
-        value: u8,
-        count: usize,
-        stream: StreamId,
-    ) -> Result<()> {
+    fn memset_async(&self, device: i32, ptr: DevicePtr, value: u8, count: usize, stream: StreamId) -> Result<()> {
         self.ensure(device)?;
         // SAFETY: device addresses are only looked up by the driver.
-        let rc = unsafe {
-            (self.api.memset_async)(vp(ptr), count, value as i32, count, vp(stream.0 as u64))
-        };
+        let rc = unsafe { (self.api.memset_async)(vp(ptr), count, value as i32, count, vp(stream.0 as u64)) };
         self.check("aclrtMemsetAsync", rc)
     }
 
@@ -575,8 +501,7 @@ impl Driver for AclDriver {
         self.ensure(device)?;
         let mut ms = 0f32;
         // SAFETY: valid out-pointer; handles are only looked up.
-        let rc =
-            unsafe { (self.api.event_elapsed_time)(&mut ms, vp(start.0 as u64), vp(end.0 as u64)) };
+        let rc = unsafe { (self.api.event_elapsed_time)(&mut ms, vp(start.0 as u64), vp(end.0 as u64)) };
         self.check("aclrtEventElapsedTime", rc)?;
         Ok(ms)
     }
@@ -616,22 +541,13 @@ impl Driver for AclDriver {
     }
 
     fn launch_kernel(&self, device: i32, stream: StreamId, kernel: Kernel) -> Result<()> {
-        let (Some(launch), Some(read), Some(write)) = (
-            self.api.sim_launch_kernel,
-            self.api.sim_kernel_read,
-            self.api.sim_kernel_write,
-        ) else {
-            return Err(Error::Unsupported(format!(
-                "{}: no kernel launch entry point",
-                self.name
-            )));
+        let (Some(launch), Some(read), Some(write)) =
+            (self.api.sim_launch_kernel, self.api.sim_kernel_read, self.api.sim_kernel_write)
+        else {
+            return Err(Error::Unsupported(format!("{}: no kernel launch entry point", self.name)));
         };
         self.ensure(device)?;
-        let ud = Box::into_raw(Box::new(KernelBox {
-            kernel,
-            read,
-            write,
-        }));
+        let ud = Box::into_raw(Box::new(KernelBox { kernel, read, write }));
         // SAFETY: the trampoline consumes `ud` exactly once if the launch
         // succeeds; it may run on the stream's worker thread (Kernel: Send).
         let rc = unsafe { launch(Some(kernel_trampoline), ud.cast(), vp(stream.0 as u64)) };

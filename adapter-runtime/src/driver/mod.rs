@@ -76,21 +76,9 @@ pub trait Driver: Send + Sync {
     /// Stream-ordered host-to-device copy. Because `src` is borrowed, the
     /// call returns only when the host buffer may be reused (it synchronizes
     /// the stream unless the driver copies the source at enqueue time).
-    fn memcpy_h2d_async(
-        &self,
-        device: i32,
-        dst: DevicePtr,
-        src: &[u8],
-        stream: StreamId,
-    ) -> Result<()>;
+    fn memcpy_h2d_async(&self, device: i32, dst: DevicePtr, src: &[u8], stream: StreamId) -> Result<()>;
     /// Stream-ordered device-to-host copy; returns when `dst` is filled.
-    fn memcpy_d2h_async(
-        &self,
-        device: i32,
-        dst: &mut [u8],
-        src: DevicePtr,
-        stream: StreamId,
-    ) -> Result<()>;
+    fn memcpy_d2h_async(&self, device: i32, dst: &mut [u8], src: DevicePtr, stream: StreamId) -> Result<()>;
     /// Stream-ordered device-to-device copy (truly asynchronous).
     fn memcpy_d2d_async(
         &self,
@@ -101,14 +89,7 @@ pub trait Driver: Send + Sync {
         stream: StreamId,
     ) -> Result<()>;
     fn memset(&self, device: i32, ptr: DevicePtr, value: u8, count: usize) -> Result<()>;
-    fn memset_async(
-        &self,
-        device: i32,
-        ptr: DevicePtr,
-        value: u8,
-        count: usize,
-        stream: StreamId,
-    ) -> Result<()>;
+    fn memset_async(&self, device: i32, ptr: DevicePtr, value: u8, count: usize, stream: StreamId) -> Result<()>;
 
     fn create_stream(&self, device: i32) -> Result<StreamId>;
     fn destroy_stream(&self, device: i32, stream: StreamId) -> Result<()>;

@@ -31,9 +31,7 @@ fn check_alpha(name: &str, dtype: DType, alpha: Scalar) -> Result<()> {
         ));
     }
     if dtype != DType::Bool && matches!(alpha, Scalar::Bool(_)) {
-        return dtype_err(format!(
-            "{name}: Boolean alpha only supported for Boolean results."
-        ));
+        return dtype_err(format!("{name}: Boolean alpha only supported for Boolean results."));
     }
     Ok(())
 }
@@ -73,21 +71,11 @@ fn add_sub(name: &'static str, a: &Tensor, b: Rhs<'_>, alpha: Scalar, neg: bool)
         }
         if d.is_floating() {
             let al = if neg { -alpha.to_f64() } else { alpha.to_f64() };
-            out_f(
-                pmap2(&f64s(x, shape)?, &f64s(y, shape)?, |p, q| p + al * q),
-                shape,
-                d,
-            )
+            out_f(pmap2(&f64s(x, shape)?, &f64s(y, shape)?, |p, q| p + al * q), shape, d)
         } else {
             let al = alpha.to_i64();
             let al = if neg { al.wrapping_neg() } else { al };
-            out_i(
-                pmap2(&i64s(x, shape)?, &i64s(y, shape)?, |p, q| {
-                    p.wrapping_add(al.wrapping_mul(q))
-                }),
-                shape,
-                d,
-            )
+            out_i(pmap2(&i64s(x, shape)?, &i64s(y, shape)?, |p, q| p.wrapping_add(al.wrapping_mul(q))), shape, d)
         }
     })
 }
@@ -96,17 +84,9 @@ fn add_sub(name: &'static str, a: &Tensor, b: Rhs<'_>, alpha: Scalar, neg: bool)
 pub fn mul<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
     binary("mul", a, b.into(), |x, y, d, shape| {
         if d.is_floating() {
-            out_f(
-                pmap2(&f64s(x, shape)?, &f64s(y, shape)?, |p, q| p * q),
-                shape,
-                d,
-            )
+            out_f(pmap2(&f64s(x, shape)?, &f64s(y, shape)?, |p, q| p * q), shape, d)
         } else {
-            out_i(
-                pmap2(&i64s(x, shape)?, &i64s(y, shape)?, i64::wrapping_mul),
-                shape,
-                d,
-            )
+            out_i(pmap2(&i64s(x, shape)?, &i64s(y, shape)?, i64::wrapping_mul), shape, d)
         }
     })
 }
@@ -135,28 +115,16 @@ pub fn div_floor_f64(a: f64, b: f64) -> f64 {
 /// Python-style floor division for integers.
 pub fn div_floor_i64(a: i64, b: i64) -> i64 {
     let q = a.wrapping_div(b);
-    if (a % b != 0) && ((a < 0) != (b < 0)) {
-        q - 1
-    } else {
-        q
-    }
+    if (a % b != 0) && ((a < 0) != (b < 0)) { q - 1 } else { q }
 }
 
 /// `torch.div(a, b, rounding_mode=...)`. True division promotes integral
 /// results to the default float dtype; integer division by zero is an error.
-pub fn div<'a>(
-    a: &Tensor,
-    b: impl Into<Rhs<'a>>,
-    rounding: Option<RoundingMode>,
-) -> Result<Tensor> {
+pub fn div<'a>(a: &Tensor, b: impl Into<Rhs<'a>>, rounding: Option<RoundingMode>) -> Result<Tensor> {
     binary("div", a, b.into(), |x, y, d, shape| match rounding {
         None => {
             let od = if d.is_floating() { d } else { DEFAULT_FLOAT };
-            out_f(
-                pmap2(&f64s(x, shape)?, &f64s(y, shape)?, |p, q| p / q),
-                shape,
-                od,
-            )
+            out_f(pmap2(&f64s(x, shape)?, &f64s(y, shape)?, |p, q| p / q), shape, od)
         }
         Some(mode) => {
             if d == DType::Bool {
@@ -225,11 +193,7 @@ pub fn pow<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
             return dtype_err("\"pow\" not implemented for 'Bool'");
         }
         if d.is_floating() {
-            out_f(
-                pmap2(&f64s(x, shape)?, &f64s(y, shape)?, f64::powf),
-                shape,
-                d,
-            )
+            out_f(pmap2(&f64s(x, shape)?, &f64s(y, shape)?, f64::powf), shape, d)
         } else {
             out_i(pmap2(&i64s(x, shape)?, &i64s(y, shape)?, powi), shape, d)
         }
@@ -281,13 +245,9 @@ pub enum CmpOp {
 pub fn compare<'a>(op: CmpOp, a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
     binary("compare", a, b.into(), |x, y, d, shape| {
         let v: Vec<i64> = if d.is_floating() {
-            pmap2(&f64s(x, shape)?, &f64s(y, shape)?, move |p, q| {
-                cmp(op, p, q) as i64
-            })
+            pmap2(&f64s(x, shape)?, &f64s(y, shape)?, move |p, q| cmp(op, p, q) as i64)
         } else {
-            pmap2(&i64s(x, shape)?, &i64s(y, shape)?, move |p, q| {
-                cmp(op, p, q) as i64
-            })
+            pmap2(&i64s(x, shape)?, &i64s(y, shape)?, move |p, q| cmp(op, p, q) as i64)
         };
         out_i(v, shape, DType::Bool)
     })
@@ -448,9 +408,9 @@ pub fn gelu(x: &Tensor, approximate: &str) -> Result<Tensor> {
     match approximate {
         "none" => unary(Unary::Gelu, x),
         "tanh" => unary(Unary::GeluTanh, x),
-        other => Err(Error::InvalidArgument(format!(
-            "approximate argument must be either none or tanh, got {other:?}"
-        ))),
+        other => {
+            Err(Error::InvalidArgument(format!("approximate argument must be either none or tanh, got {other:?}")))
+        }
     }
 }
 
@@ -459,9 +419,7 @@ pub fn gelu(x: &Tensor, approximate: &str) -> Result<Tensor> {
 /// `min > max` every element becomes `max`.
 pub fn clamp(x: &Tensor, min: Option<Scalar>, max: Option<Scalar>) -> Result<Tensor> {
     if min.is_none() && max.is_none() {
-        return Err(Error::InvalidArgument(
-            "torch.clamp: At least one of 'min' or 'max' must not be None".into(),
-        ));
+        return Err(Error::InvalidArgument("torch.clamp: At least one of 'min' or 'max' must not be None".into()));
     }
     let mut ops = vec![operand(x)];
     ops.extend(min.map(Operand::Scalar));
@@ -514,11 +472,7 @@ pub fn clamp(x: &Tensor, min: Option<Scalar>, max: Option<Scalar>) -> Result<Ten
 
 /// `torch.where(cond, a, b)`: `cond` must be bool; the result dtype is
 /// `result_type(a, b)`; all three broadcast.
-pub fn where_<'a, 'b>(
-    cond: &Tensor,
-    a: impl Into<Rhs<'a>>,
-    b: impl Into<Rhs<'b>>,
-) -> Result<Tensor> {
+pub fn where_<'a, 'b>(cond: &Tensor, a: impl Into<Rhs<'a>>, b: impl Into<Rhs<'b>>) -> Result<Tensor> {
     if cond.dtype() != DType::Bool {
         return dtype_err(format!(
             "where expected condition to be a boolean tensor, but got a tensor with dtype {}",
@@ -533,19 +487,11 @@ pub fn where_<'a, 'b>(
         let c = h[0].broadcast_to(&shape)?.to_bool_vec()?;
         if d.is_floating() {
             let (x, y) = (f64s(&h[1], &shape)?, f64s(&h[2], &shape)?);
-            let v = c
-                .iter()
-                .zip(x.iter().zip(&y))
-                .map(|(c, (x, y))| if *c { *x } else { *y })
-                .collect();
+            let v = c.iter().zip(x.iter().zip(&y)).map(|(c, (x, y))| if *c { *x } else { *y }).collect();
             out_f(v, &shape, d)
         } else {
             let (x, y) = (i64s(&h[1], &shape)?, i64s(&h[2], &shape)?);
-            let v = c
-                .iter()
-                .zip(x.iter().zip(&y))
-                .map(|(c, (x, y))| if *c { *x } else { *y })
-                .collect();
+            let v = c.iter().zip(x.iter().zip(&y)).map(|(c, (x, y))| if *c { *x } else { *y }).collect();
             out_i(v, &shape, d)
         }
     })

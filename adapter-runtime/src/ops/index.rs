@@ -10,10 +10,7 @@ fn check_index_dtype(name: &str, index: &Tensor, allow_i32: bool) -> Result<()> 
     match index.dtype() {
         DType::I64 => Ok(()),
         DType::I32 if allow_i32 => Ok(()),
-        d => dtype_err(format!(
-            "{name}(): Expected dtype int64 for index (got {})",
-            d.name()
-        )),
+        d => dtype_err(format!("{name}(): Expected dtype int64 for index (got {})", d.name())),
     }
 }
 
@@ -21,26 +18,17 @@ fn check_index_dtype(name: &str, index: &Tensor, allow_i32: bool) -> Result<()> 
 /// inputs; legacy 1-D empty tensors (`[0]`) are skipped.
 pub fn cat(tensors: &[&Tensor], dim: i64) -> Result<Tensor> {
     if tensors.is_empty() {
-        return Err(Error::InvalidArgument(
-            "torch.cat(): expected a non-empty list of Tensors".into(),
-        ));
+        return Err(Error::InvalidArgument("torch.cat(): expected a non-empty list of Tensors".into()));
     }
     if let Some(t) = tensors.iter().find(|t| t.dim() == 0) {
         return shape_err(format!(
             "zero-dimensional tensor (at position {}) cannot be concatenated",
-            tensors
-                .iter()
-                .position(|x| std::ptr::eq(*x, *t))
-                .unwrap_or(0)
+            tensors.iter().position(|x| std::ptr::eq(*x, *t)).unwrap_or(0)
         ));
     }
     let d = result_type(&tensors.iter().map(|t| operand(t)).collect::<Vec<_>>())
         .ok_or_else(|| Error::DType("no operands".into()))?;
-    let parts: Vec<&Tensor> = tensors
-        .iter()
-        .copied()
-        .filter(|t| t.sizes() != [0])
-        .collect();
+    let parts: Vec<&Tensor> = tensors.iter().copied().filter(|t| t.sizes() != [0]).collect();
     let Some(first) = parts.first() else {
         return Ok(Tensor::empty(&[0], d));
     };
@@ -48,10 +36,7 @@ pub fn cat(tensors: &[&Tensor], dim: i64) -> Result<Tensor> {
     let dim = wrap_dim(dim, nd)?;
     for (i, t) in parts.iter().enumerate() {
         if t.dim() != nd {
-            return shape_err(format!(
-                "Tensors must have same number of dimensions: got {nd} and {}",
-                t.dim()
-            ));
+            return shape_err(format!("Tensors must have same number of dimensions: got {nd} and {}", t.dim()));
         }
         for k in 0..nd {
             if k != dim && t.sizes()[k] != first.sizes()[k] {
@@ -69,10 +54,8 @@ pub fn cat(tensors: &[&Tensor], dim: i64) -> Result<Tensor> {
         let outer: usize = sizes[..dim].iter().product();
         let inner: usize = sizes[dim + 1..].iter().product();
         let es = d.size();
-        let bytes: Vec<Vec<u8>> = h
-            .iter()
-            .map(|t| t.to_dtype(d).and_then(|c| c.gather_bytes()))
-            .collect::<Result<_>>()?;
+        let bytes: Vec<Vec<u8>> =
+            h.iter().map(|t| t.to_dtype(d).and_then(|c| c.gather_bytes())).collect::<Result<_>>()?;
         let mut out = Vec::with_capacity(crate::shape::numel(&sizes) * es);
         for o in 0..outer {
             for (t, b) in h.iter().zip(&bytes) {
@@ -98,9 +81,7 @@ pub fn index_select(x: &Tensor, dim: i64, index: &Tensor) -> Result<Tensor> {
         let size = t.sizes()[dim];
         for &i in &idx {
             if i < 0 || i as usize >= size {
-                return index_err(format!(
-                    "index out of range in self (index {i}, size {size})"
-                ));
+                return index_err(format!("index out of range in self (index {i}, size {size})"));
             }
         }
         let es = t.dtype().size();
@@ -143,29 +124,13 @@ fn for_each_index(sizes: &[usize], mut f: impl FnMut(&[usize], usize) -> Result<
     Ok(())
 }
 
-fn check_gather_shapes(
-    name: &str,
-    x: &Tensor,
-    dim: usize,
-    index: &Tensor,
-    src: Option<&Tensor>,
-) -> Result<()> {
+fn check_gather_shapes(name: &str, x: &Tensor, dim: usize, index: &Tensor, src: Option<&Tensor>) -> Result<()> {
     let nd = x.dim().max(1);
     if index.dim().max(1) != nd {
-        return shape_err(format!(
-            "{name}(): Index tensor must have the same number of dimensions as input tensor"
-        ));
+        return shape_err(format!("{name}(): Index tensor must have the same number of dimensions as input tensor"));
     }
-    let xs = if x.dim() == 0 {
-        vec![1]
-    } else {
-        x.sizes().to_vec()
-    };
-    let is = if index.dim() == 0 {
-        vec![1]
-    } else {
-        index.sizes().to_vec()
-    };
+    let xs = if x.dim() == 0 { vec![1] } else { x.sizes().to_vec() };
+    let is = if index.dim() == 0 { vec![1] } else { index.sizes().to_vec() };
     for d in 0..nd {
         if d != dim && is[d] > xs[d] {
             return shape_err(format!(
@@ -194,34 +159,19 @@ pub fn gather(x: &Tensor, dim: i64, index: &Tensor) -> Result<Tensor> {
     let d = wrap_dim(dim, x.dim())?;
     check_gather_shapes("gather", x, d, index, None)?;
     on_host1("gather", &[x, index], |h| {
-        let xs = if h[0].dim() == 0 {
-            vec![1]
-        } else {
-            h[0].sizes().to_vec()
-        };
+        let xs = if h[0].dim() == 0 { vec![1] } else { h[0].sizes().to_vec() };
         let xst = contiguous_strides(&xs);
         let xb = h[0].gather_bytes()?;
         let idx = h[1].to_i64_vec()?;
-        let is = if h[1].dim() == 0 {
-            vec![1]
-        } else {
-            h[1].sizes().to_vec()
-        };
+        let is = if h[1].dim() == 0 { vec![1] } else { h[1].sizes().to_vec() };
         let es = h[0].dtype().size();
         let mut out = Vec::with_capacity(idx.len() * es);
         for_each_index(&is, |mi, lin| {
             let i = idx[lin];
             if i < 0 || i as usize >= xs[d] {
-                return index_err(format!(
-                    "index {i} is out of bounds for dimension {d} with size {}",
-                    xs[d]
-                ));
+                return index_err(format!("index {i} is out of bounds for dimension {d} with size {}", xs[d]));
             }
-            let off: usize = mi
-                .iter()
-                .enumerate()
-                .map(|(k, &v)| if k == d { i as usize } else { v } * xst[k])
-                .sum();
+            let off: usize = mi.iter().enumerate().map(|(k, &v)| if k == d { i as usize } else { v } * xst[k]).sum();
             out.extend_from_slice(&xb[off * es..off * es + es]);
             Ok(())
         })?;
@@ -244,39 +194,20 @@ pub fn scatter_add(x: &Tensor, dim: i64, index: &Tensor, src: &Tensor) -> Result
     check_gather_shapes("scatter_add", x, d, index, Some(src))?;
     let [r] = on_host("scatter_add", &[x, index, src], |h| {
         let dt = h[0].dtype();
-        let xs = if h[0].dim() == 0 {
-            vec![1]
-        } else {
-            h[0].sizes().to_vec()
-        };
+        let xs = if h[0].dim() == 0 { vec![1] } else { h[0].sizes().to_vec() };
         let xst = contiguous_strides(&xs);
         let mut xb = h[0].gather_bytes()?;
         let idx = h[1].to_i64_vec()?;
-        let is = if h[1].dim() == 0 {
-            vec![1]
-        } else {
-            h[1].sizes().to_vec()
-        };
-        let ss = if h[2].dim() == 0 {
-            vec![1]
-        } else {
-            h[2].sizes().to_vec()
-        };
+        let is = if h[1].dim() == 0 { vec![1] } else { h[1].sizes().to_vec() };
+        let ss = if h[2].dim() == 0 { vec![1] } else { h[2].sizes().to_vec() };
         let sst = contiguous_strides(&ss);
         let sb = h[2].gather_bytes()?;
         for_each_index(&is, |mi, lin| {
             let i = idx[lin];
             if i < 0 || i as usize >= xs[d] {
-                return index_err(format!(
-                    "index {i} is out of bounds for dimension {d} with size {}",
-                    xs[d]
-                ));
+                return index_err(format!("index {i} is out of bounds for dimension {d} with size {}", xs[d]));
             }
-            let off: usize = mi
-                .iter()
-                .enumerate()
-                .map(|(k, &v)| if k == d { i as usize } else { v } * xst[k])
-                .sum();
+            let off: usize = mi.iter().enumerate().map(|(k, &v)| if k == d { i as usize } else { v } * xst[k]).sum();
             let soff: usize = mi.iter().zip(&sst).map(|(v, s)| v * s).sum();
             if dt.is_floating() {
                 let v = load_f64(&xb, dt, off) + load_f64(&sb, dt, soff);

@@ -69,28 +69,16 @@ fn bmm_host(a: &Tensor, b: &Tensor, d: DType) -> Result<Tensor> {
     let m = b.sizes()[2];
     let shape = [bs, n, m];
     if d.is_floating() {
-        Tensor::from_f64(
-            &bmm_f64(&a.to_f64_vec()?, &b.to_f64_vec()?, bs, n, k, m),
-            &shape,
-            d,
-        )
+        Tensor::from_f64(&bmm_f64(&a.to_f64_vec()?, &b.to_f64_vec()?, bs, n, k, m), &shape, d)
     } else {
-        Tensor::from_i64(
-            &bmm_i64(&a.to_i64_vec()?, &b.to_i64_vec()?, bs, n, k, m),
-            &shape,
-            d,
-        )
+        Tensor::from_i64(&bmm_i64(&a.to_i64_vec()?, &b.to_i64_vec()?, bs, n, k, m), &shape, d)
     }
 }
 
 /// `torch.mm(a, b)`: `[n, k] x [k, m]`.
 pub fn mm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     if a.dim() != 2 || b.dim() != 2 {
-        return shape_err(format!(
-            "mm: expected 2D tensors, got {}D and {}D",
-            a.dim(),
-            b.dim()
-        ));
+        return shape_err(format!("mm: expected 2D tensors, got {}D and {}D", a.dim(), b.dim()));
     }
     if a.sizes()[1] != b.sizes()[0] {
         return shape_err(format!(
@@ -111,11 +99,7 @@ pub fn mm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// `torch.bmm(a, b)`: `[b, n, k] x [b, k, m]`.
 pub fn bmm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     if a.dim() != 3 || b.dim() != 3 {
-        return shape_err(format!(
-            "batch1 must be a 3D tensor; got {}D and {}D",
-            a.dim(),
-            b.dim()
-        ));
+        return shape_err(format!("batch1 must be a 3D tensor; got {}D and {}D", a.dim(), b.dim()));
     }
     if a.sizes()[0] != b.sizes()[0] || a.sizes()[2] != b.sizes()[1] {
         return shape_err(format!(
@@ -132,13 +116,7 @@ pub fn bmm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 
 /// `torch.addmm(input, m1, m2, beta, alpha)` = `beta*input + alpha*(m1@m2)`;
 /// with `beta == 0` the input is ignored (NaN in it does not propagate).
-pub fn addmm(
-    input: &Tensor,
-    m1: &Tensor,
-    m2: &Tensor,
-    beta: Scalar,
-    alpha: Scalar,
-) -> Result<Tensor> {
+pub fn addmm(input: &Tensor, m1: &Tensor, m2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
     let prod = mm(m1, m2)?;
     let d = same_dtype("addmm", input, &prod)?;
     on_host1("addmm", &[input, &prod], |h| {
@@ -153,20 +131,13 @@ pub fn addmm(
         if d.is_floating() {
             let (be, al) = (beta.to_f64(), alpha.to_f64());
             let (x, p) = (inp.to_f64_vec()?, h[1].to_f64_vec()?);
-            let v: Vec<f64> = x
-                .iter()
-                .zip(&p)
-                .map(|(x, p)| if be == 0.0 { al * p } else { be * x + al * p })
-                .collect();
+            let v: Vec<f64> = x.iter().zip(&p).map(|(x, p)| if be == 0.0 { al * p } else { be * x + al * p }).collect();
             Tensor::from_f64(&v, &shape, d)
         } else {
             let (be, al) = (beta.to_i64(), alpha.to_i64());
             let (x, p) = (inp.to_i64_vec()?, h[1].to_i64_vec()?);
-            let v: Vec<i64> = x
-                .iter()
-                .zip(&p)
-                .map(|(x, p)| be.wrapping_mul(*x).wrapping_add(al.wrapping_mul(*p)))
-                .collect();
+            let v: Vec<i64> =
+                x.iter().zip(&p).map(|(x, p)| be.wrapping_mul(*x).wrapping_add(al.wrapping_mul(*p))).collect();
             Tensor::from_i64(&v, &shape, d)
         }
     })
@@ -178,9 +149,7 @@ pub fn addmm(
 pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let (da, db) = (a.dim(), b.dim());
     if da == 0 || db == 0 {
-        return shape_err(format!(
-            "both arguments to matmul need to be at least 1D, but they are {da}D and {db}D"
-        ));
+        return shape_err(format!("both arguments to matmul need to be at least 1D, but they are {da}D and {db}D"));
     }
     if da == 1 && db == 1 {
         if a.sizes()[0] != b.sizes()[0] {
@@ -199,9 +168,7 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let (n, k) = (a2.sizes()[a2.dim() - 2], a2.sizes()[a2.dim() - 1]);
     let (k2, m) = (b2.sizes()[b2.dim() - 2], b2.sizes()[b2.dim() - 1]);
     if k != k2 {
-        return shape_err(format!(
-            "mat1 and mat2 shapes cannot be multiplied ({n}x{k} and {k2}x{m})"
-        ));
+        return shape_err(format!("mat1 and mat2 shapes cannot be multiplied ({n}x{k} and {k2}x{m})"));
     }
     let batch = broadcast_shapes(&a2.sizes()[..a2.dim() - 2], &b2.sizes()[..b2.dim() - 2])?;
     let nb: usize = batch.iter().product();
@@ -209,12 +176,8 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     sa.extend([n, k]);
     let mut sb = batch.clone();
     sb.extend([k, m]);
-    let a3 = a2
-        .broadcast_to(&sa)?
-        .reshape(&[nb as i64, n as i64, k as i64])?;
-    let b3 = b2
-        .broadcast_to(&sb)?
-        .reshape(&[nb as i64, k as i64, m as i64])?;
+    let a3 = a2.broadcast_to(&sa)?.reshape(&[nb as i64, n as i64, k as i64])?;
+    let b3 = b2.broadcast_to(&sb)?.reshape(&[nb as i64, k as i64, m as i64])?;
     let r = bmm(&a3, &b3)?;
     let mut out: Vec<i64> = batch.iter().map(|&x| x as i64).collect();
     if da > 1 {

@@ -96,11 +96,7 @@ pub enum Reduction {
 
 /// `result_type` category of a tensor.
 pub(crate) fn operand(t: &Tensor) -> Operand {
-    if t.dim() == 0 {
-        Operand::ZeroDim(t.dtype())
-    } else {
-        Operand::Tensor(t.dtype())
-    }
+    if t.dim() == 0 { Operand::ZeroDim(t.dtype()) } else { Operand::Tensor(t.dtype()) }
 }
 
 static FALLBACKS: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
@@ -147,18 +143,13 @@ pub(crate) fn on_host<const N: usize>(
     if let Ok(mut g) = FALLBACKS.lock() {
         *g.entry(name).or_default() += 1;
     }
-    let host = inputs
-        .iter()
-        .map(|t| t.to_cpu())
-        .collect::<Result<Vec<_>>>()?;
+    let host = inputs.iter().map(|t| t.to_cpu()).collect::<Result<Vec<_>>>()?;
     let out = f(&host)?;
     let mut moved = Vec::with_capacity(N);
     for t in out {
         moved.push(t.to_ctx(ctx)?);
     }
-    moved
-        .try_into()
-        .map_err(|_| Error::Unsupported("output count mismatch".into()))
+    moved.try_into().map_err(|_| Error::Unsupported("output count mismatch".into()))
 }
 
 /// `on_host` for single-output ops.
@@ -172,23 +163,12 @@ pub(crate) fn on_host1(
 }
 
 pub(crate) fn pmap<T: Send + Sync, U: Send>(v: &[T], f: impl Fn(&T) -> U + Send + Sync) -> Vec<U> {
-    if v.len() >= PARALLEL_THRESHOLD {
-        v.par_iter().map(f).collect()
-    } else {
-        v.iter().map(f).collect()
-    }
+    if v.len() >= PARALLEL_THRESHOLD { v.par_iter().map(f).collect() } else { v.iter().map(f).collect() }
 }
 
-pub(crate) fn pmap2<T: Send + Sync + Copy, U: Send>(
-    a: &[T],
-    b: &[T],
-    f: impl Fn(T, T) -> U + Send + Sync,
-) -> Vec<U> {
+pub(crate) fn pmap2<T: Send + Sync + Copy, U: Send>(a: &[T], b: &[T], f: impl Fn(T, T) -> U + Send + Sync) -> Vec<U> {
     if a.len() >= PARALLEL_THRESHOLD {
-        a.par_iter()
-            .zip(b.par_iter())
-            .map(|(x, y)| f(*x, *y))
-            .collect()
+        a.par_iter().zip(b.par_iter()).map(|(x, y)| f(*x, *y)).collect()
     } else {
         a.iter().zip(b).map(|(x, y)| f(*x, *y)).collect()
     }
@@ -205,12 +185,5 @@ pub(crate) fn i64s(t: &Tensor, shape: &[usize]) -> Result<Vec<i64>> {
 }
 
 pub(crate) fn require_float(name: &str, d: DType) -> Result<()> {
-    if d.is_floating() {
-        Ok(())
-    } else {
-        Err(Error::DType(format!(
-            "\"{name}\" not implemented for '{}'",
-            d.name()
-        )))
-    }
+    if d.is_floating() { Ok(()) } else { Err(Error::DType(format!("\"{name}\" not implemented for '{}'", d.name()))) }
 }

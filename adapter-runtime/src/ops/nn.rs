@@ -60,13 +60,7 @@ fn for_rows(v: &mut [f64], len: usize, f: impl Fn(&mut [f64]) + Sync + Send) {
     }
 }
 
-fn softmax_impl(
-    name: &'static str,
-    x: &Tensor,
-    dim: i64,
-    dtype: Option<DType>,
-    log: bool,
-) -> Result<Tensor> {
+fn softmax_impl(name: &'static str, x: &Tensor, dim: i64, dtype: Option<DType>, log: bool) -> Result<Tensor> {
     let od = dtype.unwrap_or(x.dtype());
     require_float(name, od)?;
     let d = wrap_dim(dim, x.dim())?;
@@ -83,11 +77,7 @@ fn softmax_impl(
             };
             let s: f64 = r.iter().map(|x| (x - m).exp()).sum();
             for x in r.iter_mut() {
-                *x = if log {
-                    (*x - m) - s.ln()
-                } else {
-                    (*x - m).exp() / s
-                };
+                *x = if log { (*x - m) - s.ln() } else { (*x - m).exp() / s };
             }
         });
         unrows(&v, h[0].sizes(), d, od)
@@ -104,13 +94,7 @@ pub fn log_softmax(x: &Tensor, dim: i64, dtype: Option<DType>) -> Result<Tensor>
     softmax_impl("log_softmax", x, dim, dtype, true)
 }
 
-fn softmax_bwd(
-    name: &'static str,
-    grad: &Tensor,
-    output: &Tensor,
-    dim: i64,
-    log: bool,
-) -> Result<Tensor> {
+fn softmax_bwd(name: &'static str, grad: &Tensor, output: &Tensor, dim: i64, log: bool) -> Result<Tensor> {
     if grad.sizes() != output.sizes() {
         return shape_err(format!("{name}: grad_output and output shapes differ"));
     }
@@ -156,11 +140,7 @@ fn ln_split(x: &Tensor, normalized_shape: &[usize]) -> Result<(usize, usize, Vec
     if k == 0 || k > nd || x.sizes()[nd - k..] != *normalized_shape {
         return shape_err(format!(
             "Given normalized_shape={normalized_shape:?}, expected input with shape [*, {}], but got input of size {:?}",
-            normalized_shape
-                .iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
+            normalized_shape.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", "),
             x.sizes()
         ));
     }
@@ -268,11 +248,7 @@ pub fn layer_norm_backward(
             Tensor::from_f64(&db, normalized_shape, d)?,
         ])
     })?;
-    Ok(if weight.is_some() {
-        (dx, Some(dw), Some(db))
-    } else {
-        (dx, None, None)
-    })
+    Ok(if weight.is_some() { (dx, Some(dw), Some(db)) } else { (dx, None, None) })
 }
 
 fn check_indices(name: &str, t: &Tensor) -> Result<()> {
@@ -300,9 +276,7 @@ pub fn embedding(weight: &Tensor, indices: &Tensor) -> Result<Tensor> {
         let mut out = Vec::with_capacity(idx.len() * dm * es);
         for &i in &idx {
             if i < 0 || i as usize >= v {
-                return index_err(format!(
-                    "index out of range in self (index {i}, num_embeddings {v})"
-                ));
+                return index_err(format!("index out of range in self (index {i}, num_embeddings {v})"));
             }
             out.extend_from_slice(&wb[i as usize * dm * es..(i as usize + 1) * dm * es]);
         }
@@ -332,9 +306,7 @@ pub fn embedding_backward(
         let mut counts = vec![0usize; num_weights];
         for &i in &idx {
             if i < 0 || i as usize >= num_weights {
-                return index_err(format!(
-                    "index {i} out of range for {num_weights} embeddings"
-                ));
+                return index_err(format!("index {i} out of range for {num_weights} embeddings"));
             }
             counts[i as usize] += 1;
         }
@@ -343,11 +315,7 @@ pub fn embedding_backward(
             if Some(i) == padding_idx {
                 continue;
             }
-            let scale = if scale_grad_by_freq {
-                1.0 / counts[i as usize] as f64
-            } else {
-                1.0
-            };
+            let scale = if scale_grad_by_freq { 1.0 / counts[i as usize] as f64 } else { 1.0 };
             for j in 0..dm {
                 out[i as usize * dm + j] += g[k * dm + j] * scale;
             }
@@ -384,16 +352,9 @@ impl Generator {
 /// with probability `1 - p` and scaled by `1 / (1 - p)`; `mask` is bool.
 /// In eval mode (or `p == 0`) the output equals the input and the mask is
 /// all true; `p == 1` zeroes everything.
-pub fn dropout(
-    x: &Tensor,
-    p: f64,
-    train: bool,
-    generator: &mut Generator,
-) -> Result<(Tensor, Tensor)> {
+pub fn dropout(x: &Tensor, p: f64, train: bool, generator: &mut Generator) -> Result<(Tensor, Tensor)> {
     if !(0.0..=1.0).contains(&p) {
-        return arg_err(format!(
-            "dropout probability has to be between 0 and 1, but got {p}"
-        ));
+        return arg_err(format!("dropout probability has to be between 0 and 1, but got {p}"));
     }
     require_float("dropout", x.dtype())?;
     let [o, m] = on_host("dropout", &[x], |h| {
@@ -402,20 +363,10 @@ pub fn dropout(
         if !train || p == 0.0 {
             return Ok([h[0].clone_contiguous()?, Tensor::ones(shape, DType::Bool)]);
         }
-        let mask: Vec<i64> = v
-            .iter()
-            .map(|_| (generator.uniform() >= p) as i64)
-            .collect();
+        let mask: Vec<i64> = v.iter().map(|_| (generator.uniform() >= p) as i64).collect();
         let scale = if p == 1.0 { 0.0 } else { 1.0 / (1.0 - p) };
-        let out: Vec<f64> = v
-            .iter()
-            .zip(&mask)
-            .map(|(x, k)| x * *k as f64 * scale)
-            .collect();
-        Ok([
-            Tensor::from_f64(&out, shape, h[0].dtype())?,
-            Tensor::from_i64(&mask, shape, DType::Bool)?,
-        ])
+        let out: Vec<f64> = v.iter().zip(&mask).map(|(x, k)| x * *k as f64 * scale).collect();
+        Ok([Tensor::from_f64(&out, shape, h[0].dtype())?, Tensor::from_i64(&mask, shape, DType::Bool)?])
     })?;
     Ok((o, m))
 }
@@ -430,11 +381,7 @@ pub fn dropout_backward(grad: &Tensor, mask: &Tensor, scale: f64) -> Result<Tens
         let shape = h[0].sizes();
         let g = h[0].to_f64_vec()?;
         let mk = h[1].broadcast_to(shape)?.to_bool_vec()?;
-        let out: Vec<f64> = g
-            .iter()
-            .zip(&mk)
-            .map(|(g, k)| if *k { g * scale } else { 0.0 })
-            .collect();
+        let out: Vec<f64> = g.iter().zip(&mk).map(|(g, k)| if *k { g * scale } else { 0.0 }).collect();
         Tensor::from_f64(&out, shape, h[0].dtype())
     })
 }
@@ -447,10 +394,7 @@ fn nll_layout(input: &Tensor, target: &Tensor) -> Result<(Vec<f64>, Vec<i64>, us
     match target.dtype() {
         DType::I64 | DType::U8 | DType::I32 => {}
         d => {
-            return dtype_err(format!(
-                "nll_loss: expected scalar type Long but found {}",
-                d.name()
-            ));
+            return dtype_err(format!("nll_loss: expected scalar type Long but found {}", d.name()));
         }
     }
     let nd = input.dim();
@@ -465,10 +409,7 @@ fn nll_layout(input: &Tensor, target: &Tensor) -> Result<(Vec<f64>, Vec<i64>, us
         (input.sizes()[1], t)
     };
     if target.sizes() != expected.as_slice() {
-        return shape_err(format!(
-            "nll_loss: expected target of size {expected:?}, got {:?}",
-            target.sizes()
-        ));
+        return shape_err(format!("nll_loss: expected target of size {expected:?}, got {:?}", target.sizes()));
     }
     let (v, _, _) = rows(input, if nd == 1 { 0 } else { 1 })?;
     Ok((v, target.to_i64_vec()?, c, expected))
@@ -496,9 +437,7 @@ pub fn nll_loss(
     ignore_index: i64,
 ) -> Result<(Tensor, Tensor)> {
     require_float("nll_loss", input.dtype())?;
-    let w_in = weight
-        .cloned()
-        .unwrap_or_else(|| Tensor::ones(&[], input.dtype()));
+    let w_in = weight.cloned().unwrap_or_else(|| Tensor::ones(&[], input.dtype()));
     let [o, tw] = on_host("nll_loss", &[input, target, &w_in], |h| {
         let (v, t, c, tshape) = nll_layout(&h[0], &h[1])?;
         let w = class_weights(weight.map(|_| &h[2]), c)?;
@@ -538,44 +477,36 @@ pub fn nll_loss_backward(
     total_weight: &Tensor,
 ) -> Result<Tensor> {
     require_float("nll_loss_backward", input.dtype())?;
-    let w_in = weight
-        .cloned()
-        .unwrap_or_else(|| Tensor::ones(&[], input.dtype()));
-    on_host1(
-        "nll_loss_backward",
-        &[grad_output, input, target, &w_in, total_weight],
-        |h| {
-            let (_, t, c, _) = nll_layout(&h[1], &h[2])?;
-            let w = class_weights(weight.map(|_| &h[3]), c)?;
-            let g = h[0].to_f64_vec()?;
-            let tw = h[4].to_f64_vec()?.first().copied().unwrap_or(0.0);
-            if reduction != Reduction::None && g.len() != 1 {
-                return shape_err("nll_loss_backward: grad_output must be a scalar for sum/mean");
+    let w_in = weight.cloned().unwrap_or_else(|| Tensor::ones(&[], input.dtype()));
+    on_host1("nll_loss_backward", &[grad_output, input, target, &w_in, total_weight], |h| {
+        let (_, t, c, _) = nll_layout(&h[1], &h[2])?;
+        let w = class_weights(weight.map(|_| &h[3]), c)?;
+        let g = h[0].to_f64_vec()?;
+        let tw = h[4].to_f64_vec()?.first().copied().unwrap_or(0.0);
+        if reduction != Reduction::None && g.len() != 1 {
+            return shape_err("nll_loss_backward: grad_output must be a scalar for sum/mean");
+        }
+        if reduction == Reduction::None && g.len() != t.len() {
+            return shape_err("nll_loss_backward: grad_output must match target for reduction='none'");
+        }
+        let mut rows_g = vec![0.0; t.len() * c];
+        for (k, &ti) in t.iter().enumerate() {
+            if ti == ignore_index {
+                continue;
             }
-            if reduction == Reduction::None && g.len() != t.len() {
-                return shape_err(
-                    "nll_loss_backward: grad_output must match target for reduction='none'",
-                );
+            if ti < 0 || ti as usize >= c {
+                return index_err(format!("Target {ti} is out of bounds."));
             }
-            let mut rows_g = vec![0.0; t.len() * c];
-            for (k, &ti) in t.iter().enumerate() {
-                if ti == ignore_index {
-                    continue;
-                }
-                if ti < 0 || ti as usize >= c {
-                    return index_err(format!("Target {ti} is out of bounds."));
-                }
-                let gk = match reduction {
-                    Reduction::None => g[k],
-                    Reduction::Sum => g[0],
-                    Reduction::Mean => g[0] / tw,
-                };
-                rows_g[k * c + ti as usize] = -w[ti as usize] * gk;
-            }
-            let cd = if h[1].dim() == 1 { 0 } else { 1 };
-            unrows(&rows_g, h[1].sizes(), cd, h[1].dtype())
-        },
-    )
+            let gk = match reduction {
+                Reduction::None => g[k],
+                Reduction::Sum => g[0],
+                Reduction::Mean => g[0] / tw,
+            };
+            rows_g[k * c + ti as usize] = -w[ti as usize] * gk;
+        }
+        let cd = if h[1].dim() == 1 { 0 } else { 1 };
+        unrows(&rows_g, h[1].sizes(), cd, h[1].dtype())
+    })
 }
 
 fn class_dim(input: &Tensor) -> i64 {
@@ -604,11 +535,7 @@ fn smoothing(
             return index_err(format!("Target {ti} is out of bounds."));
         }
         smooth[k] = -(0..c).map(|j| v[k * c + j] * w[j]).sum::<f64>();
-        denom += if weight.is_some() {
-            w[ti as usize]
-        } else {
-            1.0
-        };
+        denom += if weight.is_some() { w[ti as usize] } else { 1.0 };
     }
     // gradient of each per-row smooth loss w.r.t. logp (before reduction)
     let mut grad = vec![0.0; t.len() * c];
@@ -634,14 +561,10 @@ pub fn cross_entropy(
     label_smoothing: f64,
 ) -> Result<Tensor> {
     if target.dtype().is_floating() {
-        return Err(Error::Unsupported(
-            "cross_entropy with class-probability targets".into(),
-        ));
+        return Err(Error::Unsupported("cross_entropy with class-probability targets".into()));
     }
     if !(0.0..=1.0).contains(&label_smoothing) {
-        return arg_err(format!(
-            "label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}"
-        ));
+        return arg_err(format!("label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}"));
     }
     let logp = log_softmax(input, class_dim(input), None)?;
     let (nll, _) = nll_loss(&logp, target, weight, reduction, ignore_index)?;
@@ -652,30 +575,19 @@ pub fn cross_entropy(
     let w_in = weight.cloned();
     on_host1("cross_entropy", &[&logp, target, &nll], |h| {
         let w_host = w_in.as_ref().map(|w| w.to_cpu()).transpose()?;
-        let (smooth, _, tshape, denom) =
-            smoothing(&h[0], &h[1], w_host.as_ref(), reduction, ignore_index)?;
+        let (smooth, _, tshape, denom) = smoothing(&h[0], &h[1], w_host.as_ref(), reduction, ignore_index)?;
         let nllv = h[2].to_f64_vec()?;
         let e = label_smoothing;
         let d = h[0].dtype();
         match reduction {
             Reduction::None => {
-                let v: Vec<f64> = nllv
-                    .iter()
-                    .zip(&smooth)
-                    .map(|(n, s)| (1.0 - e) * n + s * (e / c))
-                    .collect();
+                let v: Vec<f64> = nllv.iter().zip(&smooth).map(|(n, s)| (1.0 - e) * n + s * (e / c)).collect();
                 Tensor::from_f64(&v, &tshape, d)
             }
-            Reduction::Sum => Tensor::from_f64(
-                &[(1.0 - e) * nllv[0] + smooth.iter().sum::<f64>() * (e / c)],
-                &[],
-                d,
-            ),
-            Reduction::Mean => Tensor::from_f64(
-                &[(1.0 - e) * nllv[0] + smooth.iter().sum::<f64>() / denom[0] * (e / c)],
-                &[],
-                d,
-            ),
+            Reduction::Sum => Tensor::from_f64(&[(1.0 - e) * nllv[0] + smooth.iter().sum::<f64>() * (e / c)], &[], d),
+            Reduction::Mean => {
+                Tensor::from_f64(&[(1.0 - e) * nllv[0] + smooth.iter().sum::<f64>() / denom[0] * (e / c)], &[], d)
+            }
         }
     })
 }
@@ -693,44 +605,31 @@ pub fn cross_entropy_backward(
     let cd = class_dim(input);
     let logp = log_softmax(input, cd, None)?;
     let (_, total) = nll_loss(&logp, target, weight, reduction, ignore_index)?;
-    let mut dlogp = nll_loss_backward(
-        grad_output,
-        &logp,
-        target,
-        weight,
-        reduction,
-        ignore_index,
-        &total,
-    )?;
+    let mut dlogp = nll_loss_backward(grad_output, &logp, target, weight, reduction, ignore_index, &total)?;
     if label_smoothing != 0.0 {
         let e = label_smoothing;
         let c = input.size(cd)? as f64;
         let w_in = weight.cloned();
-        dlogp = on_host1(
-            "cross_entropy_backward",
-            &[&logp, target, grad_output, &dlogp],
-            |h| {
-                let w_host = w_in.as_ref().map(|w| w.to_cpu()).transpose()?;
-                let (_, sg, _, denom) =
-                    smoothing(&h[0], &h[1], w_host.as_ref(), reduction, ignore_index)?;
-                let g = h[2].to_f64_vec()?;
-                let (dn, _, cc) = rows(&h[3], cd as usize)?;
-                let out: Vec<f64> = dn
-                    .iter()
-                    .zip(&sg)
-                    .enumerate()
-                    .map(|(i, (dn, s))| {
-                        let gk = match reduction {
-                            Reduction::None => g[i / cc.max(1)],
-                            Reduction::Sum => g[0],
-                            Reduction::Mean => g[0] / denom[0],
-                        };
-                        (1.0 - e) * dn + s * gk * (e / c)
-                    })
-                    .collect();
-                unrows(&out, h[0].sizes(), cd as usize, h[0].dtype())
-            },
-        )?;
+        dlogp = on_host1("cross_entropy_backward", &[&logp, target, grad_output, &dlogp], |h| {
+            let w_host = w_in.as_ref().map(|w| w.to_cpu()).transpose()?;
+            let (_, sg, _, denom) = smoothing(&h[0], &h[1], w_host.as_ref(), reduction, ignore_index)?;
+            let g = h[2].to_f64_vec()?;
+            let (dn, _, cc) = rows(&h[3], cd as usize)?;
+            let out: Vec<f64> = dn
+                .iter()
+                .zip(&sg)
+                .enumerate()
+                .map(|(i, (dn, s))| {
+                    let gk = match reduction {
+                        Reduction::None => g[i / cc.max(1)],
+                        Reduction::Sum => g[0],
+                        Reduction::Mean => g[0] / denom[0],
+                    };
+                    (1.0 - e) * dn + s * gk * (e / c)
+                })
+                .collect();
+            unrows(&out, h[0].sizes(), cd as usize, h[0].dtype())
+        })?;
     }
     log_softmax_backward(&dlogp, &logp, cd)
 }
@@ -758,11 +657,7 @@ pub fn mse_loss_backward(
     let diff = super::sub(input, target, crate::dtype::Scalar::Int(1))?;
     require_float("mse_loss_backward", diff.dtype())?;
     let n = diff.numel() as f64;
-    let scale = if reduction == Reduction::Mean {
-        2.0 / n
-    } else {
-        2.0
-    };
+    let scale = if reduction == Reduction::Mean { 2.0 / n } else { 2.0 };
     let g = super::mul(&diff, grad_output)?;
     super::mul(&g, scale)
 }

@@ -30,9 +30,7 @@ pub(crate) fn layout(t: &Tensor, dims: Option<&[i64]>, keepdim: bool) -> Result<
                     continue;
                 }
                 if red[w] {
-                    return arg_err(format!(
-                        "dim {w} appears multiple times in the list of dims"
-                    ));
+                    return arg_err(format!("dim {w} appears multiple times in the list of dims"));
                 }
                 red[w] = true;
             }
@@ -56,12 +54,7 @@ pub(crate) fn layout(t: &Tensor, dims: Option<&[i64]>, keepdim: bool) -> Result<
             }
         })
         .collect();
-    Ok(ReduceLayout {
-        permuted,
-        out_shape,
-        outer,
-        inner,
-    })
+    Ok(ReduceLayout { permuted, out_shape, outer, inner })
 }
 
 fn chunks_map<T: Send + Sync, U: Send>(
@@ -73,22 +66,13 @@ fn chunks_map<T: Send + Sync, U: Send>(
     if inner == 0 {
         return (0..outer).map(|_| f(&[])).collect();
     }
-    if v.len() >= PARALLEL_THRESHOLD {
-        v.par_chunks(inner).map(f).collect()
-    } else {
-        v.chunks(inner).map(f).collect()
-    }
+    if v.len() >= PARALLEL_THRESHOLD { v.par_chunks(inner).map(f).collect() } else { v.chunks(inner).map(f).collect() }
 }
 
 /// `torch.sum(x, dim, keepdim, dtype)`: integral and bool inputs sum in
 /// (and return) int64 unless `dtype` says otherwise; the input is cast to
 /// `dtype` first.
-pub fn sum(
-    x: &Tensor,
-    dims: Option<&[i64]>,
-    keepdim: bool,
-    dtype: Option<DType>,
-) -> Result<Tensor> {
+pub fn sum(x: &Tensor, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
     let od = dtype.unwrap_or(x.dtype().sum_dtype());
     on_host1("sum", &[x], |h| {
         let l = layout(&h[0], dims, keepdim)?;
@@ -98,21 +82,14 @@ pub fn sum(
             Tensor::from_f64(&r, &l.out_shape, od)
         } else {
             let v = l.permuted.to_dtype(od)?.to_i64_vec()?;
-            let r = chunks_map(&v, l.outer, l.inner, |c| {
-                c.iter().fold(0i64, |a, b| a.wrapping_add(*b))
-            });
+            let r = chunks_map(&v, l.outer, l.inner, |c| c.iter().fold(0i64, |a, b| a.wrapping_add(*b)));
             Tensor::from_i64(&r, &l.out_shape, od)
         }
     })
 }
 
 /// `torch.prod(x, dim, keepdim, dtype)` (same dtype rules as `sum`).
-pub fn prod(
-    x: &Tensor,
-    dims: Option<&[i64]>,
-    keepdim: bool,
-    dtype: Option<DType>,
-) -> Result<Tensor> {
+pub fn prod(x: &Tensor, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
     let od = dtype.unwrap_or(x.dtype().sum_dtype());
     on_host1("prod", &[x], |h| {
         let l = layout(&h[0], dims, keepdim)?;
@@ -122,9 +99,7 @@ pub fn prod(
             Tensor::from_f64(&r, &l.out_shape, od)
         } else {
             let v = l.permuted.to_dtype(od)?.to_i64_vec()?;
-            let r = chunks_map(&v, l.outer, l.inner, |c| {
-                c.iter().fold(1i64, |a, b| a.wrapping_mul(*b))
-            });
+            let r = chunks_map(&v, l.outer, l.inner, |c| c.iter().fold(1i64, |a, b| a.wrapping_mul(*b)));
             Tensor::from_i64(&r, &l.out_shape, od)
         }
     })
@@ -132,12 +107,7 @@ pub fn prod(
 
 /// `torch.mean(x, dim, keepdim, dtype)`: floating dtypes only; the mean of
 /// nothing is NaN.
-pub fn mean(
-    x: &Tensor,
-    dims: Option<&[i64]>,
-    keepdim: bool,
-    dtype: Option<DType>,
-) -> Result<Tensor> {
+pub fn mean(x: &Tensor, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
     let od = dtype.unwrap_or(x.dtype());
     if !od.is_floating() {
         return dtype_err(format!(
@@ -154,13 +124,7 @@ pub fn mean(
     })
 }
 
-fn extreme(
-    name: &'static str,
-    x: &Tensor,
-    dims: Option<&[i64]>,
-    keepdim: bool,
-    max: bool,
-) -> Result<Tensor> {
+fn extreme(name: &'static str, x: &Tensor, dims: Option<&[i64]>, keepdim: bool, max: bool) -> Result<Tensor> {
     on_host1(name, &[x], |h| {
         let l = layout(&h[0], dims, keepdim)?;
         if l.inner == 0 {
@@ -186,11 +150,7 @@ fn extreme(
             let v = l.permuted.to_i64_vec()?;
             let r = chunks_map(&v, l.outer, l.inner, |c| {
                 let it = c.iter().copied();
-                if max {
-                    it.max().unwrap_or(0)
-                } else {
-                    it.min().unwrap_or(0)
-                }
+                if max { it.max().unwrap_or(0) } else { it.min().unwrap_or(0) }
             });
             Tensor::from_i64(&r, &l.out_shape, d)
         }
@@ -207,19 +167,11 @@ pub fn amin(x: &Tensor, dims: Option<&[i64]>, keepdim: bool) -> Result<Tensor> {
     extreme("amin", x, dims, keepdim, false)
 }
 
-fn arg_extreme(
-    name: &'static str,
-    x: &Tensor,
-    dim: Option<i64>,
-    keepdim: bool,
-    max: bool,
-) -> Result<Tensor> {
+fn arg_extreme(name: &'static str, x: &Tensor, dim: Option<i64>, keepdim: bool, max: bool) -> Result<Tensor> {
     on_host1(name, &[x], |h| {
         let t = &h[0];
         if t.numel() == 0 {
-            return index_err(format!(
-                "{name}(): Expected reduction dim to be specified for input.numel() == 0."
-            ));
+            return index_err(format!("{name}(): Expected reduction dim to be specified for input.numel() == 0."));
         }
         let (src, out_shape) = match dim {
             None => {
@@ -229,9 +181,7 @@ fn arg_extreme(
             Some(d) => {
                 let l = layout(t, Some(&[d]), keepdim)?;
                 if l.inner == 0 {
-                    return shape_err(format!(
-                        "{name}(): cannot reduce over a zero-size dimension"
-                    ));
+                    return shape_err(format!("{name}(): cannot reduce over a zero-size dimension"));
                 }
                 let shaped = l.permuted.reshape(&[l.outer as i64, l.inner as i64])?;
                 (shaped, l.out_shape)
