@@ -16,6 +16,8 @@ pub struct Walker<'a> {
     pub starts: &'a [usize],
     pub marks: &'a [Mark],
     pub decls: Vec<Decl>,
+    /// For enumerators and fields: index of their enum / aggregate in `decls`.
+    pub owners: Vec<Option<usize>>,
     /// (start, end, body_start, decl index) for deprecation attachment
     spans: Vec<(usize, usize, Option<usize>, usize)>,
     pub diagnostics: Vec<Diagnostic>,
@@ -71,19 +73,10 @@ fn function_declarator(n: Node) -> Option<Node> {
         match cur.kind() {
             "function_declarator" => {
                 let inner = cur.child_by_field_name("declarator")?;
-                return if is_name(inner.kind()) {
-                    Some(cur)
-                } else {
-                    function_declarator_in(inner)
-                };
+                return if is_name(inner.kind()) { Some(cur) } else { function_declarator_in(inner) };
             }
-            "pointer_declarator"
-            | "reference_declarator"
-            | "attributed_declarator"
-            | "init_declarator" => {
-                cur = cur
-                    .child_by_field_name("declarator")
-                    .or_else(|| cur.named_child(0))?;
+            "pointer_declarator" | "reference_declarator" | "attributed_declarator" | "init_declarator" => {
+                cur = cur.child_by_field_name("declarator").or_else(|| cur.named_child(0))?;
             }
             _ => return None,
         }
@@ -100,11 +93,7 @@ fn function_declarator_in(n: Node) -> Option<Node> {
             "pointer_declarator" => cur = cur.child_by_field_name("declarator")?,
             "function_declarator" => {
                 let inner = cur.child_by_field_name("declarator")?;
-                return if is_name(inner.kind()) {
-                    Some(cur)
-                } else {
-                    None
-                };
+                return if is_name(inner.kind()) { Some(cur) } else { None };
             }
             _ => return None,
         }
@@ -120,6 +109,7 @@ impl<'a> Walker<'a> {
             starts,
             marks,
             decls: Vec::new(),
+            owners: Vec::new(),
             spans: Vec::new(),
             diagnostics: Vec::new(),
         }
@@ -130,10 +120,14 @@ impl<'a> Walker<'a> {
     }
 
     fn push(&mut self, d: Decl, n: Node, body_start: Option<usize>) -> usize {
+        self.push_owned(d, n, body_start, None)
+    }
+
+    fn push_owned(&mut self, d: Decl, n: Node, body_start: Option<usize>, owner: Option<usize>) -> usize {
+        self.owners.push(owner);
         self.decls.push(d);
         let idx = self.decls.len() - 1;
-        self.spans
-            .push((n.start_byte(), n.end_byte(), body_start, idx));
+        self.spans.push((n.start_byte(), n.end_byte(), body_start, idx));
         idx
     }
 
@@ -150,11 +144,7 @@ impl<'a> Walker<'a> {
             self.diagnostics.push(Diagnostic {
                 line: p.row as u32 + 1,
                 column: p.column as u32 + 1,
-                message: if n.is_missing() {
-                    format!("missing {}", n.kind())
-                } else {
-                    "syntax error".to_string()
-                },
+                message: if n.is_missing() { format!("missing {}", n.kind()) } else { "syntax error".to_string() },
             });
         }
         match n.kind() {
@@ -164,11 +154,7 @@ impl<'a> Walker<'a> {
             "struct_specifier" | "union_specifier" | "class_specifier" | "enum_specifier" => {
                 self.specifier(n, None, depth);
             }
-            "compound_statement"
-            | "field_declaration_list"
-            | "enumerator_list"
-            | "string_literal"
-            | "comment" => {}
+            "compound_statement" | "field_declaration_list" | "enumerator_list" | "string_literal" | "comment" => {}
             _ => {
                 for i in 0..n.named_child_count() {
                     if let Some(c) = n.named_child(i as u32) {
@@ -183,10 +169,8 @@ impl<'a> Walker<'a> {
     /// their (normalized) body so that layout changes show.
     fn spec_text(&self, n: Node, name_override: Option<&str>) -> String {
         let k = n.kind();
-        if matches!(
-            k,
-            "struct_specifier" | "union_specifier" | "class_specifier" | "enum_specifier"
-        ) && n.child_by_field_name("body").is_some()
+        if matches!(k, "struct_specifier" | "union_specifier" | "class_specifier" | "enum_specifier")
+            && n.child_by_field_name("body").is_some()
         {
             let kw = match k {
                 "union_specifier" => "union",
@@ -207,10 +191,7 @@ impl<'a> Walker<'a> {
     /// Specifier part of a declaration-like node: type and qualifiers, no storage class.
     fn head(&mut self, n: Node, name_override: Option<&str>, depth: usize) -> String {
         let mut parts = Vec::new();
-        let first_decl = n
-            .child_by_field_name("declarator")
-            .map(|d| d.start_byte())
-            .unwrap_or(usize::MAX);
+        let first_decl = n.child_by_field_name("declarator").map(|d| d.start_byte()).unwrap_or(usize::MAX);
         for i in 0..n.named_child_count() {
             let Some(c) = n.named_child(i as u32) else {
                 continue;
@@ -228,16 +209,11 @@ impl<'a> Walker<'a> {
                 | "comment"
                 | "explicit_function_specifier" => {}
                 _ => {
-                    let is_type = n
-                        .child_by_field_name("type")
-                        .is_some_and(|t| t.id() == c.id());
+                    let is_type = n.child_by_field_name("type").is_some_and(|t| t.id() == c.id());
                     if is_type {
                         if matches!(
                             c.kind(),
-                            "struct_specifier"
-                                | "union_specifier"
-                                | "class_specifier"
-                                | "enum_specifier"
+                            "struct_specifier" | "union_specifier" | "class_specifier" | "enum_specifier"
                         ) && c.child_by_field_name("body").is_some()
                         {
                             let has_name = c.child_by_field_name("name").is_some();
@@ -336,17 +312,10 @@ impl<'a> Walker<'a> {
                             || d.is_some_and(|d| d.kind() != "abstract_pointer_declarator")
                     });
                     let ty = self.full_type(&head, d, name_node);
-                    let name = name_node
-                        .map(|nn| text(nn, self.src).to_string())
-                        .unwrap_or_default();
-                    let mut default = c
-                        .child_by_field_name("default_value")
-                        .map(|v| normalize(text(v, self.src)));
+                    let name = name_node.map(|nn| text(nn, self.src).to_string()).unwrap_or_default();
+                    let mut default = c.child_by_field_name("default_value").map(|v| normalize(text(v, self.src)));
                     if default.is_none() {
-                        let end = children
-                            .get(i + 1)
-                            .map(|n| n.start_byte())
-                            .unwrap_or(c.end_byte());
+                        let end = children.get(i + 1).map(|n| n.start_byte()).unwrap_or(c.end_byte());
                         for m in self.marks {
                             if m.pos >= c.start_byte() && m.pos < end {
                                 if let MarkKind::Default(v) = &m.kind {
@@ -374,9 +343,7 @@ impl<'a> Walker<'a> {
     fn declaration(&mut self, n: Node, definition: bool) {
         let head = self.head(n, None, 0);
         let mut cursor = n.walk();
-        let declarators: Vec<Node> = n
-            .children_by_field_name("declarator", &mut cursor)
-            .collect();
+        let declarators: Vec<Node> = n.children_by_field_name("declarator", &mut cursor).collect();
         let storage: Vec<&str> = (0..n.named_child_count())
             .filter_map(|i| n.named_child(i as u32))
             .filter(|c| c.kind() == "storage_class_specifier" || c.kind() == "type_qualifier")
@@ -392,10 +359,8 @@ impl<'a> Walker<'a> {
                     continue;
                 }
                 let ret = self.full_type(&head, Some(d), Some(f));
-                let (params, variadic) = f
-                    .child_by_field_name("parameters")
-                    .map(|p| self.params(p))
-                    .unwrap_or_default();
+                let (params, variadic) =
+                    f.child_by_field_name("parameters").map(|p| self.params(p)).unwrap_or_default();
                 let mut decl = self.decl(DeclKind::Function, &name, n);
                 decl.line = self.line(name_node).min(decl.line.max(self.line(n)));
                 decl.ret = Some(ret);
@@ -409,14 +374,8 @@ impl<'a> Walker<'a> {
                 };
                 let name = text(name_node, self.src).to_string();
                 let mut decl = self.decl(DeclKind::Constant, &name, n);
-                decl.ty = Some(self.full_type(
-                    &head,
-                    d.child_by_field_name("declarator"),
-                    Some(name_node),
-                ));
-                decl.expr = d
-                    .child_by_field_name("value")
-                    .map(|v| normalize(text(v, self.src)));
+                decl.ty = Some(self.full_type(&head, d.child_by_field_name("declarator"), Some(name_node)));
+                decl.expr = d.child_by_field_name("value").map(|v| normalize(text(v, self.src)));
                 self.push(decl, n, None);
             }
         }
@@ -424,13 +383,8 @@ impl<'a> Walker<'a> {
 
     fn typedef(&mut self, n: Node) {
         let mut cursor = n.walk();
-        let declarators: Vec<Node> = n
-            .children_by_field_name("declarator", &mut cursor)
-            .collect();
-        let first_name = declarators
-            .first()
-            .and_then(|d| declarator_name(*d))
-            .map(|nn| text(nn, self.src).to_string());
+        let declarators: Vec<Node> = n.children_by_field_name("declarator", &mut cursor).collect();
+        let first_name = declarators.first().and_then(|d| declarator_name(*d)).map(|nn| text(nn, self.src).to_string());
         let head = self.head(n, first_name.as_deref(), 0);
         for d in declarators {
             let Some(name_node) = declarator_name(d) else {
@@ -465,7 +419,7 @@ impl<'a> Walker<'a> {
             return; // anonymous aggregates live inside their parent's field types
         }
         let decl = self.decl(kind, &name, n);
-        self.push(decl, n, Some(body.start_byte()));
+        let owner = self.push(decl, n, Some(body.start_byte()));
         if kind == DeclKind::Enum {
             let mut index = 0u32;
             for i in 0..body.named_child_count() {
@@ -480,20 +434,18 @@ impl<'a> Walker<'a> {
                 };
                 let mut d = self.decl(DeclKind::Enumerator, text(en, self.src), e);
                 d.parent = Some(name.clone());
-                d.expr = e
-                    .child_by_field_name("value")
-                    .map(|v| normalize(text(v, self.src)));
+                d.expr = e.child_by_field_name("value").map(|v| normalize(text(v, self.src)));
                 d.index = Some(index);
                 index += 1;
-                self.push(d, e, None);
+                self.push_owned(d, e, None, Some(owner));
             }
         } else {
             let mut index = 0u32;
-            self.fields(body, &name, &mut index, depth + 1);
+            self.fields(body, &name, &mut index, depth + 1, owner);
         }
     }
 
-    fn fields(&mut self, body: Node, parent: &str, index: &mut u32, depth: usize) {
+    fn fields(&mut self, body: Node, parent: &str, index: &mut u32, depth: usize, owner: usize) {
         if depth > MAX_DEPTH {
             return;
         }
@@ -507,16 +459,14 @@ impl<'a> Walker<'a> {
                     continue;
                 }
                 k if k.starts_with("preproc") => {
-                    self.fields(f, parent, index, depth + 1);
+                    self.fields(f, parent, index, depth + 1, owner);
                     continue;
                 }
                 _ => continue,
             }
             let head = self.head(f, None, depth);
             let mut cursor = f.walk();
-            let declarators: Vec<Node> = f
-                .children_by_field_name("declarator", &mut cursor)
-                .collect();
+            let declarators: Vec<Node> = f.children_by_field_name("declarator", &mut cursor).collect();
             let bits = (0..f.named_child_count())
                 .filter_map(|k| f.named_child(k as u32))
                 .find(|c| c.kind() == "bitfield_clause")
@@ -529,7 +479,7 @@ impl<'a> Walker<'a> {
                     d.ty = Some(head.clone());
                     d.index = Some(*index);
                     *index += 1;
-                    self.push(d, f, None);
+                    self.push_owned(d, f, None, Some(owner));
                 }
                 continue;
             }
@@ -546,7 +496,7 @@ impl<'a> Walker<'a> {
                 d.bits = bits.clone();
                 d.index = Some(*index);
                 *index += 1;
-                self.push(d, f, None);
+                self.push_owned(d, f, None, Some(owner));
             }
         }
     }
@@ -562,10 +512,7 @@ impl<'a> Walker<'a> {
             let scope = self
                 .spans
                 .iter()
-                .filter_map(|&(s, e, body, _)| {
-                    body.filter(|b| m.pos >= *b && m.pos < e)
-                        .map(|b| (b, e, e - s))
-                })
+                .filter_map(|&(s, e, body, _)| body.filter(|b| m.pos >= *b && m.pos < e).map(|b| (b, e, e - s)))
                 .min_by_key(|t| t.2);
             let (lo, hi) = scope.map(|(b, e, _)| (b, e)).unwrap_or((0, usize::MAX));
             let mut best: Option<(usize, usize)> = None; // (size, idx)

@@ -29,13 +29,7 @@ struct ETok {
 }
 
 fn lex(s: &str) -> Vec<ETok> {
-    tokenize(s)
-        .into_iter()
-        .map(|t| ETok {
-            text: t.text(s).to_string(),
-            kind: t.kind,
-        })
-        .collect()
+    tokenize(s).into_iter().map(|t| ETok { text: t.text(s).to_string(), kind: t.kind }).collect()
 }
 
 const MAX_DEPTH: usize = 24;
@@ -72,15 +66,9 @@ fn expand(toks: Vec<ETok>, env: &dyn Env, stack: &mut Vec<String>) -> Option<Vec
                 stack.push(def.name.clone());
                 let body = expand(lex(&def.body), env, stack)?;
                 stack.pop();
-                out.push(ETok {
-                    text: "(".into(),
-                    kind: Tok::Punct,
-                });
+                out.push(ETok { text: "(".into(), kind: Tok::Punct });
                 out.extend(body);
-                out.push(ETok {
-                    text: ")".into(),
-                    kind: Tok::Punct,
-                });
+                out.push(ETok { text: ")".into(), kind: Tok::Punct });
                 i += 1;
             }
             Some(params) => {
@@ -135,15 +123,9 @@ fn expand(toks: Vec<ETok>, env: &dyn Env, stack: &mut Vec<String>) -> Option<Vec
                 for b in body {
                     if b.kind == Tok::Ident {
                         if let Some(k) = params.iter().position(|p| p == &b.text) {
-                            subst.push(ETok {
-                                text: "(".into(),
-                                kind: Tok::Punct,
-                            });
+                            subst.push(ETok { text: "(".into(), kind: Tok::Punct });
                             subst.extend(args[k].iter().cloned());
-                            subst.push(ETok {
-                                text: ")".into(),
-                                kind: Tok::Punct,
-                            });
+                            subst.push(ETok { text: ")".into(), kind: Tok::Punct });
                             continue;
                         }
                     }
@@ -152,15 +134,9 @@ fn expand(toks: Vec<ETok>, env: &dyn Env, stack: &mut Vec<String>) -> Option<Vec
                 stack.push(def.name.clone());
                 let body = expand(subst, env, stack)?;
                 stack.pop();
-                out.push(ETok {
-                    text: "(".into(),
-                    kind: Tok::Punct,
-                });
+                out.push(ETok { text: "(".into(), kind: Tok::Punct });
                 out.extend(body);
-                out.push(ETok {
-                    text: ")".into(),
-                    kind: Tok::Punct,
-                });
+                out.push(ETok { text: ")".into(), kind: Tok::Punct });
                 i = j + 1;
             }
         }
@@ -179,11 +155,7 @@ struct V {
 impl V {
     fn fix(mut self) -> Option<V> {
         if self.unsigned {
-            let mask: i128 = if self.wide {
-                u64::MAX as i128
-            } else {
-                u32::MAX as i128
-            };
+            let mask: i128 = if self.wide { u64::MAX as i128 } else { u32::MAX as i128 };
             if !self.wide && (self.v > mask || self.v < 0) {
                 // promote like C would only if it was produced by an operation on 32-bit
                 self.v &= mask;
@@ -203,10 +175,8 @@ struct P<'a> {
     i: usize,
 }
 
-const TYPE_WORDS: [&str; 12] = [
-    "unsigned", "signed", "int", "long", "short", "char", "const", "volatile", "struct", "enum",
-    "bool", "_Bool",
-];
+const TYPE_WORDS: [&str; 12] =
+    ["unsigned", "signed", "int", "long", "short", "char", "const", "volatile", "struct", "enum", "bool", "_Bool"];
 
 impl P<'_> {
     fn peek(&self) -> Option<&str> {
@@ -292,23 +262,11 @@ impl P<'_> {
                 "%" => a.checked_rem(b)?,
                 _ => return None,
             };
-            let cmp = matches!(
-                op.as_str(),
-                "||" | "&&" | "==" | "!=" | "<" | ">" | "<=" | ">="
-            );
+            let cmp = matches!(op.as_str(), "||" | "&&" | "==" | "!=" | "<" | ">" | "<=" | ">=");
             l = if cmp {
-                V {
-                    v,
-                    unsigned: false,
-                    wide: false,
-                }
+                V { v, unsigned: false, wide: false }
             } else if op == "<<" || op == ">>" {
-                V {
-                    v,
-                    unsigned: l.unsigned,
-                    wide: l.wide,
-                }
-                .fix()?
+                V { v, unsigned: l.unsigned, wide: l.wide }.fix()?
             } else {
                 V { v, unsigned, wide }.fix()?
             };
@@ -358,18 +316,11 @@ impl P<'_> {
             "!" => {
                 self.i += 1;
                 let v = self.unary()?;
-                Some(V {
-                    v: (v.v == 0) as i128,
-                    unsigned: false,
-                    wide: false,
-                })
+                Some(V { v: (v.v == 0) as i128, unsigned: false, wide: false })
             }
             "(" => {
                 if let Some(close) = self.is_cast() {
-                    let words: Vec<String> = self.t[self.i + 1..close]
-                        .iter()
-                        .map(|t| t.text.clone())
-                        .collect();
+                    let words: Vec<String> = self.t[self.i + 1..close].iter().map(|t| t.text.clone()).collect();
                     self.i = close + 1;
                     let v = self.unary()?;
                     return cast(&words, v);
@@ -395,11 +346,7 @@ impl P<'_> {
 
 fn cast(words: &[String], v: V) -> Option<V> {
     if words.iter().any(|w| w == "*") {
-        return Some(V {
-            v: v.v,
-            unsigned: true,
-            wide: true,
-        });
+        return Some(V { v: v.v, unsigned: true, wide: true });
     }
     let has = |w: &str| words.iter().any(|x| x == w);
     let joined = words.join(" ");
@@ -410,17 +357,12 @@ fn cast(words: &[String], v: V) -> Option<V> {
         "uint16_t" | "unsigned short" | "unsigned short int" => (16, true),
         "int32_t" | "int" | "signed" | "signed int" => (32, false),
         "uint32_t" | "unsigned" | "unsigned int" => (32, true),
-        "int64_t" | "long long" | "long long int" | "signed long long" | "long" | "intptr_t"
-        | "ssize_t" | "ptrdiff_t" => (64, false),
-        "uint64_t"
-        | "unsigned long long"
-        | "unsigned long long int"
-        | "unsigned long"
-        | "size_t"
-        | "uintptr_t" => (64, true),
-        _ if words.iter().all(|w| TYPE_WORDS.contains(&w.as_str())) && has("unsigned") => {
-            (32, true)
+        "int64_t" | "long long" | "long long int" | "signed long long" | "long" | "intptr_t" | "ssize_t"
+        | "ptrdiff_t" => (64, false),
+        "uint64_t" | "unsigned long long" | "unsigned long long int" | "unsigned long" | "size_t" | "uintptr_t" => {
+            (64, true)
         }
+        _ if words.iter().all(|w| TYPE_WORDS.contains(&w.as_str())) && has("unsigned") => (32, true),
         // an unknown typedef name (hi_s32, CUresult): keep the value as it is
         _ => return Some(v),
     };
@@ -429,11 +371,7 @@ fn cast(words: &[String], v: V) -> Option<V> {
     if !unsigned && x >= (1i128 << (bits - 1)) {
         x -= 1i128 << bits;
     }
-    Some(V {
-        v: x,
-        unsigned,
-        wide: bits == 64,
-    })
+    Some(V { v: x, unsigned, wide: bits == 64 })
 }
 
 fn number(s: &str) -> Option<V> {
@@ -499,21 +437,13 @@ fn char_lit(s: &str) -> Option<V> {
         }
         c as i128
     };
-    Some(V {
-        v,
-        unsigned: false,
-        wide: false,
-    })
+    Some(V { v, unsigned: false, wide: false })
 }
 
 /// Evaluates `expr` to an `i64`, or `None` when it is not an integer constant we can decide.
 pub fn eval(expr: &str, env: &dyn Env) -> Option<i64> {
     let toks = lex(expr);
-    if toks.is_empty()
-        || toks
-            .iter()
-            .any(|t| t.kind == Tok::Str || t.text == "sizeof")
-    {
+    if toks.is_empty() || toks.iter().any(|t| t.kind == Tok::Str || t.text == "sizeof") {
         return None;
     }
     let mut stack = Vec::new();
@@ -547,11 +477,7 @@ mod tests {
         let mut m = BTreeMap::new();
         m.insert("A".to_string(), 7);
         let defs = vec![
-            MacroDef {
-                name: "BASE".into(),
-                params: None,
-                body: "0x1000".into(),
-            },
+            MacroDef { name: "BASE".into(), params: None, body: "0x1000".into() },
             MacroDef {
                 name: "ERR".into(),
                 params: Some(vec!["m".into(), "e".into()]),

@@ -26,10 +26,8 @@ impl Token {
 }
 
 const PUNCT3: [&str; 4] = ["...", "<<=", ">>=", "->*"];
-const PUNCT2: [&str; 19] = [
-    "::", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "->", "##", "++", "--", "+=", "-=", "*=",
-    "/=", "|=", "&=",
-];
+const PUNCT2: [&str; 19] =
+    ["::", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "->", "##", "++", "--", "+=", "-=", "*=", "/=", "|=", "&="];
 
 /// Tokenizes `src`, skipping whitespace and comments.
 pub fn tokenize(src: &str) -> Vec<Token> {
@@ -62,11 +60,7 @@ pub fn tokenize(src: &str) -> Vec<Token> {
                 i += 1;
             }
             // string prefixes: L"..", u8"..", R"(..)" are rare in C headers; treat prefix as ident
-            out.push(Token {
-                kind: Tok::Ident,
-                start,
-                end: i,
-            });
+            out.push(Token { kind: Tok::Ident, start, end: i });
             continue;
         }
         if c.is_ascii_digit() || (c == b'.' && b.get(i + 1).is_some_and(|d| d.is_ascii_digit())) {
@@ -85,11 +79,7 @@ pub fn tokenize(src: &str) -> Vec<Token> {
                     break;
                 }
             }
-            out.push(Token {
-                kind: Tok::Number,
-                start,
-                end: i,
-            });
+            out.push(Token { kind: Tok::Number, start, end: i });
             continue;
         }
         if c == b'"' || c == b'\'' {
@@ -102,11 +92,7 @@ pub fn tokenize(src: &str) -> Vec<Token> {
             }
             i = (i + 1).min(b.len());
             let kind = if c == b'"' { Tok::Str } else { Tok::Char };
-            out.push(Token {
-                kind,
-                start,
-                end: i,
-            });
+            out.push(Token { kind, start, end: i });
             continue;
         }
         let rest = &src[i..];
@@ -129,11 +115,7 @@ pub fn tokenize(src: &str) -> Vec<Token> {
             len = rest.chars().next().map(char::len_utf8).unwrap_or(1);
         }
         i += len;
-        out.push(Token {
-            kind: Tok::Punct,
-            start,
-            end: i,
-        });
+        out.push(Token { kind: Tok::Punct, start, end: i });
     }
     out
 }
@@ -195,10 +177,7 @@ pub fn matching(src: &str, toks: &[Token], open: usize) -> Option<usize> {
 
 /// Unescapes a C string literal token (quotes included); adjacent literals are joined by callers.
 pub fn unquote(s: &str) -> String {
-    let inner = s
-        .strip_prefix('"')
-        .map(|r| r.strip_suffix('"').unwrap_or(r))
-        .unwrap_or(s);
+    let inner = s.strip_prefix('"').map(|r| r.strip_suffix('"').unwrap_or(r)).unwrap_or(s);
     let mut out = String::new();
     let mut chars = inner.chars();
     while let Some(c) = chars.next() {

@@ -84,22 +84,10 @@ impl fmt::Display for Profile {
 
 impl Profile {
     /// Macros this profile knows: (attribute/export/calling convention, deprecation, default).
-    pub fn known_macros(
-        self,
-    ) -> (
-        &'static [&'static str],
-        &'static [&'static str],
-        &'static [&'static str],
-    ) {
+    pub fn known_macros(self) -> (&'static [&'static str], &'static [&'static str], &'static [&'static str]) {
         match self {
             Profile::Ascend => (
-                &[
-                    "ACL_FUNC_VISIBILITY",
-                    "MSVP_PROF_API",
-                    "ACL_DUMP_API",
-                    "ATTRIBUTE",
-                    "ACL_PROF_API",
-                ],
+                &["ACL_FUNC_VISIBILITY", "MSVP_PROF_API", "ACL_DUMP_API", "ATTRIBUTE", "ACL_PROF_API"],
                 &["ACL_DEPRECATED", "ACL_DEPRECATED_MESSAGE"],
                 &[],
             ),
@@ -125,12 +113,7 @@ impl Profile {
                     "__CUDA_API_VERSION",
                     "CUDA_API_PER_THREAD_DEFAULT_STREAM",
                 ],
-                &[
-                    "__CUDA_DEPRECATED",
-                    "CUDART_DEPRECATED",
-                    "__CUDART_DEPRECATED",
-                    "CUDA_DEPRECATED",
-                ],
+                &["__CUDA_DEPRECATED", "CUDART_DEPRECATED", "__CUDART_DEPRECATED", "CUDA_DEPRECATED"],
                 &["__dv"],
             ),
             Profile::Generic => (&[], &[], &[]),
@@ -331,13 +314,7 @@ impl HeaderSet {
     /// The first enumerator or constant or macro of that name with a value.
     pub fn value_of(&self, name: &str) -> Option<i64> {
         self.decls()
-            .filter(|d| {
-                d.name == name
-                    && matches!(
-                        d.kind,
-                        DeclKind::Enumerator | DeclKind::Constant | DeclKind::Macro
-                    )
-            })
+            .filter(|d| d.name == name && matches!(d.kind, DeclKind::Enumerator | DeclKind::Constant | DeclKind::Macro))
             .find_map(|d| d.value)
     }
     /// Files that `path` includes, transitively, in sorted order.
@@ -356,10 +333,7 @@ impl HeaderSet {
 }
 
 fn knowledge(profile: Profile) -> pre::Knowledge {
-    let mut k = pre::Knowledge {
-        heuristics: true,
-        ..Default::default()
-    };
+    let mut k = pre::Knowledge { heuristics: true, ..Default::default() };
     let (attr, dep, def) = profile.known_macros();
     k.attr.extend(attr.iter().map(|s| s.to_string()));
     k.deprecated.extend(dep.iter().map(|s| s.to_string()));
@@ -370,36 +344,69 @@ fn knowledge(profile: Profile) -> pre::Knowledge {
 
 struct Prepared {
     path: String,
-    text: String,
     dirs: pre::Directives,
 }
 
-fn parse_prepared(p: &Prepared, k: &pre::Knowledge) -> Result<HeaderFile, HeaderError> {
-    let neutral = pre::neutralize(&p.dirs.blanked, k);
+/// Neutralizes and parses `blanked` (directives removed); expansions of declaration macros are
+/// parsed too, their declarations placed on the invocation's line.
+type Parsed = (Vec<(Decl, Option<usize>)>, Vec<Diagnostic>);
+
+fn parse_code(path: &str, blanked: &str, k: &pre::Knowledge, depth: usize) -> Result<Parsed, HeaderError> {
+    let neutral = pre::neutralize(blanked, k);
     let mut parser = tree_sitter::Parser::new();
-    parser
-        .set_language(&tree_sitter_cpp::LANGUAGE.into())
-        .map_err(|e| HeaderError::Language(e.to_string()))?;
-    let tree = parser
-        .parse(&neutral.text, None)
-        .ok_or_else(|| HeaderError::ParseFailed {
-            file: p.path.clone(),
-        })?;
-    let starts = pre::line_starts(&p.text);
-    let mut w = ast::Walker::new(&neutral.text, &p.path, &starts, &neutral.marks);
+    parser.set_language(&tree_sitter_cpp::LANGUAGE.into()).map_err(|e| HeaderError::Language(e.to_string()))?;
+    let tree = parser.parse(&neutral.text, None).ok_or_else(|| HeaderError::ParseFailed { file: path.to_string() })?;
+    let starts = pre::line_starts(blanked);
+    let mut w = ast::Walker::new(&neutral.text, path, &starts, &neutral.marks);
     w.walk(tree.root_node(), 0);
     w.attach_deprecations();
     let diagnostics = std::mem::take(&mut w.diagnostics);
-    let mut decls = w.decls;
+    let mut decls: Vec<(Decl, Option<usize>)> = w.decls.into_iter().zip(w.owners).collect();
+    if depth < 2 {
+        for e in &neutral.expansions {
+            let line = pre::line_of(&starts, e.pos);
+            if let Ok((inner, _)) = parse_code(path, &e.text, k, depth + 1) {
+                let base = decls.len();
+                decls.extend(inner.into_iter().map(|(mut d, o)| {
+                    d.line = line;
+                    (d, o.map(|o| o + base))
+                }));
+            }
+        }
+    }
+    Ok((decls, diagnostics))
+}
+
+/// One declaration per (kind, parent, name) in a file: the first in source order wins, and an
+/// enum or aggregate that loses takes its members with it.
+fn dedupe(decls: Vec<(Decl, Option<usize>)>) -> Vec<Decl> {
+    let mut order: Vec<usize> = (0..decls.len()).collect();
+    order.sort_by_key(|&i| (decls[i].0.line, i));
+    let mut seen = BTreeSet::new();
+    let mut dropped = vec![false; decls.len()];
+    let mut keep = Vec::new();
+    for i in order {
+        let (d, owner) = &decls[i];
+        let owner_dropped = owner.is_some_and(|o| dropped.get(o).copied().unwrap_or(false));
+        if owner_dropped || !seen.insert((d.kind, d.parent.clone(), d.name.clone())) {
+            dropped[i] = true;
+            continue;
+        }
+        keep.push(i);
+    }
+    let mut out: Vec<Option<Decl>> = decls.into_iter().map(|(d, _)| Some(d)).collect();
+    keep.into_iter().filter_map(|i| out[i].take()).collect()
+}
+
+fn parse_prepared(p: &Prepared, k: &pre::Knowledge) -> Result<HeaderFile, HeaderError> {
+    let (decls, diagnostics) = parse_code(&p.path, &p.dirs.blanked, k, 0)?;
+    let mut decls = dedupe(decls);
 
     // macros: object-like with a value, not the ones we neutralized
     let mut seen_macro = BTreeSet::new();
     for d in &p.dirs.defines {
         let name = &d.def.name;
-        if d.def.params.is_some()
-            || d.def.body.trim().is_empty()
-            || k.attr.contains(name)
-            || k.defaults.contains(name)
+        if d.def.params.is_some() || d.def.body.trim().is_empty() || k.attr.contains(name) || k.defaults.contains(name)
         {
             continue;
         }
@@ -408,31 +415,18 @@ fn parse_prepared(p: &Prepared, k: &pre::Knowledge) -> Result<HeaderFile, Header
         }
         let mut m = Decl::new(DeclKind::Macro, name, &p.path, d.line);
         let expr = lex::normalize(&d.def.body);
-        m.alias_of = alias_target(&expr, &p.dirs.defines);
+        m.alias_of = alias_target(&expr, &p.dirs.defines).filter(|a| a != name);
         m.expr = Some(expr);
         decls.push(m);
     }
-    // one declaration per (kind, parent, name) in a file: the first branch wins
-    let mut seen = BTreeSet::new();
-    decls.retain(|d| seen.insert((d.kind, d.parent.clone(), d.name.clone())));
     decls.sort_by_key(|d| d.line);
     let includes = p
         .dirs
         .includes
         .iter()
-        .map(|i| Include {
-            path: i.path.clone(),
-            system: i.system,
-            line: i.line,
-            resolved: None,
-        })
+        .map(|i| Include { path: i.path.clone(), system: i.system, line: i.line, resolved: None })
         .collect();
-    Ok(HeaderFile {
-        path: p.path.clone(),
-        decls,
-        includes,
-        diagnostics,
-    })
+    Ok(HeaderFile { path: p.path.clone(), decls, includes, diagnostics })
 }
 
 /// `#define a b` or `#define a WRAP(b)`: the identifier `a` renames to.
@@ -441,15 +435,11 @@ fn alias_target(expr: &str, defines: &[pre::Define]) -> Option<String> {
     let is_ident = |t: &lex::Token| t.kind == lex::Tok::Ident && !pre::is_keyword(t.text(expr));
     match toks.as_slice() {
         [t] if is_ident(t) => Some(t.text(expr).to_string()),
-        [w, o, t, c]
-            if is_ident(w) && o.text(expr) == "(" && is_ident(t) && c.text(expr) == ")" =>
-        {
+        [w, o, t, c] if is_ident(w) && o.text(expr) == "(" && is_ident(t) && c.text(expr) == ")" => {
             let wrapper = w.text(expr);
             defines
                 .iter()
-                .any(|d| {
-                    d.def.name == wrapper && d.def.params.as_ref().is_some_and(|p| p.len() == 1)
-                })
+                .any(|d| d.def.name == wrapper && d.def.params.as_ref().is_some_and(|p| p.len() == 1))
                 .then(|| t.text(expr).to_string())
         }
         _ => None,
@@ -457,18 +447,11 @@ fn alias_target(expr: &str, defines: &[pre::Define]) -> Option<String> {
 }
 
 fn prepare(path: &str, text: &str) -> Prepared {
-    Prepared {
-        path: path.to_string(),
-        text: text.to_string(),
-        dirs: pre::directives(text),
-    }
+    Prepared { path: path.to_string(), dirs: pre::directives(text) }
 }
 
 fn learn(k: &mut pre::Knowledge, preps: &[Prepared]) {
-    let all: Vec<pre::Define> = preps
-        .iter()
-        .flat_map(|p| p.dirs.defines.iter().cloned())
-        .collect();
+    let all: Vec<pre::Define> = preps.iter().flat_map(|p| p.dirs.defines.iter().cloned()).collect();
     pre::learn_from_defines(k, &all);
     for p in preps {
         pre::collect_type_names(&p.dirs.blanked, &mut k.types);
@@ -477,11 +460,7 @@ fn learn(k: &mut pre::Knowledge, preps: &[Prepared]) {
 
 /// Scans one header on its own (macros defined elsewhere are only known through the profile
 /// and the heuristics). Never panics.
-pub fn scan_source(
-    profile: Profile,
-    file_name: &str,
-    text: &str,
-) -> Result<HeaderFile, HeaderError> {
+pub fn scan_source(profile: Profile, file_name: &str, text: &str) -> Result<HeaderFile, HeaderError> {
     let prep = prepare(file_name, text);
     let mut k = knowledge(profile);
     learn(&mut k, std::slice::from_ref(&prep));
@@ -502,20 +481,15 @@ pub fn scan_dir(profile: Profile, dir: &Path) -> Result<HeaderSet, HeaderError> 
     paths.sort();
     let mut sources = Vec::new();
     for (rel, abs) in paths {
-        let bytes = std::fs::read(&abs).map_err(|source| HeaderError::Io {
-            path: abs.display().to_string(),
-            source,
-        })?;
+        let bytes =
+            std::fs::read(&abs).map_err(|source| HeaderError::Io { path: abs.display().to_string(), source })?;
         sources.push((rel, String::from_utf8_lossy(&bytes).into_owned()));
     }
     scan_sources(profile, &sources)
 }
 
 /// Scans a set of in-memory headers `(relative path, text)` as one header set.
-pub fn scan_sources(
-    profile: Profile,
-    sources: &[(String, String)],
-) -> Result<HeaderSet, HeaderError> {
+pub fn scan_sources(profile: Profile, sources: &[(String, String)]) -> Result<HeaderSet, HeaderError> {
     let mut sorted: Vec<&(String, String)> = sources.iter().collect();
     sorted.sort_by(|a, b| a.0.cmp(&b.0));
     let preps: Vec<Prepared> = sorted.iter().map(|(p, t)| prepare(p, t)).collect();
@@ -533,39 +507,21 @@ pub fn scan_sources(
         for inc in &mut f.includes {
             inc.resolved = resolve_include(&from, &inc.path, &names);
             if let Some(to) = &inc.resolved {
-                graph.insert(IncludeEdge {
-                    from: from.clone(),
-                    to: to.clone(),
-                });
+                graph.insert(IncludeEdge { from: from.clone(), to: to.clone() });
             }
         }
     }
-    Ok(HeaderSet {
-        profile,
-        files,
-        include_graph: graph.into_iter().collect(),
-    })
+    Ok(HeaderSet { profile, files, include_graph: graph.into_iter().collect() })
 }
 
-fn collect(
-    root: &Path,
-    dir: &Path,
-    out: &mut Vec<(String, PathBuf)>,
-    depth: usize,
-) -> Result<(), HeaderError> {
+fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>, depth: usize) -> Result<(), HeaderError> {
     if depth > 64 {
         return Ok(());
     }
-    let rd = std::fs::read_dir(dir).map_err(|source| HeaderError::Io {
-        path: dir.display().to_string(),
-        source,
-    })?;
+    let rd = std::fs::read_dir(dir).map_err(|source| HeaderError::Io { path: dir.display().to_string(), source })?;
     let mut entries: Vec<PathBuf> = Vec::new();
     for e in rd {
-        let e = e.map_err(|source| HeaderError::Io {
-            path: dir.display().to_string(),
-            source,
-        })?;
+        let e = e.map_err(|source| HeaderError::Io { path: dir.display().to_string(), source })?;
         entries.push(e.path());
     }
     entries.sort();
@@ -578,11 +534,8 @@ fn collect(
             .is_some_and(|e| matches!(e, "h" | "hpp" | "hh" | "hxx" | "cuh"))
         {
             let rel = p.strip_prefix(root).unwrap_or(&p);
-            let rel = rel
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                .collect::<Vec<_>>()
-                .join("/");
+            let rel =
+                rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect::<Vec<_>>().join("/");
             out.push((rel, p));
         }
     }
@@ -646,9 +599,7 @@ fn resolve_values(files: &mut [HeaderFile], preps: &[Prepared]) {
     for p in preps {
         for d in &p.dirs.defines {
             if !d.def.body.trim().is_empty() {
-                macros
-                    .entry(d.def.name.clone())
-                    .or_insert_with(|| d.def.clone());
+                macros.entry(d.def.name.clone()).or_insert_with(|| d.def.clone());
             }
         }
     }
@@ -660,23 +611,15 @@ fn resolve_values(files: &mut [HeaderFile], preps: &[Prepared]) {
             for d in f.decls.iter_mut() {
                 match d.kind {
                     DeclKind::Enumerator => {
-                        let same_enum = prev
-                            .as_ref()
-                            .is_some_and(|(p, _)| Some(p) == d.parent.as_ref())
-                            && d.index != Some(0);
+                        let same_enum =
+                            prev.as_ref().is_some_and(|(p, _)| Some(p) == d.parent.as_ref()) && d.index != Some(0);
                         let v = match &d.expr {
                             Some(e) => {
-                                let env = SetEnv {
-                                    values: &values,
-                                    macros: &macros,
-                                };
+                                let env = SetEnv { values: &values, macros: &macros };
                                 eval::eval(e, &env)
                             }
                             None if d.index == Some(0) || !same_enum => Some(0),
-                            None => prev
-                                .as_ref()
-                                .and_then(|(_, v)| *v)
-                                .and_then(|v| v.checked_add(1)),
+                            None => prev.as_ref().and_then(|(_, v)| *v).and_then(|v| v.checked_add(1)),
                         };
                         if v.is_some() && d.value != v {
                             d.value = v;
@@ -690,10 +633,7 @@ fn resolve_values(files: &mut [HeaderFile], preps: &[Prepared]) {
                     DeclKind::Constant | DeclKind::Macro => {
                         if d.value.is_none() {
                             if let Some(e) = &d.expr {
-                                let env = SetEnv {
-                                    values: &values,
-                                    macros: &macros,
-                                };
+                                let env = SetEnv { values: &values, macros: &macros };
                                 let v = if d.kind == DeclKind::Macro && d.alias_of.is_some() {
                                     None
                                 } else {
@@ -743,18 +683,11 @@ pub fn to_table(set: &HeaderSet) -> String {
                     .params
                     .iter()
                     .flatten()
-                    .map(|p| {
-                        if p.name.is_empty() {
-                            p.ty.clone()
-                        } else {
-                            format!("{} {}", p.ty, p.name)
-                        }
-                    })
+                    .map(|p| if p.name.is_empty() { p.ty.clone() } else { format!("{} {}", p.ty, p.name) })
                     .collect();
                 format!("{} ({})", d.ret.clone().unwrap_or_default(), ps.join(", "))
             }
-            DeclKind::Enumerator | DeclKind::Constant | DeclKind::Macro => match (d.value, &d.expr)
-            {
+            DeclKind::Enumerator | DeclKind::Constant | DeclKind::Macro => match (d.value, &d.expr) {
                 (Some(v), _) => v.to_string(),
                 (None, Some(e)) => e.clone(),
                 _ => String::new(),
@@ -762,15 +695,7 @@ pub fn to_table(set: &HeaderSet) -> String {
             _ => d.ty.clone().unwrap_or_default(),
         };
         let dep = if d.deprecated { " [deprecated]" } else { "" };
-        out.push_str(&format!(
-            "{:<10} {:<48} {}:{}  {}{}\n",
-            d.kind.as_str(),
-            d.subject(),
-            d.file,
-            d.line,
-            what,
-            dep
-        ));
+        out.push_str(&format!("{:<10} {:<48} {}:{}  {}{}\n", d.kind.as_str(), d.subject(), d.file, d.line, what, dep));
     }
     out
 }

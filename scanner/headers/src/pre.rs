@@ -96,8 +96,7 @@ pub fn directives(text: &str) -> Directives {
             let mut logical = String::new();
             while j < b.len() {
                 if b[j] == b'\\'
-                    && (b.get(j + 1) == Some(&b'\n')
-                        || (b.get(j + 1) == Some(&b'\r') && b.get(j + 2) == Some(&b'\n')))
+                    && (b.get(j + 1) == Some(&b'\n') || (b.get(j + 1) == Some(&b'\r') && b.get(j + 2) == Some(&b'\n')))
                 {
                     j += if b[j + 1] == b'\r' { 3 } else { 2 };
                     logical.push(' ');
@@ -135,11 +134,7 @@ pub fn directives(text: &str) -> Directives {
                     logical.push_str(text.get(s..j).unwrap_or(""));
                     continue;
                 }
-                let ch_len = text
-                    .get(j..)
-                    .and_then(|r| r.chars().next())
-                    .map(char::len_utf8)
-                    .unwrap_or(1);
+                let ch_len = text.get(j..).and_then(|r| r.chars().next()).map(char::len_utf8).unwrap_or(1);
                 logical.push_str(text.get(j..j + ch_len).unwrap_or(" "));
                 j += ch_len;
             }
@@ -164,23 +159,19 @@ pub fn directives(text: &str) -> Directives {
         }
         i += 1;
     }
-    dirs.blanked = String::from_utf8(out)
-        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    dirs.blanked = String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
     dirs
 }
 
 fn parse_directive(logical: &str, line: u32, dirs: &mut Directives) {
     let rest = logical.trim_start().trim_start_matches('#').trim_start();
-    let word_end = rest
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .unwrap_or(rest.len());
+    let word_end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
     let (word, args) = rest.split_at(word_end);
     match word {
         "define" => {
             let args = args.trim_start();
-            let name_end = args
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
-                .unwrap_or(args.len());
+            let name_end =
+                args.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$')).unwrap_or(args.len());
             let name = &args[..name_end];
             if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
                 return;
@@ -188,23 +179,14 @@ fn parse_directive(logical: &str, line: u32, dirs: &mut Directives) {
             let after = &args[name_end..];
             let (params, body) = if let Some(p) = after.strip_prefix('(') {
                 let close = p.find(')').unwrap_or(p.len());
-                let params: Vec<String> = p[..close]
-                    .split(',')
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .collect();
+                let params: Vec<String> =
+                    p[..close].split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
                 (Some(params), p.get(close + 1..).unwrap_or(""))
             } else {
                 (None, after)
             };
-            dirs.defines.push(Define {
-                def: MacroDef {
-                    name: name.to_string(),
-                    params,
-                    body: body.trim().to_string(),
-                },
-                line,
-            });
+            dirs.defines
+                .push(Define { def: MacroDef { name: name.to_string(), params, body: body.trim().to_string() }, line });
         }
         "include" | "include_next" | "import" => {
             let a = args.trim();
@@ -216,11 +198,7 @@ fn parse_directive(logical: &str, line: u32, dirs: &mut Directives) {
                 (a, false)
             };
             if !path.is_empty() {
-                dirs.includes.push(RawInclude {
-                    path: path.to_string(),
-                    system,
-                    line,
-                });
+                dirs.includes.push(RawInclude { path: path.to_string(), system, line });
             }
         }
         _ => {}
@@ -238,8 +216,17 @@ pub struct Knowledge {
     pub defaults: BTreeSet<String>,
     /// Names known to be types (typedefs and tags of the header set, standard types).
     pub types: BTreeSet<String>,
+    /// Function-like macros that expand to declarations (`__cuda_builtin_vector_align8(tag, members)`).
+    pub decl_macros: BTreeMap<String, MacroDef>,
     /// Apply positional heuristics for unknown macros.
     pub heuristics: bool,
+}
+
+/// A top-level invocation of a declaration-generating macro, expanded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expansion {
+    pub pos: usize,
+    pub text: String,
 }
 
 /// Language-level attribute keywords neutralized in every profile.
@@ -271,9 +258,9 @@ pub const ATTR_KEYWORDS: &[&str] = &[
 ];
 
 const BUILTIN_TYPES: &[&str] = &[
-    "void", "char", "short", "int", "long", "float", "double", "signed", "unsigned", "bool",
-    "_Bool", "wchar_t", "char8_t", "char16_t", "char32_t", "__int8", "__int16", "__int32",
-    "__int64", "__int128", "_Complex", "__fp16", "_Float16", "auto", "decltype",
+    "void", "char", "short", "int", "long", "float", "double", "signed", "unsigned", "bool", "_Bool", "wchar_t",
+    "char8_t", "char16_t", "char32_t", "__int8", "__int16", "__int32", "__int64", "__int128", "_Complex", "__fp16",
+    "_Float16", "auto", "decltype",
 ];
 
 const QUALIFIERS: &[&str] = &[
@@ -381,10 +368,7 @@ fn body_is_attr_like(body: &str, attr: &BTreeSet<String>) -> bool {
         let ok_ident = t.kind == Tok::Ident
             && (ATTR_KEYWORDS.contains(&s)
                 || attr.contains(s)
-                || matches!(
-                    s,
-                    "extern" | "static" | "inline" | "visibility" | "dllexport" | "dllimport"
-                ));
+                || matches!(s, "extern" | "static" | "inline" | "visibility" | "dllexport" | "dllimport"));
         if ok_ident {
             i += 1;
             if toks.get(i).map(|t| t.text(body)) == Some("(") {
@@ -421,6 +405,15 @@ pub fn learn_from_defines(k: &mut Knowledge, defines: &[Define]) {
     for d in defines {
         by_name.entry(d.def.name.as_str()).or_default().push(&d.def);
     }
+    for (name, defs) in &by_name {
+        if let Some(d) = defs.iter().find(|d| {
+            d.params.is_some()
+                && d.body.contains('{')
+                && tokenize(&d.body).iter().any(|t| matches!(t.text(&d.body), "struct" | "union" | "enum" | "typedef"))
+        }) {
+            k.decl_macros.insert(name.to_string(), (*d).clone());
+        }
+    }
     // fix point: a macro whose body only uses attribute macros is itself one
     for _ in 0..4 {
         let mut changed = false;
@@ -441,11 +434,7 @@ pub fn learn_from_defines(k: &mut Knowledge, defines: &[Define]) {
             // empty-only object-like defines are flags or guards: only their use in code matters
             let all_attr = defs.iter().all(|d| body_is_attr_like(&d.body, &k.attr));
             let any_nonempty = defs.iter().any(|d| !d.body.trim().is_empty());
-            if all_attr
-                && (any_nonempty
-                    || defs.iter().any(|d| d.params.is_some())
-                    || looks_like_api_macro(name))
-            {
+            if all_attr && (any_nonempty || defs.iter().any(|d| d.params.is_some()) || looks_like_api_macro(name)) {
                 k.attr.insert(name.to_string());
                 if defs.iter().any(|d| mentions_deprecated(&d.body)) {
                     k.deprecated.insert(name.to_string());
@@ -461,9 +450,7 @@ pub fn learn_from_defines(k: &mut Knowledge, defines: &[Define]) {
 
 /// Names that by convention are export/calling-convention/attribute macros.
 pub fn looks_like_api_macro(s: &str) -> bool {
-    let caps = s
-        .chars()
-        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+    let caps = s.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
     let dunder = s.starts_with("__") && s.len() > 4;
     if !(caps || dunder) {
         return false;
@@ -521,6 +508,7 @@ pub struct Mark {
 pub struct Neutralized {
     pub text: String,
     pub marks: Vec<Mark>,
+    pub expansions: Vec<Expansion>,
 }
 
 /// Collects typedef names and struct/enum/union tags from blanked text (cheap, token level).
@@ -579,21 +567,16 @@ struct N<'a> {
     v: Vec<usize>,
     k: &'a Knowledge,
     marks: Vec<Mark>,
+    expansions: Vec<Expansion>,
 }
 
 impl<'a> N<'a> {
     fn t(&self, vi: usize) -> &'a str {
         let src: &'a str = self.src;
-        self.v
-            .get(vi)
-            .map(|&ti| self.toks[ti].text(src))
-            .unwrap_or("")
+        self.v.get(vi).map(|&ti| self.toks[ti].text(src)).unwrap_or("")
     }
     fn kind(&self, vi: usize) -> Tok {
-        self.v
-            .get(vi)
-            .map(|&ti| self.toks[ti].kind)
-            .unwrap_or(Tok::Punct)
+        self.v.get(vi).map(|&ti| self.toks[ti].kind).unwrap_or(Tok::Punct)
     }
     fn pos(&self, vi: usize) -> usize {
         self.v.get(vi).map(|&ti| self.toks[ti].start).unwrap_or(0)
@@ -652,10 +635,7 @@ impl<'a> N<'a> {
         if self.k.deprecated.contains(name) || text_has {
             let msg = self.message_in(name_vi, end_vi);
             let pos = self.pos(name_vi);
-            self.marks.push(Mark {
-                pos,
-                kind: MarkKind::Deprecated(msg),
-            });
+            self.marks.push(Mark { pos, kind: MarkKind::Deprecated(msg) });
         }
         self.mask_v(name_vi, end_vi);
     }
@@ -679,17 +659,10 @@ impl<'a> N<'a> {
                 }
                 if self.k.defaults.contains(s) && end > vi + 1 {
                     let from = self.pos(vi + 2);
-                    let to = self
-                        .v
-                        .get(end)
-                        .map(|&ti| self.toks[ti].start)
-                        .unwrap_or(from);
+                    let to = self.v.get(end).map(|&ti| self.toks[ti].start).unwrap_or(from);
                     let val = crate::lex::normalize(self.src.get(from..to).unwrap_or(""));
                     let pos = self.pos(vi);
-                    self.marks.push(Mark {
-                        pos,
-                        kind: MarkKind::Default(val),
-                    });
+                    self.marks.push(Mark { pos, kind: MarkKind::Default(val) });
                     self.mask_v(vi, end);
                 } else {
                     self.mark_attr(vi, end);
@@ -805,18 +778,18 @@ impl<'a> N<'a> {
         if items.is_empty() {
             return Block::Scope;
         }
-        let last_group = texts.iter().rposition(|t| *t == "()");
-        let tag = texts.iter().position(|t| TAGS.contains(t));
-        match (tag, last_group) {
-            (Some(tp), Some(gp)) if gp > tp => Block::Code,
-            (Some(tp), _) => {
-                if texts[tp] == "enum" {
-                    Block::Enum
-                } else {
-                    Block::Aggregate
-                }
-            }
-            _ => Block::Code,
+        // a body right after a parameter list (or its const/noexcept/override suffix) is code
+        let mut last = texts.len();
+        while last > 0 && matches!(texts[last - 1], "const" | "noexcept" | "override" | "final" | "volatile") {
+            last -= 1;
+        }
+        if last > 0 && texts[last - 1] == "()" {
+            return Block::Code;
+        }
+        match texts.iter().position(|t| TAGS.contains(t)) {
+            Some(tp) if texts[tp] == "enum" => Block::Enum,
+            Some(_) => Block::Aggregate,
+            None => Block::Code,
         }
     }
 
@@ -892,10 +865,7 @@ impl<'a> N<'a> {
             } else if self.kind(vi) == Tok::Ident && !is_keyword(s) {
                 // qualified names a::b count as one
                 let next = head.get(k + 1).map(|&n| self.t(n));
-                let prev = k
-                    .checked_sub(1)
-                    .and_then(|p| head.get(p))
-                    .map(|&p| self.t(p));
+                let prev = k.checked_sub(1).and_then(|p| head.get(p)).map(|&p| self.t(p));
                 if next != Some("::") && prev != Some("::") {
                     idents.push(vi);
                 }
@@ -924,32 +894,71 @@ impl<'a> N<'a> {
         }
     }
 
+    fn expand_decl_macro(&mut self, items: &[Item]) -> bool {
+        let (Some(Item::Tok(n)), Some(Item::Group(o, c))) = (items.first(), items.get(1)) else {
+            return false;
+        };
+        let (n, o, c) = (*n, *o, *c);
+        if items.len() != 2 || self.t(o) != "(" {
+            return false;
+        }
+        let Some(def) = self.k.decl_macros.get(self.t(n)) else { return false };
+        let params = def.params.clone().unwrap_or_default();
+        let mut args: Vec<String> = Vec::new();
+        let mut depth = 0i32;
+        let mut cur_start = self.pos(o) + 1;
+        let src = self.src;
+        for k in o + 1..=c {
+            let s = self.t(k);
+            match s {
+                "(" | "[" | "{" => depth += 1,
+                ")" | "]" | "}" if k != c => depth -= 1,
+                _ => {}
+            }
+            if (s == "," && depth == 0) || k == c {
+                args.push(src.get(cur_start..self.pos(k)).unwrap_or("").to_string());
+                cur_start = self.pos(k) + 1;
+            }
+        }
+        if args.len() != params.len() {
+            return false;
+        }
+        let body = def.body.clone();
+        let btoks = tokenize(&body);
+        let mut text = String::new();
+        for t in &btoks {
+            let s = t.text(&body);
+            if let Some(i) = params.iter().position(|p| p == s) {
+                text.push_str(&args[i]);
+            } else {
+                text.push_str(s);
+            }
+            text.push(' ');
+        }
+        let pos = self.pos(n);
+        self.expansions.push(Expansion { pos, text });
+        self.mask_v(n, c);
+        true
+    }
+
     fn analyze(&mut self, items: &[Item]) {
-        if !self.heuristic() || items.is_empty() {
+        if items.is_empty() || self.expand_decl_macro(items) {
+            return;
+        }
+        if !self.heuristic() {
             return;
         }
         // only the part before a depth-0 `=` is a declaration head
-        let cut = items
-            .iter()
-            .position(|it| matches!(it, Item::Tok(k) if self.t(*k) == "="))
-            .unwrap_or(items.len());
+        let cut = items.iter().position(|it| matches!(it, Item::Tok(k) if self.t(*k) == "=")).unwrap_or(items.len());
         let mut items: Vec<Item> = items[..cut].to_vec();
         // (a) IDENT("str") / IDENT((..)) / IDENT(number): never a declarator
         let mut k = 0;
         while k + 1 < items.len() {
             if let (Item::Tok(n), Item::Group(o, c)) = (items[k], items[k + 1]) {
-                if self.kind(n) == Tok::Ident
-                    && !is_keyword(self.t(n))
-                    && self.t(o) == "("
-                    && c > o + 1
-                {
+                if self.kind(n) == Tok::Ident && !is_keyword(self.t(n)) && self.t(o) == "(" && c > o + 1 {
                     let inner_kinds: Vec<Tok> = (o + 1..c).map(|x| self.kind(x)).collect();
-                    let all_lit = inner_kinds
-                        .iter()
-                        .all(|t| matches!(t, Tok::Str | Tok::Number))
-                        || (inner_kinds
-                            .iter()
-                            .all(|t| matches!(t, Tok::Str | Tok::Number | Tok::Punct))
+                    let all_lit = inner_kinds.iter().all(|t| matches!(t, Tok::Str | Tok::Number))
+                        || (inner_kinds.iter().all(|t| matches!(t, Tok::Str | Tok::Number | Tok::Punct))
                             && inner_kinds.contains(&Tok::Str));
                     let double = self.t(o + 1) == "(";
                     if all_lit || double {
@@ -1052,9 +1061,7 @@ impl<'a> N<'a> {
             return;
         }
         // no function: tags, then a declaration head
-        let has_paren_group = items
-            .iter()
-            .any(|it| matches!(it, Item::Group(o, _) if self.t(*o) == "("));
+        let has_paren_group = items.iter().any(|it| matches!(it, Item::Group(o, _) if self.t(*o) == "("));
         let flat: Vec<usize> = items
             .iter()
             .filter_map(|it| match it {
@@ -1126,12 +1133,8 @@ impl<'a> N<'a> {
             }
         }
         let Some(name) = name_at else { return };
-        let head: Vec<usize> = flat
-            .iter()
-            .copied()
-            .take_while(|&k| k != name)
-            .filter(|&k| !self.is_masked(k))
-            .collect();
+        let head: Vec<usize> =
+            flat.iter().copied().take_while(|&k| k != name).filter(|&k| !self.is_masked(k)).collect();
         // only after the last body (a struct's closing brace) does the head restart
         let last_body = items.iter().rposition(|it| matches!(it, Item::Body));
         if last_body.is_some() {
@@ -1211,22 +1214,11 @@ impl<'a> N<'a> {
         if toks.iter().any(|&k| matches!(self.t(k), "(" | "=" | "[")) {
             return;
         }
-        let idents: Vec<usize> = toks
-            .iter()
-            .copied()
-            .filter(|&k| self.kind(k) == Tok::Ident)
-            .collect();
+        let idents: Vec<usize> = toks.iter().copied().filter(|&k| self.kind(k) == Tok::Ident).collect();
         if idents.len() >= 3 {
-            let head: Vec<usize> = toks
-                .iter()
-                .copied()
-                .take_while(|k| Some(k) != idents.last())
-                .collect();
-            let plain: Vec<usize> = head
-                .iter()
-                .copied()
-                .filter(|&k| self.kind(k) == Tok::Ident && !is_keyword(self.t(k)))
-                .collect();
+            let head: Vec<usize> = toks.iter().copied().take_while(|k| Some(k) != idents.last()).collect();
+            let plain: Vec<usize> =
+                head.iter().copied().filter(|&k| self.kind(k) == Tok::Ident && !is_keyword(self.t(k))).collect();
             if plain.len() >= 2 {
                 let h = head.clone();
                 self.classify_head(&h);
@@ -1255,6 +1247,7 @@ pub fn neutralize(blanked: &str, k: &Knowledge) -> Neutralized {
         v: (0..n).collect(),
         k,
         marks: Vec::new(),
+        expansions: Vec::new(),
     };
     st.known_pass();
     st.rebuild_view();
@@ -1266,10 +1259,9 @@ pub fn neutralize(blanked: &str, k: &Knowledge) -> Neutralized {
             blank(&mut out, t.start, t.end);
         }
     }
-    let text = String::from_utf8(out)
-        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    let text = String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
     let mut marks = st.marks;
     marks.sort_by_key(|m| m.pos);
     marks.dedup();
-    Neutralized { text, marks }
+    Neutralized { text, marks, expansions: st.expansions }
 }
