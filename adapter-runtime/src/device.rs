@@ -1,8 +1,9 @@
 //! Devices, the logical-to-physical device map, and per-device state
 //! (caching allocator, current stream).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::ThreadId;
 
 use crate::driver::{DevicePtr, Driver, StreamId};
 use crate::error::{Error, Result};
@@ -102,7 +103,8 @@ pub struct DeviceContext {
     index: usize,
     physical: i32,
     alloc: Mutex<AllocState>,
-    stream: Mutex<StreamId>,
+    /// Current stream per thread (PyTorch's current stream is thread-local).
+    stream: Mutex<HashMap<ThreadId, StreamId>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -133,7 +135,7 @@ impl std::fmt::Debug for Block {
 
 impl DeviceContext {
     pub(crate) fn new(driver: Arc<dyn Driver>, index: usize, physical: i32) -> DeviceContext {
-        DeviceContext { driver, index, physical, alloc: Mutex::default(), stream: Mutex::new(StreamId::DEFAULT) }
+        DeviceContext { driver, index, physical, alloc: Mutex::default(), stream: Mutex::default() }
     }
     pub fn index(&self) -> usize {
         self.index
@@ -147,12 +149,21 @@ impl DeviceContext {
     pub fn driver(&self) -> &dyn Driver {
         &*self.driver
     }
-    /// The stream new work on this device goes to.
+    /// The stream new work on this device goes to, for the calling thread
+    /// (the default stream unless set).
     pub fn current_stream(&self) -> StreamId {
-        *lock(&self.stream)
+        let id = std::thread::current().id();
+        lock(&self.stream).get(&id).copied().unwrap_or_default()
     }
+    /// Set the calling thread's current stream on this device.
     pub fn set_current_stream(&self, s: StreamId) {
-        *lock(&self.stream) = s;
+        let id = std::thread::current().id();
+        let mut g = lock(&self.stream);
+        if s == StreamId::DEFAULT {
+            g.remove(&id);
+        } else {
+            g.insert(id, s);
+        }
     }
     pub fn synchronize(&self) -> Result<()> {
         self.driver.synchronize_device(self.physical)

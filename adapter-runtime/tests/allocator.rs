@@ -1,0 +1,104 @@
+//! Caching allocator statistics, reuse, OOM retry (own process: one
+//! device with 64 KiB).
+
+use std::sync::Arc;
+
+use xirang_acl_sim::{self as sim, SimConfig};
+use xirang_runtime::device::BLOCK_ROUND;
+use xirang_runtime::driver::acl::AclDriver;
+use xirang_runtime::{DType, Device, Error, Runtime, Tensor};
+
+const CAP: u64 = 64 * 1024;
+
+fn runtime() -> (std::sync::MutexGuard<'static, ()>, Runtime) {
+    let g = sim::exclusive();
+    if !sim::is_initialized() {
+        sim::configure(SimConfig { devices: vec![4], capacity_bytes: CAP }).unwrap();
+    }
+    let rt = Runtime::new(Arc::new(AclDriver::simulator())).unwrap();
+    sim::clear_faults();
+    rt.empty_cache(0).unwrap();
+    rt.device(0).unwrap().reset_peak_stats();
+    (g, rt)
+}
+
+fn dev_zeros(rt: &Runtime, bytes: usize) -> Tensor {
+    Tensor::zeros(&[bytes], DType::U8).to_device(rt, Device::Npu(0)).unwrap()
+}
+
+#[test]
+fn stats_count_allocations_and_cache_hits() {
+    let (_g, rt) = runtime();
+    let s0 = rt.memory_stats(0).unwrap();
+    let t = dev_zeros(&rt, 1000);
+    let s1 = rt.memory_stats(0).unwrap();
+    assert_eq!(s1.allocated_bytes - s0.allocated_bytes, 1024, "rounded to {BLOCK_ROUND}");
+    assert_eq!(s1.reserved_bytes - s0.reserved_bytes, 1024);
+    assert_eq!(s1.device_mallocs - s0.device_mallocs, 1);
+    assert_eq!(s1.alloc_count - s0.alloc_count, 1);
+    let view = t.narrow(0, 10, 10).unwrap();
+    drop(t);
+    // a view keeps the storage alive
+    assert_eq!(rt.memory_stats(0).unwrap().allocated_bytes, s1.allocated_bytes);
+    drop(view);
+    let s2 = rt.memory_stats(0).unwrap();
+    assert_eq!(s2.allocated_bytes, s0.allocated_bytes);
+    assert_eq!(s2.reserved_bytes, s1.reserved_bytes, "freed blocks stay cached");
+    assert_eq!(s2.free_count - s0.free_count, 1);
+    // same size class again: served from the cache
+    let t2 = dev_zeros(&rt, 900);
+    let s3 = rt.memory_stats(0).unwrap();
+    assert_eq!(s3.cache_hits - s2.cache_hits, 1);
+    assert_eq!(s3.device_mallocs, s2.device_mallocs);
+    assert!(s3.peak_allocated_bytes >= 1024);
+    drop(t2);
+    rt.empty_cache(0).unwrap();
+    let s4 = rt.memory_stats(0).unwrap();
+    assert_eq!(s4.reserved_bytes, 0);
+    assert_eq!(s4.device_frees - s3.device_frees, 1);
+    // zero-byte tensors never reach the driver
+    let e = Tensor::zeros(&[0, 4], DType::F32).to_device(&rt, Device::Npu(0)).unwrap();
+    assert_eq!(e.sizes(), &[0, 4]);
+    assert_eq!(rt.memory_stats(0).unwrap().device_mallocs, s4.device_mallocs);
+}
+
+#[test]
+fn oom_empties_cache_and_retries() {
+    let (_g, rt) = runtime();
+    // Fill the device with cached blocks of a size class that a large
+    // request cannot reuse.
+    let small: Vec<Tensor> = (0..60).map(|_| dev_zeros(&rt, 1024)).collect();
+    drop(small);
+    let s = rt.memory_stats(0).unwrap();
+    assert_eq!(s.reserved_bytes, 60 * 1024);
+    assert_eq!(s.allocated_bytes, 0);
+    let big = dev_zeros(&rt, 32 * 1024);
+    let s2 = rt.memory_stats(0).unwrap();
+    assert_eq!(s2.oom_retries - s.oom_retries, 1);
+    assert_eq!(s2.reserved_bytes, 32 * 1024, "the cache was emptied");
+    // a request that cannot fit even after emptying the cache
+    let err = Tensor::zeros(&[40 * 1024], DType::U8).to_device(&rt, Device::Npu(0)).unwrap_err();
+    match err {
+        Error::OutOfMemory { device, requested, allocated, .. } => {
+            assert_eq!((device, requested, allocated), (0, 40 * 1024, 32 * 1024));
+        }
+        other => panic!("expected OutOfMemory, got {other:?}"),
+    }
+    assert_eq!(rt.memory_stats(0).unwrap().ooms - s2.ooms, 1);
+    drop(big);
+}
+
+#[test]
+fn injected_malloc_failure_is_retried() {
+    let (_g, rt) = runtime();
+    let s = rt.memory_stats(0).unwrap();
+    sim::inject_malloc_failure(1);
+    let t = dev_zeros(&rt, 100);
+    assert_eq!(t.to_vec::<u8>().unwrap(), vec![0u8; 100]);
+    let s2 = rt.memory_stats(0).unwrap();
+    assert_eq!(s2.oom_retries - s.oom_retries, 1);
+    assert_eq!(s2.ooms, s.ooms);
+    let info = rt.mem_info(0).unwrap();
+    assert_eq!(info.total as u64, CAP);
+    assert_eq!(info.free as u64, CAP - s2.reserved_bytes as u64);
+}

@@ -1,0 +1,124 @@
+//! Tensors on the simulated device (default simulator configuration):
+//! transfers, views of device storage, CPU fallback of ops.
+
+use half::{bf16, f16};
+use xirang_runtime::ops::{self, Reduction};
+use xirang_runtime::{DType, Device, Error, Runtime, Scalar, Tensor};
+
+fn rt() -> Runtime {
+    Runtime::simulator().unwrap()
+}
+
+#[test]
+fn roundtrip_every_dtype() {
+    let rt = rt();
+    let d = Device::Npu(0);
+    let check = |t: Tensor| {
+        let back = t.to_device(&rt, d).unwrap();
+        assert_eq!(back.device(), d);
+        assert_eq!(back.dtype(), t.dtype());
+        assert_eq!(back.to_cpu().unwrap().gather_bytes().unwrap(), t.gather_bytes().unwrap());
+    };
+    check(Tensor::from_slice(&[1.5f32, -2.0, f32::NAN]));
+    check(Tensor::from_slice(&[1.5f64, -2.0]));
+    check(Tensor::from_slice(&[f16::from_f32(0.5), f16::from_f32(-3.0)]));
+    check(Tensor::from_slice(&[bf16::from_f32(0.5), bf16::from_f32(-3.0)]));
+    check(Tensor::from_slice(&[i64::MIN, 5, i64::MAX]));
+    check(Tensor::from_slice(&[i32::MIN, 5]));
+    check(Tensor::from_slice(&[-3i8, 5]));
+    check(Tensor::from_slice(&[250u8, 5]));
+    check(Tensor::from_slice(&[true, false]));
+    check(Tensor::scalar(3.0f32));
+    check(Tensor::zeros(&[0, 3], DType::F32));
+}
+
+#[test]
+fn device_views_share_storage() {
+    let rt = rt();
+    let host = Tensor::from_vec((0..12).map(|v| v as f32).collect(), &[3, 4]).unwrap();
+    let t = host.to_device(&rt, Device::Npu(0)).unwrap();
+    let tt = t.transpose(0, 1).unwrap();
+    assert!(tt.shares_storage(&t));
+    assert_eq!(tt.to_cpu().unwrap().to_vec::<f32>().unwrap(), vec![0., 4., 8., 1., 5., 9., 2., 6., 10., 3., 7., 11.]);
+    // write through a strided device view
+    let col = t.select(1, 2).unwrap();
+    col.fill_(Scalar::Float(-1.0)).unwrap();
+    assert_eq!(t.to_cpu().unwrap().to_vec::<f32>().unwrap(), vec![0., 1., -1., 3., 4., 5., -1., 7., 8., 9., -1., 11.]);
+    let c = tt.contiguous().unwrap();
+    assert_eq!(c.device(), Device::Npu(0));
+    assert!(!c.shares_storage(&t));
+    assert!(t.data_ptr().unwrap() >> 60 == 0xD);
+}
+
+#[test]
+fn ops_fall_back_to_host_and_return_to_device() {
+    let rt = rt();
+    let d = Device::Npu(0);
+    let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0]).to_device(&rt, d).unwrap();
+    let b = Tensor::from_slice(&[10.0f32, 20.0, 30.0]).to_device(&rt, d).unwrap();
+    let before = ops::fallback_counts().get("add").copied().unwrap_or(0);
+    let c = ops::add(&a, &b, Scalar::Int(2)).unwrap();
+    assert_eq!(c.device(), d);
+    assert_eq!(c.to_cpu().unwrap().to_vec::<f32>().unwrap(), vec![21.0, 42.0, 63.0]);
+    assert_eq!(ops::fallback_counts()["add"], before + 1);
+    // zero-dim host tensors mix with device tensors; others do not
+    let s = ops::mul(&a, &Tensor::scalar(2.0f32)).unwrap();
+    assert_eq!(s.device(), d);
+    let err = ops::mul(&a, &Tensor::from_slice(&[1.0f32, 1.0, 1.0])).unwrap_err();
+    assert!(matches!(err, Error::DeviceMismatch(_)), "{err:?}");
+    // a few more ops end to end on the device
+    let m = ops::mm(&a.reshape(&[3, 1]).unwrap(), &b.reshape(&[1, 3]).unwrap()).unwrap();
+    assert_eq!(m.sizes(), &[3, 3]);
+    let sm = ops::sum(&m, Some(&[1]), false, None).unwrap();
+    assert_eq!(sm.to_cpu().unwrap().to_vec::<f32>().unwrap(), vec![60.0, 120.0, 180.0]);
+    let tgt = Tensor::from_slice(&[2i64]).to_device(&rt, d).unwrap();
+    let loss = ops::cross_entropy(&a.reshape(&[1, 3]).unwrap(), &tgt, None, Reduction::Mean, -100, 0.0).unwrap();
+    assert_eq!(loss.device(), d);
+    assert!((loss.to_cpu().unwrap().to_f64_vec().unwrap()[0] - 0.407_605_96).abs() < 1e-6);
+    // in-place on a device view
+    let mask = Tensor::from_slice(&[true, false, true]).to_device(&rt, d).unwrap();
+    ops::masked_fill_(&a, &mask, Scalar::Float(0.0)).unwrap();
+    assert_eq!(a.to_cpu().unwrap().to_vec::<f32>().unwrap(), vec![0.0, 2.0, 0.0]);
+}
+
+#[test]
+fn kernels_run_on_device_memory() {
+    let rt = rt();
+    let ctx = rt.device(0).unwrap();
+    let t = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0]).to_device(&rt, Device::Npu(0)).unwrap();
+    let ptr = t.data_ptr().unwrap();
+    // a "native kernel": scale in place, reading and writing device memory
+    ctx.driver()
+        .launch_kernel(
+            ctx.physical_id(),
+            ctx.current_stream(),
+            Box::new(move |mem| {
+                let mut b = vec![0u8; 16];
+                mem.read(ptr, &mut b)?;
+                let out: Vec<u8> = b
+                    .chunks_exact(4)
+                    .flat_map(|c| (f32::from_le_bytes([c[0], c[1], c[2], c[3]]) * 10.0).to_le_bytes())
+                    .collect();
+                mem.write(ptr, &out)
+            }),
+        )
+        .unwrap();
+    assert_eq!(t.to_cpu().unwrap().to_vec::<f32>().unwrap(), vec![10.0, 20.0, 30.0, 40.0]);
+}
+
+#[test]
+fn current_device_and_stream() {
+    let rt = rt();
+    rt.set_current_device(0).unwrap();
+    assert_eq!(rt.current_device(), 0);
+    assert!(rt.set_current_device(5).is_err());
+    let ctx = rt.device(0).unwrap();
+    let s = ctx.driver().create_stream(ctx.physical_id()).unwrap();
+    ctx.set_current_stream(s);
+    assert_eq!(rt.current_stream().unwrap(), s);
+    let t = Tensor::from_slice(&[1u8, 2]).to_device(&rt, Device::Npu(0)).unwrap();
+    assert_eq!(t.to_vec::<u8>().unwrap(), vec![1, 2]);
+    drop(t);
+    ctx.set_current_stream(Default::default());
+    rt.synchronize(0).unwrap();
+}
