@@ -133,11 +133,7 @@ pub unsafe extern "C" fn aclrtSynchronizeDevice() -> AclError {
 /// # Safety
 /// `devPtr` is null or valid for writes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtMalloc(
-    dev_ptr: *mut *mut c_void,
-    size: usize,
-    policy: AclrtMemMallocPolicy,
-) -> AclError {
+pub unsafe extern "C" fn aclrtMalloc(dev_ptr: *mut *mut c_void, size: usize, policy: AclrtMemMallocPolicy) -> AclError {
     let r = state::malloc(size as u64, policy).map(|a| as_handle_ptr(a as usize));
     // SAFETY: forwarded caller contract.
     unsafe { put(dev_ptr, r) }
@@ -171,9 +167,7 @@ fn direction(dst: *mut c_void, src: *const c_void, kind: AclrtMemcpyKind) -> R<D
         ACL_MEMCPY_HOST_TO_HOST => Dir::H2H,
         ACL_MEMCPY_HOST_TO_DEVICE | ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE => Dir::H2D,
         ACL_MEMCPY_DEVICE_TO_HOST => Dir::D2H,
-        ACL_MEMCPY_DEVICE_TO_DEVICE
-        | ACL_MEMCPY_INNER_DEVICE_TO_DEVICE
-        | ACL_MEMCPY_INTER_DEVICE_TO_DEVICE => Dir::D2D,
+        ACL_MEMCPY_DEVICE_TO_DEVICE | ACL_MEMCPY_INNER_DEVICE_TO_DEVICE | ACL_MEMCPY_INTER_DEVICE_TO_DEVICE => Dir::D2D,
         ACL_MEMCPY_DEFAULT => match (sd, dd) {
             (false, false) => Dir::H2H,
             (false, true) => Dir::H2D,
@@ -181,10 +175,7 @@ fn direction(dst: *mut c_void, src: *const c_void, kind: AclrtMemcpyKind) -> R<D
             (true, true) => Dir::D2D,
         },
         k => {
-            return fail(
-                ACL_ERROR_INVALID_PARAM,
-                format!("invalid aclrtMemcpyKind {k}"),
-            );
+            return fail(ACL_ERROR_INVALID_PARAM, format!("invalid aclrtMemcpyKind {k}"));
         }
     };
     let (need_sd, need_dd) = match want {
@@ -196,11 +187,7 @@ fn direction(dst: *mut c_void, src: *const c_void, kind: AclrtMemcpyKind) -> R<D
     if need_sd != sd || need_dd != dd {
         return fail(
             ACL_ERROR_RT_PARAM_INVALID,
-            format!(
-                "memcpy kind {kind} does not match the addresses (src {:#x}, dst {:#x})",
-                src.addr(),
-                dst.addr()
-            ),
+            format!("memcpy kind {kind} does not match the addresses (src {:#x}, dst {:#x})", src.addr(), dst.addr()),
         );
     }
     Ok(want)
@@ -211,10 +198,7 @@ fn check_copy(dst: *mut c_void, dest_max: usize, src: *const c_void, count: usiz
         return fail(ACL_ERROR_INVALID_PARAM, "memcpy: null pointer");
     }
     if count > dest_max {
-        return fail(
-            ACL_ERROR_INVALID_PARAM,
-            format!("memcpy: count {count} exceeds destMax {dest_max}"),
-        );
+        return fail(ACL_ERROR_INVALID_PARAM, format!("memcpy: count {count} exceeds destMax {dest_max}"));
     }
     Ok(())
 }
@@ -295,9 +279,7 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
                         let out = out;
                         // SAFETY: host `dst` valid for `count` writes until
                         // the stream is synchronized (caller contract).
-                        unsafe {
-                            ptr::copy_nonoverlapping(bytes.as_ptr(), out.0 as *mut u8, count)
-                        };
+                        unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), out.0 as *mut u8, count) };
                         Ok(())
                     })
                 }
@@ -324,10 +306,7 @@ fn check_memset(dev_ptr: *mut c_void, max_count: usize, count: usize) -> R<()> {
         return fail(ACL_ERROR_INVALID_PARAM, "memset: null pointer");
     }
     if count > max_count {
-        return fail(
-            ACL_ERROR_INVALID_PARAM,
-            format!("memset: count {count} exceeds maxCount {max_count}"),
-        );
+        return fail(ACL_ERROR_INVALID_PARAM, format!("memset: count {count} exceeds maxCount {max_count}"));
     }
     Ok(())
 }
@@ -338,12 +317,7 @@ fn check_memset(dev_ptr: *mut c_void, max_count: usize, count: usize) -> R<()> {
 /// # Safety
 /// A host `devPtr` is valid for `count` writes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtMemset(
-    dev_ptr: *mut c_void,
-    max_count: usize,
-    value: i32,
-    count: usize,
-) -> AclError {
+pub unsafe extern "C" fn aclrtMemset(dev_ptr: *mut c_void, max_count: usize, value: i32, count: usize) -> AclError {
     let r = (|| {
         check_memset(dev_ptr, max_count, count)?;
         let a = dev_ptr.addr() as u64;
@@ -375,15 +349,10 @@ pub unsafe extern "C" fn aclrtMemsetAsync(
         check_memset(dev_ptr, max_count, count)?;
         let a = dev_ptr.addr() as u64;
         if !state::is_device_addr(a) {
-            return fail(
-                ACL_ERROR_RT_PARAM_INVALID,
-                "aclrtMemsetAsync: not a device address",
-            );
+            return fail(ACL_ERROR_RT_PARAM_INVALID, "aclrtMemsetAsync: not a device address");
         }
         let st = state::get_stream(handle(stream))?;
-        st.submit(Box::new(move || {
-            state::fill_device(a, value as u8, count as u64)
-        }))
+        st.submit(Box::new(move || state::fill_device(a, value as u8, count as u64)))
     })();
     ret(r)
 }
@@ -404,11 +373,7 @@ pub unsafe extern "C" fn aclrtCreateStream(stream: *mut AclrtStream) -> AclError
 /// # Safety
 /// `stream` is null or valid for writes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtCreateStreamWithConfig(
-    stream: *mut AclrtStream,
-    _priority: u32,
-    _flag: u32,
-) -> AclError {
+pub unsafe extern "C" fn aclrtCreateStreamWithConfig(stream: *mut AclrtStream, _priority: u32, _flag: u32) -> AclError {
     // SAFETY: forwarded caller contract.
     unsafe { put(stream, state::create_stream().map(as_handle_ptr)) }
 }
@@ -480,12 +445,7 @@ pub unsafe extern "C" fn aclrtEventElapsedTime(
     end_event: AclrtEvent,
 ) -> AclError {
     // SAFETY: forwarded caller contract.
-    unsafe {
-        put(
-            ms,
-            state::elapsed_ms(handle(start_event), handle(end_event)),
-        )
-    }
+    unsafe { put(ms, state::elapsed_ms(handle(start_event), handle(end_event))) }
 }
 
 /// `aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event);`
@@ -503,16 +463,9 @@ pub unsafe extern "C" fn aclrtStreamWaitEvent(stream: AclrtStream, event: AclrtE
 /// # Safety
 /// `free` and `total` are null or valid for writes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtGetMemInfo(
-    attr: AclrtMemAttr,
-    free: *mut usize,
-    total: *mut usize,
-) -> AclError {
+pub unsafe extern "C" fn aclrtGetMemInfo(attr: AclrtMemAttr, free: *mut usize, total: *mut usize) -> AclError {
     if free.is_null() || total.is_null() {
-        return ret(fail(
-            ACL_ERROR_INVALID_PARAM,
-            "aclrtGetMemInfo: null output",
-        ));
+        return ret(fail(ACL_ERROR_INVALID_PARAM, "aclrtGetMemInfo: null output"));
     }
     match state::mem_info(attr) {
         Ok((f, t)) => {
@@ -545,10 +498,7 @@ pub unsafe extern "C" fn aclrtLaunchCallback(
             return fail(ACL_ERROR_INVALID_PARAM, "aclrtLaunchCallback: fn is null");
         };
         if block_type != ACL_CALLBACK_NO_BLOCK && block_type != ACL_CALLBACK_BLOCK {
-            return fail(
-                ACL_ERROR_INVALID_PARAM,
-                format!("invalid block type {block_type}"),
-            );
+            return fail(ACL_ERROR_INVALID_PARAM, format!("invalid block type {block_type}"));
         }
         let st = state::get_stream(handle(stream))?;
         let ud = SendPtr(user_data);
@@ -569,9 +519,8 @@ pub unsafe extern "C" fn aclrtLaunchCallback(
 pub type XirangSimKernelCtx = KernelCtx;
 
 /// `typedef aclError (*xirangSimKernel)(const xirangSimKernelCtx *ctx, void *userData);`
-pub type XirangSimKernel = Option<
-    unsafe extern "C" fn(ctx: *const XirangSimKernelCtx, user_data: *mut c_void) -> AclError,
->;
+pub type XirangSimKernel =
+    Option<unsafe extern "C" fn(ctx: *const XirangSimKernelCtx, user_data: *mut c_void) -> AclError>;
 
 /// `aclError xirangSimLaunchKernel(xirangSimKernel kernel, void *userData, aclrtStream stream);`
 ///
@@ -586,10 +535,7 @@ pub unsafe extern "C" fn xirangSimLaunchKernel(
     stream: AclrtStream,
 ) -> AclError {
     let Some(k) = kernel else {
-        return ret(fail(
-            ACL_ERROR_INVALID_PARAM,
-            "xirangSimLaunchKernel: kernel is null",
-        ));
+        return ret(fail(ACL_ERROR_INVALID_PARAM, "xirangSimLaunchKernel: kernel is null"));
     };
     let ud = SendPtr(user_data);
     let r = crate::launch_kernel(handle(stream), move |ctx| {
@@ -597,11 +543,7 @@ pub unsafe extern "C" fn xirangSimLaunchKernel(
         // SAFETY: the caller guarantees `k` may run on another thread with
         // `userData`; `ctx` outlives the call.
         let code = unsafe { k(ctx as *const KernelCtx, ud.0) };
-        if code == ACL_SUCCESS {
-            Ok(())
-        } else {
-            Err(code)
-        }
+        if code == ACL_SUCCESS { Ok(()) } else { Err(code) }
     });
     match r {
         Ok(()) => ACL_SUCCESS,
@@ -622,10 +564,7 @@ pub unsafe extern "C" fn xirangSimKernelRead(
     count: usize,
 ) -> AclError {
     if ctx.is_null() || dst.is_null() {
-        return ret(fail(
-            ACL_ERROR_INVALID_PARAM,
-            "xirangSimKernelRead: null pointer",
-        ));
+        return ret(fail(ACL_ERROR_INVALID_PARAM, "xirangSimKernelRead: null pointer"));
     }
     if count == 0 {
         return ACL_SUCCESS;
@@ -648,10 +587,7 @@ pub unsafe extern "C" fn xirangSimKernelWrite(
     count: usize,
 ) -> AclError {
     if ctx.is_null() || src.is_null() {
-        return ret(fail(
-            ACL_ERROR_INVALID_PARAM,
-            "xirangSimKernelWrite: null pointer",
-        ));
+        return ret(fail(ACL_ERROR_INVALID_PARAM, "xirangSimKernelWrite: null pointer"));
     }
     if count == 0 {
         return ACL_SUCCESS;
@@ -668,16 +604,9 @@ pub unsafe extern "C" fn xirangSimKernelWrite(
 /// `ids` is valid for `capacity` writes (or null with capacity 0); `count`
 /// is valid for writes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn xirangSimGetPhysicalDeviceIds(
-    ids: *mut i32,
-    capacity: u32,
-    count: *mut u32,
-) -> AclError {
+pub unsafe extern "C" fn xirangSimGetPhysicalDeviceIds(ids: *mut i32, capacity: u32, count: *mut u32) -> AclError {
     if count.is_null() || (ids.is_null() && capacity > 0) {
-        return ret(fail(
-            ACL_ERROR_INVALID_PARAM,
-            "xirangSimGetPhysicalDeviceIds: null pointer",
-        ));
+        return ret(fail(ACL_ERROR_INVALID_PARAM, "xirangSimGetPhysicalDeviceIds: null pointer"));
     }
     match state::physical_ids() {
         Ok(v) => {

@@ -94,10 +94,7 @@ pub struct SimConfig {
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig {
-            devices: vec![0],
-            capacity_bytes: DEFAULT_CAPACITY_BYTES,
-        }
+        SimConfig { devices: vec![0], capacity_bytes: DEFAULT_CAPACITY_BYTES }
     }
 }
 
@@ -110,9 +107,10 @@ impl SimConfig {
             cfg.devices = parse_devices(&v)?;
         }
         if let Ok(v) = std::env::var("XIRANG_SIM_CAPACITY_BYTES") {
-            cfg.capacity_bytes = v.trim().parse().map_err(|_| {
-                SimError::InvalidConfig(format!("XIRANG_SIM_CAPACITY_BYTES: not a number: {v:?}"))
-            })?;
+            cfg.capacity_bytes = v
+                .trim()
+                .parse()
+                .map_err(|_| SimError::InvalidConfig(format!("XIRANG_SIM_CAPACITY_BYTES: not a number: {v:?}")))?;
         }
         cfg.validate()?;
         Ok(cfg)
@@ -123,10 +121,7 @@ impl SimConfig {
         seen.sort_unstable();
         seen.dedup();
         if seen.len() != self.devices.len() {
-            return Err(SimError::InvalidConfig(format!(
-                "duplicate device ids in {:?}",
-                self.devices
-            )));
+            return Err(SimError::InvalidConfig(format!("duplicate device ids in {:?}", self.devices)));
         }
         if self.devices.iter().any(|&d| d < 0) {
             return Err(SimError::InvalidConfig("device ids must be >= 0".into()));
@@ -143,10 +138,7 @@ pub fn parse_devices(v: &str) -> Result<Vec<i32>, SimError> {
     v.split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| {
-            s.parse::<i32>()
-                .map_err(|_| SimError::InvalidConfig(format!("bad device id {s:?} in {v:?}")))
-        })
+        .map(|s| s.parse::<i32>().map_err(|_| SimError::InvalidConfig(format!("bad device id {s:?} in {v:?}"))))
         .collect()
 }
 
@@ -180,19 +172,13 @@ pub fn clear_faults() {
 
 /// Physical device ids in enumeration order (requires `aclInit`).
 pub fn physical_device_ids() -> Result<Vec<i32>, SimError> {
-    state::physical_ids().map_err(|f| SimError::Acl {
-        code: f.code,
-        msg: f.msg,
-    })
+    state::physical_ids().map_err(|f| SimError::Acl { code: f.code, msg: f.msg })
 }
 
 /// A process-wide lock for tests that reconfigure or finalize the
 /// simulator: hold it for the whole test.
 pub fn exclusive() -> MutexGuard<'static, ()> {
-    state::EXCLUSIVE
-        .get_or_init(|| Mutex::new(()))
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
+    state::EXCLUSIVE.get_or_init(|| Mutex::new(())).lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// What a kernel sees: device memory of the launching stream's simulator,
@@ -214,12 +200,7 @@ impl KernelCtx {
     }
 
     /// Run `f` on the device bytes `[addr, addr + len)` in place.
-    pub fn with_slice_mut<T>(
-        &self,
-        addr: u64,
-        len: usize,
-        f: impl FnOnce(&mut [u8]) -> T,
-    ) -> Result<T, AclError> {
+    pub fn with_slice_mut<T>(&self, addr: u64, len: usize, f: impl FnOnce(&mut [u8]) -> T) -> Result<T, AclError> {
         state::with_device_slice(addr, len as u64, f).map_err(|f| f.code)
     }
 }
@@ -234,10 +215,8 @@ pub fn launch_kernel(
         let st = state::get_stream(stream)?;
         state::check_launch_fault()?;
         st.submit(Box::new(move || {
-            kernel(&KernelCtx { _private: () }).map_err(|code| state::Fail {
-                code,
-                msg: format!("kernel failed with code {code}"),
-            })
+            kernel(&KernelCtx { _private: () })
+                .map_err(|code| state::Fail { code, msg: format!("kernel failed with code {code}") })
         }))
     })();
     r.map_err(|f| {

@@ -36,10 +36,7 @@ pub(crate) struct Fail {
 pub(crate) type R<T> = Result<T, Fail>;
 
 pub(crate) fn fail<T>(code: AclError, msg: impl Into<String>) -> R<T> {
-    Err(Fail {
-        code,
-        msg: msg.into(),
-    })
+    Err(Fail { code, msg: msg.into() })
 }
 
 thread_local! {
@@ -98,10 +95,7 @@ static STATE: Mutex<Inner> = Mutex::new(Inner {
     streams: BTreeMap::new(),
     events: BTreeMap::new(),
 });
-pub(crate) static FAULTS: Mutex<Faults> = Mutex::new(Faults {
-    malloc_countdown: None,
-    launch_countdown: None,
-});
+pub(crate) static FAULTS: Mutex<Faults> = Mutex::new(Faults { malloc_countdown: None, launch_countdown: None });
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panicking kernel must not wedge the whole simulator.
@@ -117,11 +111,7 @@ pub(crate) fn faults() -> MutexGuard<'static, Faults> {
 }
 
 fn initialized(s: &Inner) -> R<()> {
-    if s.initialized {
-        Ok(())
-    } else {
-        fail(ACL_ERROR_UNINITIALIZE, "aclInit has not been called")
-    }
+    if s.initialized { Ok(()) } else { fail(ACL_ERROR_UNINITIALIZE, "aclInit has not been called") }
 }
 
 /// Take one tick off a fault countdown; true when the fault fires now.
@@ -170,10 +160,7 @@ pub(crate) fn init() -> R<()> {
     }
     let cfg = match s.config.clone() {
         Some(c) => c,
-        None => SimConfig::from_env().map_err(|e| Fail {
-            code: ACL_ERROR_INVALID_PARAM,
-            msg: e.to_string(),
-        })?,
+        None => SimConfig::from_env().map_err(|e| Fail { code: ACL_ERROR_INVALID_PARAM, msg: e.to_string() })?,
     };
     if let Ok(v) = std::env::var("XIRANG_SIM_FAIL_MALLOC") {
         let n: u64 = v.trim().parse().map_err(|_| Fail {
@@ -216,11 +203,7 @@ pub(crate) fn finalize() -> R<()> {
         }
         s.initialized = false;
         let streams: Vec<_> = std::mem::take(&mut s.streams).into_values().collect();
-        let defaults: Vec<_> = s
-            .devices
-            .iter_mut()
-            .filter_map(|d| d.default_stream.take())
-            .collect();
+        let defaults: Vec<_> = s.devices.iter_mut().filter_map(|d| d.default_stream.take()).collect();
         s.devices.clear();
         s.events.clear();
         (streams, defaults)
@@ -244,15 +227,7 @@ fn slot_of(s: &Inner, phys_id: i32) -> R<usize> {
     s.devices
         .iter()
         .position(|d| d.phys_id == phys_id)
-        .map_or_else(
-            || {
-                fail(
-                    ACL_ERROR_RT_INVALID_DEVICEID,
-                    format!("device id {phys_id} does not exist"),
-                )
-            },
-            Ok,
-        )
+        .map_or_else(|| fail(ACL_ERROR_RT_INVALID_DEVICEID, format!("device id {phys_id} does not exist")), Ok)
 }
 
 pub(crate) fn set_device(phys_id: i32) -> R<()> {
@@ -270,10 +245,7 @@ fn current_slot(s: &Inner) -> R<usize> {
     initialized(s)?;
     match CURRENT_DEVICE.with(|c| c.get()) {
         Some(slot) if slot < s.devices.len() => Ok(slot),
-        _ => fail(
-            ACL_ERROR_RT_CONTEXT_NULL,
-            "no current device on this thread: call aclrtSetDevice first",
-        ),
+        _ => fail(ACL_ERROR_RT_CONTEXT_NULL, "no current device on this thread: call aclrtSetDevice first"),
     }
 }
 
@@ -288,12 +260,7 @@ pub(crate) fn reset_device(phys_id: i32) -> R<()> {
         let mut s = state();
         initialized(&s)?;
         let slot = slot_of(&s, phys_id)?;
-        let ids: Vec<u64> = s
-            .streams
-            .iter()
-            .filter(|(_, st)| st.slot == slot)
-            .map(|(k, _)| *k)
-            .collect();
+        let ids: Vec<u64> = s.streams.iter().filter(|(_, st)| st.slot == slot).map(|(k, _)| *k).collect();
         let mut v: Vec<Arc<Stream>> = ids.iter().filter_map(|k| s.streams.remove(k)).collect();
         let d = &mut s.devices[slot];
         v.extend(d.default_stream.take());
@@ -314,12 +281,7 @@ pub(crate) fn synchronize_device() -> R<()> {
     let streams: Vec<Arc<Stream>> = {
         let s = state();
         let slot = current_slot(&s)?;
-        s.streams
-            .values()
-            .filter(|st| st.slot == slot)
-            .cloned()
-            .chain(s.devices[slot].default_stream.clone())
-            .collect()
+        s.streams.values().filter(|st| st.slot == slot).cloned().chain(s.devices[slot].default_stream.clone()).collect()
     };
     let mut first = Ok(());
     for st in streams {
@@ -335,10 +297,7 @@ pub(crate) fn mem_info(attr: AclrtMemAttr) -> R<(u64, u64)> {
     let s = state();
     let slot = current_slot(&s)?;
     if !(0..=ACL_MEM_ATTR_LAST).contains(&attr) {
-        return fail(
-            ACL_ERROR_INVALID_PARAM,
-            format!("invalid aclrtMemAttr {attr}"),
-        );
+        return fail(ACL_ERROR_INVALID_PARAM, format!("invalid aclrtMemAttr {attr}"));
     }
     let d = &s.devices[slot];
     Ok((d.capacity - d.used, d.capacity))
@@ -351,14 +310,7 @@ pub(crate) fn is_device_addr(addr: u64) -> bool {
 }
 
 fn decode(addr: u64) -> Option<(usize, u64)> {
-    if is_device_addr(addr) {
-        Some((
-            ((addr & !TAG_MASK) >> SLOT_SHIFT) as usize,
-            addr & OFFSET_MASK,
-        ))
-    } else {
-        None
-    }
+    if is_device_addr(addr) { Some((((addr & !TAG_MASK) >> SLOT_SHIFT) as usize, addr & OFFSET_MASK)) } else { None }
 }
 
 pub(crate) fn malloc(size: u64, policy: AclrtMemMallocPolicy) -> R<u64> {
@@ -366,22 +318,13 @@ pub(crate) fn malloc(size: u64, policy: AclrtMemMallocPolicy) -> R<u64> {
     let slot = current_slot(&s)?;
     let valid_policy = (0..=7).contains(&(policy & 0xff))
         && policy
-            & !(0xff
-                | ACL_MEM_TYPE_LOW_BAND_WIDTH
-                | ACL_MEM_TYPE_HIGH_BAND_WIDTH
-                | ACL_MEM_ACCESS_USER_SPACE_READONLY)
+            & !(0xff | ACL_MEM_TYPE_LOW_BAND_WIDTH | ACL_MEM_TYPE_HIGH_BAND_WIDTH | ACL_MEM_ACCESS_USER_SPACE_READONLY)
             == 0;
     if !valid_policy {
-        return fail(
-            ACL_ERROR_INVALID_PARAM,
-            format!("invalid aclrtMemMallocPolicy {policy}"),
-        );
+        return fail(ACL_ERROR_INVALID_PARAM, format!("invalid aclrtMemMallocPolicy {policy}"));
     }
     if size == 0 {
-        return fail(
-            ACL_ERROR_INVALID_PARAM,
-            "aclrtMalloc: size must be greater than 0",
-        );
+        return fail(ACL_ERROR_INVALID_PARAM, "aclrtMalloc: size must be greater than 0");
     }
     if tick(&mut faults().malloc_countdown) {
         return fail(
@@ -401,31 +344,22 @@ pub(crate) fn malloc(size: u64, policy: AclrtMemMallocPolicy) -> R<u64> {
             ),
         );
     }
-    let len = usize::try_from(size).map_err(|_| Fail {
-        code: ACL_ERROR_RT_MEMORY_ALLOCATION,
-        msg: "size too large".into(),
-    })?;
+    let len = usize::try_from(size)
+        .map_err(|_| Fail { code: ACL_ERROR_RT_MEMORY_ALLOCATION, msg: "size too large".into() })?;
     let span = size.div_ceil(ALLOC_ALIGN) * ALLOC_ALIGN + ALLOC_ALIGN;
     let offset = NEXT_OFFSET.fetch_add(span, Ordering::Relaxed);
     if offset + span > OFFSET_MASK {
-        return fail(
-            ACL_ERROR_RT_MEMORY_ALLOCATION,
-            "simulated address space exhausted",
-        );
+        return fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "simulated address space exhausted");
     }
     d.used += size;
-    d.allocs
-        .insert(offset, Arc::new(Mutex::new(vec![0u8; len])));
+    d.allocs.insert(offset, Arc::new(Mutex::new(vec![0u8; len])));
     Ok(DEV_TAG | ((slot as u64) << SLOT_SHIFT) | offset)
 }
 
 pub(crate) fn free(addr: u64) -> R<()> {
     // cudaFree-like: wait for the device's queued work first.
     let Some((slot, offset)) = decode(addr) else {
-        return fail(
-            ACL_ERROR_RT_PARAM_INVALID,
-            format!("aclrtFree: {addr:#x} is not a device address"),
-        );
+        return fail(ACL_ERROR_RT_PARAM_INVALID, format!("aclrtFree: {addr:#x} is not a device address"));
     };
     {
         let s = state();
@@ -445,38 +379,26 @@ pub(crate) fn free(addr: u64) -> R<()> {
     }
     let mut s = state();
     let Some(d) = s.devices.get_mut(slot) else {
-        return fail(
-            ACL_ERROR_RT_PARAM_INVALID,
-            format!("aclrtFree: {addr:#x} has no device"),
-        );
+        return fail(ACL_ERROR_RT_PARAM_INVALID, format!("aclrtFree: {addr:#x} has no device"));
     };
     match d.allocs.remove(&offset) {
         Some(buf) => {
             d.used -= lock(&buf).len() as u64;
             Ok(())
         }
-        None => fail(
-            ACL_ERROR_RT_PARAM_INVALID,
-            format!("aclrtFree: {addr:#x} is not the start of a live allocation"),
-        ),
+        None => fail(ACL_ERROR_RT_PARAM_INVALID, format!("aclrtFree: {addr:#x} is not the start of a live allocation")),
     }
 }
 
 /// Resolve `[addr, addr+len)` to an allocation and the offset inside it.
 pub(crate) fn resolve(addr: u64, len: u64) -> R<(Buffer, usize)> {
     let Some((slot, offset)) = decode(addr) else {
-        return fail(
-            ACL_ERROR_RT_PARAM_INVALID,
-            format!("{addr:#x} is not a device address"),
-        );
+        return fail(ACL_ERROR_RT_PARAM_INVALID, format!("{addr:#x} is not a device address"));
     };
     let s = state();
     initialized(&s)?;
     let Some(d) = s.devices.get(slot) else {
-        return fail(
-            ACL_ERROR_RT_PARAM_INVALID,
-            format!("{addr:#x}: no such device"),
-        );
+        return fail(ACL_ERROR_RT_PARAM_INVALID, format!("{addr:#x}: no such device"));
     };
     if let Some((base, buf)) = d.allocs.range(..=offset).next_back() {
         let size = lock(buf).len() as u64;
@@ -487,9 +409,7 @@ pub(crate) fn resolve(addr: u64, len: u64) -> R<(Buffer, usize)> {
         if start < size {
             return fail(
                 ACL_ERROR_RT_PARAM_INVALID,
-                format!(
-                    "device range {addr:#x}+{len} overruns its allocation of {size} bytes at offset {start}"
-                ),
+                format!("device range {addr:#x}+{len} overruns its allocation of {size} bytes at offset {start}"),
             );
         }
     }
@@ -578,13 +498,7 @@ impl Stream {
                 }
             })
             .ok();
-        Arc::new(Stream {
-            id,
-            slot,
-            tx: Mutex::new(Some(tx)),
-            progress,
-            worker: Mutex::new(worker),
-        })
+        Arc::new(Stream { id, slot, tx: Mutex::new(Some(tx)), progress, worker: Mutex::new(worker) })
     }
 
     pub(crate) fn submit(&self, task: Task) -> R<()> {
@@ -646,33 +560,22 @@ pub(crate) fn get_stream(handle: usize) -> R<Arc<Stream>> {
     let s = state();
     if handle == 0 {
         let slot = current_slot(&s)?;
-        return s.devices[slot].default_stream.clone().map_or_else(
-            || fail(ACL_ERROR_RT_CONTEXT_NULL, "device has no default stream"),
-            Ok,
-        );
+        return s.devices[slot]
+            .default_stream
+            .clone()
+            .map_or_else(|| fail(ACL_ERROR_RT_CONTEXT_NULL, "device has no default stream"), Ok);
     }
     initialized(&s)?;
     handle
         .checked_sub(STREAM_TAG)
         .and_then(|id| s.streams.get(&(id as u64)))
         .cloned()
-        .map_or_else(
-            || {
-                fail(
-                    ACL_ERROR_RT_INVALID_HANDLE,
-                    format!("invalid stream handle {handle:#x}"),
-                )
-            },
-            Ok,
-        )
+        .map_or_else(|| fail(ACL_ERROR_RT_INVALID_HANDLE, format!("invalid stream handle {handle:#x}")), Ok)
 }
 
 pub(crate) fn destroy_stream(handle: usize) -> R<()> {
     if handle == 0 {
-        return fail(
-            ACL_ERROR_INVALID_PARAM,
-            "cannot destroy the default (null) stream",
-        );
+        return fail(ACL_ERROR_INVALID_PARAM, "cannot destroy the default (null) stream");
     }
     let st = {
         let mut s = state();
@@ -681,10 +584,7 @@ pub(crate) fn destroy_stream(handle: usize) -> R<()> {
         match id.and_then(|id| s.streams.remove(&id)) {
             Some(st) => st,
             None => {
-                return fail(
-                    ACL_ERROR_RT_INVALID_HANDLE,
-                    format!("invalid stream handle {handle:#x}"),
-                );
+                return fail(ACL_ERROR_RT_INVALID_HANDLE, format!("invalid stream handle {handle:#x}"));
             }
         }
     };
@@ -712,13 +612,7 @@ pub(crate) fn create_event() -> R<usize> {
     let mut s = state();
     initialized(&s)?;
     let id = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed);
-    s.events.insert(
-        id,
-        Arc::new(Event {
-            state: Mutex::default(),
-            cv: Condvar::new(),
-        }),
-    );
+    s.events.insert(id, Arc::new(Event { state: Mutex::default(), cv: Condvar::new() }));
     Ok(EVENT_TAG + id as usize)
 }
 
@@ -732,15 +626,7 @@ fn get_event(handle: usize) -> R<Arc<Event>> {
         .checked_sub(EVENT_TAG)
         .and_then(|id| s.events.get(&(id as u64)))
         .cloned()
-        .map_or_else(
-            || {
-                fail(
-                    ACL_ERROR_RT_INVALID_HANDLE,
-                    format!("invalid event handle {handle:#x}"),
-                )
-            },
-            Ok,
-        )
+        .map_or_else(|| fail(ACL_ERROR_RT_INVALID_HANDLE, format!("invalid event handle {handle:#x}")), Ok)
 }
 
 pub(crate) fn destroy_event(handle: usize) -> R<()> {
@@ -802,33 +688,16 @@ pub(crate) fn elapsed_ms(start: usize, end: usize) -> R<f32> {
     let stamp = |e: &Event| -> R<Instant> {
         let g = lock(&e.state);
         if g.recorded == 0 {
-            return fail(
-                ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,
-                "event has not been recorded",
-            );
+            return fail(ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, "event has not been recorded");
         }
         if g.completed < g.recorded {
-            return fail(
-                ACL_ERROR_RT_EVENT_NOT_COMPLETE,
-                "event has not completed yet",
-            );
+            return fail(ACL_ERROR_RT_EVENT_NOT_COMPLETE, "event has not completed yet");
         }
-        g.timestamp.map_or_else(
-            || {
-                fail(
-                    ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,
-                    "event has no timestamp",
-                )
-            },
-            Ok,
-        )
+        g.timestamp.map_or_else(|| fail(ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID, "event has no timestamp"), Ok)
     };
     let (ta, tb) = (stamp(&a)?, stamp(&b)?);
-    let ms = if tb >= ta {
-        tb.duration_since(ta).as_secs_f64() * 1e3
-    } else {
-        -(ta.duration_since(tb).as_secs_f64() * 1e3)
-    };
+    let ms =
+        if tb >= ta { tb.duration_since(ta).as_secs_f64() * 1e3 } else { -(ta.duration_since(tb).as_secs_f64() * 1e3) };
     Ok(ms as f32)
 }
 
@@ -836,10 +705,7 @@ pub(crate) fn elapsed_ms(start: usize, end: usize) -> R<f32> {
 
 pub(crate) fn check_launch_fault() -> R<()> {
     if tick(&mut faults().launch_countdown) {
-        return fail(
-            ACL_ERROR_RT_AICORE_EXCEPTION,
-            "injected kernel launch failure",
-        );
+        return fail(ACL_ERROR_RT_AICORE_EXCEPTION, "injected kernel launch failure");
     }
     Ok(())
 }
