@@ -210,6 +210,12 @@ static RULES: &[HeaderRule] = &[
         "Replace uses of the type name."
     ),
     rule!(
+        "header.typedef.retagged",
+        Source,
+        "A typedef now names a struct/union/enum with another tag; code using the old tag breaks, the layout is compared separately.",
+        "Use the typedef name instead of the tag."
+    ),
+    rule!(
         "header.typedef.changed",
         Abi,
         "A typedef now names another type (handle or function-pointer signature changed).",
@@ -276,7 +282,11 @@ fn index(set: &HeaderSet) -> Index<'_> {
         if kind == DeclKind::Enum && d.name.is_empty() {
             continue;
         }
-        by_kind.entry((kind, d.name.clone())).or_insert(d);
+        let slot = by_kind.entry((kind, d.name.clone())).or_insert(d);
+        // a declaration wins over an inline definition of the same function in another file
+        if slot.definition && !d.definition {
+            *slot = d;
+        }
     }
     let mut members: BTreeMap<(String, String), Vec<&Decl>> = BTreeMap::new();
     for d in set.of_kind(DeclKind::Field) {
@@ -354,7 +364,21 @@ pub fn diff(old: &HeaderSet, new: &HeaderSet) -> Vec<HeaderChange> {
                 DeclKind::Enumerator => enumerator(&mut out, o, n),
                 DeclKind::Struct => aggregate(&mut out, o, n, &a, &b),
                 DeclKind::Typedef => {
-                    if o.ty != n.ty {
+                    if let Some((ot, nt)) = retagged(o, n) {
+                        out.push(
+                            "header.typedef.retagged",
+                            name.clone(),
+                            n,
+                            o.ty.clone(),
+                            n.ty.clone(),
+                            format!("typedef {name} now names `{nt}` (was `{ot}`); layout compared below"),
+                        );
+                        let oa = a.by_kind.get(&(DeclKind::Struct, tag_name(&ot)));
+                        let na = b.by_kind.get(&(DeclKind::Struct, tag_name(&nt)));
+                        if let (Some(oa), Some(na)) = (oa, na) {
+                            aggregate(&mut out, oa, na, &a, &b);
+                        }
+                    } else if o.ty != n.ty {
                         out.push(
                             "header.typedef.changed",
                             name.clone(),
@@ -430,6 +454,20 @@ pub fn diff(old: &HeaderSet, new: &HeaderSet) -> Vec<HeaderChange> {
     });
     v.dedup();
     v
+}
+
+fn tag_name(t: &str) -> String {
+    t.split_whitespace().nth(1).unwrap_or("").to_string()
+}
+
+/// `struct a_` -> `struct a` (same keyword, only the tag differs): the old and new tags.
+fn retagged(o: &Decl, n: &Decl) -> Option<(String, String)> {
+    let (ot, nt) = (o.ty.as_deref()?, n.ty.as_deref()?);
+    let (ok, on) = ot.split_once(' ')?;
+    let (nk, nn) = nt.split_once(' ')?;
+    let simple = |s: &str| s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    (ok == nk && matches!(ok, "struct" | "union" | "enum") && on != nn && simple(on) && simple(nn))
+        .then(|| (ot.to_string(), nt.to_string()))
 }
 
 fn kind_rule(kind: DeclKind) -> &'static str {

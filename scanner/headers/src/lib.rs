@@ -307,9 +307,15 @@ impl HeaderSet {
     pub fn of_kind(&self, kind: DeclKind) -> impl Iterator<Item = &Decl> {
         self.decls().filter(move |d| d.kind == kind)
     }
-    /// The first function of that name.
+    /// The function of that name: a declaration before an inline definition, then the first
+    /// file in path order.
     pub fn function(&self, name: &str) -> Option<&Decl> {
-        self.of_kind(DeclKind::Function).find(|d| d.name == name)
+        let mut it = self.of_kind(DeclKind::Function).filter(|d| d.name == name);
+        let first = it.next()?;
+        if !first.definition {
+            return Some(first);
+        }
+        Some(it.find(|d| !d.definition).unwrap_or(first))
     }
     /// The first enumerator or constant or macro of that name with a value.
     pub fn value_of(&self, name: &str) -> Option<i64> {
@@ -380,8 +386,9 @@ fn parse_code(path: &str, blanked: &str, k: &pre::Knowledge, depth: usize) -> Re
 /// One declaration per (kind, parent, name) in a file: the first in source order wins, and an
 /// enum or aggregate that loses takes its members with it.
 fn dedupe(decls: Vec<(Decl, Option<usize>)>) -> Vec<Decl> {
+    // declarations win over definitions (`inline` stubs in other branches), then source order
     let mut order: Vec<usize> = (0..decls.len()).collect();
-    order.sort_by_key(|&i| (decls[i].0.line, i));
+    order.sort_by_key(|&i| (decls[i].0.definition, decls[i].0.line, i));
     let mut seen = BTreeSet::new();
     let mut dropped = vec![false; decls.len()];
     let mut keep = Vec::new();
@@ -594,6 +601,34 @@ impl eval::Env for SetEnv<'_> {
 
 /// Resolves enumerator, constant and macro values over the whole set (a few passes so that
 /// references across files and forward references through macros settle).
+/// Replaces array sizes written as constant expressions (`[UCE_INFO_RESERVED_SIZE]`) by their
+/// value, so that layout comparisons compare sizes, not spellings.
+fn resolve_array_sizes(ty: &str, env: &dyn eval::Env) -> String {
+    if !ty.contains('[') {
+        return ty.to_string();
+    }
+    let mut out = String::new();
+    let mut rest = ty;
+    while let Some(open) = rest.find('[') {
+        let Some(close) = rest[open..].find(']').map(|c| c + open) else { break };
+        out.push_str(&rest[..=open]);
+        let inner = &rest[open + 1..close];
+        let resolved = if inner.trim().is_empty() || inner.trim().chars().all(|c| c.is_ascii_digit()) {
+            None
+        } else {
+            eval::eval(inner, env)
+        };
+        match resolved {
+            Some(v) => out.push_str(&v.to_string()),
+            None => out.push_str(inner),
+        }
+        out.push(']');
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
 fn resolve_values(files: &mut [HeaderFile], preps: &[Prepared]) {
     let mut macros: HashMap<String, MacroDef> = HashMap::new();
     for p in preps {
@@ -657,6 +692,16 @@ fn resolve_values(files: &mut [HeaderFile], preps: &[Prepared]) {
             break;
         }
     }
+    let env = SetEnv { values: &values, macros: &macros };
+    for f in files.iter_mut() {
+        for d in f.decls.iter_mut() {
+            if matches!(d.kind, DeclKind::Field | DeclKind::Typedef) {
+                if let Some(t) = &d.ty {
+                    d.ty = Some(resolve_array_sizes(t, &env));
+                }
+            }
+        }
+    }
 }
 
 /// One JSON object per declaration, sorted by file, then line (source order within a line).
@@ -707,4 +752,13 @@ pub fn summary(set: &HeaderSet) -> BTreeMap<&'static str, usize> {
         *m.entry(d.kind.as_str()).or_insert(0) += 1;
     }
     m
+}
+
+/// The text tree-sitter sees for `text` (directives blanked, macros neutralized); for debugging.
+#[doc(hidden)]
+pub fn debug_neutralized(profile: Profile, text: &str) -> String {
+    let prep = prepare("debug.h", text);
+    let mut k = knowledge(profile);
+    learn(&mut k, std::slice::from_ref(&prep));
+    pre::neutralize(&prep.dirs.blanked, &k).text
 }

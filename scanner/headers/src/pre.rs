@@ -450,9 +450,13 @@ pub fn learn_from_defines(k: &mut Knowledge, defines: &[Define]) {
 
 /// Names that by convention are export/calling-convention/attribute macros.
 pub fn looks_like_api_macro(s: &str) -> bool {
-    let caps = s.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
-    let dunder = s.starts_with("__") && s.len() > 4;
-    if !(caps || dunder) {
+    let caps = s.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        && s.chars().any(|c| c.is_ascii_uppercase());
+    // `__host__`, `__cudart_builtin__`: compiler-extension style
+    if s.starts_with("__") && s.ends_with("__") && s.len() > 4 {
+        return true;
+    }
+    if !caps {
         return false;
     }
     let u = s.to_ascii_uppercase();
