@@ -133,6 +133,14 @@ impl std::fmt::Debug for Block {
     }
 }
 
+impl Drop for DeviceContext {
+    /// Blocks hold the context, so this runs once every block is back in
+    /// the cache: give them all to the driver.
+    fn drop(&mut self) {
+        let _ = self.empty_cache();
+    }
+}
+
 impl DeviceContext {
     pub(crate) fn new(driver: Arc<dyn Driver>, index: usize, physical: i32) -> DeviceContext {
         DeviceContext { driver, index, physical, alloc: Mutex::default(), stream: Mutex::default() }

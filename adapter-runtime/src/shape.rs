@@ -128,7 +128,10 @@ pub fn infer_size(shape: &[i64], numel: usize) -> Result<Vec<usize>> {
         } else if d < 0 {
             return shape_err(format!("invalid shape dimension {d}"));
         } else {
-            prod *= d as usize;
+            prod = match prod.checked_mul(d as usize) {
+                Some(p) => p,
+                None => return shape_err(format!("shape {shape:?} is too large")),
+            };
         }
     }
     let mut out: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
@@ -217,5 +220,8 @@ pub fn storage_extent(sizes: &[usize], strides: &[usize], offset: usize) -> usiz
     if numel(sizes) == 0 {
         return 0;
     }
-    offset + sizes.iter().zip(strides).map(|(s, st)| (s - 1) * st).sum::<usize>() + 1
+    sizes
+        .iter()
+        .zip(strides)
+        .fold(offset.saturating_add(1), |acc, (s, st)| acc.saturating_add((s - 1).saturating_mul(*st)))
 }

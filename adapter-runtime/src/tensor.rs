@@ -656,6 +656,11 @@ impl Tensor {
     /// `Tensor.copy_(src)`: broadcast `src` into this view, casting dtype,
     /// across devices.
     pub fn copy_(&self, src: &Tensor) -> Result<()> {
+        if self.sizes.iter().zip(&self.strides).any(|(s, st)| *s > 1 && *st == 0) {
+            return arg_err(
+                "unsupported operation: more than one element of the written-to tensor refers to a single memory location. Please clone() the tensor before performing the operation.",
+            );
+        }
         let src = src.broadcast_to(&self.sizes)?;
         let n = self.numel();
         if n == 0 {

@@ -164,3 +164,28 @@ fn integer_pow() {
     assert_eq!(ops::pow(&base, 0.5).unwrap().dtype(), F32);
     assert_eq!(ops::pow(&Tensor::from_slice(&[4.0f64]), 0.5).unwrap().to_vec::<f64>().unwrap(), vec![2.0]);
 }
+
+#[test]
+fn operands_are_cast_to_the_common_dtype_first() {
+    let u = Tensor::from_slice(&[5u8]);
+    // a zero-dim int64 of 260 becomes uint8 4 before the comparison
+    let m = ops::maximum(&u, &Tensor::scalar(260i64)).unwrap();
+    assert_eq!((m.dtype(), m.to_vec::<u8>().unwrap()), (U8, vec![5]));
+    // clamp bounds are cast to the result dtype: min=-1 is 255 in uint8
+    assert_eq!(ops::clamp(&u, Some(Scalar::Int(-1)), None).unwrap().to_vec::<u8>().unwrap(), vec![255]);
+    // float Python scalars become float32 (op-math) for float32 tensors
+    let f = Tensor::from_slice(&[1.0f32]);
+    let r = ops::add(&f, 1e-8, Scalar::Int(1)).unwrap();
+    assert_eq!(r.to_vec::<f32>().unwrap(), vec![1.0]);
+    // no overflow panic on int64 floor division edge cases
+    let r = ops::div(&Tensor::from_slice(&[i64::MIN]), -1i64, Some(RoundingMode::Floor)).unwrap();
+    assert_eq!(r.to_vec::<i64>().unwrap(), vec![i64::MIN]);
+}
+
+#[test]
+fn writes_to_expanded_views_are_rejected() {
+    let base = Tensor::zeros(&[1, 3], F32);
+    let e = base.expand(&[4, 3]).unwrap();
+    assert!(e.fill_(Scalar::Int(1)).is_err());
+    assert!(ops::add_(&e, 1i64, Scalar::Int(1)).is_err());
+}

@@ -45,10 +45,25 @@ fn binary(
     let bt = b.tensor();
     let ops = [operand(a), b.operand()];
     let d = common(&ops)?;
+    let b_is_scalar = matches!(b, Rhs::Scalar(_));
     on_host1(name, &[a, &bt], |h| {
         let shape = broadcast_shapes(h[0].sizes(), h[1].sizes())?;
-        body(&h[0], &h[1], d, &shape)
+        let x = to_common(&h[0], false, d)?;
+        let y = to_common(&h[1], b_is_scalar, d)?;
+        body(&x, &y, d, &shape)
     })
+}
+
+/// Cast an operand to the common dtype before computing, as
+/// TensorIterator does: tensors (and integral scalars) become `common`,
+/// so e.g. a wider zero-dim operand wraps; floating Python scalars become
+/// the op-math type (`float32` for reduced precision, `float64` for double).
+pub(crate) fn to_common(t: &Tensor, wrapped_scalar: bool, common: DType) -> Result<Tensor> {
+    if wrapped_scalar && common.is_floating() {
+        let opmath = if common == DType::F64 { DType::F64 } else { DType::F32 };
+        return t.to_dtype(opmath);
+    }
+    t.to_dtype(common)
 }
 
 /// `torch.add(a, b, alpha=alpha)`.
@@ -115,7 +130,7 @@ pub fn div_floor_f64(a: f64, b: f64) -> f64 {
 /// Python-style floor division for integers.
 pub fn div_floor_i64(a: i64, b: i64) -> i64 {
     let q = a.wrapping_div(b);
-    if (a % b != 0) && ((a < 0) != (b < 0)) { q - 1 } else { q }
+    if (a.wrapping_rem(b) != 0) && ((a < 0) != (b < 0)) { q.wrapping_sub(1) } else { q }
 }
 
 /// `torch.div(a, b, rounding_mode=...)`. True division promotes integral
@@ -429,10 +444,14 @@ pub fn clamp(x: &Tensor, min: Option<Scalar>, max: Option<Scalar>) -> Result<Ten
         return dtype_err("\"clamp_cpu\" not implemented for 'Bool'");
     }
     on_host1("clamp", &[x], |h| {
-        let t = &h[0];
+        let t = &to_common(&h[0], false, d)?;
         let shape = t.sizes().to_vec();
         if d.is_floating() {
-            let (lo, hi) = (min.map(|s| s.to_f64()), max.map(|s| s.to_f64()));
+            // Float bounds are rounded to the op-math type.
+            let opmath = if d == DType::F64 { DType::F64 } else { DType::F32 };
+            let cast = |s: Scalar| Tensor::scalar_of(s, opmath).to_f64_vec().map(|v| v[0]);
+            let lo = min.map(cast).transpose()?;
+            let hi = max.map(cast).transpose()?;
             let f = move |v: &f64| {
                 let mut v = *v;
                 if v.is_nan() {
@@ -454,7 +473,10 @@ pub fn clamp(x: &Tensor, min: Option<Scalar>, max: Option<Scalar>) -> Result<Ten
             };
             out_f(pmap(&t.to_f64_vec()?, f), &shape, d)
         } else {
-            let (lo, hi) = (min.map(|s| s.to_i64()), max.map(|s| s.to_i64()));
+            // Bounds are cast to the result dtype first (so they wrap).
+            let cast = |s: Scalar| Tensor::scalar_of(s, d).to_i64_vec().map(|v| v[0]);
+            let lo = min.map(cast).transpose()?;
+            let hi = max.map(cast).transpose()?;
             let f = move |v: &i64| {
                 let mut v = *v;
                 if let Some(l) = lo {
