@@ -125,8 +125,9 @@ pub fn normalize(src: &str) -> String {
     let toks = tokenize(src);
     let mut out = String::new();
     let mut prev: Option<(&str, Tok)> = None;
-    for t in &toks {
+    for (i, t) in toks.iter().enumerate() {
         let s = t.text(src);
+        let next = toks.get(i + 1).map(|n| n.text(src));
         if let Some((p, pk)) = prev {
             let p_word = matches!(pk, Tok::Ident | Tok::Number | Tok::Str | Tok::Char);
             let s_word = matches!(t.kind, Tok::Ident | Tok::Number | Tok::Str | Tok::Char);
@@ -136,10 +137,10 @@ pub fn normalize(src: &str) -> String {
                 ("*", "*") | ("*", "&") | ("&", "&") | ("&", "*") => false,
                 ("*", _) | ("&", _) | ("&&", _) if s_word => false,
                 (_, "*") | (_, "&") | (_, "&&") => p_word || p == ")" || p == "]",
-                (_, "(") => p_word || p == "*" || p == ",",
+                // `void (*)(int)` keeps its space, `sizeof(int)` and `F(x)` do not
+                (_, "(") => (p_word && matches!(next, Some("*" | "^" | "&"))) || p == "*" || p == ",",
                 (_, "[") => p_word || p == "*",
                 (",", _) => true,
-                ("<", _) | (_, "<") | (">", _) | (_, ">") if p_word && s_word => false,
                 _ => true,
             };
             if space {
@@ -206,6 +207,8 @@ mod tests {
         assert_eq!(normalize("void (*)(int,char *)"), "void (*)(int, char *)");
         assert_eq!(normalize("char [ 32 ]"), "char [32]");
         assert_eq!(normalize("struct  a /* c */ *"), "struct a *");
-        assert_eq!(normalize("std :: vector < int >"), "std::vector<int>");
+        assert_eq!(normalize("std :: size_t"), "std::size_t");
+        assert_eq!(normalize("sizeof ( int )"), "sizeof(int)");
+        assert_eq!(normalize("WRAP (x)"), "WRAP(x)");
     }
 }

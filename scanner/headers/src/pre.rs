@@ -1177,6 +1177,25 @@ impl<'a> N<'a> {
     }
 
     fn param(&mut self, from: usize, to: usize) {
+        // `void (CALLBACK *fn)(...)`: a calling convention inside a function-pointer parameter
+        let mut k = from;
+        while k < to {
+            if self.t(k) == "(" {
+                let mut x = k + 1;
+                while x < to && self.kind(x) == Tok::Ident && !is_keyword(self.t(x)) && !self.is_masked(x) {
+                    x += 1;
+                }
+                if x > k + 1 && matches!(self.t(x), "*" | "^" | "&") {
+                    let close = self.close_v(k, to + 1);
+                    if self.t(close + 1) == "(" {
+                        for m in k + 1..x {
+                            self.mark_attr(m, m);
+                        }
+                    }
+                }
+            }
+            k += 1;
+        }
         // `... name IDENT(..)` at the end, or `IDENT("..")` anywhere
         let toks: Vec<usize> = (from..to).filter(|&k| !self.is_masked(k)).collect();
         if toks.len() >= 3 {
