@@ -252,7 +252,8 @@ impl Tensor {
     pub fn storage_nbytes(&self) -> usize {
         self.storage.nbytes
     }
-    pub(crate) fn device_ctx(&self) -> Option<&Arc<DeviceContext>> {
+    /// The device context of a device tensor.
+    pub fn device_ctx(&self) -> Option<&Arc<DeviceContext>> {
         match &self.storage.data {
             StorageData::Device(b) => Some(&b.ctx),
             StorageData::Host(_) => None,

@@ -189,3 +189,27 @@ fn writes_to_expanded_views_are_rejected() {
     assert!(e.fill_(Scalar::Int(1)).is_err());
     assert!(ops::add_(&e, 1i64, Scalar::Int(1)).is_err());
 }
+
+#[test]
+fn in_place_and_out_variants() {
+    let i = Tensor::from_slice(&[7i64, -7]);
+    assert!(ops::div_(&i, 2i64, None).is_err(), "float result into int64");
+    ops::div_(&i, 2i64, Some(RoundingMode::Floor)).unwrap();
+    assert_eq!(i.to_vec::<i64>().unwrap(), vec![3, -4]);
+    ops::mul_(&i, 3i64).unwrap();
+    ops::sub_(&i, 1i64, Scalar::Int(2)).unwrap();
+    assert_eq!(i.to_vec::<i64>().unwrap(), vec![7, -14]);
+    // in-place ops do not broadcast self
+    assert!(ops::add_(&Tensor::zeros(&[3], F32), &Tensor::zeros(&[2, 3], F32), Scalar::Int(1)).is_err());
+    // out=: castable dtype, resized when the shape differs
+    let r = ops::add(&Tensor::from_slice(&[1i64, 2]), 1i64, Scalar::Int(1)).unwrap();
+    let mut out = Tensor::zeros(&[5], F64);
+    ops::write_out(&r, &mut out).unwrap();
+    assert_eq!((out.sizes(), out.dtype(), out.to_vec::<f64>().unwrap()), (&[2usize][..], F64, vec![2.0, 3.0]));
+    let mut bad = Tensor::zeros(&[2], I64);
+    assert!(ops::write_out(&ops::exp(&r).unwrap(), &mut bad).is_err());
+    let same = Tensor::zeros(&[2], I32);
+    let mut o = same.clone();
+    ops::write_out(&r, &mut o).unwrap();
+    assert!(o.shares_storage(&same), "same shape: written in place");
+}

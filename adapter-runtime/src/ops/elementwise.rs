@@ -561,25 +561,66 @@ pub fn masked_fill_(x: &Tensor, mask: &Tensor, value: Scalar) -> Result<()> {
     x.copy_(&r)
 }
 
-/// `Tensor.add_(other, alpha)`: in place; the result type must be castable
-/// to `x`'s dtype (`result type Float can't be cast to the desired output
-/// type Long`).
-pub fn add_<'a>(x: &Tensor, other: impl Into<Rhs<'a>>, alpha: Scalar) -> Result<()> {
-    let other = other.into();
-    let r = add(x, other, alpha)?;
-    if !crate::dtype::can_cast(r.dtype(), x.dtype()) {
+/// Store an op's result into `x` in place (PyTorch's in-place rules):
+/// the result dtype must be castable to `x`'s dtype and the broadcast
+/// shape must equal `x`'s shape.
+pub fn assign_inplace(x: &Tensor, result: &Tensor) -> Result<()> {
+    if !crate::dtype::can_cast(result.dtype(), x.dtype()) {
         return dtype_err(format!(
             "result type {} can't be cast to the desired output type {}",
-            r.dtype().name(),
+            result.dtype().name(),
             x.dtype().name()
         ));
     }
-    if r.sizes() != x.sizes() {
+    if result.sizes() != x.sizes() {
         return Err(Error::Shape(format!(
             "output with shape {:?} doesn't match the broadcast shape {:?}",
             x.sizes(),
-            r.sizes()
+            result.sizes()
         )));
     }
-    x.copy_(&r)
+    x.copy_(result)
+}
+
+/// Store an op's result into an `out=` tensor: the dtype must be castable;
+/// an `out` of a different shape is replaced by a fresh tensor of the
+/// result's shape on `out`'s device (PyTorch resizes it).
+pub fn write_out(result: &Tensor, out: &mut Tensor) -> Result<()> {
+    if !crate::dtype::can_cast(result.dtype(), out.dtype()) {
+        return dtype_err(format!(
+            "result type {} can't be cast to the desired output type {}",
+            result.dtype().name(),
+            out.dtype().name()
+        ));
+    }
+    if result.sizes() != out.sizes() {
+        let fresh = result.to_dtype(out.dtype())?.clone_contiguous()?;
+        *out = match out.device_ctx() {
+            Some(ctx) => fresh.to_ctx(ctx)?,
+            None => fresh.to_cpu()?,
+        };
+        return Ok(());
+    }
+    out.copy_(result)
+}
+
+/// `Tensor.add_(other, alpha)`.
+pub fn add_<'a>(x: &Tensor, other: impl Into<Rhs<'a>>, alpha: Scalar) -> Result<()> {
+    assign_inplace(x, &add(x, other, alpha)?)
+}
+
+/// `Tensor.sub_(other, alpha)`.
+pub fn sub_<'a>(x: &Tensor, other: impl Into<Rhs<'a>>, alpha: Scalar) -> Result<()> {
+    assign_inplace(x, &sub(x, other, alpha)?)
+}
+
+/// `Tensor.mul_(other)`.
+pub fn mul_<'a>(x: &Tensor, other: impl Into<Rhs<'a>>) -> Result<()> {
+    assign_inplace(x, &mul(x, other)?)
+}
+
+/// `Tensor.div_(other, rounding_mode)`: true division into an integral
+/// tensor is an error (the float result cannot be cast back).
+pub fn div_<'a>(x: &Tensor, other: impl Into<Rhs<'a>>, rounding: Option<RoundingMode>) -> Result<()> {
+    assign_inplace(x, &div(x, other, rounding)?)
 }
