@@ -213,3 +213,15 @@ fn in_place_and_out_variants() {
     ops::write_out(&r, &mut o).unwrap();
     assert!(o.shares_storage(&same), "same shape: written in place");
 }
+
+#[test]
+fn bool_subtraction_and_reduction_dtype_casts() {
+    let i = Tensor::from_slice(&[1i64, 2]);
+    let b = Tensor::from_slice(&[true, false]);
+    assert!(ops::sub(&i, &b, Scalar::Int(1)).is_err());
+    assert!(ops::sub(&i, true, Scalar::Int(1)).is_err());
+    // sum(dtype=float32) casts the float64 input first (1 + 2^-30 rounds to 1)
+    let x = Tensor::from_slice(&[1.0 + 2f64.powi(-30), -1.0]);
+    assert_eq!(ops::sum(&x, None, false, Some(F32)).unwrap().to_vec::<f32>().unwrap(), vec![0.0]);
+    assert_eq!(ops::sum(&x, None, false, None).unwrap().to_vec::<f64>().unwrap(), vec![2f64.powi(-30)]);
+}

@@ -77,13 +77,17 @@ pub fn sub<'a>(a: &Tensor, b: impl Into<Rhs<'a>>, alpha: Scalar) -> Result<Tenso
 }
 
 fn add_sub(name: &'static str, a: &Tensor, b: Rhs<'_>, alpha: Scalar, neg: bool) -> Result<Tensor> {
+    let b_bool = match b {
+        Rhs::Tensor(t) => t.dtype() == DType::Bool,
+        Rhs::Scalar(s) => matches!(s, Scalar::Bool(_)),
+    };
+    if neg && (a.dtype() == DType::Bool || b_bool) {
+        return dtype_err(
+            "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.",
+        );
+    }
     binary(name, a, b, |x, y, d, shape| {
         check_alpha(name, d, alpha)?;
-        if neg && (d == DType::Bool || y.dtype() == DType::Bool) {
-            return dtype_err(
-                "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.",
-            );
-        }
         if d.is_floating() {
             let al = if neg { -alpha.to_f64() } else { alpha.to_f64() };
             out_f(pmap2(&f64s(x, shape)?, &f64s(y, shape)?, |p, q| p + al * q), shape, d)

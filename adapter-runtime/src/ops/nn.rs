@@ -392,7 +392,7 @@ pub fn dropout_backward(grad: &Tensor, mask: &Tensor, scale: f64) -> Result<Tens
 /// to one entry per row. Returns (rows, targets, C, target shape).
 fn nll_layout(input: &Tensor, target: &Tensor) -> Result<(Vec<f64>, Vec<i64>, usize, Vec<usize>)> {
     match target.dtype() {
-        DType::I64 | DType::U8 | DType::I32 => {}
+        DType::I64 | DType::U8 => {}
         d => {
             return dtype_err(format!("nll_loss: expected scalar type Long but found {}", d.name()));
         }

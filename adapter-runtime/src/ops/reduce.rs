@@ -77,7 +77,7 @@ pub fn sum(x: &Tensor, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>
     on_host1("sum", &[x], |h| {
         let l = layout(&h[0], dims, keepdim)?;
         if od.is_floating() {
-            let v = l.permuted.to_f64_vec()?;
+            let v = l.permuted.to_dtype(od)?.to_f64_vec()?;
             let r = chunks_map(&v, l.outer, l.inner, |c| c.iter().sum::<f64>());
             Tensor::from_f64(&r, &l.out_shape, od)
         } else {
@@ -94,7 +94,7 @@ pub fn prod(x: &Tensor, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType
     on_host1("prod", &[x], |h| {
         let l = layout(&h[0], dims, keepdim)?;
         if od.is_floating() {
-            let v = l.permuted.to_f64_vec()?;
+            let v = l.permuted.to_dtype(od)?.to_f64_vec()?;
             let r = chunks_map(&v, l.outer, l.inner, |c| c.iter().product::<f64>());
             Tensor::from_f64(&r, &l.out_shape, od)
         } else {
@@ -117,7 +117,7 @@ pub fn mean(x: &Tensor, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType
     }
     on_host1("mean", &[x], |h| {
         let l = layout(&h[0], dims, keepdim)?;
-        let v = l.permuted.to_f64_vec()?;
+        let v = l.permuted.to_dtype(od)?.to_f64_vec()?;
         let n = l.inner as f64;
         let r = chunks_map(&v, l.outer, l.inner, |c| c.iter().sum::<f64>() / n);
         Tensor::from_f64(&r, &l.out_shape, od)
