@@ -122,3 +122,21 @@ fn current_device_and_stream() {
     ctx.set_current_stream(Default::default());
     rt.synchronize(0).unwrap();
 }
+
+#[test]
+fn handles_are_thread_safe() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Tensor>();
+    assert_send_sync::<Runtime>();
+    let rt = rt();
+    let t = Tensor::from_slice(&[1.0f64, 2.0]).to_device(&rt, Device::Npu(0)).unwrap();
+    let handles: Vec<_> = (0..4)
+        .map(|k| {
+            let t = t.clone();
+            std::thread::spawn(move || ops::mul(&t, k as f64).unwrap().to_cpu().unwrap().to_vec::<f64>().unwrap())
+        })
+        .collect();
+    for (k, h) in handles.into_iter().enumerate() {
+        assert_eq!(h.join().unwrap(), vec![k as f64, 2.0 * k as f64]);
+    }
+}

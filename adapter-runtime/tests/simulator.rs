@@ -324,3 +324,42 @@ fn current_device_is_per_thread() {
     assert_eq!(unsafe { sim::aclrtGetDevice(&mut id) }, 0);
     assert_eq!(id, 7);
 }
+
+#[test]
+fn optional_entry_points_fall_back() {
+    let (_g, _d) = setup();
+    use xirang_runtime::driver::acl::AclApi;
+    let api = AclApi {
+        create_stream_with_config: None,
+        sim_get_physical_ids: None,
+        sim_launch_kernel: None,
+        ..AclApi::linked_simulator()
+    };
+    let d = AclDriver::from_api(api, "no-extensions");
+    // aclrtCreateStreamWithConfig -> aclrtCreateStream
+    let s = d.create_stream(0).unwrap();
+    d.synchronize_stream(0, s).unwrap();
+    d.destroy_stream(0, s).unwrap();
+    // without the enumeration extension, ids are 0..count
+    assert_eq!(d.physical_device_ids().unwrap(), vec![0, 1, 2]);
+    // without the launch extension, kernels are unsupported (CPU fallback)
+    let e = d.launch_kernel(0, StreamId::DEFAULT, Box::new(|_| Ok(()))).unwrap_err();
+    assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
+}
+
+#[test]
+fn tensors_move_between_sparse_devices() {
+    let (_g, _d) = setup();
+    use xirang_runtime::{Device, Tensor};
+    let rt = Runtime::new(Arc::new(AclDriver::simulator())).unwrap();
+    let t = Tensor::from_slice(&[1i32, 2, 3]).to_device(&rt, Device::Npu(0)).unwrap();
+    let before = rt.memory_stats(2).unwrap().allocated_bytes;
+    let u = t.to_device(&rt, Device::Npu(2)).unwrap();
+    assert_eq!(u.device(), Device::Npu(2));
+    assert_eq!(u.device_ctx().unwrap().physical_id(), 7);
+    assert_eq!(rt.memory_stats(2).unwrap().allocated_bytes - before, 512);
+    assert_eq!(u.to_vec::<i32>().unwrap(), vec![1, 2, 3]);
+    // ops refuse tensors on two different devices
+    let e = xirang_runtime::ops::add(&t, &u, xirang_runtime::Scalar::Int(1)).unwrap_err();
+    assert!(matches!(e, Error::DeviceMismatch(_)), "{e:?}");
+}

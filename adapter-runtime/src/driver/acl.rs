@@ -190,6 +190,12 @@ impl AclDriver {
         AclDriver { api: AclApi::linked_simulator(), name: "acl-sim (linked)".into(), _lib: None }
     }
 
+    /// Driver over an explicit table (e.g. one with optional entries
+    /// removed, to exercise the fallback chains).
+    pub fn from_api(api: AclApi, name: impl Into<String>) -> AclDriver {
+        AclDriver { api, name: name.into(), _lib: None }
+    }
+
     /// Driver over a library opened at run time.
     pub fn load(path: &std::path::Path) -> Result<AclDriver> {
         let (lib, api) = AclApi::load(path)?;
