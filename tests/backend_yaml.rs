@@ -9,21 +9,14 @@ use xirang_tests::corpus;
 #[test]
 fn all_ascend_backend_files_load_and_schemas_round_trip() {
     let root = corpus().join("ascend");
-    let mut releases: Vec<_> = std::fs::read_dir(&root)
-        .expect("ascend corpus")
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
-        .collect();
+    let mut releases: Vec<_> =
+        std::fs::read_dir(&root).expect("ascend corpus").flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
     releases.sort();
     assert_eq!(releases.len(), 13);
     let (mut files, mut schemas, mut custom) = (0, 0, 0);
     for rel in releases {
-        let mut ymls: Vec<_> = std::fs::read_dir(rel.join("backend"))
-            .expect("backend dir")
-            .flatten()
-            .map(|e| e.path())
-            .collect();
+        let mut ymls: Vec<_> =
+            std::fs::read_dir(rel.join("backend")).expect("backend dir").flatten().map(|e| e.path()).collect();
         ymls.sort();
         for y in ymls {
             let text = std::fs::read_to_string(&y).expect("read");
@@ -33,8 +26,7 @@ fn all_ascend_backend_files_load_and_schemas_round_trip() {
             assert!(b.settings.contains_key("backend"), "{}", y.display());
             for (list, e) in b.entries() {
                 if let Some(s) = &e.schema {
-                    let p = FunctionSchema::parse(s)
-                        .unwrap_or_else(|err| panic!("{}: {s}: {err}", y.display()));
+                    let p = FunctionSchema::parse(s).unwrap_or_else(|err| panic!("{}: {s}: {err}", y.display()));
                     assert_eq!(&p.to_string(), s);
                     schemas += 1;
                     if list == "custom" {
@@ -48,8 +40,7 @@ fn all_ascend_backend_files_load_and_schemas_round_trip() {
                 if let Some(s) = t.strip_prefix("func: ")
                     && s.contains('(')
                 {
-                    let p = FunctionSchema::parse(s.trim())
-                        .unwrap_or_else(|err| panic!("{}: {s}: {err}", y.display()));
+                    let p = FunctionSchema::parse(s.trim()).unwrap_or_else(|err| panic!("{}: {s}: {err}", y.display()));
                     assert_eq!(p.to_string(), s.trim());
                 }
             }

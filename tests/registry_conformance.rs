@@ -30,11 +30,7 @@ fn reference_ops(dir: &std::path::Path) -> BTreeMap<String, Value> {
         }
         let name = d["name"].as_str().unwrap_or_default();
         let ov = d["overload"].as_str().unwrap_or_default();
-        let q = if ov.is_empty() {
-            name.to_string()
-        } else {
-            format!("{name}.{ov}")
-        };
+        let q = if ov.is_empty() { name.to_string() } else { format!("{name}.{ov}") };
         out.insert(q, d);
     }
     out
@@ -43,11 +39,7 @@ fn reference_ops(dir: &std::path::Path) -> BTreeMap<String, Value> {
 #[test]
 fn every_version_matches_torchgen_reference() {
     let all = versions();
-    assert_eq!(
-        all.len(),
-        25,
-        "expected the 25 PyTorch version folders of the corpus"
-    );
+    assert_eq!(all.len(), 25, "expected the 25 PyTorch version folders of the corpus");
     let mut report = Vec::new();
     for (v, dir) in &all {
         let read = |n: &str| SourceFile::new(n, std::fs::read_to_string(dir.join(n)).expect(n));
@@ -78,22 +70,13 @@ fn every_version_matches_torchgen_reference() {
                 "structured_delegate": f.structured_delegate.as_ref().map(|d| d.to_string()),
                 "variants": f.variants,
             });
-            for k in [
-                "schema",
-                "dispatch",
-                "tags",
-                "autogen",
-                "structured",
-                "structured_delegate",
-                "variants",
-            ] {
+            for k in ["schema", "dispatch", "tags", "autogen", "structured", "structured_delegate", "variants"] {
                 if mine[k] != r[k] {
                     mismatches.push(format!("{q}.{k}: ours {} torchgen {}", mine[k], r[k]));
                 }
             }
             // the canonical text parses back to the same schema
-            let again =
-                xirang_scan::schema::FunctionSchema::parse(&f.func.to_string()).expect("reparse");
+            let again = xirang_scan::schema::FunctionSchema::parse(&f.func.to_string()).expect("reparse");
             assert_eq!(again, f.func);
         }
         for q in refs.keys() {
@@ -101,17 +84,9 @@ fn every_version_matches_torchgen_reference() {
                 mismatches.push(format!("missing operator {q}"));
             }
         }
-        assert!(
-            mismatches.is_empty(),
-            "{v}: {} mismatches:\n{}",
-            mismatches.len(),
-            mismatches.join("\n")
-        );
+        assert!(mismatches.is_empty(), "{v}: {} mismatches:\n{}", mismatches.len(), mismatches.join("\n"));
         let generated = reg.functions.iter().filter(|f| f.generated).count();
-        report.push(format!(
-            "{v}: {} operators ({generated} autogen) = torchgen",
-            reg.functions.len()
-        ));
+        report.push(format!("{v}: {} operators ({generated} autogen) = torchgen", reg.functions.len()));
     }
     println!("{}", report.join("\n"));
 }
@@ -126,8 +101,7 @@ fn schema_text_round_trips_for_every_yaml_entry() {
                 continue;
             };
             let s = s.split(" #").next().unwrap_or(s).trim_end();
-            let p = xirang_scan::schema::FunctionSchema::parse(s)
-                .unwrap_or_else(|e| panic!("{v}: {s}: {e}"));
+            let p = xirang_scan::schema::FunctionSchema::parse(s).unwrap_or_else(|e| panic!("{v}: {s}: {e}"));
             assert_eq!(p.to_string(), s, "{v}");
             n += 1;
         }

@@ -3,10 +3,7 @@ use std::path::PathBuf;
 
 /// Root of the repository (the workspace).
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ has a parent")
-        .to_path_buf()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
 }
 
 /// `../shared/corpus` relative to the repository root.

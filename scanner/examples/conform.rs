@@ -7,13 +7,7 @@ fn main() {
     let read = |n: &str| SourceFile::new(n, std::fs::read_to_string(dir.join(n)).unwrap());
     let tags = registry::load_tags(&read("tags.yaml")).unwrap();
     let t = std::time::Instant::now();
-    let vname = dir
-        .file_name()
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .trim_start_matches('v')
-        .to_string();
+    let vname = dir.file_name().unwrap().to_str().unwrap().trim_start_matches('v').to_string();
     let mut it = vname.split('.').map(|x| x.parse::<u32>().unwrap());
     let tg = registry::TorchgenVersion::new(it.next().unwrap(), it.next().unwrap());
     let reg = match registry::load_native_functions_as(&read("native_functions.yaml"), tags, tg) {
@@ -35,10 +29,7 @@ fn main() {
         mine.insert(f.func.name.to_string(), v);
     }
     let mut refs = BTreeMap::new();
-    for line in std::fs::read_to_string(dir.join("torchgen-reference.jsonl"))
-        .unwrap()
-        .lines()
-    {
+    for line in std::fs::read_to_string(dir.join("torchgen-reference.jsonl")).unwrap().lines() {
         let d: serde_json::Value = serde_json::from_str(line).unwrap();
         if d["kind"] != "op" {
             continue;
@@ -46,11 +37,7 @@ fn main() {
         let n = if d["overload"] == "" {
             d["name"].as_str().unwrap().to_string()
         } else {
-            format!(
-                "{}.{}",
-                d["name"].as_str().unwrap(),
-                d["overload"].as_str().unwrap()
-            )
+            format!("{}.{}", d["name"].as_str().unwrap(), d["overload"].as_str().unwrap())
         };
         refs.insert(n, d);
     }
@@ -63,15 +50,7 @@ fn main() {
             }
             Some(m) => {
                 let mut diffs = vec![];
-                for k in [
-                    "schema",
-                    "dispatch",
-                    "tags",
-                    "autogen",
-                    "structured",
-                    "structured_delegate",
-                    "variants",
-                ] {
+                for k in ["schema", "dispatch", "tags", "autogen", "structured", "structured_delegate", "variants"] {
                     if m[k] != r[k] {
                         diffs.push(format!("{k}: mine={} ref={}", m[k], r[k]));
                     }

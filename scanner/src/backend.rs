@@ -33,14 +33,8 @@ pub const LIST_KEYS: &[&str] = &[
 ];
 
 /// The top-level keys holding settings.
-pub const SETTING_KEYS: &[&str] = &[
-    "backend",
-    "cpp_namespace",
-    "class_name",
-    "extra_headers",
-    "use_out_as_primary",
-    "device_guard",
-];
+pub const SETTING_KEYS: &[&str] =
+    &["backend", "cpp_namespace", "class_name", "extra_headers", "use_out_as_primary", "device_guard"];
 
 /// One operator entry of a list.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -70,19 +64,12 @@ pub struct BackendYaml {
 impl BackendYaml {
     /// Every entry of every list, with its list name.
     pub fn entries(&self) -> impl Iterator<Item = (&str, &BackendEntry)> {
-        self.lists
-            .iter()
-            .flat_map(|(k, v)| v.iter().map(move |e| (k.as_str(), e)))
+        self.lists.iter().flat_map(|(k, v)| v.iter().map(move |e| (k.as_str(), e)))
     }
     /// The parsed schemas of the entries that give one.
     pub fn schemas(&self) -> Vec<(&BackendEntry, FunctionSchema)> {
         self.entries()
-            .filter_map(|(_, e)| {
-                e.schema
-                    .as_deref()
-                    .and_then(|s| FunctionSchema::parse(s).ok())
-                    .map(|s| (e, s))
-            })
+            .filter_map(|(_, e)| e.schema.as_deref().and_then(|s| FunctionSchema::parse(s).ok()).map(|s| (e, s)))
             .collect()
     }
 }
@@ -105,9 +92,7 @@ fn to_json(node: &Node) -> serde_json::Value {
         }
         Value::Seq(xs) => serde_json::Value::Array(xs.iter().map(to_json).collect()),
         Value::Map(kv) => serde_json::Value::Object(
-            kv.iter()
-                .map(|(k, v)| (k.as_str().unwrap_or_default().to_string(), to_json(v)))
-                .collect(),
+            kv.iter().map(|(k, v)| (k.as_str().unwrap_or_default().to_string(), to_json(v))).collect(),
         ),
     }
 }
@@ -115,22 +100,12 @@ fn to_json(node: &Node) -> serde_json::Value {
 /// Loads a backend yaml file.
 pub fn load_backend_yaml(src: &SourceFile) -> Res<BackendYaml> {
     let root = parse_yaml(src)?;
-    let mut out = BackendYaml {
-        file: src.name().to_string(),
-        ..Default::default()
-    };
+    let mut out = BackendYaml { file: src.name().to_string(), ..Default::default() };
     if root.is_null() {
         return Ok(out);
     }
     let Some(map) = root.as_map() else {
-        return Err(err(
-            src,
-            &root,
-            format!(
-                "a backend yaml must be a mapping, found {}",
-                root.kind_name()
-            ),
-        ));
+        return Err(err(src, &root, format!("a backend yaml must be a mapping, found {}", root.kind_name())));
     };
     for (k, v) in map {
         let Some(key) = k.as_str() else {
@@ -144,14 +119,7 @@ pub fn load_backend_yaml(src: &SourceFile) -> Res<BackendYaml> {
                 continue;
             }
             let Some(items) = v.as_seq() else {
-                return Err(err(
-                    src,
-                    v,
-                    format!(
-                        "`{key}` must be a list of operators, found {}",
-                        v.kind_name()
-                    ),
-                ));
+                return Err(err(src, v, format!("`{key}` must be a list of operators, found {}", v.kind_name())));
             };
             for item in items {
                 list.push(load_entry(src, key, item)?);
@@ -159,14 +127,7 @@ pub fn load_backend_yaml(src: &SourceFile) -> Res<BackendYaml> {
         } else {
             let mut valid: Vec<&str> = SETTING_KEYS.iter().chain(LIST_KEYS).copied().collect();
             valid.sort_unstable();
-            return Err(err(
-                src,
-                k,
-                format!(
-                    "unknown key `{key}` in backend yaml (valid keys: {})",
-                    valid.join(", ")
-                ),
-            ));
+            return Err(err(src, k, format!("unknown key `{key}` in backend yaml (valid keys: {})", valid.join(", "))));
         }
     }
     Ok(out)
@@ -182,66 +143,34 @@ fn load_entry(src: &SourceFile, list: &str, item: &Node) -> Res<BackendEntry> {
                     "`custom` entries need a full schema: `- func: ns_op(Tensor self) -> Tensor`",
                 ));
             }
-            let op = OperatorName::parse(text.trim()).map_err(|e| {
-                err(
-                    src,
-                    item,
-                    format!("invalid operator name `{text}`: {}", e.message),
-                )
-            })?;
-            Ok(BackendEntry {
-                op,
-                schema: None,
-                extra: BTreeMap::new(),
-                line: item.pos.line,
-            })
+            let op = OperatorName::parse(text.trim())
+                .map_err(|e| err(src, item, format!("invalid operator name `{text}`: {}", e.message)))?;
+            Ok(BackendEntry { op, schema: None, extra: BTreeMap::new(), line: item.pos.line })
         }
         Value::Map(kv) => {
-            let func = item
-                .get("func")
-                .ok_or_else(|| err(src, item, "entry has no `func:` key"))?;
+            let func = item.get("func").ok_or_else(|| err(src, item, "entry has no `func:` key"))?;
             let text = scalar(src, func, "func")?;
             let (op, schema) = if text.contains('(') {
                 let s = parse_schema_node(src, func)?;
                 (s.name.clone(), Some(s.to_string()))
             } else {
                 if list == "custom" {
-                    return Err(err(
-                        src,
-                        func,
-                        "`custom` entries need a full schema, not just a name",
-                    ));
+                    return Err(err(src, func, "`custom` entries need a full schema, not just a name"));
                 }
-                let op = OperatorName::parse(text.trim()).map_err(|e| {
-                    err(
-                        src,
-                        func,
-                        format!("invalid operator name `{text}`: {}", e.message),
-                    )
-                })?;
+                let op = OperatorName::parse(text.trim())
+                    .map_err(|e| err(src, func, format!("invalid operator name `{text}`: {}", e.message)))?;
                 (op, None)
             };
             let mut extra = BTreeMap::new();
             for (k, v) in kv {
-                let key = k
-                    .as_str()
-                    .ok_or_else(|| err(src, k, "keys must be strings"))?;
+                let key = k.as_str().ok_or_else(|| err(src, k, "keys must be strings"))?;
                 if key != "func" {
                     extra.insert(key.to_string(), to_json(v));
                 }
             }
-            Ok(BackendEntry {
-                op,
-                schema,
-                extra,
-                line: func.pos.line,
-            })
+            Ok(BackendEntry { op, schema, extra, line: func.pos.line })
         }
-        Value::Seq(_) => Err(err(
-            src,
-            item,
-            "expected an operator name or a `func:` entry, found a list",
-        )),
+        Value::Seq(_) => Err(err(src, item, "expected an operator name or a `func:` entry, found a list")),
     }
 }
 
@@ -257,14 +186,8 @@ mod tests {
         );
         let b = load_backend_yaml(&src).unwrap();
         assert_eq!(b.lists["supported"].len(), 2);
-        assert_eq!(
-            b.lists["supported"][1].extra["op_api"],
-            serde_json::Value::Bool(true)
-        );
-        assert_eq!(
-            b.lists["custom"][0].schema.as_deref(),
-            Some("npu_foo(Tensor self) -> Tensor")
-        );
+        assert_eq!(b.lists["supported"][1].extra["op_api"], serde_json::Value::Bool(true));
+        assert_eq!(b.lists["custom"][0].schema.as_deref(), Some("npu_foo(Tensor self) -> Tensor"));
         assert_eq!(b.settings["backend"], serde_json::json!("NPU"));
     }
 
@@ -273,10 +196,7 @@ mod tests {
         let src = SourceFile::new("b.yaml", "backend: NPU\nsuported:\n  - abs\n");
         let e = load_backend_yaml(&src).unwrap_err();
         assert_eq!((e.line, e.col), (2, 1));
-        let src = SourceFile::new(
-            "b.yaml",
-            "custom:\n  - func: npu_foo(Tensr self) -> Tensor\n",
-        );
+        let src = SourceFile::new("b.yaml", "custom:\n  - func: npu_foo(Tensr self) -> Tensor\n");
         let e = load_backend_yaml(&src).unwrap_err();
         assert_eq!((e.line, e.col), (2, 17));
         let src = SourceFile::new("b.yaml", "custom:\n  - npu_foo\n");

@@ -29,17 +29,8 @@ impl SourceFile {
     pub fn new(name: impl Into<String>, text: impl Into<String>) -> Self {
         let text: String = text.into();
         let mut starts = vec![0usize];
-        starts.extend(
-            text.bytes()
-                .enumerate()
-                .filter(|(_, b)| *b == b'\n')
-                .map(|(i, _)| i + 1),
-        );
-        SourceFile {
-            name: Arc::from(name.into()),
-            text: Arc::from(text),
-            line_starts: starts.into(),
-        }
+        starts.extend(text.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i + 1));
+        SourceFile { name: Arc::from(name.into()), text: Arc::from(text), line_starts: starts.into() }
     }
     pub fn name(&self) -> &str {
         &self.name
@@ -51,23 +42,11 @@ impl SourceFile {
     pub fn pos_of_marker(&self, line: usize, col_chars: usize) -> Pos {
         let line = line.max(1);
         let Some(&start) = self.line_starts.get(line - 1) else {
-            return Pos {
-                line: line as u32,
-                col: col_chars as u32 + 1,
-                offset: self.text.len(),
-            };
+            return Pos { line: line as u32, col: col_chars as u32 + 1, offset: self.text.len() };
         };
         let rest = &self.text[start..];
-        let byte_col = rest
-            .char_indices()
-            .nth(col_chars)
-            .map(|(i, _)| i)
-            .unwrap_or(rest.len());
-        Pos {
-            line: line as u32,
-            col: col_chars as u32 + 1,
-            offset: start + byte_col,
-        }
+        let byte_col = rest.char_indices().nth(col_chars).map(|(i, _)| i).unwrap_or(rest.len());
+        Pos { line: line as u32, col: col_chars as u32 + 1, offset: start + byte_col }
     }
     /// Position of a byte offset.
     pub fn pos_of_offset(&self, offset: usize) -> Pos {
@@ -77,16 +56,8 @@ impl SourceFile {
             Err(i) => i.saturating_sub(1),
         };
         let start = self.line_starts[line_idx];
-        let col = self
-            .text
-            .get(start..offset)
-            .map(|s| s.chars().count())
-            .unwrap_or(offset - start);
-        Pos {
-            line: line_idx as u32 + 1,
-            col: col as u32 + 1,
-            offset,
-        }
+        let col = self.text.get(start..offset).map(|s| s.chars().count()).unwrap_or(offset - start);
+        Pos { line: line_idx as u32 + 1, col: col as u32 + 1, offset }
     }
     /// Builds a located error pointing at `len` bytes from `pos`.
     pub fn error(&self, pos: Pos, len: usize, message: impl Into<String>) -> SourceError {
@@ -118,10 +89,7 @@ pub struct SourceError {
 
 impl PartialEq for SourceError {
     fn eq(&self, other: &Self) -> bool {
-        self.message == other.message
-            && self.file == other.file
-            && self.line == other.line
-            && self.col == other.col
+        self.message == other.message && self.file == other.file && self.line == other.line && self.col == other.col
     }
 }
 
@@ -164,10 +132,7 @@ impl From<SourceError> for Error {
 
 impl Error {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io {
-            path: path.into(),
-            source,
-        }
+        Error::Io { path: path.into(), source }
     }
 }
 

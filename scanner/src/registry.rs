@@ -11,8 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{SourceError, SourceFile};
 use crate::schema::{
-    Annotation, Argument, Arguments, BaseName, FunctionSchema, OperatorName, Return, SchemaKind,
-    Type,
+    Annotation, Argument, Arguments, BaseName, FunctionSchema, OperatorName, Return, SchemaKind, Type,
 };
 use crate::yaml::{self, Node, Value};
 
@@ -95,20 +94,14 @@ impl NativeFunction {
     }
     /// torchgen's `is_view_op`.
     pub fn is_view_op(&self) -> bool {
-        let non_mutating_view = self
-            .func
-            .returns
-            .iter()
-            .any(|r| r.annotation.as_ref().is_some_and(|a| !a.is_write));
+        let non_mutating_view = self.func.returns.iter().any(|r| r.annotation.as_ref().is_some_and(|a| !a.is_write));
         let name = self.func.name.to_string();
-        let inplace_view = self.tags.iter().any(|t| t == "inplace_view")
-            && name != "resize_"
-            && name != "resize_as_";
-        let wildcard = self.func.arguments.all().any(|a| {
-            a.annotation
-                .as_ref()
-                .is_some_and(|an| an.alias_set_after.iter().any(|s| s == "*"))
-        });
+        let inplace_view = self.tags.iter().any(|t| t == "inplace_view") && name != "resize_" && name != "resize_as_";
+        let wildcard = self
+            .func
+            .arguments
+            .all()
+            .any(|a| a.annotation.as_ref().is_some_and(|an| an.alias_set_after.iter().any(|s| s == "*")));
         non_mutating_view || inplace_view || wildcard
     }
     /// Sorted dispatch key names.
@@ -127,17 +120,11 @@ pub struct Registry {
 
 impl Registry {
     pub fn get(&self, name: &str) -> Option<&NativeFunction> {
-        self.functions
-            .iter()
-            .find(|f| f.func.name.to_string() == name)
+        self.functions.iter().find(|f| f.func.name.to_string() == name)
     }
     /// Map of qualified name (`add.Tensor`) -> index in `functions`.
     pub fn index(&self) -> HashMap<String, usize> {
-        self.functions
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (f.func.name.to_string(), i))
-            .collect()
+        self.functions.iter().enumerate().map(|(i, f)| (f.func.name.to_string(), i)).collect()
     }
 }
 
@@ -183,10 +170,7 @@ pub fn load_tags(src: &SourceFile) -> Res<Vec<TagDef>> {
         return Err(err(
             src,
             &root,
-            format!(
-                "tags.yaml must be a list of {{tag, desc}} entries, found {}",
-                root.kind_name()
-            ),
+            format!("tags.yaml must be a list of {{tag, desc}} entries, found {}", root.kind_name()),
         ));
     };
     let mut out = Vec::with_capacity(items.len());
@@ -195,10 +179,7 @@ pub fn load_tags(src: &SourceFile) -> Res<Vec<TagDef>> {
             return Err(err(
                 src,
                 item,
-                format!(
-                    "expected a mapping with `tag` and `desc`, found {}",
-                    item.kind_name()
-                ),
+                format!("expected a mapping with `tag` and `desc`, found {}", item.kind_name()),
             ));
         };
         let mut tag = None;
@@ -208,11 +189,7 @@ pub fn load_tags(src: &SourceFile) -> Res<Vec<TagDef>> {
                 Some("tag") => tag = Some(scalar(src, v, "tag")?.to_string()),
                 Some("desc") => desc = scalar(src, v, "desc")?.to_string(),
                 Some(other) => {
-                    return Err(err(
-                        src,
-                        k,
-                        format!("unknown key `{other}` in tags.yaml (expected `tag` or `desc`)"),
-                    ));
+                    return Err(err(src, k, format!("unknown key `{other}` in tags.yaml (expected `tag` or `desc`)")));
                 }
                 None => return Err(err(src, k, "keys must be strings")),
             }
@@ -226,31 +203,19 @@ pub fn load_tags(src: &SourceFile) -> Res<Vec<TagDef>> {
 }
 
 pub(crate) fn parse_yaml(src: &SourceFile) -> Res<Node> {
-    yaml::parse(src)
-        .map_err(|e| Box::new(src.error(e.pos, 1, format!("YAML syntax error: {}", e.message))))
+    yaml::parse(src).map_err(|e| Box::new(src.error(e.pos, 1, format!("YAML syntax error: {}", e.message))))
 }
 
 pub(crate) fn scalar<'n>(src: &SourceFile, node: &'n Node, key: &str) -> Res<&'n str> {
-    node.as_str().ok_or_else(|| {
-        err(
-            src,
-            node,
-            format!("`{key}` must be a string, found {}", node.kind_name()),
-        )
-    })
+    node.as_str().ok_or_else(|| err(src, node, format!("`{key}` must be a string, found {}", node.kind_name())))
 }
 
 fn boolean(src: &SourceFile, node: &Node, key: &str) -> Res<bool> {
-    node.as_bool()
-        .ok_or_else(|| err(src, node, format!("`{key}` must be True or False")))
+    node.as_bool().ok_or_else(|| err(src, node, format!("`{key}` must be True or False")))
 }
 
 /// Converts a schema error inside a yaml scalar to a file position (schemas are one-line scalars).
-pub(crate) fn schema_error(
-    src: &SourceFile,
-    node: &Node,
-    e: &crate::schema::SchemaError,
-) -> Box<SourceError> {
+pub(crate) fn schema_error(src: &SourceFile, node: &Node, e: &crate::schema::SchemaError) -> Box<SourceError> {
     let pos = match &node.value {
         Value::Scalar { plain: true, .. } => src.pos_of_offset(node.pos.offset + e.offset),
         // quoted: skip the opening quote
@@ -275,10 +240,7 @@ pub struct TorchgenVersion {
 
 impl TorchgenVersion {
     /// The newest behaviour known to this scanner.
-    pub const LATEST: TorchgenVersion = TorchgenVersion {
-        major: 2,
-        minor: 15,
-    };
+    pub const LATEST: TorchgenVersion = TorchgenVersion { major: 2, minor: 15 };
 
     pub fn new(major: u32, minor: u32) -> Self {
         TorchgenVersion { major, minor }
@@ -310,20 +272,13 @@ pub fn load_native_functions(src: &SourceFile, tags: Vec<TagDef>) -> Res<Registr
 }
 
 /// Like [`load_native_functions`], following the torchgen of version `tg`.
-pub fn load_native_functions_as(
-    src: &SourceFile,
-    tags: Vec<TagDef>,
-    tg: TorchgenVersion,
-) -> Res<Registry> {
+pub fn load_native_functions_as(src: &SourceFile, tags: Vec<TagDef>, tg: TorchgenVersion) -> Res<Registry> {
     let root = parse_yaml(src)?;
     let Some(items) = root.as_seq() else {
         return Err(err(
             src,
             &root,
-            format!(
-                "native_functions.yaml must be a list of entries, found {}",
-                root.kind_name()
-            ),
+            format!("native_functions.yaml must be a list of entries, found {}", root.kind_name()),
         ));
     };
     let mut functions = Vec::with_capacity(items.len() + items.len() / 5);
@@ -349,10 +304,7 @@ fn load_entry(src: &SourceFile, item: &Node) -> Res<NativeFunction> {
         return Err(err(
             src,
             item,
-            format!(
-                "each entry must be a mapping with a `func:` key, found {}",
-                item.kind_name()
-            ),
+            format!("each entry must be a mapping with a `func:` key, found {}", item.kind_name()),
         ));
     };
     for (k, _) in map {
@@ -371,9 +323,7 @@ fn load_entry(src: &SourceFile, item: &Node) -> Res<NativeFunction> {
             None => return Err(err(src, k, "keys must be strings")),
         }
     }
-    let func_node = item
-        .get("func")
-        .ok_or_else(|| err(src, item, "entry has no `func:` key"))?;
+    let func_node = item.get("func").ok_or_else(|| err(src, item, "entry has no `func:` key"))?;
     let func = parse_schema_node(src, func_node)?;
     let line = func_node.pos.line;
 
@@ -389,9 +339,7 @@ fn load_entry(src: &SourceFile, item: &Node) -> Res<NativeFunction> {
                         return Err(err(
                             src,
                             v,
-                            format!(
-                                "unknown variant `{other}` (expected `function` and/or `method`)"
-                            ),
+                            format!("unknown variant `{other}` (expected `function` and/or `method`)"),
                         ));
                     }
                 }
@@ -405,10 +353,9 @@ fn load_entry(src: &SourceFile, item: &Node) -> Res<NativeFunction> {
         None => false,
     };
     let structured_delegate = match item.get("structured_delegate") {
-        Some(v) => Some(
-            OperatorName::parse(scalar(src, v, "structured_delegate")?)
-                .map_err(|e| schema_error(src, v, &e))?,
-        ),
+        Some(v) => {
+            Some(OperatorName::parse(scalar(src, v, "structured_delegate")?).map_err(|e| schema_error(src, v, &e))?)
+        }
         None => None,
     };
     if structured && structured_delegate.is_some() {
@@ -422,10 +369,9 @@ fn load_entry(src: &SourceFile, item: &Node) -> Res<NativeFunction> {
     let precomputed = match item.get("precomputed") {
         None => Vec::new(),
         Some(v) => match &v.value {
-            Value::Seq(xs) => xs
-                .iter()
-                .map(|x| scalar(src, x, "precomputed").map(str::to_string))
-                .collect::<Res<_>>()?,
+            Value::Seq(xs) => {
+                xs.iter().map(|x| scalar(src, x, "precomputed").map(str::to_string)).collect::<Res<_>>()?
+            }
             Value::Scalar { text, .. } => vec![text.clone()],
             Value::Map(_) => return Err(err(src, v, "`precomputed` must be a list")),
         },
@@ -438,11 +384,7 @@ fn load_entry(src: &SourceFile, item: &Node) -> Res<NativeFunction> {
             for part in text.split(',') {
                 let p = part.trim();
                 names.push(OperatorName::parse(p).map_err(|e| {
-                    Box::new(src.error(
-                        v.pos,
-                        text.len(),
-                        format!("invalid autogen name `{p}`: {}", e.message),
-                    ))
+                    Box::new(src.error(v.pos, text.len(), format!("invalid autogen name `{p}`: {}", e.message)))
                 })?);
             }
             names
@@ -452,10 +394,7 @@ fn load_entry(src: &SourceFile, item: &Node) -> Res<NativeFunction> {
         None => Vec::new(),
         Some(v) => match &v.value {
             Value::Scalar { text, .. } => vec![text.clone()],
-            Value::Seq(xs) => xs
-                .iter()
-                .map(|x| scalar(src, x, "tags").map(str::to_string))
-                .collect::<Res<_>>()?,
+            Value::Seq(xs) => xs.iter().map(|x| scalar(src, x, "tags").map(str::to_string)).collect::<Res<_>>()?,
             Value::Map(_) => {
                 return Err(err(src, v, "`tags` must be a string or a list of strings"));
             }
@@ -470,11 +409,7 @@ fn load_entry(src: &SourceFile, item: &Node) -> Res<NativeFunction> {
         Some(v) => {
             let s = scalar(src, v, "device_check")?;
             if s != "NoCheck" && s != "ExactSame" {
-                return Err(err(
-                    src,
-                    v,
-                    format!("invalid device_check `{s}` (expected NoCheck or ExactSame)"),
-                ));
+                return Err(err(src, v, format!("invalid device_check `{s}` (expected NoCheck or ExactSame)")));
             }
             Some(s.to_string())
         }
@@ -498,10 +433,9 @@ fn load_entry(src: &SourceFile, item: &Node) -> Res<NativeFunction> {
     let cpp_no_default_args = match item.get("cpp_no_default_args") {
         None => Vec::new(),
         Some(v) => match &v.value {
-            Value::Seq(xs) => xs
-                .iter()
-                .map(|x| scalar(src, x, "cpp_no_default_args").map(str::to_string))
-                .collect::<Res<_>>()?,
+            Value::Seq(xs) => {
+                xs.iter().map(|x| scalar(src, x, "cpp_no_default_args").map(str::to_string)).collect::<Res<_>>()?
+            }
             Value::Scalar { text, .. } => vec![text.clone()],
             Value::Map(_) => return Err(err(src, v, "`cpp_no_default_args` must be a list")),
         },
@@ -530,27 +464,18 @@ fn load_entry(src: &SourceFile, item: &Node) -> Res<NativeFunction> {
                 return Err(err(
                     src,
                     v,
-                    format!(
-                        "`dispatch` must be a mapping of dispatch keys to kernel names, found {}",
-                        v.kind_name()
-                    ),
+                    format!("`dispatch` must be a mapping of dispatch keys to kernel names, found {}", v.kind_name()),
                 ));
             };
             if manual_kernel_registration {
-                return Err(err(
-                    src,
-                    v,
-                    "cannot specify both manual_kernel_registration and dispatch",
-                ));
+                return Err(err(src, v, "cannot specify both manual_kernel_registration and dispatch"));
             }
             for (k, val) in m {
                 let keys = scalar(src, k, "dispatch key")?;
                 let kernel = scalar(src, val, "dispatch kernel")?;
                 for key in keys.split(',') {
                     let key = key.trim();
-                    if key.is_empty()
-                        || !key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-                    {
+                    if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
                         return Err(err(src, k, format!("invalid dispatch key `{key}`")));
                     }
                     dispatch.insert(key.to_string(), kernel.to_string());
@@ -573,10 +498,7 @@ fn load_entry(src: &SourceFile, item: &Node) -> Res<NativeFunction> {
                     format!("ufunc should not have explicit dispatch entry for {key}"),
                 ));
             }
-            dispatch.insert(
-                key.to_string(),
-                format!("ufunc_{}", key.to_ascii_lowercase()),
-            );
+            dispatch.insert(key.to_string(), format!("ufunc_{}", key.to_ascii_lowercase()));
         }
     }
 
@@ -634,11 +556,7 @@ fn strip_arg(a: &Argument, strip_default: bool) -> Argument {
         name: a.name.clone(),
         ty: a.ty.clone(),
         annotation: None,
-        default: if strip_default {
-            None
-        } else {
-            a.default.clone()
-        },
+        default: if strip_default { None } else { a.default.clone() },
     }
 }
 
@@ -656,11 +574,7 @@ fn arguments_signature(args: &Arguments, strip_default: bool) -> Arguments {
         kw.push(strip_arg(a, strip_default));
     }
     Arguments {
-        positional: args
-            .positional
-            .iter()
-            .map(|a| strip_arg(a, strip_default))
-            .collect(),
+        positional: args.positional.iter().map(|a| strip_arg(a, strip_default)).collect(),
         kwarg_only: kw,
         out: Vec::new(),
     }
@@ -671,11 +585,7 @@ fn arguments_signature(args: &Arguments, strip_default: bool) -> Arguments {
 pub fn signature(func: &FunctionSchema, keep_return_names: bool) -> FunctionSchema {
     let bn = func.name.base();
     let args = &func.arguments;
-    let self_arg: Vec<&Argument> = args
-        .self_index()
-        .map(|i| &args.positional[i])
-        .into_iter()
-        .collect();
+    let self_arg: Vec<&Argument> = args.self_index().map(|i| &args.positional[i]).into_iter().collect();
     let post_self: &[Argument] = match args.self_index() {
         Some(i) => &args.positional[i + 1..],
         None => &args.positional[..],
@@ -684,33 +594,18 @@ pub fn signature(func: &FunctionSchema, keep_return_names: bool) -> FunctionSche
         .returns
         .iter()
         .map(|r| Return {
-            name: if keep_return_names {
-                r.name.clone()
-            } else {
-                None
-            },
+            name: if keep_return_names { r.name.clone() } else { None },
             ty: r.ty.clone(),
             annotation: None,
         })
         .collect();
-    for a in self_arg
-        .into_iter()
-        .chain(args.out.iter())
-        .chain(post_self.iter())
-    {
+    for a in self_arg.into_iter().chain(args.out.iter()).chain(post_self.iter()) {
         if let Some(ann) = &a.annotation
             && ann.is_write
-            && !func
-                .returns
-                .iter()
-                .any(|r| r.annotation.as_ref() == Some(ann))
+            && !func.returns.iter().any(|r| r.annotation.as_ref() == Some(ann))
         {
             returns.push(Return {
-                name: if keep_return_names {
-                    Some(format!("{}_out", a.name))
-                } else {
-                    None
-                },
+                name: if keep_return_names { Some(format!("{}_out", a.name)) } else { None },
                 ty: a.ty.clone(),
                 annotation: None,
             });
@@ -720,86 +615,41 @@ pub fn signature(func: &FunctionSchema, keep_return_names: bool) -> FunctionSche
     if func.name.to_string() == "bernoulli.p" {
         for a in &mut args_sig.positional {
             if a.name == "p" && a.default.is_none() {
-                a.default = Some(crate::schema::Default {
-                    text: "0.5".into(),
-                    value: crate::schema::DefaultValue::Float(0.5),
-                });
+                a.default =
+                    Some(crate::schema::Default { text: "0.5".into(), value: crate::schema::DefaultValue::Float(0.5) });
             }
         }
     }
-    let name = BaseName {
-        base: bn.base.clone(),
-        inplace: false,
-        dunder: bn.dunder,
-        functional_overload: false,
-    };
-    FunctionSchema {
-        name: OperatorName::new(name.to_string(), ""),
-        arguments: args_sig,
-        returns,
-    }
+    let name = BaseName { base: bn.base.clone(), inplace: false, dunder: bn.dunder, functional_overload: false };
+    FunctionSchema { name: OperatorName::new(name.to_string(), ""), arguments: args_sig, returns }
 }
 
 fn with_overload_out(name: &OperatorName, remove_inplace: bool) -> OperatorName {
     let base = if remove_inplace {
         let b = name.base();
-        BaseName {
-            inplace: false,
-            ..b
-        }
-        .to_string()
+        BaseName { inplace: false, ..b }.to_string()
     } else {
         name.name.clone()
     };
-    let overload = if name.overload.is_empty() {
-        "out".to_string()
-    } else {
-        format!("{}_out", name.overload)
-    };
+    let overload = if name.overload.is_empty() { "out".to_string() } else { format!("{}_out", name.overload) };
     OperatorName::new(base, overload)
 }
 
 fn generate_out_args(func: &FunctionSchema) -> (Vec<Return>, Vec<Argument>) {
-    let used: Vec<String> = func
-        .arguments
-        .all()
-        .filter_map(|a| a.annotation.as_ref())
-        .flat_map(|a| a.alias_set.iter().cloned())
-        .collect();
-    let valid: Vec<char> = ('a'..='z')
-        .filter(|c| !used.iter().any(|u| u.len() == 1 && u.starts_with(*c)))
-        .collect();
-    let all_tensors = func
-        .returns
-        .iter()
-        .all(|r| r.ty == Type::Base(crate::schema::BaseTy::Tensor));
+    let used: Vec<String> =
+        func.arguments.all().filter_map(|a| a.annotation.as_ref()).flat_map(|a| a.alias_set.iter().cloned()).collect();
+    let valid: Vec<char> = ('a'..='z').filter(|c| !used.iter().any(|u| u.len() == 1 && u.starts_with(*c))).collect();
+    let all_tensors = func.returns.iter().all(|r| r.ty == Type::Base(crate::schema::BaseTy::Tensor));
     let mut new_returns = Vec::new();
     let mut new_out = Vec::new();
     for (i, r) in func.returns.iter().enumerate() {
         if r.ty.is_tensor_like() {
             let letter = valid.get(i).copied().unwrap_or('z');
-            let ann = Annotation {
-                alias_set: vec![letter.to_string()],
-                is_write: true,
-                alias_set_after: Vec::new(),
-            };
-            let name = if func.returns.len() == 1 {
-                "out".to_string()
-            } else {
-                format!("out{i}")
-            };
-            new_out.push(Argument {
-                name,
-                ty: r.ty.clone(),
-                annotation: Some(ann.clone()),
-                default: None,
-            });
+            let ann = Annotation { alias_set: vec![letter.to_string()], is_write: true, alias_set_after: Vec::new() };
+            let name = if func.returns.len() == 1 { "out".to_string() } else { format!("out{i}") };
+            new_out.push(Argument { name, ty: r.ty.clone(), annotation: Some(ann.clone()), default: None });
             if all_tensors {
-                new_returns.push(Return {
-                    name: None,
-                    ty: r.ty.clone(),
-                    annotation: Some(ann),
-                });
+                new_returns.push(Return { name: None, ty: r.ty.clone(), annotation: Some(ann) });
             }
         } else {
             new_returns.push(r.clone());
@@ -821,31 +671,19 @@ fn to_out_signature(func: &FunctionSchema) -> Option<FunctionSchema> {
                 annotation: self_arg.annotation.clone(),
                 default: None,
             }];
-            Some(FunctionSchema {
-                name: with_overload_out(&func.name, true),
-                arguments,
-                returns: func.returns.clone(),
-            })
+            Some(FunctionSchema { name: with_overload_out(&func.name, true), arguments, returns: func.returns.clone() })
         }
         SchemaKind::Mutable => {
             let (returns, out) = generate_out_args(func);
             let mut arguments = func.arguments.clone();
             arguments.out = out;
-            Some(FunctionSchema {
-                name: with_overload_out(&func.name, true),
-                arguments,
-                returns,
-            })
+            Some(FunctionSchema { name: with_overload_out(&func.name, true), arguments, returns })
         }
         SchemaKind::Functional => {
             let (returns, out) = generate_out_args(func);
             let mut arguments = arguments_signature(&func.arguments, false);
             arguments.out = out;
-            Some(FunctionSchema {
-                name: with_overload_out(&func.name, false),
-                arguments,
-                returns,
-            })
+            Some(FunctionSchema { name: with_overload_out(&func.name, false), arguments, returns })
         }
         SchemaKind::Out | SchemaKind::Scratch => None,
     }
@@ -883,27 +721,15 @@ fn generated_tags(f: &NativeFunction, func: &FunctionSchema, tg: TorchgenVersion
     t
 }
 
-fn generate_function(
-    f: &NativeFunction,
-    func: FunctionSchema,
-    tg: TorchgenVersion,
-) -> NativeFunction {
+fn generate_function(f: &NativeFunction, func: FunctionSchema, tg: TorchgenVersion) -> NativeFunction {
     let mut dispatch = BTreeMap::new();
     let kernel = if func.kind() == SchemaKind::Out {
         let n = &func.name;
-        if n.overload.is_empty() {
-            n.name.clone()
-        } else {
-            format!("{}_{}", n.name, n.overload)
-        }
+        if n.overload.is_empty() { n.name.clone() } else { format!("{}_{}", n.name, n.overload) }
     } else {
         cpp_name(&func)
     };
-    let kernel = if f.func.has_symint() {
-        format!("{kernel}_symint")
-    } else {
-        kernel
-    };
+    let kernel = if f.func.has_symint() { format!("{kernel}_symint") } else { kernel };
     dispatch.insert("CompositeExplicitAutograd".to_string(), kernel);
     let tags = generated_tags(f, &func, tg);
     NativeFunction {
@@ -949,26 +775,17 @@ fn add_generated_native_functions(rs: &mut Vec<NativeFunction>, tg: TorchgenVers
     for key in order {
         let Some(d) = groups.get(&key) else { continue };
         let has = |k: SchemaKind| d.contains_key(&k);
-        let (has_functional, has_inplace, has_mutable, has_out) = (
-            has(SchemaKind::Functional),
-            has(SchemaKind::Inplace),
-            has(SchemaKind::Mutable),
-            has(SchemaKind::Out),
-        );
+        let (has_functional, has_inplace, has_mutable, has_out) =
+            (has(SchemaKind::Functional), has(SchemaKind::Inplace), has(SchemaKind::Mutable), has(SchemaKind::Out));
         if !(has_mutable || has_inplace || has_out || has_functional) {
             continue;
         }
         let fns: Vec<&NativeFunction> = d.values().map(|&i| &rs[i]).collect();
         let is_core = fns.iter().any(|f| f.tags.iter().any(|t| t == "core"));
         let are_manual = fns.iter().all(|f| f.manual_cpp_binding);
-        let has_view_ops = fns
-            .iter()
-            .any(|f| f.is_view_op() && f.func.name.name != "set_");
-        let are_composite_implicit = fns
-            .iter()
-            .all(|f| f.has_composite_implicit_autograd_kernel());
-        let skip_composite =
-            are_composite_implicit && !(is_core && tg.core_composite_implicit_gets_variants());
+        let has_view_ops = fns.iter().any(|f| f.is_view_op() && f.func.name.name != "set_");
+        let are_composite_implicit = fns.iter().all(|f| f.has_composite_implicit_autograd_kernel());
+        let skip_composite = are_composite_implicit && !(is_core && tg.core_composite_implicit_gets_variants());
         if are_manual || has_view_ops || skip_composite {
             continue;
         }
@@ -987,12 +804,9 @@ fn add_generated_native_functions(rs: &mut Vec<NativeFunction>, tg: TorchgenVers
             d[&SchemaKind::Functional]
         };
         let base_fn = &rs[base_idx];
-        let base_fn_valid = base_fn.func.kind() == SchemaKind::Inplace
-            || base_fn.func.returns.iter().any(|r| r.ty.is_tensor_like());
-        let needs_out = base_fn
-            .autogen
-            .iter()
-            .any(|n| n.to_string().contains("out"));
+        let base_fn_valid =
+            base_fn.func.kind() == SchemaKind::Inplace || base_fn.func.returns.iter().any(|r| r.ty.is_tensor_like());
+        let needs_out = base_fn.autogen.iter().any(|n| n.to_string().contains("out"));
         let gets_out_variant = !has_out && base_fn_valid && needs_out;
         if gets_out_variant && let Some(out_sig) = to_out_signature(&base_fn.func) {
             generated.push(generate_function(base_fn, out_sig, tg));

@@ -22,11 +22,7 @@ pub struct SchemaError {
 
 impl SchemaError {
     fn new(message: impl Into<String>, offset: usize, len: usize) -> Self {
-        SchemaError {
-            message: message.into(),
-            offset,
-            len,
-        }
+        SchemaError { message: message.into(), offset, len }
     }
 }
 
@@ -167,10 +163,7 @@ impl Type {
             Type::Base(BaseTy::SymInt) => Type::Base(BaseTy::Int),
             Type::Base(b) => Type::Base(*b),
             Type::Optional(e) => Type::Optional(Box::new(e.without_symint())),
-            Type::List { elem, size } => Type::List {
-                elem: Box::new(elem.without_symint()),
-                size: *size,
-            },
+            Type::List { elem, size } => Type::List { elem: Box::new(elem.without_symint()), size: *size },
             Type::CustomClass(c) => Type::CustomClass(c.clone()),
         }
     }
@@ -181,10 +174,7 @@ impl fmt::Display for Type {
         match self {
             Type::Base(b) => f.write_str(b.as_str()),
             Type::Optional(e) => write!(f, "{e}?"),
-            Type::List {
-                elem,
-                size: Some(n),
-            } => write!(f, "{elem}[{n}]"),
+            Type::List { elem, size: Some(n) } => write!(f, "{elem}[{n}]"),
             Type::List { elem, size: None } => write!(f, "{elem}[]"),
             Type::CustomClass(c) => write!(f, "__torch__.torch.classes.{c}"),
         }
@@ -311,10 +301,7 @@ pub struct Arguments {
 impl Arguments {
     /// All arguments in schema order.
     pub fn all(&self) -> impl Iterator<Item = &Argument> {
-        self.positional
-            .iter()
-            .chain(self.kwarg_only.iter())
-            .chain(self.out.iter())
+        self.positional.iter().chain(self.kwarg_only.iter()).chain(self.out.iter())
     }
     pub fn len(&self) -> usize {
         self.positional.len() + self.kwarg_only.len() + self.out.len()
@@ -341,8 +328,7 @@ impl Arguments {
         }
         (0..=kw.len() - 4).find(|&i| {
             preds.iter().zip(&kw[i..i + 4]).all(|((n, t), a)| {
-                a.name == *n
-                    && (a.ty == Type::Base(*t) || a.ty == Type::Optional(Box::new(Type::Base(*t))))
+                a.name == *n && (a.ty == Type::Base(*t) || a.ty == Type::Optional(Box::new(Type::Base(*t))))
             })
         })
     }
@@ -385,10 +371,7 @@ pub struct OperatorName {
 
 impl OperatorName {
     pub fn new(name: impl Into<String>, overload: impl Into<String>) -> Self {
-        OperatorName {
-            name: name.into(),
-            overload: overload.into(),
-        }
+        OperatorName { name: name.into(), overload: overload.into() }
     }
 
     /// Parses `name` or `name.overload`.
@@ -401,11 +384,7 @@ impl OperatorName {
         if s.contains('.') {
             check_ident(overload, name.len() + 1, "overload name")?;
             if overload == "default" {
-                return Err(SchemaError::new(
-                    "overload name 'default' is reserved",
-                    name.len() + 1,
-                    overload.len(),
-                ));
+                return Err(SchemaError::new("overload name 'default' is reserved", name.len() + 1, overload.len()));
             }
         }
         Ok(OperatorName::new(name, overload))
@@ -423,18 +402,13 @@ impl OperatorName {
 
 impl fmt::Display for OperatorName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.overload.is_empty() {
-            f.write_str(&self.name)
-        } else {
-            write!(f, "{}.{}", self.name, self.overload)
-        }
+        if self.overload.is_empty() { f.write_str(&self.name) } else { write!(f, "{}.{}", self.name, self.overload) }
     }
 }
 
 /// augmented assignment dunders whose `__iX__` spelling is the in-place form.
-const AUGMENTED_ASSIGNMENT_NAMES: [&str; 12] = [
-    "add", "sub", "mul", "div", "mod", "pow", "lshift", "rshift", "and", "xor", "or", "matmul",
-];
+const AUGMENTED_ASSIGNMENT_NAMES: [&str; 12] =
+    ["add", "sub", "mul", "div", "mod", "pow", "lshift", "rshift", "and", "xor", "or", "matmul"];
 
 /// torchgen's `BaseOperatorName`: the stem plus in-place / dunder / functional flags.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -452,36 +426,19 @@ impl BaseName {
             && !inner.contains('_')
         {
             let (base, inplace) = match inner.strip_prefix('i') {
-                Some(rest) if AUGMENTED_ASSIGNMENT_NAMES.contains(&rest) => {
-                    (rest.to_string(), true)
-                }
+                Some(rest) if AUGMENTED_ASSIGNMENT_NAMES.contains(&rest) => (rest.to_string(), true),
                 _ => (inner.to_string(), false),
             };
-            return BaseName {
-                base,
-                inplace,
-                dunder: true,
-                functional_overload: false,
-            };
+            return BaseName { base, inplace, dunder: true, functional_overload: false };
         }
         let (base, inplace) = match op.strip_suffix('_') {
             Some(b) => (b.to_string(), true),
             None => (op.to_string(), false),
         };
         if !inplace && let Some(b) = base.strip_suffix("_functional") {
-            return BaseName {
-                base: b.to_string(),
-                inplace: false,
-                dunder: false,
-                functional_overload: true,
-            };
+            return BaseName { base: b.to_string(), inplace: false, dunder: false, functional_overload: true };
         }
-        BaseName {
-            base,
-            inplace,
-            dunder: false,
-            functional_overload: false,
-        }
+        BaseName { base, inplace, dunder: false, functional_overload: false }
     }
 }
 
@@ -574,11 +531,7 @@ impl FunctionSchema {
 
     pub fn kind(&self) -> SchemaKind {
         let is_out = !self.arguments.out.is_empty();
-        let is_scratch = self
-            .arguments
-            .out
-            .iter()
-            .any(|a| a.name.starts_with("_scratch_"));
+        let is_scratch = self.arguments.out.iter().any(|a| a.name.starts_with("_scratch_"));
         let is_inplace = self.name.base().inplace;
         let post_self = match self.arguments.self_index() {
             Some(i) => &self.arguments.positional[i + 1..],
@@ -619,20 +572,13 @@ fn check_ident(s: &str, offset: usize, what: &str) -> Result<(), SchemaError> {
     }
     if let Some(i) = s.bytes().position(|b| !is_ident_byte(b)) {
         return Err(SchemaError::new(
-            format!(
-                "invalid character {:?} in {what}",
-                s[i..].chars().next().unwrap_or('?')
-            ),
+            format!("invalid character {:?} in {what}", s[i..].chars().next().unwrap_or('?')),
             offset + i,
             1,
         ));
     }
     if s.as_bytes()[0].is_ascii_digit() {
-        return Err(SchemaError::new(
-            format!("{what} starts with a digit"),
-            offset,
-            1,
-        ));
+        return Err(SchemaError::new(format!("{what} starts with a digit"), offset, 1));
     }
     Ok(())
 }
@@ -674,18 +620,10 @@ fn split_top_level(text: &str, base: usize) -> Result<Vec<(usize, &str)>, Schema
         }
     }
     if quote.is_some() {
-        return Err(SchemaError::new(
-            "unterminated string literal",
-            base + start,
-            text.len() - start,
-        ));
+        return Err(SchemaError::new("unterminated string literal", base + start, text.len() - start));
     }
     if depth != 0 {
-        return Err(SchemaError::new(
-            "unbalanced brackets",
-            base,
-            text.len().max(1),
-        ));
+        return Err(SchemaError::new("unbalanced brackets", base, text.len().max(1)));
     }
     out.push(trimmed(text, start, text.len(), base));
     Ok(out)
@@ -708,9 +646,8 @@ impl<'a> Parser<'a> {
 
     fn schema(&self) -> Result<FunctionSchema, SchemaError> {
         let s = self.src;
-        let open = s.find('(').ok_or_else(|| {
-            SchemaError::new("expected '(' after the operator name", 0, s.len().max(1))
-        })?;
+        let open =
+            s.find('(').ok_or_else(|| SchemaError::new("expected '(' after the operator name", 0, s.len().max(1)))?;
         let name_text = s[..open].trim_end();
         let name = OperatorName::parse(name_text)?;
         // find the ')' matching `open`
@@ -746,8 +683,7 @@ impl<'a> Parser<'a> {
                 _ => {}
             }
         }
-        let close = close
-            .ok_or_else(|| SchemaError::new("unclosed argument list", open, s.len() - open))?;
+        let close = close.ok_or_else(|| SchemaError::new("unclosed argument list", open, s.len() - open))?;
         let arguments = self.arguments(&s[open + 1..close], open + 1)?;
         let rest = &s[close + 1..];
         let arrow = rest.trim_start();
@@ -764,11 +700,7 @@ impl<'a> Parser<'a> {
         let returns = self.returns(ret_trim, ret_at)?;
         // torchgen: out arguments are returned in the same order; returns that are written
         // must alias an argument.
-        Ok(FunctionSchema {
-            name,
-            arguments,
-            returns,
-        })
+        Ok(FunctionSchema { name, arguments, returns })
     }
 
     fn arguments(&self, text: &str, base: usize) -> Result<Arguments, SchemaError> {
@@ -786,30 +718,18 @@ impl<'a> Parser<'a> {
         let mut seen_names: Vec<String> = Vec::new();
         for (off, piece) in split_top_level(text, base)? {
             if piece.is_empty() {
-                return Err(SchemaError::new(
-                    "empty argument",
-                    off.min(self.src.len()),
-                    1,
-                ));
+                return Err(SchemaError::new("empty argument", off.min(self.src.len()), 1));
             }
             if piece == "*" {
                 if acc != Acc::Positional {
-                    return Err(SchemaError::new(
-                        "duplicate keyword-only marker '*'",
-                        off,
-                        1,
-                    ));
+                    return Err(SchemaError::new("duplicate keyword-only marker '*'", off, 1));
                 }
                 acc = Acc::Kwarg;
                 continue;
             }
             let arg = self.argument(piece, off)?;
             if seen_names.contains(&arg.name) {
-                return Err(SchemaError::new(
-                    format!("duplicate argument name '{}'", arg.name),
-                    off,
-                    piece.len(),
-                ));
+                return Err(SchemaError::new(format!("duplicate argument name '{}'", arg.name), off, piece.len()));
             }
             if arg.is_write() {
                 if acc == Acc::Kwarg {
@@ -833,11 +753,7 @@ impl<'a> Parser<'a> {
     }
 
     /// Parses `TYPE[(annot)]...` at the start of `text`; returns type, annotation, bytes used.
-    fn annotated_type(
-        &self,
-        text: &str,
-        base: usize,
-    ) -> Result<(Type, Option<Annotation>, usize), SchemaError> {
+    fn annotated_type(&self, text: &str, base: usize) -> Result<(Type, Option<Annotation>, usize), SchemaError> {
         let bytes = text.as_bytes();
         let mut i = 0;
         while i < bytes.len() && (is_ident_byte(bytes[i]) || bytes[i] == b'.') {
@@ -845,30 +761,18 @@ impl<'a> Parser<'a> {
         }
         let head = &text[..i];
         if head.is_empty() {
-            return Err(SchemaError::new(
-                "expected a type",
-                base,
-                text.len().clamp(1, 16),
-            ));
+            return Err(SchemaError::new("expected a type", base, text.len().clamp(1, 16)));
         }
         let mut ty = if let Some(c) = head.strip_prefix("__torch__.torch.classes.") {
             if c.is_empty() {
-                return Err(SchemaError::new(
-                    "empty custom class name",
-                    base,
-                    head.len(),
-                ));
+                return Err(SchemaError::new("empty custom class name", base, head.len()));
             }
             Type::CustomClass(c.to_string())
         } else {
             match BaseTy::from_name(head) {
                 Some(b) => Type::Base(b),
                 None => {
-                    return Err(SchemaError::new(
-                        format!("unknown type '{head}'"),
-                        base,
-                        head.len(),
-                    ));
+                    return Err(SchemaError::new(format!("unknown type '{head}'"), base, head.len()));
                 }
             }
         };
@@ -881,18 +785,17 @@ impl<'a> Parser<'a> {
                     1,
                 ));
             }
-            let end = text[i..].find(')').map(|j| i + j).ok_or_else(|| {
-                SchemaError::new("unclosed alias annotation", base + i, text.len() - i)
-            })?;
+            let end = text[i..]
+                .find(')')
+                .map(|j| i + j)
+                .ok_or_else(|| SchemaError::new("unclosed alias annotation", base + i, text.len() - i))?;
             annotation = Some(parse_annotation(&text[i + 1..end], base + i + 1)?);
             i = end + 1;
         }
         loop {
             if i < bytes.len() && bytes[i] == b'[' {
-                let end = text[i..]
-                    .find(']')
-                    .map(|j| i + j)
-                    .ok_or_else(|| SchemaError::new("unclosed '['", base + i, 1))?;
+                let end =
+                    text[i..].find(']').map(|j| i + j).ok_or_else(|| SchemaError::new("unclosed '['", base + i, 1))?;
                 let inner = &text[i + 1..end];
                 let size = if inner.is_empty() {
                     None
@@ -908,10 +811,7 @@ impl<'a> Parser<'a> {
                         }
                     }
                 };
-                ty = Type::List {
-                    elem: Box::new(ty),
-                    size,
-                };
+                ty = Type::List { elem: Box::new(ty), size };
                 i = end + 1;
             } else if i < bytes.len() && bytes[i] == b'?' {
                 if ty.is_optional() {
@@ -947,12 +847,7 @@ impl<'a> Parser<'a> {
             None => None,
             Some((d, doff)) => Some(parse_default(d, doff)?),
         };
-        Ok(Argument {
-            name: name.to_string(),
-            ty,
-            annotation,
-            default,
-        })
+        Ok(Argument { name: name.to_string(), ty, annotation, default })
     }
 
     fn returns(&self, text: &str, base: usize) -> Result<Vec<Return>, SchemaError> {
@@ -960,11 +855,7 @@ impl<'a> Parser<'a> {
             return Ok(Vec::new());
         }
         if text.is_empty() {
-            return Err(SchemaError::new(
-                "missing return type",
-                base.min(self.src.len()),
-                1,
-            ));
+            return Err(SchemaError::new("missing return type", base.min(self.src.len()), 1));
         }
         let (inner, inner_at) = if text.starts_with('(') && text.ends_with(')') && text.len() >= 2 {
             (&text[1..text.len() - 1], base + 1)
@@ -983,20 +874,12 @@ impl<'a> Parser<'a> {
             } else {
                 let n = rest.trim_start();
                 if !rest.starts_with(' ') {
-                    return Err(SchemaError::new(
-                        "unexpected text after return type",
-                        off + used,
-                        rest.len(),
-                    ));
+                    return Err(SchemaError::new("unexpected text after return type", off + used, rest.len()));
                 }
                 check_ident(n, off + used + (rest.len() - n.len()), "return name")?;
                 Some(n.to_string())
             };
-            out.push(Return {
-                name,
-                ty,
-                annotation,
-            });
+            out.push(Return { name, ty, annotation });
         }
         Ok(out)
     }
@@ -1014,8 +897,7 @@ fn parse_annotation(text: &str, base: usize) -> Result<Annotation, SchemaError> 
     let parse_set = |s: &str| -> Result<Vec<String>, SchemaError> {
         let mut v = Vec::new();
         for part in s.split('|') {
-            let ok =
-                part == "*" || (!part.is_empty() && part.bytes().all(|b| b.is_ascii_lowercase()));
+            let ok = part == "*" || (!part.is_empty() && part.bytes().all(|b| b.is_ascii_lowercase()));
             if !ok {
                 return Err(SchemaError::new(
                     format!("invalid alias set '{s}' (expected letters like 'a', 'a|b', or '*')"),
@@ -1032,11 +914,7 @@ fn parse_annotation(text: &str, base: usize) -> Result<Annotation, SchemaError> 
         Some(a) => parse_set(a)?,
         None => Vec::new(),
     };
-    Ok(Annotation {
-        alias_set,
-        is_write,
-        alias_set_after,
-    })
+    Ok(Annotation { alias_set, is_write, alias_set_after })
 }
 
 fn parse_default(text: &str, off: usize) -> Result<Default, SchemaError> {
@@ -1044,10 +922,7 @@ fn parse_default(text: &str, off: usize) -> Result<Default, SchemaError> {
         return Err(SchemaError::new("empty default value", off, 1));
     }
     let value = default_value(text, off)?;
-    Ok(Default {
-        text: text.to_string(),
-        value,
-    })
+    Ok(Default { text: text.to_string(), value })
 }
 
 fn default_value(text: &str, off: usize) -> Result<DefaultValue, SchemaError> {
@@ -1087,17 +962,10 @@ fn default_value(text: &str, off: usize) -> Result<DefaultValue, SchemaError> {
     {
         return Ok(DefaultValue::Float(f));
     }
-    if t.bytes()
-        .all(|c| is_ident_byte(c) || c == b'.' || c == b':')
-        && !b[0].is_ascii_digit()
-    {
+    if t.bytes().all(|c| is_ident_byte(c) || c == b'.' || c == b':') && !b[0].is_ascii_digit() {
         return Ok(DefaultValue::Ident(t.to_string()));
     }
-    Err(SchemaError::new(
-        format!("invalid default value '{t}'"),
-        off,
-        t.len(),
-    ))
+    Err(SchemaError::new(format!("invalid default value '{t}'"), off, t.len()))
 }
 
 /// Python-style backslash unescaping of a quoted default (`\\'` -> `'`).
@@ -1145,10 +1013,8 @@ mod tests {
 
     #[test]
     fn kinds_and_groups() {
-        let s = FunctionSchema::parse(
-            "add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)",
-        )
-        .unwrap();
+        let s = FunctionSchema::parse("add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)")
+            .unwrap();
         assert_eq!(s.kind(), SchemaKind::Inplace);
         let s = FunctionSchema::parse(
             "add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)",

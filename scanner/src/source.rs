@@ -12,23 +12,14 @@ use crate::error::{Error, Result, SourceFile};
 
 /// Paths of the files inside a torch wheel.
 pub const WHEEL_PATHS: [(&str, &str); 3] = [
-    (
-        "native_functions.yaml",
-        "torchgen/packaged/ATen/native/native_functions.yaml",
-    ),
+    ("native_functions.yaml", "torchgen/packaged/ATen/native/native_functions.yaml"),
     ("tags.yaml", "torchgen/packaged/ATen/native/tags.yaml"),
-    (
-        "derivatives.yaml",
-        "torchgen/packaged/autograd/derivatives.yaml",
-    ),
+    ("derivatives.yaml", "torchgen/packaged/autograd/derivatives.yaml"),
 ];
 
 /// Paths of the files inside a PyTorch source tree (and so in a git ref).
 pub const TREE_PATHS: [(&str, &str); 3] = [
-    (
-        "native_functions.yaml",
-        "aten/src/ATen/native/native_functions.yaml",
-    ),
+    ("native_functions.yaml", "aten/src/ATen/native/native_functions.yaml"),
     ("tags.yaml", "aten/src/ATen/native/tags.yaml"),
     ("derivatives.yaml", "tools/autograd/derivatives.yaml"),
 ];
@@ -51,23 +42,15 @@ impl SourceSpec {
         let s_trim = s.strip_prefix("git:").unwrap_or(s);
         let explicit_git = s.starts_with("git:");
         if let Some((repo, reference)) = s_trim.rsplit_once('@')
-            && (explicit_git
-                || Path::new(repo).join(".git").exists()
-                || Path::new(repo).join("HEAD").is_file())
+            && (explicit_git || Path::new(repo).join(".git").exists() || Path::new(repo).join("HEAD").is_file())
             && !reference.is_empty()
         {
-            return Ok(SourceSpec::Git {
-                repo: PathBuf::from(repo),
-                reference: reference.to_string(),
-            });
+            return Ok(SourceSpec::Git { repo: PathBuf::from(repo), reference: reference.to_string() });
         }
         let p = PathBuf::from(s);
         if p.extension().is_some_and(|e| e == "whl" || e == "zip") {
             if !p.is_file() {
-                return Err(Error::SourceNotFound(format!(
-                    "wheel {} does not exist",
-                    p.display()
-                )));
+                return Err(Error::SourceNotFound(format!("wheel {} does not exist", p.display())));
             }
             return Ok(SourceSpec::Wheel(p));
         }
@@ -83,15 +66,12 @@ impl SourceSpec {
 impl std::fmt::Display for SourceSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            SourceSpec::Folder(p) => write!(f, "folder:{}", p.display()),
+            // only the folder's own name: provenance must not depend on where the checkout lives
+            SourceSpec::Folder(p) => {
+                write!(f, "folder:{}", p.file_name().map(|n| n.to_string_lossy()).unwrap_or_default())
+            }
             SourceSpec::Wheel(p) => {
-                write!(
-                    f,
-                    "wheel:{}",
-                    p.file_name()
-                        .map(|n| n.to_string_lossy())
-                        .unwrap_or_default()
-                )
+                write!(f, "wheel:{}", p.file_name().map(|n| n.to_string_lossy()).unwrap_or_default())
             }
             SourceSpec::Git { repo: _, reference } => write!(f, "git:{reference}"),
         }
@@ -131,9 +111,7 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 
 fn read_text(path: &Path) -> Result<String> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    String::from_utf8(bytes).map_err(|_| Error::Utf8 {
-        path: path.to_path_buf(),
-    })
+    String::from_utf8(bytes).map_err(|_| Error::Utf8 { path: path.to_path_buf() })
 }
 
 /// Reads the upstream files from a source.
@@ -148,13 +126,7 @@ pub fn read(spec: &SourceSpec) -> Result<UpstreamFiles> {
 fn read_folder(dir: &Path) -> Result<UpstreamFiles> {
     // a flat folder (corpus layout) or a PyTorch source tree
     let flat = dir.join("native_functions.yaml").is_file();
-    let path_of = |i: usize| -> PathBuf {
-        if flat {
-            dir.join(TREE_PATHS[i].0)
-        } else {
-            dir.join(TREE_PATHS[i].1)
-        }
-    };
+    let path_of = |i: usize| -> PathBuf { if flat { dir.join(TREE_PATHS[i].0) } else { dir.join(TREE_PATHS[i].1) } };
     let nf = path_of(0);
     if !nf.is_file() {
         return Err(Error::SourceNotFound(format!(
@@ -164,60 +136,37 @@ fn read_folder(dir: &Path) -> Result<UpstreamFiles> {
             dir.join(TREE_PATHS[0].1).display()
         )));
     }
-    let load = |p: PathBuf| -> Result<SourceFile> {
-        Ok(SourceFile::new(p.display().to_string(), read_text(&p)?))
-    };
+    let load = |p: PathBuf| -> Result<SourceFile> { Ok(SourceFile::new(p.display().to_string(), read_text(&p)?)) };
     let tags_path = path_of(1);
     let deriv_path = path_of(2);
     Ok(UpstreamFiles {
         origin: SourceSpec::Folder(dir.to_path_buf()).to_string(),
         native_functions: load(nf)?,
-        tags: if tags_path.is_file() {
-            load(tags_path)?
-        } else {
-            SourceFile::new("tags.yaml", "")
-        },
-        derivatives: if deriv_path.is_file() {
-            Some(load(deriv_path)?)
-        } else {
-            None
-        },
+        tags: if tags_path.is_file() { load(tags_path)? } else { SourceFile::new("tags.yaml", "") },
+        derivatives: if deriv_path.is_file() { Some(load(deriv_path)?) } else { None },
     })
 }
 
 fn read_wheel(path: &Path) -> Result<UpstreamFiles> {
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut zip = zip::ZipArchive::new(file).map_err(|e| Error::Archive {
-        context: path.display().to_string(),
-        message: e.to_string(),
-    })?;
+    let mut zip = zip::ZipArchive::new(file)
+        .map_err(|e| Error::Archive { context: path.display().to_string(), message: e.to_string() })?;
     let mut get = |inner: &str| -> Result<Option<SourceFile>> {
         let mut entry = match zip.by_name(inner) {
             Ok(e) => e,
             Err(zip::result::ZipError::FileNotFound) => return Ok(None),
             Err(e) => {
-                return Err(Error::Archive {
-                    context: format!("{}:{inner}", path.display()),
-                    message: e.to_string(),
-                });
+                return Err(Error::Archive { context: format!("{}:{inner}", path.display()), message: e.to_string() });
             }
         };
         let mut text = String::new();
         entry
             .read_to_string(&mut text)
-            .map_err(|e| Error::Archive {
-                context: format!("{}:{inner}", path.display()),
-                message: e.to_string(),
-            })?;
+            .map_err(|e| Error::Archive { context: format!("{}:{inner}", path.display()), message: e.to_string() })?;
         Ok(Some(SourceFile::new(inner.to_string(), text)))
     };
-    let nf = get(WHEEL_PATHS[0].1)?.ok_or_else(|| {
-        Error::SourceNotFound(format!(
-            "{}: no {} in the wheel",
-            path.display(),
-            WHEEL_PATHS[0].1
-        ))
-    })?;
+    let nf = get(WHEEL_PATHS[0].1)?
+        .ok_or_else(|| Error::SourceNotFound(format!("{}: no {} in the wheel", path.display(), WHEEL_PATHS[0].1)))?;
     let tags = get(WHEEL_PATHS[1].1)?.unwrap_or_else(|| SourceFile::new("tags.yaml", ""));
     let derivatives = get(WHEEL_PATHS[2].1)?;
     Ok(UpstreamFiles {
@@ -231,16 +180,10 @@ fn read_wheel(path: &Path) -> Result<UpstreamFiles> {
 fn read_git(repo_path: &Path, reference: &str) -> Result<UpstreamFiles> {
     let repo = git2::Repository::open(repo_path)
         .map_err(|e| Error::Git(format!("{}: {}", repo_path.display(), e.message())))?;
-    let obj = repo.revparse_single(reference).map_err(|e| {
-        Error::Git(format!(
-            "{}: cannot resolve `{reference}`: {}",
-            repo_path.display(),
-            e.message()
-        ))
-    })?;
-    let tree = obj
-        .peel_to_tree()
-        .map_err(|e| Error::Git(format!("`{reference}` has no tree: {}", e.message())))?;
+    let obj = repo
+        .revparse_single(reference)
+        .map_err(|e| Error::Git(format!("{}: cannot resolve `{reference}`: {}", repo_path.display(), e.message())))?;
+    let tree = obj.peel_to_tree().map_err(|e| Error::Git(format!("`{reference}` has no tree: {}", e.message())))?;
     let get = |inner: &str| -> Result<Option<SourceFile>> {
         let entry = match tree.get_path(Path::new(inner)) {
             Ok(e) => e,
@@ -250,22 +193,16 @@ fn read_git(repo_path: &Path, reference: &str) -> Result<UpstreamFiles> {
             .to_object(&repo)
             .and_then(|o| o.peel_to_blob())
             .map_err(|e| Error::Git(format!("{reference}:{inner}: {}", e.message())))?;
-        let text = String::from_utf8(blob.content().to_vec()).map_err(|_| Error::Utf8 {
-            path: PathBuf::from(format!("{reference}:{inner}")),
-        })?;
+        let text = String::from_utf8(blob.content().to_vec())
+            .map_err(|_| Error::Utf8 { path: PathBuf::from(format!("{reference}:{inner}")) })?;
         Ok(Some(SourceFile::new(format!("{reference}:{inner}"), text)))
     };
-    let nf = get(TREE_PATHS[0].1)?.ok_or_else(|| {
-        Error::SourceNotFound(format!("{reference}: no {} in the tree", TREE_PATHS[0].1))
-    })?;
+    let nf = get(TREE_PATHS[0].1)?
+        .ok_or_else(|| Error::SourceNotFound(format!("{reference}: no {} in the tree", TREE_PATHS[0].1)))?;
     let tags = get(TREE_PATHS[1].1)?.unwrap_or_else(|| SourceFile::new("tags.yaml", ""));
     let derivatives = get(TREE_PATHS[2].1)?;
     Ok(UpstreamFiles {
-        origin: SourceSpec::Git {
-            repo: repo_path.to_path_buf(),
-            reference: reference.to_string(),
-        }
-        .to_string(),
+        origin: SourceSpec::Git { repo: repo_path.to_path_buf(), reference: reference.to_string() }.to_string(),
         native_functions: nf,
         tags,
         derivatives,
@@ -276,9 +213,7 @@ fn read_git(repo_path: &Path, reference: &str) -> Result<UpstreamFiles> {
 pub fn git_release_tags(repo_path: &Path) -> Result<Vec<String>> {
     let repo = git2::Repository::open(repo_path)
         .map_err(|e| Error::Git(format!("{}: {}", repo_path.display(), e.message())))?;
-    let names = repo
-        .tag_names(Some("v*"))
-        .map_err(|e| Error::Git(e.message().to_string()))?;
+    let names = repo.tag_names(Some("v*")).map_err(|e| Error::Git(e.message().to_string()))?;
     let mut tags: Vec<String> = (0..names.len())
         .filter_map(|i| names.get(i).ok().flatten())
         .filter(|t| crate::version::Version::parse(t).is_some())

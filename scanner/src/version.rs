@@ -28,9 +28,7 @@ impl Version {
             if let Ok(n) = piece.parse::<u64>() {
                 parts.push(n);
             } else {
-                let digits_at = piece
-                    .find(|c: char| c.is_ascii_digit())
-                    .unwrap_or(piece.len());
+                let digits_at = piece.find(|c: char| c.is_ascii_digit()).unwrap_or(piece.len());
                 let (word, num) = piece.split_at(digits_at);
                 if word.is_empty() || !word.bytes().all(|b| b.is_ascii_alphabetic()) {
                     return None;
@@ -53,10 +51,7 @@ impl Version {
     }
 
     pub fn major_minor(&self) -> (u64, u64) {
-        (
-            self.parts.first().copied().unwrap_or(0),
-            self.parts.get(1).copied().unwrap_or(0),
-        )
+        (self.parts.first().copied().unwrap_or(0), self.parts.get(1).copied().unwrap_or(0))
     }
 
     /// The torchgen behaviour to follow for this PyTorch version.

@@ -73,10 +73,7 @@ impl Node {
     }
     /// Looks up a key in a mapping node.
     pub fn get(&self, key: &str) -> Option<&Node> {
-        self.as_map()?
-            .iter()
-            .find(|(k, _)| k.as_str() == Some(key))
-            .map(|(_, v)| v)
+        self.as_map()?.iter().find(|(k, _)| k.as_str() == Some(key)).map(|(_, v)| v)
     }
 }
 
@@ -111,77 +108,33 @@ pub fn parse(src: &SourceFile) -> Result<Node, YamlError> {
             }
             Event::Scalar(text, style, anchor, _) => {
                 let plain = matches!(style, ScalarStyle::Plain);
-                Some((
-                    Node {
-                        pos,
-                        value: Value::Scalar {
-                            text: cow_string(text),
-                            plain,
-                        },
-                    },
-                    anchor,
-                ))
+                Some((Node { pos, value: Value::Scalar { text: cow_string(text), plain } }, anchor))
             }
             Event::SequenceStart(anchor, _) => {
                 depth_guard += 1;
-                stack.push(Frame::Seq {
-                    pos,
-                    items: Vec::new(),
-                    anchor,
-                });
+                stack.push(Frame::Seq { pos, items: Vec::new(), anchor });
                 None
             }
             Event::MappingStart(anchor, _) => {
                 depth_guard += 1;
-                stack.push(Frame::Map {
-                    pos,
-                    items: Vec::new(),
-                    key: None,
-                    anchor,
-                });
+                stack.push(Frame::Map { pos, items: Vec::new(), key: None, anchor });
                 None
             }
             Event::SequenceEnd => match stack.pop() {
-                Some(Frame::Seq { pos, items, anchor }) => Some((
-                    Node {
-                        pos,
-                        value: Value::Seq(items),
-                    },
-                    anchor,
-                )),
+                Some(Frame::Seq { pos, items, anchor }) => Some((Node { pos, value: Value::Seq(items) }, anchor)),
                 _ => {
-                    return Err(YamlError {
-                        message: "unbalanced sequence end".into(),
-                        pos,
-                    });
+                    return Err(YamlError { message: "unbalanced sequence end".into(), pos });
                 }
             },
             Event::MappingEnd => match stack.pop() {
-                Some(Frame::Map {
-                    pos,
-                    items,
-                    key,
-                    anchor,
-                }) => {
+                Some(Frame::Map { pos, items, key, anchor }) => {
                     if key.is_some() {
-                        return Err(YamlError {
-                            message: "mapping key without a value".into(),
-                            pos,
-                        });
+                        return Err(YamlError { message: "mapping key without a value".into(), pos });
                     }
-                    Some((
-                        Node {
-                            pos,
-                            value: Value::Map(items),
-                        },
-                        anchor,
-                    ))
+                    Some((Node { pos, value: Value::Map(items) }, anchor))
                 }
                 _ => {
-                    return Err(YamlError {
-                        message: "unbalanced mapping end".into(),
-                        pos,
-                    });
+                    return Err(YamlError { message: "unbalanced mapping end".into(), pos });
                 }
             },
             Event::Alias(id) => match anchors.get(id).and_then(|n| n.clone()) {
@@ -190,18 +143,12 @@ pub fn parse(src: &SourceFile) -> Result<Node, YamlError> {
                     Some((n, 0))
                 }
                 None => {
-                    return Err(YamlError {
-                        message: format!("unknown alias {id}"),
-                        pos,
-                    });
+                    return Err(YamlError { message: format!("unknown alias {id}"), pos });
                 }
             },
         };
         if depth_guard > 10_000 {
-            return Err(YamlError {
-                message: "nesting too deep".into(),
-                pos,
-            });
+            return Err(YamlError { message: "nesting too deep".into(), pos });
         }
         if let Some((node, anchor)) = finished {
             if anchor > 0 {
@@ -220,13 +167,7 @@ pub fn parse(src: &SourceFile) -> Result<Node, YamlError> {
             }
         }
     }
-    Ok(root.unwrap_or(Node {
-        pos: Pos::default(),
-        value: Value::Scalar {
-            text: String::new(),
-            plain: true,
-        },
-    }))
+    Ok(root.unwrap_or(Node { pos: Pos::default(), value: Value::Scalar { text: String::new(), plain: true } }))
 }
 
 fn cow_string(c: Cow<'_, str>) -> String {
@@ -234,17 +175,8 @@ fn cow_string(c: Cow<'_, str>) -> String {
 }
 
 enum Frame {
-    Seq {
-        pos: Pos,
-        items: Vec<Node>,
-        anchor: usize,
-    },
-    Map {
-        pos: Pos,
-        items: Vec<(Node, Node)>,
-        key: Option<Node>,
-        anchor: usize,
-    },
+    Seq { pos: Pos, items: Vec<Node>, anchor: usize },
+    Map { pos: Pos, items: Vec<(Node, Node)>, key: Option<Node>, anchor: usize },
 }
 
 #[cfg(test)]
@@ -253,10 +185,7 @@ mod tests {
 
     #[test]
     fn positions() {
-        let src = SourceFile::new(
-            "t.yaml",
-            "- func: abs(Tensor self) -> Tensor\n  variants: function, method\n",
-        );
+        let src = SourceFile::new("t.yaml", "- func: abs(Tensor self) -> Tensor\n  variants: function, method\n");
         let n = parse(&src).unwrap();
         let e = &n.as_seq().unwrap()[0];
         let f = e.get("func").unwrap();
