@@ -9,6 +9,8 @@
 //! * [`dtype`]: dtypes, scalars, PyTorch type promotion.
 //! * [`shape`]: strides, broadcasting, view stride computation.
 //! * [`tensor`]: the strided [`Tensor`] and its views.
+//! * [`kernels`]: native device kernels (run through the driver's kernel
+//!   launch; device memory only through `KernelMemory`).
 //! * [`ops`]: host reference implementations (the CPU-fallback tier); on
 //!   device tensors they copy to host, compute, and copy back.
 
@@ -16,6 +18,7 @@ pub mod device;
 pub mod driver;
 pub mod dtype;
 pub mod error;
+pub mod kernels;
 pub mod ops;
 pub mod runtime;
 pub mod shape;

@@ -617,7 +617,7 @@ impl Tensor {
     // ------------------------------------------------------------ devices
 
     /// Copy to a device context (contiguous), or return self if already there.
-    pub(crate) fn to_ctx(&self, ctx: &Arc<DeviceContext>) -> Result<Tensor> {
+    pub fn to_ctx(&self, ctx: &Arc<DeviceContext>) -> Result<Tensor> {
         if let Some(c) = self.device_ctx()
             && Arc::ptr_eq(c, ctx)
         {

@@ -140,3 +140,19 @@ fn handles_are_thread_safe() {
         assert_eq!(h.join().unwrap(), vec![k as f64, 2.0 * k as f64]);
     }
 }
+
+#[test]
+fn native_add_kernel_matches_the_reference() {
+    use xirang_runtime::kernels;
+    let rt = rt();
+    let d = Device::Npu(0);
+    let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0]).to_device(&rt, d).unwrap();
+    let b = Tensor::from_slice(&[0.5f32, -1.0, 4.0]).to_device(&rt, d).unwrap();
+    let n = kernels::add_f32(&a, &b, Scalar::Float(2.0)).unwrap();
+    assert_eq!(n.device(), d);
+    let r = ops::add(&a.to_cpu().unwrap(), &b.to_cpu().unwrap(), Scalar::Float(2.0)).unwrap();
+    assert_eq!(n.to_cpu().unwrap().to_vec::<f32>().unwrap(), r.to_vec::<f32>().unwrap());
+    // unsupported layouts are refused, so the caller falls back
+    assert!(!kernels::add_f32_supported(&a, &b.to_cpu().unwrap()));
+    assert!(kernels::add_f32(&a.reshape(&[3, 1]).unwrap().expand(&[3, 2]).unwrap(), &b, Scalar::Int(1)).is_err());
+}
