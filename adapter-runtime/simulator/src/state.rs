@@ -235,7 +235,7 @@ pub(crate) fn set_device(phys_id: i32) -> R<()> {
     initialized(&s)?;
     let slot = slot_of(&s, phys_id)?;
     if s.devices[slot].default_stream.is_none() {
-        s.devices[slot].default_stream = Some(Stream::spawn(0, slot));
+        s.devices[slot].default_stream = Some(Stream::spawn(0, slot)?);
     }
     CURRENT_DEVICE.with(|c| c.set(Some(slot)));
     Ok(())
@@ -477,7 +477,7 @@ pub(crate) struct Stream {
 }
 
 impl Stream {
-    fn spawn(id: u64, slot: usize) -> Arc<Stream> {
+    fn spawn(id: u64, slot: usize) -> R<Arc<Stream>> {
         let (tx, rx) = channel::<Task>();
         let progress: Arc<(Mutex<Progress>, Condvar)> = Arc::default();
         let p = progress.clone();
@@ -497,8 +497,11 @@ impl Stream {
                     p.1.notify_all();
                 }
             })
-            .ok();
-        Arc::new(Stream { id, slot, tx: Mutex::new(Some(tx)), progress, worker: Mutex::new(worker) })
+            .map_err(|e| Fail {
+                code: ACL_ERROR_RT_NO_STREAM_RESOURCE,
+                msg: format!("cannot start stream worker: {e}"),
+            })?;
+        Ok(Arc::new(Stream { id, slot, tx: Mutex::new(Some(tx)), progress, worker: Mutex::new(Some(worker)) }))
     }
 
     pub(crate) fn submit(&self, task: Task) -> R<()> {
@@ -549,7 +552,7 @@ pub(crate) fn create_stream() -> R<usize> {
     let mut s = state();
     let slot = current_slot(&s)?;
     let id = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed);
-    let st = Stream::spawn(id, slot);
+    let st = Stream::spawn(id, slot)?;
     let h = stream_handle(&st);
     s.streams.insert(id, st);
     Ok(h)
