@@ -516,13 +516,17 @@ fn class_dim(input: &Tensor) -> i64 {
 /// Label-smoothing term of `cross_entropy` and its gradient w.r.t. the
 /// log-probabilities (`(loss, dlogp_per_unit_grad)`), following PyTorch's
 /// `cross_entropy_loss_label_smoothing`.
-fn smoothing(
-    logp: &Tensor,
-    target: &Tensor,
-    weight: Option<&Tensor>,
-    reduction: Reduction,
-    ignore_index: i64,
-) -> Result<(Vec<f64>, Vec<f64>, Vec<usize>, Vec<f64>)> {
+struct Smoothing {
+    /// Per-row smoothing loss (0 for ignored rows).
+    per_row: Vec<f64>,
+    /// d(per-row loss)/d(logp), rows of C.
+    grad: Vec<f64>,
+    target_shape: Vec<usize>,
+    /// Denominator of the `mean` reduction.
+    denom: f64,
+}
+
+fn smoothing(logp: &Tensor, target: &Tensor, weight: Option<&Tensor>, ignore_index: i64) -> Result<Smoothing> {
     let (v, t, c, tshape) = nll_layout(logp, target)?;
     let w = class_weights(weight, c)?;
     let mut smooth = vec![0.0; t.len()];
@@ -546,8 +550,7 @@ fn smoothing(
             }
         }
     }
-    let _ = reduction;
-    Ok((smooth, grad, tshape, vec![denom]))
+    Ok(Smoothing { per_row: smooth, grad, target_shape: tshape, denom })
 }
 
 /// `torch.nn.functional.cross_entropy(input, target, weight, reduction,
@@ -575,7 +578,8 @@ pub fn cross_entropy(
     let w_in = weight.cloned();
     on_host1("cross_entropy", &[&logp, target, &nll], |h| {
         let w_host = w_in.as_ref().map(|w| w.to_cpu()).transpose()?;
-        let (smooth, _, tshape, denom) = smoothing(&h[0], &h[1], w_host.as_ref(), reduction, ignore_index)?;
+        let sm = smoothing(&h[0], &h[1], w_host.as_ref(), ignore_index)?;
+        let (smooth, tshape, denom) = (sm.per_row, sm.target_shape, sm.denom);
         let nllv = h[2].to_f64_vec()?;
         let e = label_smoothing;
         let d = h[0].dtype();
@@ -586,7 +590,7 @@ pub fn cross_entropy(
             }
             Reduction::Sum => Tensor::from_f64(&[(1.0 - e) * nllv[0] + smooth.iter().sum::<f64>() * (e / c)], &[], d),
             Reduction::Mean => {
-                Tensor::from_f64(&[(1.0 - e) * nllv[0] + smooth.iter().sum::<f64>() / denom[0] * (e / c)], &[], d)
+                Tensor::from_f64(&[(1.0 - e) * nllv[0] + smooth.iter().sum::<f64>() / denom * (e / c)], &[], d)
             }
         }
     })
@@ -612,7 +616,8 @@ pub fn cross_entropy_backward(
         let w_in = weight.cloned();
         dlogp = on_host1("cross_entropy_backward", &[&logp, target, grad_output, &dlogp], |h| {
             let w_host = w_in.as_ref().map(|w| w.to_cpu()).transpose()?;
-            let (_, sg, _, denom) = smoothing(&h[0], &h[1], w_host.as_ref(), reduction, ignore_index)?;
+            let sm = smoothing(&h[0], &h[1], w_host.as_ref(), ignore_index)?;
+            let (sg, denom) = (sm.grad, sm.denom);
             let g = h[2].to_f64_vec()?;
             let (dn, _, cc) = rows(&h[3], cd as usize)?;
             let out: Vec<f64> = dn
@@ -623,7 +628,7 @@ pub fn cross_entropy_backward(
                     let gk = match reduction {
                         Reduction::None => g[i / cc.max(1)],
                         Reduction::Sum => g[0],
-                        Reduction::Mean => g[0] / denom[0],
+                        Reduction::Mean => g[0] / denom,
                     };
                     (1.0 - e) * dn + s * gk * (e / c)
                 })
