@@ -426,21 +426,19 @@ pub fn diff(old: &HeaderSet, new: &HeaderSet) -> Vec<HeaderChange> {
                         );
                     }
                 }
-                DeclKind::Constant => {
-                    if value_text(o) != value_text(n) {
-                        out.push(
-                            "header.constant.value_changed",
-                            name.clone(),
-                            n,
-                            value_text(o),
-                            value_text(n),
-                            format!(
-                                "constant {name} changed from {} to {}",
-                                value_text(o).unwrap_or_default(),
-                                value_text(n).unwrap_or_default()
-                            ),
-                        );
-                    }
+                DeclKind::Constant if value_text(o) != value_text(n) => {
+                    out.push(
+                        "header.constant.value_changed",
+                        name.clone(),
+                        n,
+                        value_text(o),
+                        value_text(n),
+                        format!(
+                            "constant {name} changed from {} to {}",
+                            value_text(o).unwrap_or_default(),
+                            value_text(n).unwrap_or_default()
+                        ),
+                    );
                 }
                 _ => {}
             },

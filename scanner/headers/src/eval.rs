@@ -218,10 +218,7 @@ impl P<'_> {
     }
     fn bin(&mut self, min: u8) -> Option<V> {
         let mut l = self.unary()?;
-        loop {
-            let Some(op) = self.peek().map(str::to_string) else {
-                break;
-            };
+        while let Some(op) = self.peek().map(str::to_string) {
             let Some(p) = Self::prec(&op) else { break };
             if p <= min {
                 break;

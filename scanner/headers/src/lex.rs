@@ -66,14 +66,12 @@ pub fn tokenize(src: &str) -> Vec<Token> {
         if c.is_ascii_digit() || (c == b'.' && b.get(i + 1).is_some_and(|d| d.is_ascii_digit())) {
             while i < b.len() {
                 let d = b[i];
-                if d.is_ascii_alphanumeric() || d == b'.' || d == b'_' || d == b'\'' {
-                    i += 1;
-                } else if (d == b'+' || d == b'-')
+                let exponent_sign = (d == b'+' || d == b'-')
                     && i > start
                     && matches!(b[i - 1], b'e' | b'E' | b'p' | b'P')
                     && !src[start..i].starts_with("0x")
-                    && !src[start..i].starts_with("0X")
-                {
+                    && !src[start..i].starts_with("0X");
+                if d.is_ascii_alphanumeric() || d == b'.' || d == b'_' || d == b'\'' || exponent_sign {
                     i += 1;
                 } else {
                     break;

@@ -13,6 +13,23 @@ use crate::lex::{Tok, Token, matching, tokenize, unquote};
 pub struct Define {
     pub def: MacroDef,
     pub line: u32,
+    /// Byte offset of the directive.
+    pub pos: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum CondKind {
+    If { zero: bool },
+    Elif,
+    Else,
+    Endif,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Cond {
+    kind: CondKind,
+    start: usize,
+    end: usize,
 }
 
 /// A `#include` as written.
@@ -21,6 +38,7 @@ pub struct RawInclude {
     pub path: String,
     pub system: bool,
     pub line: u32,
+    pub pos: usize,
 }
 
 /// Directives of one file.
@@ -30,6 +48,7 @@ pub struct Directives {
     pub includes: Vec<RawInclude>,
     /// Text with every directive blanked out.
     pub blanked: String,
+    conds: Vec<Cond>,
 }
 
 /// 1-based line of a byte offset.
@@ -139,7 +158,7 @@ pub fn directives(text: &str) -> Directives {
                 j += ch_len;
             }
             let line = line_of(&starts, start);
-            parse_directive(&logical, line, &mut dirs);
+            parse_directive(&logical, line, start, j, &mut dirs);
             blank(&mut out, start, j);
             i = j;
             continue;
@@ -159,11 +178,16 @@ pub fn directives(text: &str) -> Directives {
         }
         i += 1;
     }
+    let conds = std::mem::take(&mut dirs.conds);
+    let dropped = prune_branches(&mut out, &conds);
+    // defines inside `#if 0` (and dropped alternatives) do not exist
+    dirs.defines.retain(|d| !dropped.iter().any(|(a, b)| d.pos >= *a && d.pos < *b));
+    dirs.includes.retain(|i| !dropped.iter().any(|(a, b)| i.pos >= *a && i.pos < *b));
     dirs.blanked = String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
     dirs
 }
 
-fn parse_directive(logical: &str, line: u32, dirs: &mut Directives) {
+fn parse_directive(logical: &str, line: u32, start: usize, end: usize, dirs: &mut Directives) {
     let rest = logical.trim_start().trim_start_matches('#').trim_start();
     let word_end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
     let (word, args) = rest.split_at(word_end);
@@ -185,8 +209,11 @@ fn parse_directive(logical: &str, line: u32, dirs: &mut Directives) {
             } else {
                 (None, after)
             };
-            dirs.defines
-                .push(Define { def: MacroDef { name: name.to_string(), params, body: body.trim().to_string() }, line });
+            dirs.defines.push(Define {
+                def: MacroDef { name: name.to_string(), params, body: body.trim().to_string() },
+                line,
+                pos: start,
+            });
         }
         "include" | "include_next" | "import" => {
             let a = args.trim();
@@ -198,11 +225,76 @@ fn parse_directive(logical: &str, line: u32, dirs: &mut Directives) {
                 (a, false)
             };
             if !path.is_empty() {
-                dirs.includes.push(RawInclude { path: path.to_string(), system, line });
+                dirs.includes.push(RawInclude { path: path.to_string(), system, line, pos: start });
             }
         }
+        "if" | "ifdef" | "ifndef" => {
+            let a = args.trim();
+            let zero = word == "if" && matches!(a, "0" | "(0)" | "false");
+            dirs.conds.push(Cond { kind: CondKind::If { zero }, start, end });
+        }
+        "elif" | "elifdef" | "elifndef" => dirs.conds.push(Cond { kind: CondKind::Elif, start, end }),
+        "else" => dirs.conds.push(Cond { kind: CondKind::Else, start, end }),
+        "endif" => dirs.conds.push(Cond { kind: CondKind::Endif, start, end }),
         _ => {}
     }
+}
+
+/// Net bracket balance of a stretch of code (comments and strings ignored).
+fn balanced(code: &str) -> bool {
+    let mut paren = 0i64;
+    let mut brace = 0i64;
+    for t in tokenize(code) {
+        match t.text(code) {
+            "(" => paren += 1,
+            ")" => paren -= 1,
+            "{" => brace += 1,
+            "}" => brace -= 1,
+            _ => {}
+        }
+    }
+    paren == 0 && brace == 0
+}
+
+/// Conditional groups: all branches are scanned, except `#if 0` branches, and except that a
+/// group whose branches are not each bracket-balanced (`#if A struct x { #else struct y { #endif`)
+/// keeps only its first branch, so that alternatives are not glued into nonsense.
+fn prune_branches(out: &mut [u8], conds: &[Cond]) -> Vec<(usize, usize)> {
+    let text = String::from_utf8_lossy(out).into_owned();
+    let mut dropped = Vec::new();
+    let mut stack: Vec<Vec<Cond>> = Vec::new();
+    for c in conds {
+        match c.kind {
+            CondKind::If { .. } => stack.push(vec![*c]),
+            CondKind::Elif | CondKind::Else => {
+                if let Some(g) = stack.last_mut() {
+                    g.push(*c);
+                }
+            }
+            CondKind::Endif => {
+                let Some(g) = stack.pop() else { continue };
+                // branch k runs from g[k].end to the next directive of the group
+                let mut branches = Vec::new();
+                for k in 0..g.len() {
+                    let to = g.get(k + 1).map(|n| n.start).unwrap_or(c.start);
+                    branches.push((g[k].end.min(to), to));
+                }
+                let zero_first = matches!(g[0].kind, CondKind::If { zero: true });
+                let any_unbalanced =
+                    branches.len() > 1 && branches.iter().any(|(a, b)| !balanced(text.get(*a..*b).unwrap_or("")));
+                for (k, range) in branches.iter().enumerate() {
+                    let drop = (k == 0 && zero_first) || (any_unbalanced && k > 0 && !(zero_first && k == 1));
+                    if drop {
+                        dropped.push(*range);
+                    }
+                }
+            }
+        }
+    }
+    for (a, b) in &dropped {
+        blank(out, *a, *b);
+    }
+    dropped
 }
 
 /// What the neutralizer knows about macros before it looks at code.

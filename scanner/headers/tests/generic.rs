@@ -262,3 +262,49 @@ fn macros_from_other_files_of_a_set_and_drift() {
         assert!(rules.contains(&want), "{want:?} not in {rules:?}");
     }
 }
+
+#[test]
+fn conditional_branches() {
+    let f = scan(
+        r#"
+#if 0
+this is not C at all {{{ (
+int removed_fn(int);
+#define GONE 1
+#endif
+#if defined(_WIN32)
+typedef struct __declspec(align(8)) Foo {
+#else
+typedef struct Foo {
+#endif
+    int a;
+    int b;
+} Foo_t;
+#ifdef USE_V2
+int vfunc(int a, int b);
+#elif defined(OLD)
+int vfunc(int a, int b, int c);
+#else
+int vfunc(int a);
+#endif
+#ifdef __cplusplus
+extern "C" {
+#endif
+int after(void);
+#ifdef __cplusplus
+}
+#endif
+"#,
+    );
+    assert!(!f.decls.iter().any(|d| d.name == "removed_fn" || d.name == "GONE"));
+    let fields: Vec<&str> = f
+        .decls
+        .iter()
+        .filter(|d| d.kind == DeclKind::Field && d.parent.as_deref() == Some("Foo"))
+        .map(|d| d.name.as_str())
+        .collect();
+    assert_eq!(fields, vec!["a", "b"]);
+    assert_eq!(func(&f, "vfunc").params.as_ref().map(Vec::len), Some(2));
+    assert_eq!(func(&f, "after").params.as_ref().map(Vec::len), Some(0));
+    assert!(f.diagnostics.is_empty(), "{:?}", f.diagnostics);
+}

@@ -162,12 +162,14 @@ pub fn marked_functions(stripped: &str, markers: &[&str]) -> Vec<(String, usize)
             }
         }
     }
-    out.sort_by_key(|(_, _)| 0);
     out
 }
 
 /// Lines `NAME = <integer literal>[,]` (enumerators) and `static const int NAME = <lit>;`.
-pub fn literal_assignments(stripped: &str) -> (Vec<(String, i64)>, Vec<(String, i64)>) {
+/// (name, value) pairs.
+pub type Named = Vec<(String, i64)>;
+
+pub fn literal_assignments(stripped: &str) -> (Named, Named) {
     let mut enumerators = Vec::new();
     let mut constants = Vec::new();
     for line in stripped.lines() {
