@@ -14,6 +14,8 @@
 //! * [`ops`]: host reference implementations (the CPU-fallback tier); on
 //!   device tensors they copy to host, compute, and copy back.
 
+#![deny(unsafe_code)]
+
 pub mod device;
 pub mod driver;
 pub mod dtype;

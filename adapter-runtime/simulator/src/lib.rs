@@ -60,7 +60,10 @@
 //! outlive the stream's next synchronize. `aclrtLaunchCallback` runs the
 //! callback on the stream's worker without `aclrtSubscribeReport`.
 
+#![deny(unsafe_code)]
+
 mod codes;
+#[allow(unsafe_code)] // the exported C ABI
 mod ffi;
 mod state;
 

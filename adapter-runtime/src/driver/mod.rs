@@ -13,6 +13,7 @@
 //! thread). Streams are identified by [`StreamId`]; `StreamId::DEFAULT` is
 //! the device's default (null) stream.
 
+#[allow(unsafe_code)] // the FFI boundary
 pub mod acl;
 
 use crate::error::Result;
