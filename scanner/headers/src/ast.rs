@@ -73,7 +73,11 @@ fn function_declarator(n: Node) -> Option<Node> {
         match cur.kind() {
             "function_declarator" => {
                 let inner = cur.child_by_field_name("declarator")?;
-                return if is_name(inner.kind()) { Some(cur) } else { function_declarator_in(inner) };
+                // `type (name)(args)` declares `name` too
+                let paren_name = inner.kind() == "parenthesized_declarator"
+                    && inner.named_child_count() == 1
+                    && inner.named_child(0).is_some_and(|c| is_name(c.kind()));
+                return if is_name(inner.kind()) || paren_name { Some(cur) } else { function_declarator_in(inner) };
             }
             "pointer_declarator" | "reference_declarator" | "attributed_declarator" | "init_declarator" => {
                 cur = cur.child_by_field_name("declarator").or_else(|| cur.named_child(0))?;
@@ -351,7 +355,7 @@ impl<'a> Walker<'a> {
             .collect();
         for d in declarators {
             if let Some(f) = function_declarator(d) {
-                let Some(name_node) = f.child_by_field_name("declarator") else {
+                let Some(name_node) = f.child_by_field_name("declarator").and_then(declarator_name) else {
                     continue;
                 };
                 let name = text(name_node, self.src).to_string();

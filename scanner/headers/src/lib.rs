@@ -368,7 +368,7 @@ fn parse_code(path: &str, blanked: &str, k: &pre::Knowledge, depth: usize) -> Re
     w.attach_deprecations();
     let diagnostics = std::mem::take(&mut w.diagnostics);
     let mut decls: Vec<(Decl, Option<usize>)> = w.decls.into_iter().zip(w.owners).collect();
-    if depth < 2 {
+    if depth < 6 {
         for e in &neutral.expansions {
             let line = pre::line_of(&starts, e.pos);
             if let Ok((inner, _)) = parse_code(path, &e.text, k, depth + 1) {
@@ -458,11 +458,11 @@ fn prepare(path: &str, text: &str) -> Prepared {
 }
 
 fn learn(k: &mut pre::Knowledge, preps: &[Prepared]) {
-    let all: Vec<pre::Define> = preps.iter().flat_map(|p| p.dirs.defines.iter().cloned()).collect();
-    pre::learn_from_defines(k, &all);
     for p in preps {
         pre::collect_type_names(&p.dirs.blanked, &mut k.types);
     }
+    let all: Vec<pre::Define> = preps.iter().flat_map(|p| p.dirs.defines.iter().cloned()).collect();
+    pre::learn_from_defines(k, &all);
 }
 
 /// Scans one header on its own (macros defined elsewhere are only known through the profile

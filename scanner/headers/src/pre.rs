@@ -306,6 +306,8 @@ pub struct Knowledge {
     pub deprecated: BTreeSet<String>,
     /// Default-argument macros (`__dv(v)` expands to `= v`).
     pub defaults: BTreeSet<String>,
+    /// Wrappers that keep an argument: `GIT_EXTERN(type)`, `OF(args)`, `PyAPI_FUNC(type)`.
+    pub wrappers: BTreeSet<String>,
     /// Names known to be types (typedefs and tags of the header set, standard types).
     pub types: BTreeSet<String>,
     /// Function-like macros that expand to declarations (`__cuda_builtin_vector_align8(tag, members)`).
@@ -347,6 +349,10 @@ pub const ATTR_KEYWORDS: &[&str] = &[
     "_Alignas",
     "__restrict__",
     "__restrict",
+    "WINAPI",
+    "WINAPIV",
+    "APIENTRY",
+    "STDMETHODCALLTYPE",
 ];
 
 const BUILTIN_TYPES: &[&str] = &[
@@ -452,11 +458,22 @@ pub fn is_std_type(s: &str) -> bool {
 }
 
 fn body_is_attr_like(body: &str, attr: &BTreeSet<String>) -> bool {
+    body_attr_uses(body, attr, &[]).is_some()
+}
+
+/// `Some(number of parameter uses)` when the body is only attributes plus parameters.
+fn body_attr_uses(body: &str, attr: &BTreeSet<String>, params: &[String]) -> Option<usize> {
     let toks = tokenize(body);
     let mut i = 0;
+    let mut uses = 0;
     while i < toks.len() {
         let t = toks[i];
         let s = t.text(body);
+        if t.kind == Tok::Ident && params.iter().any(|p| p == s) {
+            uses += 1;
+            i += 1;
+            continue;
+        }
         let ok_ident = t.kind == Tok::Ident
             && (ATTR_KEYWORDS.contains(&s)
                 || attr.contains(s)
@@ -466,7 +483,7 @@ fn body_is_attr_like(body: &str, attr: &BTreeSet<String>) -> bool {
             if toks.get(i).map(|t| t.text(body)) == Some("(") {
                 match matching(body, &toks, i) {
                     Some(c) => i = c + 1,
-                    None => return false,
+                    None => return None,
                 }
             }
             continue;
@@ -478,13 +495,13 @@ fn body_is_attr_like(body: &str, attr: &BTreeSet<String>) -> bool {
         if s == "[" && toks.get(i + 1).map(|t| t.text(body)) == Some("[") {
             match matching(body, &toks, i) {
                 Some(c) => i = c + 1,
-                None => return false,
+                None => return None,
             }
             continue;
         }
-        return false;
+        return None;
     }
-    true
+    Some(uses)
 }
 
 fn mentions_deprecated(s: &str) -> bool {
@@ -497,12 +514,18 @@ pub fn learn_from_defines(k: &mut Knowledge, defines: &[Define]) {
     for d in defines {
         by_name.entry(d.def.name.as_str()).or_default().push(&d.def);
     }
+    // function-like macros a whole top-level statement may invoke to declare something:
+    // prefer a definition that produces a body or declaration keywords, else the first
     for (name, defs) in &by_name {
-        if let Some(d) = defs.iter().find(|d| {
-            d.params.is_some()
-                && d.body.contains('{')
+        let decl_like = |d: &&MacroDef| {
+            d.body.contains('{')
                 && tokenize(&d.body).iter().any(|t| matches!(t.text(&d.body), "struct" | "union" | "enum" | "typedef"))
-        }) {
+        };
+        let pick = defs
+            .iter()
+            .find(|d| d.params.is_some() && decl_like(d))
+            .or_else(|| defs.iter().find(|d| d.params.is_some() && !d.body.trim().is_empty()));
+        if let Some(d) = pick {
             k.decl_macros.insert(name.to_string(), (*d).clone());
         }
     }
@@ -523,10 +546,35 @@ pub fn learn_from_defines(k: &mut Knowledge, defines: &[Define]) {
                 changed = true;
                 continue;
             }
+            // like the preprocessor on the plain branch: one definition that just passes its
+            // argument through (plus attributes) makes a wrapper
+            let wrapper = defs.iter().all(|d| d.params.is_some())
+                && defs.iter().any(|d| {
+                    body_attr_uses(&d.body, &k.attr, d.params.as_deref().unwrap_or(&[])).is_some_and(|u| u == 1)
+                });
+            if wrapper {
+                if !k.wrappers.contains(*name) {
+                    k.wrappers.insert(name.to_string());
+                    changed = true;
+                }
+                continue;
+            }
             // empty-only object-like defines are flags or guards: only their use in code matters
-            let all_attr = defs.iter().all(|d| body_is_attr_like(&d.body, &k.attr));
+            // one definition that is attributes (or nothing), the others at most unknown compiler
+            // words (`_System`, `__watcall`): the preprocessor would pick one of them
+            let plain = |body: &str| {
+                tokenize(body).iter().all(|t| {
+                    let s = t.text(body);
+                    t.kind == Tok::Ident && !is_keyword(s) && !k.types.contains(s) && !is_std_type(s)
+                })
+            };
+            let all_attr = defs.iter().any(|d| body_is_attr_like(&d.body, &k.attr))
+                && defs.iter().all(|d| body_is_attr_like(&d.body, &k.attr) || (d.params.is_none() && plain(&d.body)));
             let any_nonempty = defs.iter().any(|d| !d.body.trim().is_empty());
-            if all_attr && (any_nonempty || defs.iter().any(|d| d.params.is_some()) || looks_like_api_macro(name)) {
+            let caps = name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+            if all_attr
+                && (any_nonempty || defs.iter().any(|d| d.params.is_some()) || caps || looks_like_api_macro(name))
+            {
                 k.attr.insert(name.to_string());
                 if defs.iter().any(|d| mentions_deprecated(&d.body)) {
                     k.deprecated.insert(name.to_string());
@@ -766,6 +814,13 @@ impl<'a> N<'a> {
                 vi = end + 1;
                 continue;
             }
+            if kind == Tok::Ident && self.k.wrappers.contains(s) && self.t(vi + 1) == "(" {
+                let close = self.close_v(vi + 1, n);
+                self.mask_v(vi, vi + 1);
+                self.mask_v(close, close);
+                vi += 2;
+                continue;
+            }
             if s == "[" && self.t(vi + 1) == "[" {
                 let end = self.close_v(vi, n);
                 self.mark_attr(vi, end);
@@ -998,7 +1053,11 @@ impl<'a> N<'a> {
         if items.len() != 2 || self.t(o) != "(" {
             return false;
         }
-        let Some(def) = self.k.decl_macros.get(self.t(n)) else { return false };
+        let name = self.t(n);
+        if self.k.attr.contains(name) || self.k.wrappers.contains(name) || self.k.defaults.contains(name) {
+            return false;
+        }
+        let Some(def) = self.k.decl_macros.get(name) else { return false };
         let params = def.params.clone().unwrap_or_default();
         let mut args: Vec<String> = Vec::new();
         let mut depth = 0i32;
@@ -1022,16 +1081,34 @@ impl<'a> N<'a> {
         let body = def.body.clone();
         let btoks = tokenize(&body);
         let mut text = String::new();
+        let mut glue = false;
+        let mut stringify = false;
         for t in &btoks {
             let s = t.text(&body);
-            if let Some(i) = params.iter().position(|p| p == s) {
-                text.push_str(&args[i]);
-            } else {
-                text.push_str(s);
+            if s == "##" {
+                while text.ends_with(' ') {
+                    text.pop();
+                }
+                glue = true;
+                continue;
             }
+            if s == "#" {
+                stringify = true;
+                continue;
+            }
+            let piece = match params.iter().position(|p| p == s) {
+                Some(i) if stringify => format!("\"{}\"", args[i].trim().replace('"', "\\\"")),
+                Some(i) if glue => args[i].trim().to_string(),
+                Some(i) => args[i].clone(),
+                None => s.to_string(),
+            };
+            text.push_str(&piece);
             text.push(' ');
+            glue = false;
+            stringify = false;
         }
         let pos = self.pos(n);
+        text.push_str(" ;");
         self.expansions.push(Expansion { pos, text });
         self.mask_v(n, c);
         true
@@ -1045,8 +1122,19 @@ impl<'a> N<'a> {
             return;
         }
         // only the part before a depth-0 `=` is a declaration head
-        let cut = items.iter().position(|it| matches!(it, Item::Tok(k) if self.t(*k) == "=")).unwrap_or(items.len());
-        let mut items: Vec<Item> = items[..cut].to_vec();
+        // only the part before a depth-0 `=` (or a constructor's `) :` initializer list) is a head
+        let cut = items
+            .iter()
+            .enumerate()
+            .position(|(w, it)| match it {
+                Item::Tok(k) if self.t(*k) == "=" => true,
+                Item::Tok(k) if self.t(*k) == ":" => {
+                    w > 0 && matches!(items[w - 1], Item::Group(o, _) if self.t(o) == "(")
+                }
+                _ => false,
+            })
+            .unwrap_or(items.len());
+        let mut items: Vec<Item> = self.unwrap_wrappers(&items[..cut]);
         // (a) IDENT("str") / IDENT((..)) / IDENT(number): never a declarator
         let mut k = 0;
         while k + 1 < items.len() {
@@ -1090,7 +1178,10 @@ impl<'a> N<'a> {
         let mut cands: Vec<(usize, usize)> = Vec::new(); // (item index of name, item index of group)
         for w in 0..items.len().saturating_sub(1) {
             if let (Item::Tok(n), Item::Group(o, _)) = (items[w], items[w + 1]) {
-                if self.kind(n) == Tok::Ident && !is_keyword(self.t(n)) && self.t(o) == "(" {
+                // `type (name)(args)`: a parenthesized declarator, not a call
+                let paren_decl = matches!(items.get(w + 2), Some(Item::Group(o2, _)) if self.t(*o2) == "(")
+                    && matches!(items[w + 1], Item::Group(o, c) if c == o + 2 && self.kind(o + 1) == Tok::Ident);
+                if self.kind(n) == Tok::Ident && !is_keyword(self.t(n)) && self.t(o) == "(" && !paren_decl {
                     cands.push((w, w + 1));
                 }
             }
@@ -1237,6 +1328,81 @@ impl<'a> N<'a> {
             return;
         }
         self.classify_head(&head);
+    }
+
+    /// Items of the tokens `from..to` (groups kept whole).
+    fn itemize(&self, from: usize, to: usize) -> Vec<Item> {
+        let mut out = Vec::new();
+        let mut k = from;
+        while k < to {
+            if matches!(self.t(k), "(" | "[") {
+                let c = self.close_v(k, to).min(to.saturating_sub(1)).max(k);
+                out.push(Item::Group(k, c));
+                k = c + 1;
+            } else {
+                out.push(Item::Tok(k));
+                k += 1;
+            }
+        }
+        out
+    }
+
+    /// Return-type and prototype wrappers nobody defined for us:
+    /// `EXPORT(type) name(args)`, `EXPORT(type) variable;`, `type name PROTO((args));`.
+    fn unwrap_wrappers(&mut self, items: &[Item]) -> Vec<Item> {
+        if !self.heuristic() {
+            return items.to_vec();
+        }
+        let mut items = items.to_vec();
+        // leading wrapper, after storage keywords
+        let mut s = 0;
+        while let Some(Item::Tok(k)) = items.get(s) {
+            if matches!(self.t(*k), "extern" | "static" | "inline" | "const") || self.kind(*k) == Tok::Str {
+                s += 1;
+            } else {
+                break;
+            }
+        }
+        if let (Some(Item::Tok(n)), Some(Item::Group(o, c)), Some(Item::Tok(after))) =
+            (items.get(s).copied(), items.get(s + 1).copied(), items.get(s + 2).copied())
+        {
+            if self.kind(n) == Tok::Ident
+                && !is_keyword(self.t(n))
+                && self.t(o) == "("
+                && self.kind(after) == Tok::Ident
+                && !matches!(self.t(after), "const" | "noexcept" | "override" | "final")
+                && c > o + 1
+                && !mentions_deprecated(self.t(n))
+                && (o + 1..c).all(|x| !matches!(self.kind(x), Tok::Str | Tok::Number | Tok::Char))
+                && (o + 1..c).any(|x| self.kind(x) == Tok::Ident)
+            {
+                self.mask_v(n, o);
+                self.mask_v(c, c);
+                let inner = self.itemize(o + 1, c);
+                items.splice(s..s + 2, inner);
+            }
+        }
+        // trailing prototype wrapper: `name PROTO((args))`
+        let len = items.len();
+        if len >= 3 {
+            if let (Item::Tok(a), Item::Tok(b), Item::Group(o, c)) = (items[len - 3], items[len - 2], items[len - 1]) {
+                let double = self.t(o) == "(" && self.t(o + 1) == "(" && self.close_v(o + 1, c + 1) + 1 == c;
+                if double
+                    && self.kind(a) == Tok::Ident
+                    && self.kind(b) == Tok::Ident
+                    && !is_keyword(self.t(b))
+                    && !ATTR_KEYWORDS.contains(&self.t(b))
+                    && !self.k.attr.contains(self.t(b))
+                    && !mentions_deprecated(self.t(b))
+                {
+                    self.mask_v(b, o);
+                    self.mask_v(c, c);
+                    items.truncate(len - 2);
+                    items.push(Item::Group(o + 1, c - 1));
+                }
+            }
+        }
+        items
     }
 
     fn head_tokens(&self, items: &[Item]) -> Vec<usize> {

@@ -308,3 +308,66 @@ int after(void);
     assert_eq!(func(&f, "after").params.as_ref().map(Vec::len), Some(0));
     assert!(f.diagnostics.is_empty(), "{:?}", f.diagnostics);
 }
+
+/// Return-type and prototype wrappers (libgit2, CPython, zlib, bzip2 and libpng styles), both
+/// with their definitions in the set and without.
+#[test]
+fn wrapper_macros() {
+    let f = scan(
+        r#"
+GIT_EXTERN(int) git_repository_open(git_repository **out, const char *path);
+PyAPI_FUNC(PyObject *) PyObject_Repr(PyObject *);
+PyAPI_DATA(PyTypeObject) PyType_Type;
+ZEXTERN int ZEXPORT deflate OF((z_streamp strm, int flush));
+"#,
+    );
+    assert_eq!(
+        sig(func(&f, "git_repository_open")),
+        ("int".into(), p(&[("out", "git_repository **"), ("path", "const char *")]))
+    );
+    assert_eq!(sig(func(&f, "PyObject_Repr")), ("PyObject *".into(), p(&[("", "PyObject *")])));
+    assert_eq!(sig(func(&f, "deflate")), ("int".into(), p(&[("strm", "z_streamp"), ("flush", "int")])));
+    assert!(
+        !f.decls.iter().any(|d| d.kind == DeclKind::Function && d.name.starts_with("Py") && d.name != "PyObject_Repr")
+    );
+
+    let set = scan_sources(
+        Profile::Generic,
+        &[
+            (
+                "conf.h".to_string(),
+                r#"
+#ifdef _WIN32
+#  define BZ_API(func) WINAPI func
+#  define MY_IMPEXP __declspec(dllimport)
+#else
+#  define BZ_API(func) func
+#  define MY_IMPEXP
+#endif
+#define MY_EMPTY /* nothing */
+#define MY_FUNCTION(type, name, args, attributes) attributes type name args
+#define MY_EXPORT_TYPE(type) MY_IMPEXP type
+#define MY_EXPORTA(ordinal, type, name, args, attributes) \
+      MY_FUNCTION(MY_EXPORT_TYPE(type), (name), args, extern attributes)
+#define MY_EXPORT(ordinal, type, name, args) MY_EXPORTA(ordinal, type, name, args, MY_EMPTY)
+"#
+                .to_string(),
+            ),
+            (
+                "lib.h".to_string(),
+                r#"
+#include "conf.h"
+extern int BZ_API(BZ2_bzCompressInit) (bz_stream *strm, int blockSize100k, int verbosity, int workFactor);
+MY_EXPORT(1, my_uint_32, my_access_version_number, (void));
+MY_EXPORT(2, void, my_set_sig_bytes, (my_structrp my_ptr, int num_bytes));
+"#
+                .to_string(),
+            ),
+        ],
+    )
+    .expect("scan");
+    let s = |n: &str| sig(set.function(n).unwrap_or_else(|| panic!("{n} lost")));
+    assert_eq!(s("BZ2_bzCompressInit").1.len(), 4);
+    assert_eq!(s("my_access_version_number"), ("my_uint_32".into(), vec![]));
+    assert_eq!(s("my_set_sig_bytes"), ("void".into(), p(&[("my_ptr", "my_structrp"), ("num_bytes", "int")])));
+}
