@@ -358,6 +358,8 @@ struct Prepared {
 type Parsed = (Vec<(Decl, Option<usize>)>, Vec<Diagnostic>);
 
 fn parse_code(path: &str, blanked: &str, k: &pre::Knowledge, depth: usize) -> Result<Parsed, HeaderError> {
+    let expanded = pre::inline_expand(blanked, k);
+    let blanked = expanded.as_str();
     let neutral = pre::neutralize(blanked, k);
     let mut parser = tree_sitter::Parser::new();
     parser.set_language(&tree_sitter_cpp::LANGUAGE.into()).map_err(|e| HeaderError::Language(e.to_string()))?;

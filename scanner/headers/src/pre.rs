@@ -312,6 +312,9 @@ pub struct Knowledge {
     pub types: BTreeSet<String>,
     /// Function-like macros that expand to declarations (`__cuda_builtin_vector_align8(tag, members)`).
     pub decl_macros: BTreeMap<String, MacroDef>,
+    /// Object-like macros that expand to member or declaration lists (`PyObject_HEAD`): expanded
+    /// in place before parsing.
+    pub inline_macros: BTreeMap<String, String>,
     /// Apply positional heuristics for unknown macros.
     pub heuristics: bool,
 }
@@ -527,6 +530,9 @@ pub fn learn_from_defines(k: &mut Knowledge, defines: &[Define]) {
             .or_else(|| defs.iter().find(|d| d.params.is_some() && !d.body.trim().is_empty()));
         if let Some(d) = pick {
             k.decl_macros.insert(name.to_string(), (*d).clone());
+        }
+        if let Some(d) = defs.iter().find(|d| d.params.is_none() && d.body.contains(';')) {
+            k.inline_macros.insert(name.to_string(), d.body.clone());
         }
     }
     // fix point: a macro whose body only uses attribute macros is itself one
@@ -1545,4 +1551,43 @@ pub fn neutralize(blanked: &str, k: &Knowledge) -> Neutralized {
     marks.sort_by_key(|m| m.pos);
     marks.dedup();
     Neutralized { text, marks, expansions: st.expansions }
+}
+
+/// Expands object-like macros that stand for declarations (bodies with `;`) in place. The
+/// expansion never contains a newline, so line numbers stay those of the original text.
+pub fn inline_expand(blanked: &str, k: &Knowledge) -> String {
+    if k.inline_macros.is_empty() {
+        return blanked.to_string();
+    }
+    fn expand(name: &str, k: &Knowledge, depth: usize, out: &mut String) {
+        let Some(body) = k.inline_macros.get(name) else {
+            out.push_str(name);
+            return;
+        };
+        if depth > 8 || out.len() > 1 << 20 {
+            return;
+        }
+        for t in tokenize(body) {
+            let s = t.text(body);
+            if t.kind == Tok::Ident && k.inline_macros.contains_key(s) && s != name {
+                expand(s, k, depth + 1, out);
+            } else {
+                out.push_str(&s.replace(['\n', '\r'], " "));
+            }
+            out.push(' ');
+        }
+    }
+    let toks = tokenize(blanked);
+    let mut out = String::with_capacity(blanked.len());
+    let mut last = 0;
+    for t in toks {
+        let s = t.text(blanked);
+        if t.kind == Tok::Ident && k.inline_macros.contains_key(s) {
+            out.push_str(blanked.get(last..t.start).unwrap_or(""));
+            expand(s, k, 0, &mut out);
+            last = t.end;
+        }
+    }
+    out.push_str(blanked.get(last..).unwrap_or(""));
+    out
 }

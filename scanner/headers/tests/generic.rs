@@ -371,3 +371,24 @@ MY_EXPORT(2, void, my_set_sig_bytes, (my_structrp my_ptr, int num_bytes));
     assert_eq!(s("my_access_version_number"), ("my_uint_32".into(), vec![]));
     assert_eq!(s("my_set_sig_bytes"), ("void".into(), p(&[("my_ptr", "my_structrp"), ("num_bytes", "int")])));
 }
+
+/// Object-like macros that stand for members (CPython's `PyObject_HEAD` style) are expanded in
+/// place, keeping line numbers.
+#[test]
+fn member_list_macros() {
+    let f = scan(
+        "#define OBJ_HEAD long refcnt; struct type *ob_type;\n#define EXC_HEAD OBJ_HEAD void *dict;\n\ntypedef struct {\n    EXC_HEAD\n    int code;\n} Exc;\nint after(Exc *e);\n",
+    );
+    let fields: Vec<(&str, &str, u32)> = f
+        .decls
+        .iter()
+        .filter(|d| d.kind == DeclKind::Field)
+        .map(|d| (d.name.as_str(), d.ty.as_deref().unwrap_or(""), d.line))
+        .collect();
+    assert_eq!(
+        fields,
+        vec![("refcnt", "long", 5), ("ob_type", "struct type *", 5), ("dict", "void *", 5), ("code", "int", 6)]
+    );
+    assert_eq!(func(&f, "after").line, 8);
+    assert!(f.diagnostics.is_empty());
+}
