@@ -534,6 +534,18 @@ pub fn learn_from_defines(k: &mut Knowledge, defines: &[Define]) {
         if let Some(d) = defs.iter().find(|d| d.params.is_none() && d.body.contains(';')) {
             k.inline_macros.insert(name.to_string(), d.body.clone());
         }
+        // `#define _Xconst const`, `#define hi_void void`: keyword spellings, expanded in place
+        let keywords_only = |b: &str| {
+            let toks = tokenize(b);
+            !toks.is_empty()
+                && toks.iter().all(|t| {
+                    let s = t.text(b);
+                    BUILTIN_TYPES.contains(&s) || matches!(s, "const" | "volatile" | "*")
+                })
+        };
+        if defs.iter().all(|d| d.params.is_none() && keywords_only(&d.body)) {
+            k.inline_macros.insert(name.to_string(), defs[0].body.clone());
+        }
     }
     // fix point: a macro whose body only uses attribute macros is itself one
     for _ in 0..4 {
@@ -571,7 +583,12 @@ pub fn learn_from_defines(k: &mut Knowledge, defines: &[Define]) {
             let plain = |body: &str| {
                 tokenize(body).iter().all(|t| {
                     let s = t.text(body);
-                    t.kind == Tok::Ident && !is_keyword(s) && !k.types.contains(s) && !is_std_type(s)
+                    // `extern "C" {` / `}` guards count as nothing
+                    (t.kind == Tok::Ident && !is_keyword(s) && !k.types.contains(s) && !is_std_type(s))
+                        || s == "extern"
+                        || s == "{"
+                        || s == "}"
+                        || t.kind == Tok::Str
                 })
             };
             let all_attr = defs.iter().any(|d| body_is_attr_like(&d.body, &k.attr))

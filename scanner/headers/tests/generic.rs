@@ -392,3 +392,15 @@ fn member_list_macros() {
     assert_eq!(func(&f, "after").line, 8);
     assert!(f.diagnostics.is_empty());
 }
+
+/// Keyword spellings (`_Xconst`) and `extern "C" {` guards behind macros (X11 style).
+#[test]
+fn keyword_and_guard_macros() {
+    let f = scan(
+        "#ifdef __cplusplus\n#define _XFUNCPROTOBEGIN extern \"C\" {\n#define _XFUNCPROTOEND }\n#else\n#define _XFUNCPROTOBEGIN\n#define _XFUNCPROTOEND\n#endif\n#define _Xconst const\n_XFUNCPROTOBEGIN\ntypedef int (*XextErrorHandler) (Display * /* dpy */, _Xconst char* /* ext_name */);\nextern int XFoo(_Xconst char *name, int n);\n_XFUNCPROTOEND\n",
+    );
+    assert_eq!(sig(func(&f, "XFoo")), ("int".into(), p(&[("name", "const char *"), ("n", "int")])));
+    let td = f.decls.iter().find(|d| d.name == "XextErrorHandler").expect("typedef");
+    assert_eq!(td.ty.as_deref(), Some("int (*)(Display *, const char *)"));
+    assert!(f.diagnostics.is_empty(), "{:?}", f.diagnostics);
+}
