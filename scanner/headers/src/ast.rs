@@ -372,6 +372,48 @@ impl<'a> Walker<'a> {
                 decl.variadic = variadic;
                 decl.definition = definition;
                 self.push(decl, n, None);
+            } else if !definition
+                && d.kind() == "init_declarator"
+                && d.child_by_field_name("value").is_some_and(|v| v.kind() == "argument_list")
+                && !storage.contains(&"const")
+            {
+                // C++'s most vexing parse: `int f(T *a, int (*cb)(T *))` read as a variable
+                // initialized by a call. In a header it is a function declaration.
+                let (Some(inner), Some(args)) = (d.child_by_field_name("declarator"), d.child_by_field_name("value"))
+                else {
+                    continue;
+                };
+                let Some(name_node) = declarator_name(inner) else { continue };
+                if head.is_empty() {
+                    continue;
+                }
+                let mut decl = self.decl(DeclKind::Function, text(name_node, self.src), n);
+                decl.ret = Some(self.full_type(&head, Some(inner), Some(name_node)));
+                let mut params = Vec::new();
+                let mut all_params = true;
+                for i in 0..args.named_child_count() {
+                    let Some(a) = args.named_child(i as u32) else { continue };
+                    if a.kind() == "comment" {
+                        continue;
+                    }
+                    let t = text(a, self.src);
+                    if t.trim() == "..." {
+                        decl.variadic = true;
+                        continue;
+                    }
+                    match reparse_param(t) {
+                        Some(p) => params.push(p),
+                        None => all_params = false,
+                    }
+                }
+                if !all_params {
+                    continue; // a real initializer (`x(2 * sizeof(int))`), not parameters
+                }
+                if params.len() == 1 && params[0].ty == "void" && params[0].name.is_empty() {
+                    params.clear();
+                }
+                decl.params = Some(params);
+                self.push(decl, n, None);
             } else if !definition && d.kind() == "init_declarator" && storage.contains(&"const") {
                 let Some(name_node) = declarator_name(d) else {
                     continue;
@@ -547,4 +589,40 @@ impl<'a> Walker<'a> {
             }
         }
     }
+}
+
+/// Reads one parameter on its own, as `typedef text;` (a typedef cannot be read as an
+/// expression, so the C++ ambiguity does not come back). `None` when it is not a declaration.
+fn reparse_param(text_in: &str) -> Option<Param> {
+    // literals outside array brackets mean an expression, not a parameter
+    let mut brackets = 0i32;
+    for t in crate::lex::tokenize(text_in) {
+        match t.text(text_in) {
+            "[" => brackets += 1,
+            "]" => brackets -= 1,
+            "sizeof" if brackets == 0 => return None,
+            _ if brackets == 0
+                && matches!(t.kind, crate::lex::Tok::Number | crate::lex::Tok::Str | crate::lex::Tok::Char) =>
+            {
+                return None;
+            }
+            _ => {}
+        }
+    }
+    let src = format!("typedef {text_in};");
+    let mut parser = tree_sitter::Parser::new();
+    parser.set_language(&tree_sitter_cpp::LANGUAGE.into()).ok()?;
+    let tree = parser.parse(&src, None)?;
+    if tree.root_node().has_error() {
+        return None;
+    }
+    let decl = tree.root_node().named_child(0).filter(|c| c.kind() == "type_definition")?;
+    let starts = [0usize];
+    let mut w = Walker::new(&src, "", &starts, &[]);
+    let head = w.head_only(decl);
+    let d = decl.child_by_field_name("declarator");
+    let name_node = d.and_then(declarator_name);
+    let ty = w.full_type(&head, d, name_node);
+    let name = name_node.map(|nn| text(nn, &src).to_string()).unwrap_or_default();
+    Some(Param { name, ty, default: None })
 }

@@ -1068,6 +1068,46 @@ impl<'a> N<'a> {
         }
     }
 
+    /// Leading invocations of declaration macros (`M(a);` or, without semicolons,
+    /// `M(a) M(b) int f(void)`): each is expanded and parsed on its own. Returns how many items
+    /// were consumed.
+    fn expand_decl_macros(&mut self, items: &[Item]) -> usize {
+        let mut n = 0;
+        while let (Some(Item::Tok(t)), Some(Item::Group(o, _))) = (items.get(n), items.get(n + 1)) {
+            let name = self.t(*t);
+            let is_decl_macro = self.t(*o) == "("
+                && self.k.decl_macros.contains_key(name)
+                && !self.k.attr.contains(name)
+                && !self.k.wrappers.contains(name)
+                && !self.k.defaults.contains(name);
+            // `M(x) y` with `y` not another invocation would be a wrapper or a head: stop unless
+            // the rest is a new declaration or nothing
+            if !is_decl_macro {
+                break;
+            }
+            n += 2;
+        }
+        if n == 0 {
+            return 0;
+        }
+        // a lone `M(x)` followed by more tokens is only an invocation if the macro declares
+        // something on its own (its body ends a declaration)
+        if n < items.len() {
+            let ends_decl = |k: usize| {
+                let Item::Tok(t) = items[k] else { return false };
+                let body = self.k.decl_macros.get(self.t(t)).map(|d| d.body.trim_end().to_string()).unwrap_or_default();
+                body.ends_with(';') || body.ends_with('}')
+            };
+            if !(0..n).step_by(2).all(ends_decl) {
+                return 0;
+            }
+        }
+        for k in (0..n).step_by(2) {
+            self.expand_decl_macro(&items[k..k + 2]);
+        }
+        n
+    }
+
     fn expand_decl_macro(&mut self, items: &[Item]) -> bool {
         let (Some(Item::Tok(n)), Some(Item::Group(o, c))) = (items.first(), items.get(1)) else {
             return false;
@@ -1138,7 +1178,12 @@ impl<'a> N<'a> {
     }
 
     fn analyze(&mut self, items: &[Item]) {
-        if items.is_empty() || self.expand_decl_macro(items) {
+        if items.is_empty() {
+            return;
+        }
+        let consumed = self.expand_decl_macros(items);
+        let items = &items[consumed..];
+        if items.is_empty() {
             return;
         }
         if !self.heuristic() {

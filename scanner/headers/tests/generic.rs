@@ -404,3 +404,20 @@ fn keyword_and_guard_macros() {
     assert_eq!(td.ty.as_deref(), Some("int (*)(Display *, const char *)"));
     assert!(f.diagnostics.is_empty(), "{:?}", f.diagnostics);
 }
+
+/// `int f(T *a, int (*cb)(T *))` with an unknown `T` reads as a C++ variable initialized by a
+/// call; it is a function declaration.
+#[test]
+fn most_vexing_parse() {
+    let f = scan("int f2(PyObject *mp, int (*predicate)(PyObject *value), ...);\n");
+    let d = func(&f, "f2");
+    assert_eq!(sig(d), ("int".into(), p(&[("mp", "PyObject *"), ("predicate", "int (*)(PyObject *)")])));
+    assert!(d.variadic);
+}
+
+#[test]
+fn most_vexing_parse_with_arrays_and_real_initializers() {
+    let f = scan("int g(PyObject *mp, char buf[32], int (*cb)(PyObject *v));\nstruct S x(2 * 4);\n");
+    assert_eq!(sig(func(&f, "g")).1, p(&[("mp", "PyObject *"), ("buf", "char [32]"), ("cb", "int (*)(PyObject *)")]));
+    assert!(!f.decls.iter().any(|d| d.kind == DeclKind::Function && d.name == "x"));
+}
