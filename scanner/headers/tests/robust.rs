@@ -121,6 +121,7 @@ fn pathological_inputs() {
     let macro_loop = "#define A B\n#define B A\nenum { X = A };\n#define F(x) F(x)\nenum { Y = F(1) };";
     let blowup = "#define M1 int a; M2 M2\n#define M2 int b; M1 M1\nstruct s { M1 };\n#define D(x) D(x); D(x); int x;\nD(q);\nD(r) D(s)\n";
     for text in [
+        blowup,
         deep_parens.as_str(),
         deep_braces.as_str(),
         long_enum.as_str(),
