@@ -122,6 +122,9 @@ pub enum Error {
     #[error("{0}")]
     #[diagnostic(code(xirang::usage))]
     Usage(String),
+    #[error(transparent)]
+    #[diagnostic(code(xirang::headers))]
+    Headers(#[from] xirang_headers::HeaderError),
 }
 
 impl From<SourceError> for Error {

@@ -101,6 +101,81 @@ fn sort_derivatives(d: &mut [Derivative]) {
     d.sort_by(|a, b| (&a.op, &a.dispatch_key).cmp(&(&b.op, &b.dispatch_key)));
 }
 
+/// Name of the header snapshot format, written in every header `meta.json`.
+pub const HEADER_FORMAT_NAME: &str = "xirang-header-snapshot";
+/// Version of the header snapshot format.
+pub const HEADER_FORMAT_VERSION: u32 = 1;
+
+/// Provenance and counts of a header snapshot (`schemas/<vendor>/<version>/meta.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeaderMeta {
+    pub format: String,
+    pub format_version: u32,
+    /// `ascend`, `cuda`, or `generic`.
+    pub upstream: String,
+    pub version: String,
+    pub origin: String,
+    /// sha256 over the header files (relative path, length, bytes), in path order.
+    pub content_sha256: String,
+    /// Declarations per kind, and `files`.
+    pub counts: std::collections::BTreeMap<String, usize>,
+}
+
+/// One file of a header snapshot without its declarations (those are in `decls.jsonl`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct HeaderFileEntry {
+    path: String,
+    includes: Vec<xirang_headers::Include>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    diagnostics: Vec<xirang_headers::Diagnostic>,
+}
+
+/// `files.json` of a header snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct HeaderFilesDoc {
+    profile: xirang_headers::Profile,
+    files: Vec<HeaderFileEntry>,
+    include_graph: Vec<xirang_headers::IncludeEdge>,
+}
+
+/// The driver-header IR of one vendor release.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeaderSnapshot {
+    pub meta: HeaderMeta,
+    pub set: xirang_headers::HeaderSet,
+}
+
+impl HeaderSnapshot {
+    /// Scans a folder of headers (for Ascend releases laid out as `<release>/acl/`, pass the
+    /// release folder: its `acl/` is scanned).
+    pub fn scan(vendor: &str, folder: &Path, version: &Version) -> Result<HeaderSnapshot> {
+        let profile: xirang_headers::Profile =
+            vendor.parse().map_err(|_| Error::Usage(format!("unknown vendor `{vendor}` (ascend, cuda, generic)")))?;
+        let dir = if folder.join("acl").is_dir() { folder.join("acl") } else { folder.to_path_buf() };
+        let set = xirang_headers::scan_dir(profile, &dir)?;
+        let mut h = <sha2::Sha256 as sha2::Digest>::new();
+        for f in &set.files {
+            let bytes = std::fs::read(dir.join(&f.path)).map_err(|e| Error::io(dir.join(&f.path), e))?;
+            sha2::Digest::update(&mut h, f.path.as_bytes());
+            sha2::Digest::update(&mut h, (bytes.len() as u64).to_le_bytes());
+            sha2::Digest::update(&mut h, &bytes);
+        }
+        let mut counts: std::collections::BTreeMap<String, usize> =
+            xirang_headers::summary(&set).into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        counts.insert("files".into(), set.files.len());
+        let meta = HeaderMeta {
+            format: HEADER_FORMAT_NAME.into(),
+            format_version: HEADER_FORMAT_VERSION,
+            upstream: vendor.to_string(),
+            version: version.to_string(),
+            origin: format!("folder:{}", folder.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()),
+            content_sha256: crate::source::hex(&sha2::Digest::finalize(h)),
+            counts,
+        };
+        Ok(HeaderSnapshot { meta, set })
+    }
+}
+
 /// The snapshot store rooted at a `schemas/` folder.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -186,6 +261,76 @@ impl Store {
         write_if_changed(&dir.join("operators.jsonl"), &to_jsonl(&snap.registry.functions)?)?;
         write_if_changed(&dir.join("derivatives.jsonl"), &to_jsonl(&snap.derivatives)?)?;
         Ok(dir)
+    }
+
+    /// Writes a header snapshot: `meta.json`, `files.json` (files, includes, include graph) and
+    /// `decls.jsonl` (one declaration per line, by file then source order).
+    pub fn write_headers(&self, snap: &HeaderSnapshot) -> Result<PathBuf> {
+        let v = Version::parse(&snap.meta.version)
+            .ok_or_else(|| Error::Usage(format!("bad version {}", snap.meta.version)))?;
+        let dir = self.dir(&snap.meta.upstream, &v);
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let doc = HeaderFilesDoc {
+            profile: snap.set.profile,
+            files: snap
+                .set
+                .files
+                .iter()
+                .map(|f| HeaderFileEntry {
+                    path: f.path.clone(),
+                    includes: f.includes.clone(),
+                    diagnostics: f.diagnostics.clone(),
+                })
+                .collect(),
+            include_graph: snap.set.include_graph.clone(),
+        };
+        let decls: Vec<&xirang_headers::Decl> = snap.set.decls().collect();
+        write_if_changed(&dir.join("meta.json"), &to_pretty(&snap.meta)?)?;
+        write_if_changed(&dir.join("files.json"), &to_pretty(&doc)?)?;
+        write_if_changed(&dir.join("decls.jsonl"), &to_jsonl(&decls)?)?;
+        Ok(dir)
+    }
+
+    /// Loads a header snapshot of `vendor` (`ascend`, `cuda`).
+    pub fn load_headers(&self, vendor: &str, v: &Version) -> Result<HeaderSnapshot> {
+        let dir = self.dir(vendor, v);
+        let meta: HeaderMeta = read_json(&dir.join("meta.json"))?;
+        if meta.format != HEADER_FORMAT_NAME || meta.format_version != HEADER_FORMAT_VERSION {
+            return Err(Error::Snapshot {
+                path: dir.join("meta.json"),
+                message: format!(
+                    "format {} v{} is not {HEADER_FORMAT_NAME} v{HEADER_FORMAT_VERSION}",
+                    meta.format, meta.format_version
+                ),
+            });
+        }
+        let doc: HeaderFilesDoc = read_json(&dir.join("files.json"))?;
+        let decls: Vec<xirang_headers::Decl> = read_jsonl(&dir.join("decls.jsonl"))?;
+        let mut files: Vec<xirang_headers::HeaderFile> = doc
+            .files
+            .into_iter()
+            .map(|f| xirang_headers::HeaderFile {
+                path: f.path,
+                decls: Vec::new(),
+                includes: f.includes,
+                diagnostics: f.diagnostics,
+            })
+            .collect();
+        let index: std::collections::HashMap<String, usize> =
+            files.iter().enumerate().map(|(i, f)| (f.path.clone(), i)).collect();
+        for d in decls {
+            match index.get(&d.file) {
+                Some(&i) => files[i].decls.push(d),
+                None => {
+                    return Err(Error::Snapshot {
+                        path: dir.join("decls.jsonl"),
+                        message: format!("declaration {} names file {} that files.json does not list", d.name, d.file),
+                    });
+                }
+            }
+        }
+        let set = xirang_headers::HeaderSet { profile: doc.profile, files, include_graph: doc.include_graph };
+        Ok(HeaderSnapshot { meta, set })
     }
 
     /// Loads a PyTorch snapshot.
