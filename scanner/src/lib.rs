@@ -8,7 +8,9 @@
 
 pub mod backend;
 pub mod derivatives;
+pub mod diff;
 pub mod error;
+pub mod naming;
 pub mod registry;
 pub mod render;
 pub mod schema;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use xirang_scan::error::Error;
+use xirang_scan::diff;
 use xirang_scan::render;
 use xirang_scan::snapshot::{PytorchSnapshot, Store, Version};
 use xirang_scan::source::{self, SourceSpec};
@@ -58,6 +59,58 @@ enum Command {
     /// Manage the snapshot store
     #[command(subcommand)]
     Snapshot(SnapshotCmd),
+    /// Drift report between two versions: what changed upstream, what it breaks here, what is regenerated
+    #[command(long_about = "Compares two PyTorch snapshots (or sources), classifies every change by a rule of the \
+catalogue (`xirang-scan rules`), joins the changes with the hand-written kernels of adapter-runtime/ and with \
+backend yaml files (--backend), and prints a checklist of what to edit plus what the generator handles.\n\n\
+Exit codes: 0 no change at or above --fail-on (or no --fail-on); 1 error; 2 usage error; otherwise a bit set: \
+4 breaking changes present, 8 action changes present (counted with --fail-on action|info), 16 info changes \
+present (with --fail-on info), 32 an allow-list entry has expired (with any --fail-on).")]
+    Diff {
+        /// Old version (v2.1, v2.1.0) or source
+        old: String,
+        /// New version or source
+        new: String,
+        #[arg(long, value_enum, default_value_t = DiffFormat::Terminal)]
+        format: DiffFormat,
+        /// Vendor backend yaml (gen_backend_stubs / torch_npu format) to join; repeatable
+        #[arg(long, value_name = "FILE")]
+        backend: Vec<PathBuf>,
+        /// Allow list (json: rule, fingerprint, reason, expires)
+        #[arg(long, value_name = "FILE")]
+        allow: Option<PathBuf>,
+        /// Set a non-zero exit code when changes of this severity or worse remain
+        #[arg(long, value_enum, value_name = "SEVERITY")]
+        fail_on: Option<FailOn>,
+        /// Adapter tree to index for hand-written kernels (default: adapter-runtime/ of the repository)
+        #[arg(long, value_name = "DIR")]
+        adapter: Option<PathBuf>,
+        /// Colour in the terminal format (auto: a terminal and NO_COLOR unset)
+        #[arg(long, value_enum, default_value_t = ColorWhen::Auto)]
+        color: ColorWhen,
+        /// Subjects listed per rule in the terminal format (0: all)
+        #[arg(long, default_value_t = 8)]
+        limit: usize,
+        /// Date for allow-list expiry (YYYY-MM-DD; default: today, UTC)
+        #[arg(long, value_name = "DATE")]
+        today: Option<String>,
+    },
+    /// List the drift rules (id, severity, PyTorch BC verdict, title)
+    Rules {
+        #[arg(long, value_enum, default_value_t = ShowFormat::Text)]
+        format: ShowFormat,
+    },
+    /// Explain one drift rule: what it means and what to do
+    Explain {
+        /// Rule id, e.g. arg.inserted
+        id: String,
+    },
+    /// Regenerate the committed drift reports in diffs/ (or check them with --check; exit 3 when stale)
+    Diffs {
+        /// Do not write; exit 3 and list the stale files when diffs/ is not current
+        #[arg(long)]
+        check: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -92,6 +145,27 @@ enum Format {
 enum ShowFormat {
     Text,
     Json,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum DiffFormat {
+    Terminal,
+    Markdown,
+    Json,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum FailOn {
+    Breaking,
+    Action,
+    Info,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum ColorWhen {
+    Auto,
+    Always,
+    Never,
 }
 
 fn main() -> ExitCode {
@@ -166,6 +240,57 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 );
             }
         }
+        Command::Diff { old, new, format, backend, allow, fail_on, adapter, color, limit, today } => {
+            return run_diff(DiffArgs {
+                store: &store,
+                old,
+                new,
+                format,
+                backend,
+                allow,
+                fail_on,
+                adapter,
+                color,
+                limit,
+                today,
+            });
+        }
+        Command::Rules { format } => {
+            let rules = diff::RuleSet::builtin();
+            let text = match format {
+                ShowFormat::Text => rules.list_text(),
+                ShowFormat::Json => {
+                    let mut t = serde_json::to_string_pretty(rules.all()).map_err(|e| Error::Usage(e.to_string()))?;
+                    t.push('\n');
+                    t
+                }
+            };
+            print_str(&text)?;
+        }
+        Command::Explain { id } => {
+            print_str(&diff::RuleSet::builtin().explain_text(&id)?)?;
+        }
+        Command::Diffs { check } => {
+            let st = store()?;
+            let rules = diff::RuleSet::builtin();
+            if check {
+                let stale = diff::committed::check_reports(&st, &rules)?;
+                if !stale.is_empty() {
+                    for p in &stale {
+                        eprintln!("stale: {}", p.display());
+                    }
+                    eprintln!("diffs/ is not current: run `xirang-scan diffs` and commit the result");
+                    return Ok(ExitCode::from(3));
+                }
+                println!("diffs/ is current");
+            } else {
+                let written = diff::committed::write_reports(&st, &rules)?;
+                for p in &written {
+                    println!("wrote {}", p.display());
+                }
+                println!("{} file(s) changed", written.len());
+            }
+        }
         Command::Snapshot(SnapshotCmd::List) => {
             let st = store()?;
             for up in xirang_scan::snapshot::UPSTREAMS {
@@ -229,4 +354,94 @@ fn print_str(text: &str) -> Result<(), Error> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(Error::io("<stdout>", e)),
     }
+}
+
+struct DiffArgs<'a> {
+    store: &'a dyn Fn() -> Result<Store, Error>,
+    old: String,
+    new: String,
+    format: DiffFormat,
+    backend: Vec<PathBuf>,
+    allow: Option<PathBuf>,
+    fail_on: Option<FailOn>,
+    adapter: Option<PathBuf>,
+    color: ColorWhen,
+    limit: usize,
+    today: Option<String>,
+}
+
+/// `xirang-scan diff`: load, compare, join with the adapter, render, and compute the exit code.
+fn run_diff(a: DiffArgs<'_>) -> Result<ExitCode, Error> {
+    let rules = diff::RuleSet::builtin();
+    let old = load_target(a.store, &a.old, None)?;
+    let new = load_target(a.store, &a.new, None)?;
+    // the repository root: the store's parent when there is one, else the current directory
+    let root = match (a.store)() {
+        Ok(st) => diff::committed::repo_root(&st),
+        Err(_) => PathBuf::from("."),
+    };
+    let kernels = match &a.adapter {
+        Some(dir) => {
+            let map = diff::adapter_index::method_map(
+                old.registry.functions.iter().chain(new.registry.functions.iter()).map(|f| &f.func.name),
+            );
+            diff::adapter_index::index_dir(dir, dir.parent().unwrap_or(dir), &map)?
+        }
+        None => diff::committed::index_adapter(&root, &[&old, &new])?,
+    };
+    let mut yamls = Vec::new();
+    for p in &a.backend {
+        let text = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
+        let src = xirang_scan::SourceFile::new(p.display().to_string(), text);
+        yamls.push((p.display().to_string(), xirang_scan::backend::load_backend_yaml(&src)?));
+    }
+    let backends: Vec<diff::impact::Backend<'_>> =
+        yamls.iter().map(|(path, yaml)| diff::impact::Backend { path: path.clone(), yaml }).collect();
+    let allow = match &a.allow {
+        Some(p) => Some(diff::allow::AllowList::load(p)?),
+        None => None,
+    };
+    let today = match a.today {
+        Some(t) => {
+            if diff::allow::parse_date(&t).is_none() {
+                return Err(Error::Usage(format!("--today `{t}` is not YYYY-MM-DD")));
+            }
+            t
+        }
+        None => diff::allow::today_utc(),
+    };
+    let generated = diff::impact::GeneratedIndex::load(&root);
+    let title = format!("pytorch {} -> {}", old.meta.version, new.meta.version);
+    let report = diff::committed::pytorch_report(
+        diff::committed::PytorchDiff {
+            old: &old,
+            new: &new,
+            title,
+            kernels: &kernels,
+            backends: &backends,
+            generated: &generated,
+            allow: allow.as_ref(),
+            today: &today,
+        },
+        &rules,
+    );
+    let text = match a.format {
+        DiffFormat::Terminal => {
+            let color = match a.color {
+                ColorWhen::Always => true,
+                ColorWhen::Never => false,
+                ColorWhen::Auto => diff::report_terminal::auto_color(),
+            };
+            diff::report_terminal::render(&report, &rules, diff::report_terminal::Options { color, limit: a.limit })
+        }
+        DiffFormat::Markdown => diff::report_markdown::render(&report, &rules),
+        DiffFormat::Json => diff::report_json::render(&report)?,
+    };
+    print_str(&text)?;
+    let fail_on = a.fail_on.map(|f| match f {
+        FailOn::Breaking => diff::Severity::Breaking,
+        FailOn::Action => diff::Severity::Action,
+        FailOn::Info => diff::Severity::Info,
+    });
+    Ok(ExitCode::from(diff::exit_code(&report, fail_on)))
 }

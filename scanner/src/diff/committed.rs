@@ -1,0 +1,182 @@
+//! The standard pipeline (two snapshots -> report) and the committed reports under `diffs/`.
+//!
+//! `diffs/` holds one markdown report per consecutive pair of PyTorch snapshots in the store
+//! (`diffs/pytorch/v2.3.1..v2.4.0.md`), per consecutive pair of driver header snapshots once those
+//! exist in the store (see [`HEADER_UPSTREAMS`]), plus the quick-start pair `v2.1..v2.3`, and an index
+//! `diffs/README.md`. `xirang-scan diffs` rewrites them; `xirang-scan diffs --check` fails when any is
+//! stale (CI). Reports include the impact on the hand-written kernels of `adapter-runtime/`, so a new
+//! kernel marker makes them stale too: regenerate and commit.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::adapter_index::{self, AdapterIndex};
+use super::impact::{Backend, GeneratedIndex};
+use super::{Report, ReportInput, RuleSet, allow::AllowList, build_report, pytorch, report_markdown};
+use crate::error::Error;
+use crate::snapshot::{PytorchSnapshot, Store, Version};
+
+/// Extra pairs committed besides the consecutive ones: (old spec, new spec).
+pub const EXTRA_PAIRS: &[(&str, &str)] = &[("v2.1", "v2.3")];
+
+/// Driver upstreams whose header snapshots get committed reports once they are in the store.
+/// Seam: header snapshots (`schemas/ascend/<ver>/`, `schemas/cuda/<ver>/`) are not in the store yet,
+/// and the header change source plugs in through [`super::Upstream::Header`] changes when they are.
+pub const HEADER_UPSTREAMS: &[&str] = &["ascend", "cuda"];
+
+/// Where the adapter lives relative to the repository root.
+pub const ADAPTER_DIR: &str = "adapter-runtime";
+
+/// The repository root of a store (`schemas/..`).
+pub fn repo_root(store: &Store) -> PathBuf {
+    let root = store.root.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+    if root.as_os_str().is_empty() { PathBuf::from(".") } else { root }
+}
+
+/// Indexes the adapter's hand-written kernels, naming methods by the operators of both snapshots.
+pub fn index_adapter(root: &Path, snaps: &[&PytorchSnapshot]) -> Result<AdapterIndex, Error> {
+    let dir = root.join(ADAPTER_DIR);
+    if !dir.is_dir() {
+        return Ok(AdapterIndex::default());
+    }
+    let map = adapter_index::method_map(snaps.iter().flat_map(|s| s.registry.functions.iter().map(|f| &f.func.name)));
+    adapter_index::index_dir(&dir, root, &map)
+}
+
+/// Options of one PyTorch comparison.
+pub struct PytorchDiff<'a> {
+    pub old: &'a PytorchSnapshot,
+    pub new: &'a PytorchSnapshot,
+    pub title: String,
+    pub kernels: &'a AdapterIndex,
+    pub backends: &'a [Backend<'a>],
+    pub generated: &'a GeneratedIndex,
+    pub allow: Option<&'a AllowList>,
+    pub today: &'a str,
+}
+
+/// Diffs two PyTorch snapshots and builds the report.
+pub fn pytorch_report(d: PytorchDiff<'_>, rules: &RuleSet) -> Report {
+    let changes = pytorch::diff(d.old, d.new, rules);
+    build_report(ReportInput {
+        title: d.title,
+        old: d.old.meta.version.clone(),
+        new: d.new.meta.version.clone(),
+        changes,
+        kernels: d.kernels,
+        backends: d.backends,
+        generated: d.generated,
+        allow: d.allow,
+        today: d.today,
+    })
+}
+
+/// Every committed report: path relative to the repository root -> content.
+pub fn expected_reports(store: &Store, rules: &RuleSet) -> Result<BTreeMap<PathBuf, String>, Error> {
+    let root = repo_root(store);
+    let versions = store.versions("pytorch");
+    let mut snaps: BTreeMap<Version, PytorchSnapshot> = BTreeMap::new();
+    for v in &versions {
+        snaps.insert(v.clone(), store.load_pytorch(v)?);
+    }
+    let all: Vec<&PytorchSnapshot> = snaps.values().collect();
+    let kernels = index_adapter(&root, &all)?;
+    let generated = GeneratedIndex::load(&root);
+    let mut out = BTreeMap::new();
+    let mut index_rows = Vec::new();
+    let mut pairs: Vec<(String, Version, Version)> =
+        versions.windows(2).map(|w| (format!("{}..{}", w[0], w[1]), w[0].clone(), w[1].clone())).collect();
+    for (a, b) in EXTRA_PAIRS {
+        let (va, vb) = (store.resolve("pytorch", a)?, store.resolve("pytorch", b)?);
+        pairs.push((format!("{a}..{b}"), va, vb));
+    }
+    for (name, va, vb) in pairs {
+        let (Some(old), Some(new)) = (snaps.get(&va), snaps.get(&vb)) else { continue };
+        let r = pytorch_report(
+            PytorchDiff {
+                old,
+                new,
+                title: format!("pytorch {va} -> {vb}"),
+                kernels: &kernels,
+                backends: &[],
+                generated: &generated,
+                allow: None,
+                today: "",
+            },
+            rules,
+        );
+        let file = PathBuf::from("diffs").join("pytorch").join(format!("{name}.md"));
+        let [(_, b), (_, a), (_, i)] = r.counts();
+        index_rows.push(format!(
+            "| [{name}](pytorch/{name}.md) | {va} | {vb} | {b} | {a} | {i} | {} |",
+            r.to_edit().count()
+        ));
+        out.insert(file, report_markdown::render(&r, rules));
+    }
+    let mut readme = String::from(
+        "# Committed drift reports\n\nGenerated by `xirang-scan diffs` (checked by `xirang-scan diffs --check` in CI); \
+         do not edit by hand.\nOne report per consecutive pair of snapshots in `schemas/`, plus the quick-start pair.\n\n\
+         | report | old | new | breaking | action | info | to edit |\n| --- | --- | --- | ---: | ---: | ---: | ---: |\n",
+    );
+    for row in index_rows {
+        readme.push_str(&row);
+        readme.push('\n');
+    }
+    let headers: Vec<&str> = HEADER_UPSTREAMS.iter().copied().filter(|u| !store.versions(u).is_empty()).collect();
+    if headers.is_empty() {
+        readme.push_str("\nDriver header reports appear here once header snapshots are in `schemas/ascend/` and `schemas/cuda/`.\n");
+    }
+    out.insert(PathBuf::from("diffs").join("README.md"), readme);
+    Ok(out)
+}
+
+/// Writes the committed reports (removing stale `.md` files under `diffs/pytorch/`); returns the
+/// files written.
+pub fn write_reports(store: &Store, rules: &RuleSet) -> Result<Vec<PathBuf>, Error> {
+    let root = repo_root(store);
+    let want = expected_reports(store, rules)?;
+    let mut written = Vec::new();
+    for (rel, text) in &want {
+        let p = root.join(rel);
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+        }
+        if crate::snapshot::write_if_changed(&p, text)? {
+            written.push(rel.clone());
+        }
+    }
+    for rel in stale_extra(&root, &want) {
+        let p = root.join(&rel);
+        std::fs::remove_file(&p).map_err(|e| Error::io(&p, e))?;
+        written.push(rel);
+    }
+    Ok(written)
+}
+
+/// Files that differ from what `diffs` would write, or should not be there.
+pub fn check_reports(store: &Store, rules: &RuleSet) -> Result<Vec<PathBuf>, Error> {
+    let root = repo_root(store);
+    let want = expected_reports(store, rules)?;
+    let mut stale = Vec::new();
+    for (rel, text) in &want {
+        match std::fs::read(root.join(rel)) {
+            Ok(b) if b == text.as_bytes() => {}
+            _ => stale.push(rel.clone()),
+        }
+    }
+    stale.extend(stale_extra(&root, &want));
+    Ok(stale)
+}
+
+fn stale_extra(root: &Path, want: &BTreeMap<PathBuf, String>) -> Vec<PathBuf> {
+    let dir = root.join("diffs").join("pytorch");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        let rel = PathBuf::from("diffs").join("pytorch").join(e.file_name());
+        if rel.extension().is_some_and(|x| x == "md") && !want.contains_key(&rel) {
+            out.push(rel);
+        }
+    }
+    out.sort();
+    out
+}

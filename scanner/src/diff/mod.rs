@@ -1,0 +1,355 @@
+//! The drift engine: compare two snapshots, classify every change by a rule of the catalogue, join
+//! the changes with this adapter (hand-written kernels, a vendor backend yaml, generated files) and
+//! render the result.
+//!
+//! Pipeline (each step a module):
+//! - [`rules`]: the rule catalogue, data in `scanner/rules/pytorch.json` (plus the header rules of
+//!   `xirang-headers` when a header source is wired in): stable id, severity, explanation, remedy.
+//! - [`pytorch`]: two PyTorch snapshots -> [`Change`]s (operators, arguments, returns, dispatch,
+//!   tags, derivatives), each with PyTorch's own backward-compatibility verdict.
+//! - [`adapter_index`]: `syn` over `adapter-runtime/` -> the operators implemented by hand, with
+//!   file and line.
+//! - [`impact`]: changes x (kernels, backend yaml, generated files) -> [`Impact`]s.
+//! - [`allow`]: the allow list (rule id + fingerprint, reason, expiry).
+//! - [`report_terminal`], [`report_markdown`], [`report_json`]: the three renderings.
+//!
+//! Every change source (PyTorch registry today, driver headers next) produces the same [`Change`]
+//! type, so reports, allow lists and exit codes do not care where a change came from.
+
+pub mod adapter_index;
+pub mod allow;
+pub mod committed;
+pub mod impact;
+pub mod pytorch;
+pub mod report_json;
+pub mod report_markdown;
+pub mod report_terminal;
+pub mod rules;
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+pub use rules::{Rule, RuleSet};
+
+/// How much a change matters to this adapter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Hand-written code stops compiling or computes the wrong thing.
+    Breaking,
+    /// Someone should look and probably edit something.
+    Action,
+    /// Nothing to do.
+    Info,
+}
+
+impl Severity {
+    pub const ALL: [Severity; 3] = [Severity::Breaking, Severity::Action, Severity::Info];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Breaking => "breaking",
+            Severity::Action => "action",
+            Severity::Info => "info",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Severity> {
+        Severity::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+    /// Exit-code bit of this severity (see [`exit_code`]).
+    pub fn bit(self) -> u8 {
+        match self {
+            Severity::Breaking => 4,
+            Severity::Action => 8,
+            Severity::Info => 16,
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which upstream interface a change comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Upstream {
+    Pytorch,
+    Header,
+}
+
+/// A file and (when known) a 1-based line.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Location {
+    pub file: String,
+    pub line: Option<u32>,
+}
+
+impl Location {
+    pub fn new(file: impl Into<String>, line: Option<u32>) -> Self {
+        Location { file: file.into(), line }
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "{}:{l}", self.file),
+            None => f.write_str(&self.file),
+        }
+    }
+}
+
+/// One upstream change, classified by a rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    /// Rule id (`arg.inserted`).
+    pub rule: String,
+    pub severity: Severity,
+    pub upstream: Upstream,
+    /// The operator as `name.overload` (`name` for the default overload), or the driver symbol.
+    pub subject: String,
+    /// What the change is about inside the subject (an argument name, a tag, a dispatch key), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// Whether PyTorch's own backward-compatibility check accepts the change (null: not a schema change).
+    pub pytorch_bc: Option<bool>,
+    /// Canonical old text (schema fragment, tag list, formula, C declaration).
+    pub old: Option<String>,
+    pub new: Option<String>,
+    /// Where the change is upstream (native_functions.yaml / derivatives.yaml / header line, new side
+    /// unless removed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_location: Option<Location>,
+    /// One line in words.
+    pub message: String,
+    /// sha256 over rule id, subject, detail, old and new (see [`fingerprint`]); stable across wording.
+    pub fingerprint: String,
+}
+
+/// sha256 of the rule id, subject, detail and old/new canonical details, hex, first 16 bytes.
+/// Never includes message text, so rewording a rule does not invalidate allow lists.
+pub fn fingerprint(rule: &str, subject: &str, detail: Option<&str>, old: Option<&str>, new: Option<&str>) -> String {
+    let mut h = Sha256::new();
+    for part in [Some(rule), Some(subject), detail, old, new] {
+        match part {
+            Some(p) => {
+                h.update([1u8]);
+                h.update(p.as_bytes());
+            }
+            None => h.update([0u8]),
+        }
+        h.update([0xffu8]);
+    }
+    let d = h.finalize();
+    d.iter().take(16).map(|b| format!("{b:02x}")).collect()
+}
+
+impl Change {
+    /// Builds a change with the rule's severity from the catalogue and a computed fingerprint.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        rules: &RuleSet,
+        rule: &str,
+        upstream: Upstream,
+        subject: impl Into<String>,
+        detail: Option<String>,
+        pytorch_bc: Option<bool>,
+        old: Option<String>,
+        new: Option<String>,
+        message: String,
+    ) -> Change {
+        let subject = subject.into();
+        let severity = rules.severity(rule);
+        let fp = fingerprint(rule, &subject, detail.as_deref(), old.as_deref(), new.as_deref());
+        Change {
+            rule: rule.to_string(),
+            severity,
+            upstream,
+            subject,
+            detail,
+            pytorch_bc,
+            old,
+            new,
+            upstream_location: None,
+            message,
+            fingerprint: fp,
+        }
+    }
+
+    pub fn at(mut self, loc: Option<Location>) -> Change {
+        self.upstream_location = loc;
+        self
+    }
+
+    /// Deterministic order: severity, subject, rule, detail, fingerprint.
+    pub fn sort_key(&self) -> (Severity, &str, &str, Option<&str>, &str) {
+        (self.severity, &self.subject, &self.rule, self.detail.as_deref(), &self.fingerprint)
+    }
+}
+
+/// Where an impact lands in this adapter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ImpactSource {
+    /// A hand-written kernel in adapter-runtime/ (someone edits it).
+    Kernel,
+    /// An entry of the vendor backend yaml passed with `--backend` (someone edits it).
+    Backend,
+    /// A generated file (the generator rewrites it: nothing to do by hand).
+    Generated,
+}
+
+impl ImpactSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ImpactSource::Kernel => "kernel",
+            ImpactSource::Backend => "backend",
+            ImpactSource::Generated => "generated",
+        }
+    }
+}
+
+/// One change as it lands on one place of this adapter.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Impact {
+    pub subject: String,
+    pub rule: String,
+    pub severity: Severity,
+    pub source: ImpactSource,
+    pub location: Location,
+    /// The Rust item (kernel fn / trait method), the backend list name, or the generated item.
+    pub item: String,
+    /// The change's fingerprint (links the impact to its change).
+    pub fingerprint: String,
+}
+
+/// An allow-list entry that matched nothing or has expired.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllowNote {
+    pub rule: String,
+    pub fingerprint: String,
+    pub reason: String,
+    pub expires: String,
+    /// `expired` (no longer suppresses) or `unused` (matched no change).
+    pub status: String,
+}
+
+/// Everything a report shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// `pytorch v2.1.2 -> v2.3.1`, or the driver pair.
+    pub title: String,
+    pub old: String,
+    pub new: String,
+    /// Changes not suppressed by the allow list, sorted.
+    pub changes: Vec<Change>,
+    /// Impacts of those changes, sorted (kernel and backend first, ranked by severity).
+    pub impact: Vec<Impact>,
+    /// Changes suppressed by a live allow-list entry.
+    pub suppressed: Vec<Change>,
+    /// Expired or unused allow-list entries.
+    pub allow_notes: Vec<AllowNote>,
+    /// How many hand-written kernels were indexed, and the backend files joined.
+    pub kernels_indexed: usize,
+    pub backend_files: Vec<String>,
+}
+
+impl Report {
+    /// Counts of changes per severity.
+    pub fn counts(&self) -> [(Severity, usize); 3] {
+        Severity::ALL.map(|s| (s, self.changes.iter().filter(|c| c.severity == s).count()))
+    }
+    /// Counts of changes per rule id, sorted by severity then id.
+    pub fn rule_counts(&self) -> Vec<(Severity, String, usize)> {
+        let mut m: std::collections::BTreeMap<(Severity, &str), usize> = std::collections::BTreeMap::new();
+        for c in &self.changes {
+            *m.entry((c.severity, c.rule.as_str())).or_default() += 1;
+        }
+        m.into_iter().map(|((s, r), n)| (s, r.to_string(), n)).collect()
+    }
+    /// Impacts someone edits by hand (kernel, backend).
+    pub fn to_edit(&self) -> impl Iterator<Item = &Impact> {
+        self.impact.iter().filter(|i| i.source != ImpactSource::Generated)
+    }
+    pub fn generated(&self) -> impl Iterator<Item = &Impact> {
+        self.impact.iter().filter(|i| i.source == ImpactSource::Generated)
+    }
+}
+
+/// Exit codes of `xirang-scan diff` (documented in `--help` and the README):
+/// `0` nothing at or above the `--fail-on` threshold (or no threshold); `1` error; `2` usage;
+/// otherwise `--fail-on` was crossed and the code is a bit set: 4 = breaking changes present,
+/// 8 = action changes present (counted when the threshold is action or info), 16 = info changes
+/// present (counted when the threshold is info), 32 = an allow-list entry has expired.
+pub fn exit_code(report: &Report, fail_on: Option<Severity>) -> u8 {
+    let Some(threshold) = fail_on else {
+        return 0;
+    };
+    let mut code = 0u8;
+    for (sev, n) in report.counts() {
+        if n > 0 && sev <= threshold {
+            code |= sev.bit();
+        }
+    }
+    if report.allow_notes.iter().any(|n| n.status == "expired") {
+        code |= 32;
+    }
+    code
+}
+
+/// Sorts changes and impacts into the report's deterministic order.
+pub fn sort_report(r: &mut Report) {
+    r.changes.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    r.suppressed.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    r.impact.sort_by(|a, b| {
+        (a.source == ImpactSource::Generated, a.severity, &a.location, &a.subject, &a.rule, &a.fingerprint).cmp(&(
+            b.source == ImpactSource::Generated,
+            b.severity,
+            &b.location,
+            &b.subject,
+            &b.rule,
+            &b.fingerprint,
+        ))
+    });
+    r.allow_notes.sort_by(|a, b| (&a.status, &a.rule, &a.fingerprint).cmp(&(&b.status, &b.rule, &b.fingerprint)));
+}
+
+/// What a report is built from.
+pub struct ReportInput<'a> {
+    pub title: String,
+    pub old: String,
+    pub new: String,
+    pub changes: Vec<Change>,
+    pub kernels: &'a adapter_index::AdapterIndex,
+    pub backends: &'a [impact::Backend<'a>],
+    pub generated: &'a impact::GeneratedIndex,
+    pub allow: Option<&'a allow::AllowList>,
+    /// `YYYY-MM-DD`, for allow-list expiry.
+    pub today: &'a str,
+}
+
+/// Applies the allow list, joins the remaining changes with the adapter, and sorts everything.
+pub fn build_report(input: ReportInput<'_>) -> Report {
+    let (changes, suppressed, allow_notes) = match input.allow {
+        Some(a) => a.apply(input.changes, input.today),
+        None => (input.changes, Vec::new(), Vec::new()),
+    };
+    let impact = impact::impacts(&changes, input.kernels, input.backends, input.generated);
+    let mut r = Report {
+        title: input.title,
+        old: input.old,
+        new: input.new,
+        changes,
+        impact,
+        suppressed,
+        allow_notes,
+        kernels_indexed: input.kernels.kernels.len(),
+        backend_files: input.backends.iter().map(|b| b.path.clone()).collect(),
+    };
+    sort_report(&mut r);
+    r
+}

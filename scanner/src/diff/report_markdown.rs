@@ -1,0 +1,152 @@
+//! The markdown report, for pull-request bodies: summary table, what to edit, what the generator
+//! handles, then every change in collapsible sections per rule. Deterministic (no timestamps).
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use super::{Change, Report, RuleSet, Severity};
+
+/// Text for a table cell: `|` escaped, newlines as `<br>`, inside a code span when `code`.
+fn cell(s: &str, code: bool) -> String {
+    let t = s.replace('|', "\\|").replace('\n', "<br>");
+    if code && !t.is_empty() && !t.contains('`') { format!("`{t}`") } else { t }
+}
+
+fn bc(c: &Change) -> &'static str {
+    match c.pytorch_bc {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "n/a",
+    }
+}
+
+pub fn render(r: &Report, rules: &RuleSet) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "# Drift report: {}\n", r.title);
+    let [(_, b), (_, a), (_, i)] = r.counts();
+    let _ = writeln!(o, "| | breaking | action | info | suppressed |");
+    let _ = writeln!(o, "| --- | ---: | ---: | ---: | ---: |");
+    let _ = writeln!(o, "| changes | {b} | {a} | {i} | {} |", r.suppressed.len());
+    let to_edit: Vec<_> = r.to_edit().collect();
+    let gen_ops: std::collections::BTreeSet<&str> = r.generated().map(|g| g.subject.as_str()).collect();
+    let _ = writeln!(
+        o,
+        "\n{} place(s) to edit by hand ({} hand-written kernels indexed{}); {} generated item(s) for {} operator(s) \
+         are regenerated.\n",
+        to_edit.len(),
+        r.kernels_indexed,
+        if r.backend_files.is_empty() {
+            String::new()
+        } else {
+            format!("; backend: {}", r.backend_files.join(", "))
+        },
+        r.generated().count(),
+        gen_ops.len()
+    );
+
+    let _ = writeln!(o, "## Summary by rule\n");
+    let _ = writeln!(o, "| rule | severity | changes | PyTorch BC | what it means |");
+    let _ = writeln!(o, "| --- | --- | ---: | --- | --- |");
+    for (sev, rule, n) in r.rule_counts() {
+        let (title, rbc) = match rules.get(&rule) {
+            Some(x) => (
+                x.title.clone(),
+                match x.pytorch_bc {
+                    Some(true) => "yes",
+                    Some(false) => "no",
+                    None => "n/a",
+                },
+            ),
+            None => (String::new(), "n/a"),
+        };
+        let _ = writeln!(o, "| `{rule}` | {sev} | {n} | {rbc} | {} |", cell(&title, false));
+    }
+
+    let _ = writeln!(o, "\n## What to edit\n");
+    if to_edit.is_empty() {
+        let _ = writeln!(o, "No hand-written kernel or backend entry is affected.");
+    } else {
+        let _ = writeln!(o, "| | severity | where | item | operator | rule | remedy |");
+        let _ = writeln!(o, "| --- | --- | --- | --- | --- | --- | --- |");
+        for im in &to_edit {
+            let remedy = rules.get(&im.rule).map(|x| x.remedy.as_str()).unwrap_or("");
+            let _ = writeln!(
+                o,
+                "| [ ] | {} | `{}` | {} | `{}` | `{}` | {} |",
+                im.severity,
+                im.location,
+                cell(&im.item, true),
+                im.subject,
+                im.rule,
+                cell(remedy, false)
+            );
+        }
+    }
+
+    let _ = writeln!(o, "\n## What the generator handles\n");
+    let mut per_file: BTreeMap<&str, usize> = BTreeMap::new();
+    for g in r.generated() {
+        *per_file.entry(g.location.file.as_str()).or_default() += 1;
+    }
+    if per_file.is_empty() {
+        let _ = writeln!(o, "Nothing.");
+    } else {
+        for (f, n) in &per_file {
+            let _ = writeln!(o, "- `{f}`: {n} item(s) regenerated from the new snapshot");
+        }
+        let _ = writeln!(o, "\n<details><summary>Regenerated items ({})</summary>\n", r.generated().count());
+        let _ = writeln!(o, "| item | operator | rule |");
+        let _ = writeln!(o, "| --- | --- | --- |");
+        for g in r.generated() {
+            let _ = writeln!(o, "| {} | `{}` | `{}` |", cell(&g.item, true), g.subject, g.rule);
+        }
+        let _ = writeln!(o, "\n</details>");
+    }
+
+    let _ = writeln!(o, "\n## Changes\n");
+    for sev in Severity::ALL {
+        let mut by_rule: BTreeMap<&str, Vec<&Change>> = BTreeMap::new();
+        for c in r.changes.iter().filter(|c| c.severity == sev) {
+            by_rule.entry(c.rule.as_str()).or_default().push(c);
+        }
+        if by_rule.is_empty() {
+            continue;
+        }
+        let _ = writeln!(o, "### {sev}\n");
+        for (rule, cs) in by_rule {
+            let _ = writeln!(o, "<details><summary><code>{rule}</code> ({})</summary>\n", cs.len());
+            if let Some(x) = rules.get(rule) {
+                let _ = writeln!(o, "{} Remedy: {}\n", x.explanation, x.remedy);
+            }
+            let _ = writeln!(o, "| operator | detail | old | new | PyTorch BC | upstream |");
+            let _ = writeln!(o, "| --- | --- | --- | --- | --- | --- |");
+            for c in cs {
+                let _ = writeln!(
+                    o,
+                    "| `{}` | {} | {} | {} | {} | {} |",
+                    c.subject,
+                    cell(c.detail.as_deref().unwrap_or(""), false),
+                    cell(c.old.as_deref().unwrap_or(""), true),
+                    cell(c.new.as_deref().unwrap_or(""), true),
+                    bc(c),
+                    c.upstream_location.as_ref().map(|l| l.to_string()).unwrap_or_default()
+                );
+            }
+            let _ = writeln!(o, "\n</details>\n");
+        }
+    }
+    if !r.suppressed.is_empty() || !r.allow_notes.is_empty() {
+        let _ = writeln!(o, "## Allow list\n");
+        for c in &r.suppressed {
+            let _ = writeln!(o, "- suppressed: `{}` `{}` ({})", c.rule, c.subject, c.fingerprint);
+        }
+        for n in &r.allow_notes {
+            let _ = writeln!(
+                o,
+                "- **{}** entry: `{}` {} (expires {}): {}",
+                n.status, n.rule, n.fingerprint, n.expires, n.reason
+            );
+        }
+    }
+    o
+}
