@@ -61,14 +61,16 @@ impl SourceFile {
     }
     /// Builds a located error pointing at `len` bytes from `pos`.
     pub fn error(&self, pos: Pos, len: usize, message: impl Into<String>) -> SourceError {
-        let len = len.min(self.text.len().saturating_sub(pos.offset));
+        let offset = pos.offset.min(self.text.len());
+        let len = len.min(self.text.len() - offset);
         SourceError {
             message: message.into(),
             file: self.name.to_string(),
-            line: pos.line,
-            col: pos.col,
+            // positions are 1-based; a default position means "start of file"
+            line: pos.line.max(1),
+            col: pos.col.max(1),
             src: NamedSource::new(self.name.to_string(), self.text.clone()),
-            span: SourceSpan::new(pos.offset.into(), len),
+            span: SourceSpan::new(offset.into(), len),
         }
     }
 }

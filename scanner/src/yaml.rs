@@ -167,7 +167,10 @@ pub fn parse(src: &SourceFile) -> Result<Node, YamlError> {
             }
         }
     }
-    Ok(root.unwrap_or(Node { pos: Pos::default(), value: Value::Scalar { text: String::new(), plain: true } }))
+    Ok(root.unwrap_or(Node {
+        pos: Pos { line: 1, col: 1, offset: 0 },
+        value: Value::Scalar { text: String::new(), plain: true },
+    }))
 }
 
 fn cow_string(c: Cow<'_, str>) -> String {
@@ -193,6 +196,12 @@ mod tests {
         assert_eq!((f.pos.line, f.pos.col), (1, 9));
         let v = e.get("variants").unwrap();
         assert_eq!((v.pos.line, v.pos.col), (2, 13));
+    }
+
+    #[test]
+    fn empty_document_is_at_line_one() {
+        let n = parse(&SourceFile::new("e.yaml", "")).unwrap();
+        assert_eq!((n.pos.line, n.pos.col), (1, 1));
     }
 
     #[test]
