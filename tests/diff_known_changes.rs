@@ -1,0 +1,191 @@
+//! Known real upstream changes appear with the right rule (pinned), and the report formats, the allow
+//! list and the exit codes behave as documented.
+
+use xirang_scan::diff::adapter_index::{AdapterIndex, index_source, method_map};
+use xirang_scan::diff::allow::AllowList;
+use xirang_scan::diff::committed::{PytorchDiff, pytorch_report};
+use xirang_scan::diff::impact::{Backend, GeneratedIndex};
+use xirang_scan::diff::{Change, ImpactSource, Report, RuleSet, Severity, exit_code, pytorch, report_json, report_markdown};
+use xirang_scan::snapshot::{PytorchSnapshot, Store};
+
+fn store() -> Store {
+    Store::new(xirang_tests::repo_root().join("schemas"))
+}
+
+fn load(spec: &str) -> PytorchSnapshot {
+    let st = store();
+    let v = st.resolve("pytorch", spec).expect("version in store");
+    st.load_pytorch(&v).expect("snapshot loads")
+}
+
+fn changes(a: &str, b: &str) -> Vec<Change> {
+    pytorch::diff(&load(a), &load(b), &RuleSet::builtin())
+}
+
+fn has(cs: &[Change], rule: &str, subject: &str, detail: Option<&str>) -> bool {
+    cs.iter().any(|c| c.rule == rule && c.subject == subject && (detail.is_none() || c.detail.as_deref() == detail))
+}
+
+#[test]
+fn v2_1_to_v2_3() {
+    let cs = changes("v2.1", "v2.3");
+    // _cslt_sparse_mm gained `alpha` and `out_dtype` in the middle (before transpose_result) and `alg_id` at the end
+    assert!(has(&cs, "arg.inserted", "_cslt_sparse_mm", Some("alpha")));
+    assert!(has(&cs, "arg.inserted", "_cslt_sparse_mm", Some("out_dtype")));
+    assert!(has(&cs, "arg.added_default_end", "_cslt_sparse_mm", Some("alg_id")));
+    let ins = cs.iter().find(|c| c.rule == "arg.inserted" && c.subject == "_cslt_sparse_mm").unwrap();
+    assert_eq!(ins.severity, Severity::Breaking);
+    assert_eq!(ins.pytorch_bc, Some(false));
+    // _efficient_attention_forward gained outputs (4 -> 6)
+    let rc = cs.iter().find(|c| c.rule == "ret.count_changed" && c.subject == "_efficient_attention_forward").unwrap();
+    assert_eq!(rc.pytorch_bc, Some(false));
+    // many int -> SymInt, invisible to PyTorch's check
+    let symint: Vec<&Change> = cs.iter().filter(|c| c.rule == "arg.int_to_symint").collect();
+    assert!(symint.len() > 100, "{} int -> SymInt changes", symint.len());
+    assert!(symint.iter().all(|c| c.pytorch_bc == Some(true) && c.severity == Severity::Action));
+    assert!(has(&cs, "arg.int_to_symint", "_conv_depthwise2d", Some("kernel_size")));
+    // a widening and a core-set addition
+    assert!(has(&cs, "arg.widened", "_flash_attention_forward", Some("cum_seq_q")));
+    assert!(has(&cs, "tag.core_added", "atan2", Some("core")));
+}
+
+#[test]
+fn v2_4_to_v2_5_scaled_mm() {
+    // The issue places this at 2.3 -> 2.4; the snapshots show it landed in 2.5.0 (2.4.x still has the
+    // keyword-only optional scales and two returns).
+    assert!(!changes("v2.3", "v2.4").iter().any(|c| c.subject == "_scaled_mm"));
+    let cs = changes("v2.4", "v2.5");
+    assert!(has(&cs, "arg.reordered", "_scaled_mm", None));
+    assert!(has(&cs, "arg.retyped", "_scaled_mm", Some("scale_a")));
+    assert!(has(&cs, "arg.kwarg_only_changed", "_scaled_mm", Some("scale_a")));
+    assert!(has(&cs, "ret.count_changed", "_scaled_mm", None));
+    assert!(has(&cs, "ret.count_changed", "_scaled_mm.out", None) || has(&cs, "out.changed", "_scaled_mm.out", None));
+}
+
+#[test]
+fn v2_12_to_v2_13_dimname_overloads_removed() {
+    let cs = changes("v2.12", "v2.13");
+    let removed: Vec<&Change> = cs.iter().filter(|c| c.rule == "op.removed").collect();
+    assert!(removed.len() >= 100, "{} removals", removed.len());
+    for s in ["all.dimname", "cat.names", "index_fill.Dimname_Scalar", "log_softmax.Dimname", "align_to"] {
+        assert!(has(&cs, "op.removed", s, None), "{s}");
+    }
+    // every removal takes a Dimname (or is a named-tensor op)
+    for c in &removed {
+        let old = c.old.as_deref().unwrap_or("");
+        assert!(old.contains("Dimname") || c.subject.starts_with("align") || c.subject.contains("name"), "{old}");
+        assert_eq!(c.severity, Severity::Breaking);
+        assert_eq!(c.pytorch_bc, Some(false));
+    }
+    assert!(!cs.iter().any(|c| c.rule == "op.overload_renamed"));
+}
+
+#[test]
+fn diff_is_deterministic_and_fingerprints_ignore_wording() {
+    let a = changes("v2.1", "v2.3");
+    let b = changes("v2.1", "v2.3");
+    assert_eq!(a, b);
+    let c = &a[0];
+    let fp = xirang_scan::diff::fingerprint(&c.rule, &c.subject, c.detail.as_deref(), c.old.as_deref(), c.new.as_deref());
+    assert_eq!(fp, c.fingerprint);
+    // no two changes share a fingerprint
+    let mut fps: Vec<&str> = a.iter().map(|c| c.fingerprint.as_str()).collect();
+    fps.sort();
+    fps.dedup();
+    assert_eq!(fps.len(), a.len());
+}
+
+fn report_with(kernels: &AdapterIndex, backends: &[Backend<'_>], allow: Option<&AllowList>) -> Report {
+    let (old, new) = (load("v2.1"), load("v2.3"));
+    pytorch_report(
+        PytorchDiff {
+            old: &old,
+            new: &new,
+            title: "pytorch v2.1.2 -> v2.3.1".into(),
+            kernels,
+            backends,
+            generated: &GeneratedIndex::default(),
+            allow,
+            today: "2026-06-01",
+        },
+        &RuleSet::builtin(),
+    )
+}
+
+#[test]
+fn impact_on_kernels_and_backend_with_locations() {
+    let (old, new) = (load("v2.1"), load("v2.3"));
+    let map = method_map(old.registry.functions.iter().chain(&new.registry.functions).map(|f| &f.func.name));
+    let src = "struct Npu;\nimpl AtenOps for Npu {\n    fn _cslt_sparse_mm(&self) {}\n}\n/// xirang-kernel: _efficient_attention_forward\npub fn eff() {}\n";
+    let kernels = AdapterIndex { kernels: index_source("adapter-runtime/src/npu.rs", src, &map).unwrap() };
+    let yaml = xirang_scan::backend::load_backend_yaml(&xirang_scan::SourceFile::new(
+        "npu.yaml",
+        "backend: NPU\nsupported:\n  - _conv_depthwise2d\n  - abs\n",
+    ))
+    .unwrap();
+    let backends = [Backend { path: "npu.yaml".into(), yaml: &yaml }];
+    let r = report_with(&kernels, &backends, None);
+    let k: Vec<_> = r.impact.iter().filter(|i| i.source == ImpactSource::Kernel).collect();
+    assert!(k.iter().any(|i| i.subject == "_cslt_sparse_mm"
+        && i.rule == "arg.inserted"
+        && i.location.file == "adapter-runtime/src/npu.rs"
+        && i.location.line == Some(3)));
+    assert!(k.iter().any(|i| i.subject == "_efficient_attention_forward" && i.location.line == Some(6)));
+    let b: Vec<_> = r.impact.iter().filter(|i| i.source == ImpactSource::Backend).collect();
+    assert!(b.iter().any(|i| i.subject == "_conv_depthwise2d" && i.location.line == Some(3)));
+    assert!(!b.iter().any(|i| i.subject == "abs"));
+    // the checklist is ranked: hand edits first, by severity
+    let first_gen = r.impact.iter().position(|i| i.source == ImpactSource::Generated).unwrap();
+    assert!(r.impact[..first_gen].windows(2).all(|w| w[0].severity <= w[1].severity));
+    assert!(r.impact[first_gen..].iter().all(|i| i.source == ImpactSource::Generated));
+    // markdown has the summary table and collapsible details; json the documented fields
+    let md = report_markdown::render(&r, &RuleSet::builtin());
+    assert!(md.contains("| changes | ") && md.contains("<details>") && md.contains("adapter-runtime/src/npu.rs:3"));
+    let j: serde_json::Value = serde_json::from_str(&report_json::render(&r).unwrap()).unwrap();
+    assert_eq!(j["format"], "xirang-diff-report");
+    let c0 = &j["changes"][0];
+    for key in ["rule", "severity", "subject", "pytorch_bc", "old", "new", "fingerprint"] {
+        assert!(c0.get(key).is_some(), "change has {key}");
+    }
+    let i0 = &j["impact"][0];
+    for key in ["subject", "rule", "severity", "source", "location"] {
+        assert!(i0.get(key).is_some(), "impact has {key}");
+    }
+    assert!(i0["location"].get("file").is_some() && i0["location"].get("line").is_some());
+}
+
+#[test]
+fn allow_list_and_exit_codes() {
+    let kernels = AdapterIndex::default();
+    let r = report_with(&kernels, &[], None);
+    assert_eq!(exit_code(&r, None), 0);
+    assert_eq!(exit_code(&r, Some(Severity::Breaking)), 4);
+    assert_eq!(exit_code(&r, Some(Severity::Action)), 4 | 8);
+    assert_eq!(exit_code(&r, Some(Severity::Info)), 4 | 8 | 16);
+    let breaking: Vec<&Change> = r.changes.iter().filter(|c| c.severity == Severity::Breaking).collect();
+    let mut entries = Vec::new();
+    for c in &breaking {
+        entries.push(serde_json::json!({"rule": c.rule, "fingerprint": c.fingerprint, "subject": c.subject,
+            "reason": "accepted for the test", "expires": "2026-12-31"}));
+    }
+    // one expired entry (stops suppressing, reported) and one that matches nothing (reported unused)
+    let c0 = breaking[0];
+    entries[0]["expires"] = serde_json::json!("2026-01-01");
+    entries.push(serde_json::json!({"rule": "op.removed", "fingerprint": "00", "reason": "stale", "expires": "2027-01-01"}));
+    let text = serde_json::json!({ "allow": entries }).to_string();
+    let allow = AllowList::parse("allow.json", &text).unwrap();
+    let r2 = report_with(&kernels, &[], Some(&allow));
+    assert_eq!(r2.suppressed.len(), breaking.len() - 1);
+    let left: Vec<&Change> = r2.changes.iter().filter(|c| c.severity == Severity::Breaking).collect();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].fingerprint, c0.fingerprint);
+    let statuses: Vec<&str> = r2.allow_notes.iter().map(|n| n.status.as_str()).collect();
+    assert_eq!(statuses, vec!["expired", "unused"]);
+    assert_eq!(exit_code(&r2, Some(Severity::Breaking)), 4 | 32);
+}
+
+#[test]
+fn committed_reports_are_current() {
+    let stale = xirang_scan::diff::committed::check_reports(&store(), &RuleSet::builtin()).unwrap();
+    assert!(stale.is_empty(), "stale reports (run `xirang-scan diffs`): {stale:?}");
+}
