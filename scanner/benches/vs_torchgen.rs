@@ -47,11 +47,15 @@ fn main() {
     let rust = median(runs);
     println!("xirang-scan  {v}: {ops} operators, {derivs} derivative entries, median {:.2} ms (30 runs)", ms(rust));
 
-    let tg_path = std::env::var_os("TORCHGEN_PATH")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target/bench-cache").join(format!("tg-{}", v.to_string().trim_start_matches('v'))));
+    let tg_path = std::env::var_os("TORCHGEN_PATH").map(PathBuf::from).unwrap_or_else(|| {
+        root.join("target/bench-cache").join(format!("tg-{}", v.to_string().trim_start_matches('v')))
+    });
     if !tg_path.join("torchgen").is_dir() {
-        println!("torchgen     not found at {} (run scanner/benches/fetch-torchgen.sh {}); ratio not measured", tg_path.display(), v.to_string().trim_start_matches('v'));
+        println!(
+            "torchgen     not found at {} (run scanner/benches/fetch-torchgen.sh {}); ratio not measured",
+            tg_path.display(),
+            v.to_string().trim_start_matches('v')
+        );
         return;
     }
     let out = Command::new("python3")
@@ -69,7 +73,10 @@ fn main() {
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).expect("torchgen_parse.py prints json");
     let py = Duration::from_secs_f64(j["median_s"].as_f64().unwrap_or(f64::NAN));
     println!("torchgen     {v}: {} operators, median {:.1} ms (3 runs)", j["ops"], ms(py));
-    println!("ratio        xirang-scan is {:.0}x faster than torchgen (target: >= 20x)", py.as_secs_f64() / rust.as_secs_f64());
+    println!(
+        "ratio        xirang-scan is {:.0}x faster than torchgen (target: >= 20x)",
+        py.as_secs_f64() / rust.as_secs_f64()
+    );
 }
 
 fn ms(d: Duration) -> f64 {

@@ -17,6 +17,13 @@ fn main() {
         let t = Instant::now();
         let d = xirang_scan::derivatives::load_derivatives(&read("derivatives.yaml"), &reg).unwrap();
         let t_der = t.elapsed();
-        println!("yaml {:?} registry(total) {:?} derivatives {:?} ({} ops, {} derivs)", t_yaml, t_reg, t_der, reg.functions.len(), d.len());
+        println!(
+            "yaml {:?} registry(total) {:?} derivatives {:?} ({} ops, {} derivs)",
+            t_yaml,
+            t_reg,
+            t_der,
+            reg.functions.len(),
+            d.len()
+        );
     }
 }
