@@ -69,7 +69,7 @@ impl SourceFile {
             // positions are 1-based; a default position means "start of file"
             line: pos.line.max(1),
             col: pos.col.max(1),
-            src: NamedSource::new(self.name.to_string(), self.text.clone()),
+            src: NamedSource::new(&*self.name, self.text.clone()),
             span: SourceSpan::new(offset.into(), len),
         }
     }
