@@ -33,7 +33,9 @@
 //! In-place and out= variants get no entry here: torchgen's `load_derivatives` does not create
 //! them either (`gen_autograd` matches them to the functional entry later).
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 
 use serde::{Deserialize, Serialize};
 
@@ -127,11 +129,11 @@ fn err(src: &SourceFile, node: &Node, msg: impl Into<String>) -> Box<SourceError
     Box::new(src.error(node.pos, len, msg))
 }
 
-fn scalar_text<'n>(src: &SourceFile, node: &'n Node, what: &str) -> Res<&'n str> {
+fn scalar_text<'n>(src: &SourceFile, node: &'n Node, what: impl Fn() -> String) -> Res<&'n str> {
     match &node.value {
         Value::Scalar { text, .. } if !node.is_null() => Ok(text),
-        Value::Scalar { .. } => Err(err(src, node, format!("{what} is empty"))),
-        _ => Err(err(src, node, format!("{what} must be a string, found {}", node.kind_name()))),
+        Value::Scalar { .. } => Err(err(src, node, format!("{} is empty", what()))),
+        _ => Err(err(src, node, format!("{} must be a string, found {}", what(), node.kind_name()))),
     }
 }
 
@@ -140,15 +142,53 @@ fn scalar_text<'n>(src: &SourceFile, node: &'n Node, what: &str) -> Res<&'n str>
 // ---------------------------------------------------------------------------------------------
 
 /// torchgen's `strip_view_copy_name` on a base name.
-fn strip_view_copy(base: &str) -> String {
+fn strip_view_copy(base: &str) -> Cow<'_, str> {
     if base.ends_with("_copy") {
-        base.replace("_copy", "")
+        Cow::Owned(base.replace("_copy", ""))
     } else if base.ends_with("_scatter") {
-        base.replace("scatter", "inverse")
+        Cow::Owned(base.replace("scatter", "inverse"))
     } else {
-        base.to_string()
+        Cow::Borrowed(base)
     }
 }
+
+/// (view-copy-stripped base name, dunder) of an operator name, as [`BaseName::of`] splits it,
+/// without allocating in the common case.
+fn stem(name: &str) -> (Cow<'_, str>, bool) {
+    if name.len() > 4 && name.starts_with("__") && name.ends_with("__") {
+        let bn = BaseName::of(name);
+        if bn.dunder {
+            return (Cow::Owned(strip_view_copy(&bn.base).into_owned()), true);
+        }
+    }
+    let base = match name.strip_suffix('_') {
+        Some(b) => b,
+        None => name.strip_suffix("_functional").unwrap_or(name),
+    };
+    (strip_view_copy(base), false)
+}
+
+/// FNV-1a: the index keys are short operator names; no untrusted-input DoS concern here.
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv>>;
 
 /// Signature texts, computed on demand and cached.
 struct Sigs<'r> {
@@ -169,7 +209,7 @@ impl<'r> Sigs<'r> {
             let name_len = sig.name.to_string().len();
             let bn = func.name.base();
             let view_name = BaseName {
-                base: strip_view_copy(&bn.base),
+                base: strip_view_copy(&bn.base).into_owned(),
                 inplace: false,
                 dunder: bn.dunder,
                 functional_overload: false,
@@ -188,27 +228,50 @@ impl<'r> Sigs<'r> {
 
 struct Index<'r> {
     reg: &'r Registry,
-    by_name: HashMap<(&'r str, &'r str), usize>,
+    by_name: FastMap<(&'r str, &'r str), usize>,
+    /// base name as written (`add`, `add_`) -> functions, in registry order.
+    by_base: FastMap<&'r str, Vec<usize>>,
     /// (view-copy-stripped stem, dunder) -> functions, in registry order. Every member of a
     /// signature group (same stem) and of a view group (same stripped stem) is in one bucket.
-    by_stem: HashMap<(String, bool), Vec<usize>>,
+    by_stem: FastMap<(Cow<'r, str>, bool), Vec<usize>>,
 }
 
 impl<'r> Index<'r> {
     fn new(reg: &'r Registry) -> Self {
-        let mut by_name = HashMap::with_capacity(reg.functions.len());
-        let mut by_stem: HashMap<(String, bool), Vec<usize>> = HashMap::new();
+        let n = reg.functions.len();
+        let mut by_name = FastMap::with_capacity_and_hasher(n, Default::default());
+        let mut by_base: FastMap<&str, Vec<usize>> = FastMap::with_capacity_and_hasher(n, Default::default());
+        let mut by_stem: FastMap<(Cow<'r, str>, bool), Vec<usize>> =
+            FastMap::with_capacity_and_hasher(n, Default::default());
         for (i, f) in reg.functions.iter().enumerate() {
-            by_name.entry((f.func.name.name.as_str(), f.func.name.overload.as_str())).or_insert(i);
-            let bn = f.func.name.base();
-            by_stem.entry((strip_view_copy(&bn.base), bn.dunder)).or_default().push(i);
+            let name = f.func.name.name.as_str();
+            by_name.entry((name, f.func.name.overload.as_str())).or_insert(i);
+            by_base.entry(name).or_default().push(i);
+            by_stem.entry(stem(name)).or_default().push(i);
         }
-        Index { reg, by_name, by_stem }
+        Index { reg, by_name, by_base, by_stem }
     }
-    fn stem_of(&self, i: usize) -> (String, bool) {
-        let bn = self.reg.functions[i].func.name.base();
-        (strip_view_copy(&bn.base), bn.dunder)
+    fn stem_bucket(&self, i: usize) -> Option<&Vec<usize>> {
+        self.by_stem.get(&stem(&self.reg.functions[i].func.name.name))
     }
+}
+
+/// `value.to_string() == expected`, without building the string.
+fn displays_as(value: &impl std::fmt::Display, expected: &str) -> bool {
+    struct Cmp<'a>(&'a str);
+    impl std::fmt::Write for Cmp<'_> {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            match self.0.strip_prefix(s) {
+                Some(rest) => {
+                    self.0 = rest;
+                    Ok(())
+                }
+                None => Err(std::fmt::Error),
+            }
+        }
+    }
+    let mut c = Cmp(expected);
+    std::fmt::write(&mut c, format_args!("{value}")).is_ok() && c.0.is_empty()
 }
 
 /// torchgen's `is_functional_fn`.
@@ -227,21 +290,24 @@ fn canonical_function(idx: &Index<'_>, sigs: &mut Sigs<'_>, schema_fn: usize, de
         !is_functional_fn(f) && f.arguments.out.is_empty() && f.name.name == defn_name
     };
     let empty = Vec::new();
-    let bucket = idx.by_stem.get(&idx.stem_of(schema_fn)).unwrap_or(&empty);
-    let sig = sigs.sig(schema_fn).to_string();
     if qualifies(schema_fn) {
-        // Only an earlier qualifying member of the same group could take precedence: compare
-        // signatures of those few candidates only.
-        for &i in bucket {
+        // Only an earlier qualifying member of the same group could take precedence; those all
+        // have the base name `defn_name`: compare the signatures of those few only.
+        for &i in idx.by_base.get(defn_name).unwrap_or(&empty) {
             if i == schema_fn {
-                return Some(i);
+                break;
             }
-            if qualifies(i) && sigs.sig(i) == sig {
-                return Some(i);
+            if qualifies(i) {
+                let sig = sigs.sig(schema_fn).to_string();
+                if sigs.sig(i) == sig {
+                    return Some(i);
+                }
             }
         }
         return Some(schema_fn);
     }
+    let bucket = idx.stem_bucket(schema_fn).unwrap_or(&empty);
+    let sig = sigs.sig(schema_fn).to_string();
     let mut first = None;
     for &i in bucket {
         if sigs.sig(i) != sig {
@@ -264,7 +330,7 @@ fn view_copy_of(idx: &Index<'_>, sigs: &mut Sigs<'_>, view: usize) -> Option<usi
         return None;
     }
     let vsig = sigs.view_sig(view).to_string();
-    let bucket = idx.by_stem.get(&idx.stem_of(view))?;
+    let bucket = idx.stem_bucket(view)?;
     // The group's aliasing member must be this view (torchgen asserts it is unique).
     let mut copy = None;
     for &i in bucket {
@@ -287,44 +353,43 @@ fn view_copy_of(idx: &Index<'_>, sigs: &mut Sigs<'_>, view: usize) -> Option<usi
 // C++ arguments and returns (torchgen.api.cpp, non-faithful signature, method=False)
 // ---------------------------------------------------------------------------------------------
 
-struct CppArg {
+struct CppArg<'a> {
     /// Binding name (`options` for the TensorOptions group).
-    name: String,
+    name: &'a str,
     /// The name saved_variables searches for (torchgen's `nctype.name`: `memory_format` next to
     /// TensorOptions is the special `possibly_redundant_memory_format`).
-    saved_name: String,
+    saved_name: &'a str,
     /// `str?`: torchgen rewrites its uses to a `string_view` optional.
     optional_string: bool,
     /// `Tensor[]`: forward formulas may use its base name.
     tensor_list: bool,
 }
 
-fn cpp_arguments(f: &FunctionSchema) -> Vec<CppArg> {
+fn cpp_arguments(f: &FunctionSchema) -> Vec<CppArg<'_>> {
     let args = &f.arguments;
     let to = args.tensor_options_range();
     let mut out = Vec::with_capacity(args.len());
-    let plain = |a: &crate::schema::Argument, special_mf: bool| CppArg {
-        name: a.name.clone(),
-        saved_name: if special_mf && a.name == "memory_format" {
-            "possibly_redundant_memory_format".to_string()
-        } else {
-            a.name.clone()
-        },
-        optional_string: a.ty == Type::Optional(Box::new(Type::Base(BaseTy::Str))),
-        tensor_list: matches!(&a.ty, Type::List { elem, .. } if **elem == Type::Base(BaseTy::Tensor)),
-    };
+    fn plain(a: &crate::schema::Argument, special_mf: bool) -> CppArg<'_> {
+        CppArg {
+            name: &a.name,
+            saved_name: if special_mf && a.name == "memory_format" {
+                "possibly_redundant_memory_format"
+            } else {
+                &a.name
+            },
+            optional_string: matches!(&a.ty, Type::Optional(t) if **t == Type::Base(BaseTy::Str)),
+            tensor_list: matches!(&a.ty, Type::List { elem, .. } if **elem == Type::Base(BaseTy::Tensor)),
+        }
+    }
     let has_to = to.is_some();
     for a in args.out.iter().chain(&args.positional) {
         out.push(plain(a, has_to));
     }
     for (i, a) in args.kwarg_only.iter().enumerate() {
         match to {
-            Some(s) if i == s => out.push(CppArg {
-                name: "options".into(),
-                saved_name: "options".into(),
-                optional_string: false,
-                tensor_list: false,
-            }),
+            Some(s) if i == s => {
+                out.push(CppArg { name: "options", saved_name: "options", optional_string: false, tensor_list: false })
+            }
             Some(s) if i > s && i < s + 4 => {}
             _ => out.push(plain(a, has_to)),
         }
@@ -573,20 +638,42 @@ fn pat_head(pat: Pat) -> Option<&'static str> {
     }
 }
 
-/// `re.sub(pattern.format(name), repl, s)` for one replacement pattern; appends saved names.
+/// Start offsets of every (possibly overlapping) occurrence of `name` in `s`.
+fn occurrences(s: &str, name: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while let Some(off) = s.get(pos..).and_then(|t| t.find(name)) {
+        out.push(pos + off);
+        pos += off + 1;
+    }
+    out
+}
+
+/// `re.sub(pattern.format(name), repl, s)` for one replacement pattern, given the occurrences
+/// of `name` in `s` (every match contains one); appends saved names.
 fn apply_pat(
     s: &str,
+    occ: &[usize],
     name: &str,
     pat: Pat,
     var_names: &[String],
     saved: &mut Vec<String>,
 ) -> Result<Option<String>, String> {
-    let needle = pat_head(pat).unwrap_or(name);
     let mut out: Option<String> = None;
     let mut last = 0;
     let mut pos = 0;
-    while let Some(off) = s.get(pos..).and_then(|t| t.find(needle)) {
-        let p = pos + off;
+    for &o in occ {
+        // leftmost-first, non-overlapping: match starts grow with the occurrences
+        let p = match pat_head(pat) {
+            Some(h) => match o.checked_sub(h.len()) {
+                Some(p) if s.get(p..o) == Some(h) => p,
+                _ => continue,
+            },
+            None => o,
+        };
+        if p < pos {
+            continue;
+        }
         if let Some((end, saved_name, repl)) = try_pat(s, p, name, pat) {
             if matches!(pat, Pat::SymStrides) && !(var_names.len() == 1 && var_names[0] == name) {
                 return Err(format!(
@@ -600,8 +687,6 @@ fn apply_pat(
             saved.push(saved_name);
             last = end;
             pos = end;
-        } else {
-            pos = p + 1;
         }
     }
     Ok(out.map(|mut o| {
@@ -658,15 +743,20 @@ fn saved_variables(
     let mut saved = Vec::new();
     for nc in nctypes {
         let name = nc.name;
-        if name.is_empty() || !formula.contains(name) {
+        if name.is_empty() {
+            continue;
+        }
+        let mut occ = occurrences(&formula, name);
+        if occ.is_empty() {
             continue;
         }
         for &pat in REPLACEMENTS {
             if matches!(pat, Pat::SymNumel) && tg < TorchgenVersion::new(2, 2) {
                 continue;
             }
-            if let Some(f) = apply_pat(&formula, name, pat, var_names, &mut saved)? {
+            if let Some(f) = apply_pat(&formula, &occ, name, pat, var_names, &mut saved)? {
                 formula = f;
+                occ = occurrences(&formula, name);
             }
         }
         if nc.optional_string {
@@ -869,7 +959,7 @@ fn load_entry<'n>(
         }
     }
     let name_node = item.get("name").ok_or_else(|| err(src, item, "derivatives.yaml entry has no `name:` key"))?;
-    let spec = scalar_text(src, name_node, "`name`")?;
+    let spec = scalar_text(src, name_node, || "`name`".into())?;
     let Some((defn_name, overload)) = split_name(spec) else {
         return Err(err(src, name_node, format!("`{spec}` is not a schema (`name[.overload](args) -> returns`)")));
     };
@@ -881,8 +971,8 @@ fn load_entry<'n>(
             format!("could not find an operator for schema `{spec}`: no operator `{q}` in native_functions.yaml"),
         ));
     };
-    let actual = idx.reg.functions[schema_fn].func.to_string();
-    if actual != spec {
+    if !displays_as(&idx.reg.functions[schema_fn].func, spec) {
+        let actual = idx.reg.functions[schema_fn].func.to_string();
         return Err(err(
             src,
             name_node,
@@ -1000,7 +1090,7 @@ struct EntryCtx<'a> {
     tg: TorchgenVersion,
     f: &'a NativeFunction,
     defn_name: &'a str,
-    args: &'a [CppArg],
+    args: &'a [CppArg<'a>],
     od: &'a OutputDiff,
 }
 
@@ -1014,7 +1104,7 @@ impl EntryCtx<'_> {
     fn set_up_derivatives(&self, defs: &[(&Node, &Node)], at: &Node) -> Res<Derivative> {
         let src = self.src;
         let func = &self.f.func;
-        let all_arg_names: Vec<&str> = self.args.iter().map(|a| a.name.as_str()).collect();
+        let all_arg_names: Vec<&str> = self.args.iter().map(|a| a.name).collect();
         let ret_names: Vec<Option<&str>> = func.returns.iter().map(|r| r.name.as_deref()).collect();
         let cpp_ret_names = return_names(func);
         let differentiability: Vec<bool> = match &self.od.values {
@@ -1035,12 +1125,12 @@ impl EntryCtx<'_> {
 
         let mut formulas: Vec<BackwardFormula> = Vec::new();
         let mut derivative_keys: Vec<&Node> = Vec::new();
-        let mut used_named: Vec<HashSet<String>> = Vec::new();
+        let mut used_named: Vec<bool> = Vec::new();
         let mut forwards: Vec<RawForward<'_>> = Vec::new();
         let mut non_differentiable: Vec<String> = Vec::new();
-        let mut with_derivatives: HashSet<String> = HashSet::new();
+        let mut with_derivatives: Vec<&str> = Vec::new();
         let arg_nc: Vec<NcType<'_>> =
-            self.args.iter().map(|a| NcType { name: &a.saved_name, optional_string: a.optional_string }).collect();
+            self.args.iter().map(|a| NcType { name: a.saved_name, optional_string: a.optional_string }).collect();
         let ret_nc: Vec<NcType<'_>> =
             cpp_ret_names.iter().map(|n| NcType { name: n, optional_string: false }).collect();
 
@@ -1054,7 +1144,7 @@ impl EntryCtx<'_> {
                     return Err(err(src, key, format!("`{n}` is both an input and a named output of `{}`", func.name)));
                 }
             }
-            let formula = scalar_text(src, value, &format!("the formula for `{raw}`"))?;
+            let formula = scalar_text(src, value, || format!("the formula for `{raw}`"))?;
             if !all_arg_names.contains(&names[0].as_str()) {
                 // forward-mode definition: every name must be an output
                 for n in &names {
@@ -1103,8 +1193,7 @@ impl EntryCtx<'_> {
             let at_formula = |m: String| err(src, value, m);
             let (f1, saved_inputs) = saved_variables(formula, &arg_nc, &names, self.tg).map_err(at_formula)?;
             let (f2, saved_outputs) = saved_variables(&f1, &ret_nc, &names, self.tg).map_err(at_formula)?;
-            let named: HashSet<String> =
-                available_named_gradients.iter().filter(|g| ident_search(&f2, g)).cloned().collect();
+            let uses_named = available_named_gradients.iter().any(|g| ident_search(&f2, g));
             for i in used_gradient_indices(&f2) {
                 if i >= func.returns.len() {
                     return Err(err(
@@ -1118,7 +1207,11 @@ impl EntryCtx<'_> {
                     ));
                 }
             }
-            with_derivatives.extend(names.iter().cloned());
+            for n in &names {
+                if let Some(a) = all_arg_names.iter().find(|a| **a == n.as_str()) {
+                    with_derivatives.push(a);
+                }
+            }
             formulas.push(BackwardFormula {
                 inputs: names,
                 formula: formula.to_string(),
@@ -1127,9 +1220,9 @@ impl EntryCtx<'_> {
                 saved_outputs: dedup(saved_outputs),
             });
             derivative_keys.push(key);
-            used_named.push(named);
+            used_named.push(uses_named);
         }
-        if let Some(n) = non_differentiable.iter().find(|n| with_derivatives.contains(*n)) {
+        if let Some(n) = non_differentiable.iter().find(|n| with_derivatives.contains(&n.as_str())) {
             return Err(err(src, at, format!("`{n}` is declared both non_differentiable and differentiable")));
         }
         let args_with_derivatives: Vec<&CppArg> =
@@ -1149,7 +1242,7 @@ impl EntryCtx<'_> {
             forward,
             output_differentiability: self.od.values.clone(),
             output_differentiability_conditions: self.od.conditions.clone(),
-            args_with_derivatives: args_with_derivatives.iter().map(|a| a.name.clone()).collect(),
+            args_with_derivatives: args_with_derivatives.iter().map(|a| a.name.to_string()).collect(),
             saved_inputs,
             saved_outputs,
             view_copy_of: None,
@@ -1171,7 +1264,7 @@ impl EntryCtx<'_> {
                 if a.tensor_list && !is_foreach {
                     continue;
                 }
-                if ident_search(formula, &a.name) {
+                if ident_search(formula, a.name) {
                     return Err(err(
                         src,
                         key,
@@ -1223,7 +1316,7 @@ impl EntryCtx<'_> {
                     let input = &args_with_derivatives[0].name;
                     let mut f = ident_sub(&derivatives[0].formula, "grad", &format!("{input}_t.conj()"));
                     for a in args_with_derivatives {
-                        f = ident_sub(&f, &a.name, &format!("{}_p", a.name));
+                        f = ident_sub(&f, a.name, &format!("{}_p", a.name));
                     }
                     (format!("({f}).conj()"), ForwardKind::AutoElementWise)
                 }
@@ -1256,7 +1349,7 @@ impl EntryCtx<'_> {
                             if args_with_derivatives.iter().any(|d| d.name == a.name) {
                                 format!("{}_t", a.name)
                             } else {
-                                a.name.clone()
+                                a.name.to_string()
                             }
                         })
                         .collect();
@@ -1281,7 +1374,7 @@ impl EntryCtx<'_> {
         Ok(out)
     }
 
-    fn check_grad_usage(&self, derivatives: &[BackwardFormula], used_named: &[HashSet<String>], at: &Node) -> Res<()> {
+    fn check_grad_usage(&self, derivatives: &[BackwardFormula], used_named: &[bool], at: &Node) -> Res<()> {
         let mut uses_grad = false;
         let mut num_grads_uses = 0;
         let mut indices: Vec<usize> = Vec::new();
@@ -1290,7 +1383,7 @@ impl EntryCtx<'_> {
             num_grads_uses += ident_count(&d.rewritten, "grads");
             indices.extend(used_gradient_indices(&d.rewritten));
         }
-        let uses_named = used_named.iter().any(|s| !s.is_empty());
+        let uses_named = used_named.iter().any(|u| *u);
         let name = self.defn_name;
         let fail = |m: String| Err(err(self.src, at, m));
         if uses_grad && num_grads_uses > 0 {
@@ -1531,6 +1624,18 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn sym_numel_is_saved_whole_before_2_2() {
+        let src = SourceFile::new(
+            "derivatives.yaml",
+            "- name: abs(Tensor self) -> Tensor\n  self: grad / self.sym_numel()\n",
+        );
+        let old = load_derivatives_as(&src, &reg(), TorchgenVersion::new(2, 1)).expect("loads");
+        assert_eq!(old[0].saved_inputs, ["self"]);
+        let new = load_derivatives(&src, &reg()).expect("loads");
+        assert_eq!(new[0].saved_inputs, ["self_sym_numel"]);
     }
 
     #[test]

@@ -165,3 +165,26 @@ fn every_version_matches_torchgen_reference() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert_eq!(total_ok, total_ref);
 }
+
+/// Load time of the newest version (run with `--ignored --nocapture`, ideally `--release`).
+#[test]
+#[ignore = "timing only"]
+fn load_time() {
+    let (_, dir) = versions().pop().expect("a version");
+    let tags = registry::load_tags(&read(&dir, "tags.yaml")).unwrap_or_else(|e| panic!("{e}"));
+    let reg =
+        registry::load_native_functions(&read(&dir, "native_functions.yaml"), tags).unwrap_or_else(|e| panic!("{e}"));
+    let src = read(&dir, "derivatives.yaml");
+    let n = 50;
+    let t = Instant::now();
+    for _ in 0..n {
+        let _ = xirang_scan::yaml::parse(&src);
+    }
+    let yaml = t.elapsed() / n;
+    let t = Instant::now();
+    for _ in 0..n {
+        let d = xirang_scan::derivatives::load_derivatives(&src, &reg).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!d.is_empty());
+    }
+    println!("{}: load_derivatives {:?} per load (YAML parse alone {yaml:?})", dir.display(), t.elapsed() / n);
+}
