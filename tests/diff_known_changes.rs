@@ -5,7 +5,9 @@ use xirang_scan::diff::adapter_index::{AdapterIndex, index_source, method_map};
 use xirang_scan::diff::allow::AllowList;
 use xirang_scan::diff::committed::{PytorchDiff, pytorch_report};
 use xirang_scan::diff::impact::{Backend, GeneratedIndex};
-use xirang_scan::diff::{Change, ImpactSource, Report, RuleSet, Severity, exit_code, pytorch, report_json, report_markdown};
+use xirang_scan::diff::{
+    Change, ImpactSource, Report, RuleSet, Severity, exit_code, pytorch, report_json, report_markdown,
+};
 use xirang_scan::snapshot::{PytorchSnapshot, Store};
 
 fn store() -> Store {
@@ -86,7 +88,8 @@ fn diff_is_deterministic_and_fingerprints_ignore_wording() {
     let b = changes("v2.1", "v2.3");
     assert_eq!(a, b);
     let c = &a[0];
-    let fp = xirang_scan::diff::fingerprint(&c.rule, &c.subject, c.detail.as_deref(), c.old.as_deref(), c.new.as_deref());
+    let fp =
+        xirang_scan::diff::fingerprint(&c.rule, &c.subject, c.detail.as_deref(), c.old.as_deref(), c.new.as_deref());
     assert_eq!(fp, c.fingerprint);
     // no two changes share a fingerprint
     let mut fps: Vec<&str> = a.iter().map(|c| c.fingerprint.as_str()).collect();
@@ -171,7 +174,9 @@ fn allow_list_and_exit_codes() {
     // one expired entry (stops suppressing, reported) and one that matches nothing (reported unused)
     let c0 = breaking[0];
     entries[0]["expires"] = serde_json::json!("2026-01-01");
-    entries.push(serde_json::json!({"rule": "op.removed", "fingerprint": "00", "reason": "stale", "expires": "2027-01-01"}));
+    entries.push(
+        serde_json::json!({"rule": "op.removed", "fingerprint": "00", "reason": "stale", "expires": "2027-01-01"}),
+    );
     let text = serde_json::json!({ "allow": entries }).to_string();
     let allow = AllowList::parse("allow.json", &text).unwrap();
     let r2 = report_with(&kernels, &[], Some(&allow));
@@ -188,4 +193,43 @@ fn allow_list_and_exit_codes() {
 fn committed_reports_are_current() {
     let stale = xirang_scan::diff::committed::check_reports(&store(), &RuleSet::builtin()).unwrap();
     assert!(stale.is_empty(), "stale reports (run `xirang-scan diffs`): {stale:?}");
+}
+
+#[test]
+fn header_changes_share_the_engine() {
+    use xirang_scan::diff::header::{self, SymbolUses};
+    let st = store();
+    let vs = st.versions("cuda");
+    assert!(vs.len() >= 2, "cuda header snapshots in the store");
+    let (a, b) = (st.load_headers("cuda", &vs[0]).unwrap(), st.load_headers("cuda", &vs[1]).unwrap());
+    let rules = RuleSet::builtin();
+    let cs = header::diff(&a, &b, &rules);
+    assert!(!cs.is_empty());
+    for c in &cs {
+        assert_eq!(c.upstream, xirang_scan::diff::Upstream::Header);
+        assert_eq!(c.pytorch_bc, None);
+        assert!(rules.get(&c.rule).is_some(), "{} is in the catalogue", c.rule);
+        assert!(c.upstream_location.is_some());
+    }
+    assert!(rules.explain_text("header.function.removed").is_ok());
+    // uses of changed symbols in an adapter tree become driver impacts with file and line
+    let dir = std::env::temp_dir().join(format!("xirang-diff-uses-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let subject = cs
+        .iter()
+        .find(|c| c.severity <= Severity::Action && !c.subject.contains(['.', ':']))
+        .map(|c| c.subject.clone());
+    if let Some(sym) = &subject {
+        std::fs::write(dir.join("lib.rs"), format!("fn f() {{\n    let _ = \"{sym}\";\n}}\n")).unwrap();
+    }
+    let uses = SymbolUses::index_dir(&dir, &dir).unwrap();
+    let r = xirang_scan::diff::committed::header_report("cuda", &a, &b, &uses, None, "2026-01-01", &rules);
+    if let Some(sym) = subject {
+        assert!(r.impact.iter().any(|i| i.source == ImpactSource::Driver
+            && i.subject == sym
+            && i.location.file == "lib.rs"
+            && i.location.line == Some(2)));
+    }
+    assert!(exit_code(&r, Some(Severity::Info)) != 0);
+    let _ = std::fs::remove_dir_all(&dir);
 }

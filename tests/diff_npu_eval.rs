@@ -15,13 +15,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use xirang_scan::SourceFile;
 use xirang_scan::backend::{BackendYaml, load_backend_yaml};
 use xirang_scan::diff::adapter_index::AdapterIndex;
 use xirang_scan::diff::committed::{PytorchDiff, pytorch_report};
 use xirang_scan::diff::impact::{Backend, GeneratedIndex};
 use xirang_scan::diff::{ImpactSource, RuleSet, Severity};
 use xirang_scan::snapshot::{Store, Version};
-use xirang_scan::SourceFile;
 
 fn load_backends(dir: &Path) -> Vec<(String, BackendYaml)> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -123,7 +123,7 @@ fn torch_npu_precision_recall() {
             .iter()
             .filter(|(op, _)| upstream_a.contains(*op))
             .filter(|(op, decl)| match db.get(*op) {
-                None => true,                                          // dropped
+                None => true,                                                                              // dropped
                 Some(nb) => nb.0 != decl.0 || (nb.1 != decl.1 && !(nb.1.is_empty() && decl.1.is_empty())), // re-declared
             })
             .map(|(op, _)| op.as_str())
@@ -133,11 +133,7 @@ fn torch_npu_precision_recall() {
             if predicted.is_empty() { 1.0 } else { hits as f64 / predicted.len() as f64 },
             if actual.is_empty() { 1.0 } else { hits as f64 / actual.len() as f64 },
         );
-        println!(
-            "| {va}..{vb} | {ta}..{tb} | {} | {} | {hits} | {p:.2} | {r:.2} |",
-            predicted.len(),
-            actual.len()
-        );
+        println!("| {va}..{vb} | {ta}..{tb} | {} | {} | {hits} | {p:.2} | {r:.2} |", predicted.len(), actual.len());
         total.tp += hits;
         total.fp += predicted.len() - hits;
         total.fn_ += actual.len() - hits;
@@ -164,12 +160,18 @@ fn torch_npu_precision_recall() {
             for r in &rs {
                 *fp_rules.entry(r.clone()).or_default() += 1;
             }
-            println!("    false alarm {op}: {} (torch_npu kept the entry as it was)", rs.into_iter().collect::<Vec<_>>().join(", "));
+            println!(
+                "    false alarm {op}: {} (torch_npu kept the entry as it was)",
+                rs.into_iter().collect::<Vec<_>>().join(", ")
+            );
         }
     }
     let precision = total.tp as f64 / (total.tp + total.fp).max(1) as f64;
     let recall = total.tp as f64 / (total.tp + total.fn_).max(1) as f64;
-    println!("\noverall: hits {} false alarms {} misses {}; precision {precision:.3} recall {recall:.3}", total.tp, total.fp, total.fn_);
+    println!(
+        "\noverall: hits {} false alarms {} misses {}; precision {precision:.3} recall {recall:.3}",
+        total.tp, total.fp, total.fn_
+    );
     println!("misses by reason: {fn_reasons:?}");
     println!("false alarms by rule: {fp_rules:?}");
     // every miss is explained by one of the two reasons above (the engine never stays silent on an

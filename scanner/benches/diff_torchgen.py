@@ -23,18 +23,24 @@ def load(gen, ld, d):
     parsed = gen.parse_native_yaml(nf, tags)
     derivs = ld.load_derivatives(deriv, nf, tags)
     infos = derivs[0] if isinstance(derivs, tuple) else derivs
+    if isinstance(infos, dict):
+        infos = list(infos.values())
     ops = {str(f.func.name): f for f in parsed.native_functions}
+    keys = {}
+    for k, bi in parsed.backend_indices.items():
+        for name in bi.index:
+            keys.setdefault(str(name), set()).add(str(k))
     formulas = {}
     for info in infos:
         per_key = info.values() if isinstance(info, dict) else [info]
         for di in per_key:
             name = str(di.func.func.name) if di.func is not None else di.name
             formulas[name] = [d.original_formula for d in di.derivatives]
-    return ops, formulas
+    return ops, formulas, keys
 
 
 def diff(old, new):
-    (oo, of), (no, nf) = old, new
+    (oo, of, okeys), (no, nf, nkeys) = old, new
     out = []
     for k in sorted(set(oo) - set(no)):
         out.append(("op.removed", k, str(oo[k].func), ""))
@@ -63,7 +69,7 @@ def diff(old, new):
                 out.append(("arg.kwarg_only_changed", k, "", n))
             if [str(r) for r in a.func.returns] != [str(r) for r in b.func.returns]:
                 out.append(("ret.changed", k, str(a.func.returns), str(b.func.returns)))
-        ka, kb = sorted(str(x) for x in a.dispatch), sorted(str(x) for x in b.dispatch)
+        ka, kb = sorted(okeys.get(k, ())), sorted(nkeys.get(k, ()))
         if ka != kb:
             out.append(("dispatch.changed", k, ",".join(ka), ",".join(kb)))
         if (a.structured, str(a.structured_delegate)) != (b.structured, str(b.structured_delegate)):

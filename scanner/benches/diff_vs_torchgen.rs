@@ -71,7 +71,10 @@ fn main() {
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target/bench-cache").join(format!("tg-{tgv}")));
     if !tg.join("torchgen").is_dir() {
-        println!("torchgen     not found at {} (run scanner/benches/fetch-torchgen.sh {tgv}); not compared", tg.display());
+        println!(
+            "torchgen     not found at {} (run scanner/benches/fetch-torchgen.sh {tgv}); not compared",
+            tg.display()
+        );
         return;
     }
     let corpus = root.join("../shared/corpus/pytorch");

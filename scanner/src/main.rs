@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use xirang_scan::error::Error;
 use xirang_scan::diff;
+use xirang_scan::error::Error;
 use xirang_scan::render;
 use xirang_scan::snapshot::{PytorchSnapshot, Store, Version};
 use xirang_scan::source::{self, SourceSpec};
@@ -60,12 +60,14 @@ enum Command {
     #[command(subcommand)]
     Snapshot(SnapshotCmd),
     /// Drift report between two versions: what changed upstream, what it breaks here, what is regenerated
-    #[command(long_about = "Compares two PyTorch snapshots (or sources), classifies every change by a rule of the \
+    #[command(
+        long_about = "Compares two PyTorch snapshots (or sources), classifies every change by a rule of the \
 catalogue (`xirang-scan rules`), joins the changes with the hand-written kernels of adapter-runtime/ and with \
 backend yaml files (--backend), and prints a checklist of what to edit plus what the generator handles.\n\n\
 Exit codes: 0 no change at or above --fail-on (or no --fail-on); 1 error; 2 usage error; otherwise a bit set: \
 4 breaking changes present, 8 action changes present (counted with --fail-on action|info), 16 info changes \
-present (with --fail-on info), 32 an allow-list entry has expired (with any --fail-on).")]
+present (with --fail-on info), 32 an allow-list entry has expired (with any --fail-on)."
+    )]
     Diff {
         /// Old version (v2.1, v2.1.0) or source
         old: String,
@@ -73,6 +75,9 @@ present (with --fail-on info), 32 an allow-list entry has expired (with any --fa
         new: String,
         #[arg(long, value_enum, default_value_t = DiffFormat::Terminal)]
         format: DiffFormat,
+        /// What to compare: PyTorch snapshots, or ascend / cuda driver header snapshots
+        #[arg(long, default_value = "pytorch", value_parser = ["pytorch", "ascend", "cuda"])]
+        upstream: String,
         /// Vendor backend yaml (gen_backend_stubs / torch_npu format) to join; repeatable
         #[arg(long, value_name = "FILE")]
         backend: Vec<PathBuf>,
@@ -184,7 +189,11 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
     let store_flag = cli.store.clone();
     let store = || Store::discover(store_flag.as_deref());
     match cli.command {
-        Command::Ops { target, format, torch_version } => {
+        Command::Ops {
+            target,
+            format,
+            torch_version,
+        } => {
             let snap = load_target(&store, &target, torch_version.as_deref())?;
             let text = match format {
                 Format::Jsonl => render::ops_jsonl(&snap),
@@ -192,7 +201,12 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             };
             print_str(&text)?;
         }
-        Command::Show { target, op, format, torch_version } => {
+        Command::Show {
+            target,
+            op,
+            format,
+            torch_version,
+        } => {
             let snap = load_target(&store, &target, torch_version.as_deref())?;
             let text = match format {
                 ShowFormat::Text => render::show_text(&snap, &op)?,
@@ -201,8 +215,9 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             print_str(&text)?;
         }
         Command::Snapshot(SnapshotCmd::Import { source, as_version }) => {
-            let v = Version::parse(&as_version)
-                .ok_or_else(|| Error::Usage(format!("`{as_version}` is not a version like v2.4.0")))?;
+            let v = Version::parse(&as_version).ok_or_else(|| {
+                Error::Usage(format!("`{as_version}` is not a version like v2.4.0"))
+            })?;
             let spec = SourceSpec::parse(&source)?;
             let files = source::read(&spec)?;
             let snap = PytorchSnapshot::build(&files, &v)?;
@@ -223,7 +238,9 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 .map_err(|e| Error::io(&folder, e))?
                 .flatten()
                 .filter(|e| e.path().is_dir())
-                .filter_map(|e| Version::parse(&e.file_name().to_string_lossy()).map(|v| (v, e.path())))
+                .filter_map(|e| {
+                    Version::parse(&e.file_name().to_string_lossy()).map(|v| (v, e.path()))
+                })
                 .collect();
             entries.sort();
             for (v, path) in entries {
@@ -240,12 +257,25 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 );
             }
         }
-        Command::Diff { old, new, format, backend, allow, fail_on, adapter, color, limit, today } => {
+        Command::Diff {
+            old,
+            new,
+            format,
+            upstream,
+            backend,
+            allow,
+            fail_on,
+            adapter,
+            color,
+            limit,
+            today,
+        } => {
             return run_diff(DiffArgs {
                 store: &store,
                 old,
                 new,
                 format,
+                upstream,
                 backend,
                 allow,
                 fail_on,
@@ -260,7 +290,8 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             let text = match format {
                 ShowFormat::Text => rules.list_text(),
                 ShowFormat::Json => {
-                    let mut t = serde_json::to_string_pretty(rules.all()).map_err(|e| Error::Usage(e.to_string()))?;
+                    let mut t = serde_json::to_string_pretty(rules.all())
+                        .map_err(|e| Error::Usage(e.to_string()))?;
                     t.push('\n');
                     t
                 }
@@ -279,7 +310,9 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                     for p in &stale {
                         eprintln!("stale: {}", p.display());
                     }
-                    eprintln!("diffs/ is not current: run `xirang-scan diffs` and commit the result");
+                    eprintln!(
+                        "diffs/ is not current: run `xirang-scan diffs` and commit the result"
+                    );
                     return Ok(ExitCode::from(3));
                 }
                 println!("diffs/ is current");
@@ -318,7 +351,8 @@ fn load_target(
     target: &str,
     torch_version: Option<&str>,
 ) -> Result<PytorchSnapshot, Error> {
-    let looks_like_version = Version::parse(target).is_some() && !std::path::Path::new(target).exists();
+    let looks_like_version =
+        Version::parse(target).is_some() && !std::path::Path::new(target).exists();
     if looks_like_version {
         let st = store()?;
         let v = st.resolve("pytorch", target)?;
@@ -326,8 +360,13 @@ fn load_target(
     }
     let spec = SourceSpec::parse(target)?;
     let v = match torch_version {
-        Some(t) => Version::parse(t).ok_or_else(|| Error::Usage(format!("`{t}` is not a version")))?,
-        None => guess_version(&spec).unwrap_or_else(|| Version { parts: vec![2, 15, 0], suffix: None }),
+        Some(t) => {
+            Version::parse(t).ok_or_else(|| Error::Usage(format!("`{t}` is not a version")))?
+        }
+        None => guess_version(&spec).unwrap_or_else(|| Version {
+            parts: vec![2, 15, 0],
+            suffix: None,
+        }),
     };
     let files = source::read(&spec)?;
     PytorchSnapshot::build(&files, &v)
@@ -336,12 +375,18 @@ fn load_target(
 /// A version from a folder name (`.../v2.4.0`), a wheel name (`torch-2.4.0-...`) or a ref (`v2.4.0`).
 fn guess_version(spec: &SourceSpec) -> Option<Version> {
     match spec {
-        SourceSpec::Folder(p) => p.file_name().and_then(|n| Version::parse(&n.to_string_lossy())),
+        SourceSpec::Folder(p) => p
+            .file_name()
+            .and_then(|n| Version::parse(&n.to_string_lossy())),
         SourceSpec::Wheel(p) => {
             let name = p.file_name()?.to_string_lossy().to_string();
-            name.split('-').nth(1).and_then(|v| Version::parse(v.split('+').next().unwrap_or(v)))
+            name.split('-')
+                .nth(1)
+                .and_then(|v| Version::parse(v.split('+').next().unwrap_or(v)))
         }
-        SourceSpec::Git { reference, .. } => Version::parse(reference.trim_start_matches("refs/tags/")),
+        SourceSpec::Git { reference, .. } => {
+            Version::parse(reference.trim_start_matches("refs/tags/"))
+        }
     }
 }
 
@@ -361,6 +406,7 @@ struct DiffArgs<'a> {
     old: String,
     new: String,
     format: DiffFormat,
+    upstream: String,
     backend: Vec<PathBuf>,
     allow: Option<PathBuf>,
     fail_on: Option<FailOn>,
@@ -373,58 +419,47 @@ struct DiffArgs<'a> {
 /// `xirang-scan diff`: load, compare, join with the adapter, render, and compute the exit code.
 fn run_diff(a: DiffArgs<'_>) -> Result<ExitCode, Error> {
     let rules = diff::RuleSet::builtin();
-    let old = load_target(a.store, &a.old, None)?;
-    let new = load_target(a.store, &a.new, None)?;
-    // the repository root: the store's parent when there is one, else the current directory
-    let root = match (a.store)() {
-        Ok(st) => diff::committed::repo_root(&st),
-        Err(_) => PathBuf::from("."),
-    };
-    let kernels = match &a.adapter {
-        Some(dir) => {
-            let map = diff::adapter_index::method_map(
-                old.registry.functions.iter().chain(new.registry.functions.iter()).map(|f| &f.func.name),
-            );
-            diff::adapter_index::index_dir(dir, dir.parent().unwrap_or(dir), &map)?
-        }
-        None => diff::committed::index_adapter(&root, &[&old, &new])?,
-    };
-    let mut yamls = Vec::new();
-    for p in &a.backend {
-        let text = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
-        let src = xirang_scan::SourceFile::new(p.display().to_string(), text);
-        yamls.push((p.display().to_string(), xirang_scan::backend::load_backend_yaml(&src)?));
-    }
-    let backends: Vec<diff::impact::Backend<'_>> =
-        yamls.iter().map(|(path, yaml)| diff::impact::Backend { path: path.clone(), yaml }).collect();
     let allow = match &a.allow {
         Some(p) => Some(diff::allow::AllowList::load(p)?),
         None => None,
     };
-    let today = match a.today {
+    let today = match &a.today {
         Some(t) => {
-            if diff::allow::parse_date(&t).is_none() {
+            if diff::allow::parse_date(t).is_none() {
                 return Err(Error::Usage(format!("--today `{t}` is not YYYY-MM-DD")));
             }
-            t
+            t.clone()
         }
         None => diff::allow::today_utc(),
     };
-    let generated = diff::impact::GeneratedIndex::load(&root);
-    let title = format!("pytorch {} -> {}", old.meta.version, new.meta.version);
-    let report = diff::committed::pytorch_report(
-        diff::committed::PytorchDiff {
-            old: &old,
-            new: &new,
-            title,
-            kernels: &kernels,
-            backends: &backends,
-            generated: &generated,
-            allow: allow.as_ref(),
-            today: &today,
-        },
-        &rules,
-    );
+    let report = if a.upstream == "pytorch" {
+        pytorch_diff_report(&a, &rules, allow.as_ref(), &today)?
+    } else {
+        let st = (a.store)()?;
+        let (vo, vn) = (
+            st.resolve(&a.upstream, &a.old)?,
+            st.resolve(&a.upstream, &a.new)?,
+        );
+        let (old, new) = (
+            st.load_headers(&a.upstream, &vo)?,
+            st.load_headers(&a.upstream, &vn)?,
+        );
+        let root = diff::committed::repo_root(&st);
+        let dir = a
+            .adapter
+            .clone()
+            .unwrap_or_else(|| root.join(diff::committed::ADAPTER_DIR));
+        let uses = diff::header::SymbolUses::index_dir(&dir, &root)?;
+        diff::committed::header_report(
+            &a.upstream,
+            &old,
+            &new,
+            &uses,
+            allow.as_ref(),
+            &today,
+            &rules,
+        )
+    };
     let text = match a.format {
         DiffFormat::Terminal => {
             let color = match a.color {
@@ -432,7 +467,14 @@ fn run_diff(a: DiffArgs<'_>) -> Result<ExitCode, Error> {
                 ColorWhen::Never => false,
                 ColorWhen::Auto => diff::report_terminal::auto_color(),
             };
-            diff::report_terminal::render(&report, &rules, diff::report_terminal::Options { color, limit: a.limit })
+            diff::report_terminal::render(
+                &report,
+                &rules,
+                diff::report_terminal::Options {
+                    color,
+                    limit: a.limit,
+                },
+            )
         }
         DiffFormat::Markdown => diff::report_markdown::render(&report, &rules),
         DiffFormat::Json => diff::report_json::render(&report)?,
@@ -444,4 +486,64 @@ fn run_diff(a: DiffArgs<'_>) -> Result<ExitCode, Error> {
         FailOn::Info => diff::Severity::Info,
     });
     Ok(ExitCode::from(diff::exit_code(&report, fail_on)))
+}
+
+/// The PyTorch side of `diff`: snapshots or sources, kernels, backend yaml, generated files.
+fn pytorch_diff_report(
+    a: &DiffArgs<'_>,
+    rules: &diff::RuleSet,
+    allow: Option<&diff::allow::AllowList>,
+    today: &str,
+) -> Result<diff::Report, Error> {
+    let old = load_target(a.store, &a.old, None)?;
+    let new = load_target(a.store, &a.new, None)?;
+    // the repository root: the store's parent when there is one, else the current directory
+    let root = match (a.store)() {
+        Ok(st) => diff::committed::repo_root(&st),
+        Err(_) => PathBuf::from("."),
+    };
+    let kernels = match &a.adapter {
+        Some(dir) => {
+            let map = diff::adapter_index::method_map(
+                old.registry
+                    .functions
+                    .iter()
+                    .chain(new.registry.functions.iter())
+                    .map(|f| &f.func.name),
+            );
+            diff::adapter_index::index_dir(dir, dir.parent().unwrap_or(dir), &map)?
+        }
+        None => diff::committed::index_adapter(&root, &[&old, &new])?,
+    };
+    let mut yamls = Vec::new();
+    for p in &a.backend {
+        let text = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
+        let src = xirang_scan::SourceFile::new(p.display().to_string(), text);
+        yamls.push((
+            p.display().to_string(),
+            xirang_scan::backend::load_backend_yaml(&src)?,
+        ));
+    }
+    let backends: Vec<diff::impact::Backend<'_>> = yamls
+        .iter()
+        .map(|(path, yaml)| diff::impact::Backend {
+            path: path.clone(),
+            yaml,
+        })
+        .collect();
+    let generated = diff::impact::GeneratedIndex::load(&root);
+    let title = format!("pytorch {} -> {}", old.meta.version, new.meta.version);
+    Ok(diff::committed::pytorch_report(
+        diff::committed::PytorchDiff {
+            old: &old,
+            new: &new,
+            title,
+            kernels: &kernels,
+            backends: &backends,
+            generated: &generated,
+            allow,
+            today,
+        },
+        rules,
+    ))
 }

@@ -64,6 +64,10 @@ pub fn index_dir(dir: &Path, root: &Path, method_ops: &HashMap<String, String>) 
     let mut kernels = Vec::new();
     for path in files {
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        // a file that mentions neither the marker nor the trait holds no kernel: skip the parse
+        if !text.contains(MARKER) && !text.contains(TRAIT_NAME) {
+            continue;
+        }
         let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().replace('\\', "/");
         kernels.extend(index_source(&rel, &text, method_ops)?);
     }
@@ -166,11 +170,8 @@ impl<'ast> Visit<'ast> for Visitor<'_> {
     }
 
     fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
-        let is_aten = i
-            .trait_
-            .as_ref()
-            .and_then(|(_, path, _)| path.segments.last())
-            .is_some_and(|s| s.ident == TRAIT_NAME);
+        let is_aten =
+            i.trait_.as_ref().and_then(|(_, path, _)| path.segments.last()).is_some_and(|s| s.ident == TRAIT_NAME);
         self.impl_stack.push((is_aten, type_text(&i.self_ty)));
         syn::visit::visit_item_impl(self, i);
         self.impl_stack.pop();
@@ -226,7 +227,8 @@ mod inner {
     fn neg() {}
 }
 "#;
-        let ops: Vec<OperatorName> = ["add.Tensor", "where", "neg"].iter().map(|s| OperatorName::parse(s).unwrap()).collect();
+        let ops: Vec<OperatorName> =
+            ["add.Tensor", "where", "neg"].iter().map(|s| OperatorName::parse(s).unwrap()).collect();
         let map = method_map(&ops);
         let mut ks = index_source("a/lib.rs", src, &map).unwrap();
         ks.sort();

@@ -144,6 +144,12 @@ mod tests {
         assert_eq!(parse_date("2026-11-30"), Some((2026, 11, 30)));
         assert_eq!(parse_date("2026-13-01"), None);
         assert_eq!(parse_date("26-1-1"), None);
-        assert!(AllowList::parse("a.json", r#"{"allow":[{"rule":"x","fingerprint":"y","reason":"","expires":"2026-01-01"}]}"#).is_err());
+        assert!(
+            AllowList::parse(
+                "a.json",
+                r#"{"allow":[{"rule":"x","fingerprint":"y","reason":"","expires":"2026-01-01"}]}"#
+            )
+            .is_err()
+        );
     }
 }

@@ -1,8 +1,8 @@
 //! The standard pipeline (two snapshots -> report) and the committed reports under `diffs/`.
 //!
 //! `diffs/` holds one markdown report per consecutive pair of PyTorch snapshots in the store
-//! (`diffs/pytorch/v2.3.1..v2.4.0.md`), per consecutive pair of driver header snapshots once those
-//! exist in the store (see [`HEADER_UPSTREAMS`]), plus the quick-start pair `v2.1..v2.3`, and an index
+//! (`diffs/pytorch/v2.3.1..v2.4.0.md`), per consecutive pair of driver header snapshots
+//! (`diffs/ascend/...`, `diffs/cuda/...`, see [`HEADER_UPSTREAMS`]), plus the quick-start pair `v2.1..v2.3`, and an index
 //! `diffs/README.md`. `xirang-scan diffs` rewrites them; `xirang-scan diffs --check` fails when any is
 //! stale (CI). Reports include the impact on the hand-written kernels of `adapter-runtime/`, so a new
 //! kernel marker makes them stale too: regenerate and commit.
@@ -19,10 +19,41 @@ use crate::snapshot::{PytorchSnapshot, Store, Version};
 /// Extra pairs committed besides the consecutive ones: (old spec, new spec).
 pub const EXTRA_PAIRS: &[(&str, &str)] = &[("v2.1", "v2.3")];
 
-/// Driver upstreams whose header snapshots get committed reports once they are in the store.
-/// Seam: header snapshots (`schemas/ascend/<ver>/`, `schemas/cuda/<ver>/`) are not in the store yet,
-/// and the header change source plugs in through [`super::Upstream::Header`] changes when they are.
+/// Driver upstreams whose header snapshots (`schemas/ascend/<ver>/`, `schemas/cuda/<ver>/`) get a
+/// committed report per consecutive pair (`diffs/ascend/v2.13.0..v2.14.0.md`).
 pub const HEADER_UPSTREAMS: &[&str] = &["ascend", "cuda"];
+
+/// Diffs two header snapshots of `vendor` and builds the report (impact: uses of the changed symbols
+/// in `adapter-runtime/`, and the generated bindings).
+pub fn header_report(
+    vendor: &str,
+    old: &crate::snapshot::HeaderSnapshot,
+    new: &crate::snapshot::HeaderSnapshot,
+    uses: &super::header::SymbolUses,
+    allow: Option<&AllowList>,
+    today: &str,
+    rules: &RuleSet,
+) -> Report {
+    let changes = super::header::diff(old, new, rules);
+    let (changes, suppressed, allow_notes) = match allow {
+        Some(a) => a.apply(changes, today),
+        None => (changes, Vec::new(), Vec::new()),
+    };
+    let impact = super::header::impacts(&changes, uses, vendor);
+    let mut r = Report {
+        title: format!("{vendor} headers {} -> {}", old.meta.version, new.meta.version),
+        old: old.meta.version.clone(),
+        new: new.meta.version.clone(),
+        changes,
+        impact,
+        suppressed,
+        allow_notes,
+        kernels_indexed: 0,
+        backend_files: Vec::new(),
+    };
+    super::sort_report(&mut r);
+    r
+}
 
 /// Where the adapter lives relative to the repository root.
 pub const ADAPTER_DIR: &str = "adapter-runtime";
@@ -107,10 +138,8 @@ pub fn expected_reports(store: &Store, rules: &RuleSet) -> Result<BTreeMap<PathB
         );
         let file = PathBuf::from("diffs").join("pytorch").join(format!("{name}.md"));
         let [(_, b), (_, a), (_, i)] = r.counts();
-        index_rows.push(format!(
-            "| [{name}](pytorch/{name}.md) | {va} | {vb} | {b} | {a} | {i} | {} |",
-            r.to_edit().count()
-        ));
+        index_rows
+            .push(format!("| [{name}](pytorch/{name}.md) | {va} | {vb} | {b} | {a} | {i} | {} |", r.to_edit().count()));
         out.insert(file, report_markdown::render(&r, rules));
     }
     let mut readme = String::from(
@@ -122,9 +151,34 @@ pub fn expected_reports(store: &Store, rules: &RuleSet) -> Result<BTreeMap<PathB
         readme.push_str(&row);
         readme.push('\n');
     }
-    let headers: Vec<&str> = HEADER_UPSTREAMS.iter().copied().filter(|u| !store.versions(u).is_empty()).collect();
-    if headers.is_empty() {
-        readme.push_str("\nDriver header reports appear here once header snapshots are in `schemas/ascend/` and `schemas/cuda/`.\n");
+    let uses = super::header::SymbolUses::index_dir(&root.join(ADAPTER_DIR), &root)?;
+    for vendor in HEADER_UPSTREAMS {
+        let vs = store.versions(vendor);
+        if vs.len() < 2 {
+            continue;
+        }
+        readme.push_str(&format!(
+            "\n## {vendor} driver headers\n\n| report | old | new | breaking | action | info | to edit |\n\
+             | --- | --- | --- | ---: | ---: | ---: | ---: |\n"
+        ));
+        let mut prev = store.load_headers(vendor, &vs[0])?;
+        let mut prev_v = &vs[0];
+        for v in &vs[1..] {
+            let next = store.load_headers(vendor, v)?;
+            let r = header_report(vendor, &prev, &next, &uses, None, "", rules);
+            let name = format!("{prev_v}..{v}");
+            let [(_, b), (_, a), (_, i)] = r.counts();
+            readme.push_str(&format!(
+                "| [{name}]({vendor}/{name}.md) | {prev_v} | {v} | {b} | {a} | {i} | {} |\n",
+                r.to_edit().count()
+            ));
+            out.insert(
+                PathBuf::from("diffs").join(vendor).join(format!("{name}.md")),
+                report_markdown::render(&r, rules),
+            );
+            prev = next;
+            prev_v = v;
+        }
     }
     out.insert(PathBuf::from("diffs").join("README.md"), readme);
     Ok(out)
@@ -169,12 +223,14 @@ pub fn check_reports(store: &Store, rules: &RuleSet) -> Result<Vec<PathBuf>, Err
 }
 
 fn stale_extra(root: &Path, want: &BTreeMap<PathBuf, String>) -> Vec<PathBuf> {
-    let dir = root.join("diffs").join("pytorch");
     let mut out = Vec::new();
-    for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-        let rel = PathBuf::from("diffs").join("pytorch").join(e.file_name());
-        if rel.extension().is_some_and(|x| x == "md") && !want.contains_key(&rel) {
-            out.push(rel);
+    for up in std::iter::once("pytorch").chain(HEADER_UPSTREAMS.iter().copied()) {
+        let dir = root.join("diffs").join(up);
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let rel = PathBuf::from("diffs").join(up).join(e.file_name());
+            if rel.extension().is_some_and(|x| x == "md") && !want.contains_key(&rel) {
+                out.push(rel);
+            }
         }
     }
     out.sort();

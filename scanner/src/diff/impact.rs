@@ -41,7 +41,8 @@ impl GeneratedIndex {
             let Ok(text) = std::fs::read_to_string(root.join(file)) else { continue };
             for (i, l) in text.lines().enumerate() {
                 if let Some(rest) = l.trim_start().strip_prefix("fn ") {
-                    let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '#').collect();
+                    let name: String =
+                        rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '#').collect();
                     lines.entry((file, name)).or_insert(i as u32 + 1);
                 }
             }

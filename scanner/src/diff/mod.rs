@@ -19,6 +19,7 @@
 pub mod adapter_index;
 pub mod allow;
 pub mod committed;
+pub mod header;
 pub mod impact;
 pub mod pytorch;
 pub mod report_json;
@@ -199,6 +200,8 @@ pub enum ImpactSource {
     Kernel,
     /// An entry of the vendor backend yaml passed with `--backend` (someone edits it).
     Backend,
+    /// A use of a changed driver symbol in adapter-runtime/ (a binding, a `dlsym` name, a call).
+    Driver,
     /// A generated file (the generator rewrites it: nothing to do by hand).
     Generated,
 }
@@ -208,6 +211,7 @@ impl ImpactSource {
         match self {
             ImpactSource::Kernel => "kernel",
             ImpactSource::Backend => "backend",
+            ImpactSource::Driver => "driver",
             ImpactSource::Generated => "generated",
         }
     }
@@ -271,7 +275,7 @@ impl Report {
         }
         m.into_iter().map(|((s, r), n)| (s, r.to_string(), n)).collect()
     }
-    /// Impacts someone edits by hand (kernel, backend).
+    /// Impacts someone edits by hand (kernel, backend, driver).
     pub fn to_edit(&self) -> impl Iterator<Item = &Impact> {
         self.impact.iter().filter(|i| i.source != ImpactSource::Generated)
     }

@@ -118,9 +118,8 @@ impl Out<'_> {
         message: String,
         loc: Option<Location>,
     ) {
-        self.changes.push(
-            Change::new(self.rules, rule, Upstream::Pytorch, subject, detail, bc, old, new, message).at(loc),
-        );
+        self.changes
+            .push(Change::new(self.rules, rule, Upstream::Pytorch, subject, detail, bc, old, new, message).at(loc));
     }
 }
 
@@ -228,11 +227,27 @@ fn compare_op(out: &mut Out<'_>, name: &str, o: &NativeFunction, n: &NativeFunct
     let nt: BTreeSet<&str> = n.tags.iter().map(String::as_str).collect();
     for t in nt.difference(&ot) {
         let rule = if *t == "core" { "tag.core_added" } else { "tag.added" };
-        out.push(rule, name, Some(t.to_string()), None, Some(t.to_string()), format!("`{name}` gained tag `{t}`"), loc.clone());
+        out.push(
+            rule,
+            name,
+            Some(t.to_string()),
+            None,
+            Some(t.to_string()),
+            format!("`{name}` gained tag `{t}`"),
+            loc.clone(),
+        );
     }
     for t in ot.difference(&nt) {
         let rule = if *t == "core" { "tag.core_removed" } else { "tag.removed" };
-        out.push(rule, name, Some(t.to_string()), Some(t.to_string()), None, format!("`{name}` lost tag `{t}`"), loc.clone());
+        out.push(
+            rule,
+            name,
+            Some(t.to_string()),
+            Some(t.to_string()),
+            None,
+            format!("`{name}` lost tag `{t}`"),
+            loc.clone(),
+        );
     }
 }
 
@@ -295,9 +310,8 @@ fn compare_schema<'s>(
         }
     }
     // added: appended after every surviving argument, or inserted before some
-    let last_common = na
-        .iter()
-        .rposition(|y| onames.contains(y.a.name.as_str()) || renamed_new.contains(y.a.name.as_str()));
+    let last_common =
+        na.iter().rposition(|y| onames.contains(y.a.name.as_str()) || renamed_new.contains(y.a.name.as_str()));
     for (j, y) in na.iter().enumerate() {
         let n = y.a.name.as_str();
         if onames.contains(n) || renamed_new.contains(n) {
@@ -330,11 +344,8 @@ fn compare_schema<'s>(
     }
     // reorder of the surviving arguments
     let old_order: Vec<&str> = oa.iter().filter_map(|x| new_name_of(&x.a.name)).collect();
-    let new_order: Vec<&str> = na
-        .iter()
-        .map(|y| y.a.name.as_str())
-        .filter(|n| onames.contains(n) || renamed_new.contains(n))
-        .collect();
+    let new_order: Vec<&str> =
+        na.iter().map(|y| y.a.name.as_str()).filter(|n| onames.contains(n) || renamed_new.contains(n)).collect();
     if old_order != new_order {
         out.push(
             "arg.reordered",
@@ -460,7 +471,8 @@ fn compare_returns(out: &mut Out<'_>, name: &str, o: &[Return], n: &[Return], lo
         let detail = Some(format!("return {i}"));
         if a.ty != b.ty || a.annotation != b.annotation {
             let bc = a.ty.without_symint() == b.ty.without_symint() && a.annotation == b.annotation;
-            let (at, bt) = (Return { name: None, ..a.clone() }.to_string(), Return { name: None, ..b.clone() }.to_string());
+            let (at, bt) =
+                (Return { name: None, ..a.clone() }.to_string(), Return { name: None, ..b.clone() }.to_string());
             out.push_bc(
                 "ret.type_changed",
                 name,

@@ -35,11 +35,7 @@ pub fn render(r: &Report, rules: &RuleSet) -> String {
          are regenerated.\n",
         to_edit.len(),
         r.kernels_indexed,
-        if r.backend_files.is_empty() {
-            String::new()
-        } else {
-            format!("; backend: {}", r.backend_files.join(", "))
-        },
+        if r.backend_files.is_empty() { String::new() } else { format!("; backend: {}", r.backend_files.join(", ")) },
         r.generated().count(),
         gen_ops.len()
     );

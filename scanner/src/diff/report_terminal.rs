@@ -58,7 +58,11 @@ pub fn render(r: &Report, rules: &RuleSet, opts: Options) -> String {
         p.sev(Severity::Breaking, &format!("{b} breaking")),
         p.sev(Severity::Action, &format!("{a} action")),
         p.sev(Severity::Info, &format!("{i} info")),
-        if r.suppressed.is_empty() { String::new() } else { format!(" ({} suppressed by the allow list)", r.suppressed.len()) }
+        if r.suppressed.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} suppressed by the allow list)", r.suppressed.len())
+        }
     );
     let _ = writeln!(
         o,
@@ -66,7 +70,11 @@ pub fn render(r: &Report, rules: &RuleSet, opts: Options) -> String {
         p.dim(&format!(
             "adapter: {} hand-written kernels indexed{}",
             r.kernels_indexed,
-            if r.backend_files.is_empty() { String::new() } else { format!(", backend {}", r.backend_files.join(", ")) }
+            if r.backend_files.is_empty() {
+                String::new()
+            } else {
+                format!(", backend {}", r.backend_files.join(", "))
+            }
         ))
     );
 

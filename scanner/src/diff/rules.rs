@@ -64,10 +64,12 @@ impl RuleSet {
         Ok(set)
     }
 
-    /// The operator rules shipped with the crate.
+    /// The operator rules shipped with the crate plus the header rules of `xirang-headers`.
     pub fn builtin() -> RuleSet {
         // The embedded file is checked by a unit test; an empty set would only hide rules, never panic.
-        RuleSet::parse(PYTORCH_RULES_JSON).unwrap_or(RuleSet { rules: Vec::new() })
+        let mut set = RuleSet::parse(PYTORCH_RULES_JSON).unwrap_or(RuleSet { rules: Vec::new() });
+        let _ = set.extend(super::header::rules());
+        set
     }
 
     /// Adds rules from another change source (header rules). Ids must stay unique.
