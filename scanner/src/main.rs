@@ -56,18 +56,30 @@ enum Command {
         #[arg(long, value_name = "VERSION")]
         torch_version: Option<String>,
     },
+    /// Scan vendor driver headers: `headers ascend v2.14.0`, `headers generic path/to/include`
+    #[command(long_about = "Scans vendor driver C headers (tree-sitter-cpp) into declarations: functions with \
+parameters, enums with resolved enumerator values, structs/unions with fields, typedefs, #define constants, \
+deprecations and the include graph.\n\nVENDOR is `ascend`, `cuda` (profiles that know their export and \
+calling-convention macros) or `generic` (detects such macros in unknown headers). TARGET is a release in the \
+snapshot store (schemas/VENDOR/) or a folder of headers.")]
+    Headers {
+        /// ascend, cuda or generic
+        vendor: String,
+        /// A release in the store (v2.14.0, v12.4) or a folder of headers
+        target: String,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
     /// Manage the snapshot store
     #[command(subcommand)]
     Snapshot(SnapshotCmd),
     /// Drift report between two versions: what changed upstream, what it breaks here, what is regenerated
-    #[command(
-        long_about = "Compares two PyTorch snapshots (or sources), classifies every change by a rule of the \
+    #[command(long_about = "Compares two PyTorch snapshots (or sources), classifies every change by a rule of the \
 catalogue (`xirang-scan rules`), joins the changes with the hand-written kernels of adapter-runtime/ and with \
 backend yaml files (--backend), and prints a checklist of what to edit plus what the generator handles.\n\n\
 Exit codes: 0 no change at or above --fail-on (or no --fail-on); 1 error; 2 usage error; otherwise a bit set: \
 4 breaking changes present, 8 action changes present (counted with --fail-on action|info), 16 info changes \
-present (with --fail-on info), 32 an allow-list entry has expired (with any --fail-on)."
-    )]
+present (with --fail-on info), 32 an allow-list entry has expired (with any --fail-on).")]
     Diff {
         /// Old version (v2.1, v2.1.0) or source
         old: String,
@@ -128,10 +140,14 @@ enum SnapshotCmd {
         #[arg(long = "as", value_name = "VERSION")]
         as_version: String,
     },
-    /// Import every `vX.Y.Z` sub-folder of a folder of releases (e.g. ../shared/corpus/pytorch)
+    /// Import every `vX.Y.Z` sub-folder of a folder of releases (e.g. ../shared/corpus/pytorch,
+    /// or ../shared/corpus/cuda with --upstream cuda)
     Sync {
         /// Folder whose sub-folders are named by version
         folder: PathBuf,
+        /// What the releases are: pytorch operator files, or ascend / cuda driver headers
+        #[arg(long, default_value = "pytorch", value_parser = ["pytorch", "ascend", "cuda"])]
+        upstream: String,
         /// Only report what would be imported
         #[arg(long)]
         dry_run: bool,
@@ -189,11 +205,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
     let store_flag = cli.store.clone();
     let store = || Store::discover(store_flag.as_deref());
     match cli.command {
-        Command::Ops {
-            target,
-            format,
-            torch_version,
-        } => {
+        Command::Ops { target, format, torch_version } => {
             let snap = load_target(&store, &target, torch_version.as_deref())?;
             let text = match format {
                 Format::Jsonl => render::ops_jsonl(&snap),
@@ -201,12 +213,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             };
             print_str(&text)?;
         }
-        Command::Show {
-            target,
-            op,
-            format,
-            torch_version,
-        } => {
+        Command::Show { target, op, format, torch_version } => {
             let snap = load_target(&store, &target, torch_version.as_deref())?;
             let text = match format {
                 ShowFormat::Text => render::show_text(&snap, &op)?,
@@ -215,9 +222,8 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             print_str(&text)?;
         }
         Command::Snapshot(SnapshotCmd::Import { source, as_version }) => {
-            let v = Version::parse(&as_version).ok_or_else(|| {
-                Error::Usage(format!("`{as_version}` is not a version like v2.4.0"))
-            })?;
+            let v = Version::parse(&as_version)
+                .ok_or_else(|| Error::Usage(format!("`{as_version}` is not a version like v2.4.0")))?;
             let spec = SourceSpec::parse(&source)?;
             let files = source::read(&spec)?;
             let snap = PytorchSnapshot::build(&files, &v)?;
@@ -232,15 +238,63 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 dir.display()
             );
         }
-        Command::Snapshot(SnapshotCmd::Sync { folder, dry_run }) => {
+        Command::Headers { vendor, target, format } => {
+            let st = store();
+            let in_store = Version::parse(&target).is_some() && !std::path::Path::new(&target).exists();
+            let snap = if in_store {
+                let st = st?;
+                let v = st.resolve(&vendor, &target)?;
+                st.load_headers(&vendor, &v)?
+            } else {
+                let folder = PathBuf::from(&target);
+                if !folder.is_dir() {
+                    return Err(Error::SourceNotFound(format!(
+                        "`{target}` is neither a {vendor} release in the store nor a folder"
+                    )));
+                }
+                let v =
+                    Version::parse(&folder.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default())
+                        .unwrap_or(Version { parts: vec![0], suffix: None });
+                xirang_scan::snapshot::HeaderSnapshot::scan(&vendor, &folder, &v)?
+            };
+            let text = match format {
+                Format::Jsonl => xirang_headers::to_jsonl(&snap.set),
+                Format::Table => xirang_headers::to_table(&snap.set),
+            };
+            print_str(&text)?;
+        }
+        Command::Snapshot(SnapshotCmd::Sync { folder, upstream, dry_run }) if upstream != "pytorch" => {
             let st = store_for_write(store_flag.as_deref())?;
             let mut entries: Vec<(Version, PathBuf)> = std::fs::read_dir(&folder)
                 .map_err(|e| Error::io(&folder, e))?
                 .flatten()
                 .filter(|e| e.path().is_dir())
-                .filter_map(|e| {
-                    Version::parse(&e.file_name().to_string_lossy()).map(|v| (v, e.path()))
-                })
+                .filter_map(|e| Version::parse(&e.file_name().to_string_lossy()).map(|v| (v, e.path())))
+                .collect();
+            entries.sort();
+            for (v, path) in entries {
+                if dry_run {
+                    println!("would import {} as {upstream} {v}", path.display());
+                    continue;
+                }
+                let snap = xirang_scan::snapshot::HeaderSnapshot::scan(&upstream, &path, &v)?;
+                st.write_headers(&snap)?;
+                let c = &snap.meta.counts;
+                println!(
+                    "{upstream} {v}: {} files, {} functions, {} enumerators",
+                    c.get("files").copied().unwrap_or(0),
+                    c.get("function").copied().unwrap_or(0),
+                    c.get("enumerator").copied().unwrap_or(0)
+                );
+            }
+        }
+        Command::Snapshot(SnapshotCmd::Sync { folder, upstream: _, dry_run }) => {
+            let st = store_for_write(store_flag.as_deref())?;
+            let mut entries: Vec<(Version, PathBuf)> = std::fs::read_dir(&folder)
+                .map_err(|e| Error::io(&folder, e))?
+                .flatten()
+                .filter(|e| e.path().is_dir())
+                .filter_map(|e| Version::parse(&e.file_name().to_string_lossy()).map(|v| (v, e.path())))
                 .collect();
             entries.sort();
             for (v, path) in entries {
@@ -257,19 +311,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 );
             }
         }
-        Command::Diff {
-            old,
-            new,
-            format,
-            upstream,
-            backend,
-            allow,
-            fail_on,
-            adapter,
-            color,
-            limit,
-            today,
-        } => {
+        Command::Diff { old, new, format, upstream, backend, allow, fail_on, adapter, color, limit, today } => {
             return run_diff(DiffArgs {
                 store: &store,
                 old,
@@ -290,8 +332,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             let text = match format {
                 ShowFormat::Text => rules.list_text(),
                 ShowFormat::Json => {
-                    let mut t = serde_json::to_string_pretty(rules.all())
-                        .map_err(|e| Error::Usage(e.to_string()))?;
+                    let mut t = serde_json::to_string_pretty(rules.all()).map_err(|e| Error::Usage(e.to_string()))?;
                     t.push('\n');
                     t
                 }
@@ -310,9 +351,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                     for p in &stale {
                         eprintln!("stale: {}", p.display());
                     }
-                    eprintln!(
-                        "diffs/ is not current: run `xirang-scan diffs` and commit the result"
-                    );
+                    eprintln!("diffs/ is not current: run `xirang-scan diffs` and commit the result");
                     return Ok(ExitCode::from(3));
                 }
                 println!("diffs/ is current");
@@ -351,8 +390,7 @@ fn load_target(
     target: &str,
     torch_version: Option<&str>,
 ) -> Result<PytorchSnapshot, Error> {
-    let looks_like_version =
-        Version::parse(target).is_some() && !std::path::Path::new(target).exists();
+    let looks_like_version = Version::parse(target).is_some() && !std::path::Path::new(target).exists();
     if looks_like_version {
         let st = store()?;
         let v = st.resolve("pytorch", target)?;
@@ -360,13 +398,8 @@ fn load_target(
     }
     let spec = SourceSpec::parse(target)?;
     let v = match torch_version {
-        Some(t) => {
-            Version::parse(t).ok_or_else(|| Error::Usage(format!("`{t}` is not a version")))?
-        }
-        None => guess_version(&spec).unwrap_or_else(|| Version {
-            parts: vec![2, 15, 0],
-            suffix: None,
-        }),
+        Some(t) => Version::parse(t).ok_or_else(|| Error::Usage(format!("`{t}` is not a version")))?,
+        None => guess_version(&spec).unwrap_or_else(|| Version { parts: vec![2, 15, 0], suffix: None }),
     };
     let files = source::read(&spec)?;
     PytorchSnapshot::build(&files, &v)
@@ -375,18 +408,12 @@ fn load_target(
 /// A version from a folder name (`.../v2.4.0`), a wheel name (`torch-2.4.0-...`) or a ref (`v2.4.0`).
 fn guess_version(spec: &SourceSpec) -> Option<Version> {
     match spec {
-        SourceSpec::Folder(p) => p
-            .file_name()
-            .and_then(|n| Version::parse(&n.to_string_lossy())),
+        SourceSpec::Folder(p) => p.file_name().and_then(|n| Version::parse(&n.to_string_lossy())),
         SourceSpec::Wheel(p) => {
             let name = p.file_name()?.to_string_lossy().to_string();
-            name.split('-')
-                .nth(1)
-                .and_then(|v| Version::parse(v.split('+').next().unwrap_or(v)))
+            name.split('-').nth(1).and_then(|v| Version::parse(v.split('+').next().unwrap_or(v)))
         }
-        SourceSpec::Git { reference, .. } => {
-            Version::parse(reference.trim_start_matches("refs/tags/"))
-        }
+        SourceSpec::Git { reference, .. } => Version::parse(reference.trim_start_matches("refs/tags/")),
     }
 }
 
@@ -436,29 +463,12 @@ fn run_diff(a: DiffArgs<'_>) -> Result<ExitCode, Error> {
         pytorch_diff_report(&a, &rules, allow.as_ref(), &today)?
     } else {
         let st = (a.store)()?;
-        let (vo, vn) = (
-            st.resolve(&a.upstream, &a.old)?,
-            st.resolve(&a.upstream, &a.new)?,
-        );
-        let (old, new) = (
-            st.load_headers(&a.upstream, &vo)?,
-            st.load_headers(&a.upstream, &vn)?,
-        );
+        let (vo, vn) = (st.resolve(&a.upstream, &a.old)?, st.resolve(&a.upstream, &a.new)?);
+        let (old, new) = (st.load_headers(&a.upstream, &vo)?, st.load_headers(&a.upstream, &vn)?);
         let root = diff::committed::repo_root(&st);
-        let dir = a
-            .adapter
-            .clone()
-            .unwrap_or_else(|| root.join(diff::committed::ADAPTER_DIR));
+        let dir = a.adapter.clone().unwrap_or_else(|| root.join(diff::committed::ADAPTER_DIR));
         let uses = diff::header::SymbolUses::index_dir(&dir, &root)?;
-        diff::committed::header_report(
-            &a.upstream,
-            &old,
-            &new,
-            &uses,
-            allow.as_ref(),
-            &today,
-            &rules,
-        )
+        diff::committed::header_report(&a.upstream, &old, &new, &uses, allow.as_ref(), &today, &rules)
     };
     let text = match a.format {
         DiffFormat::Terminal => {
@@ -467,14 +477,7 @@ fn run_diff(a: DiffArgs<'_>) -> Result<ExitCode, Error> {
                 ColorWhen::Never => false,
                 ColorWhen::Auto => diff::report_terminal::auto_color(),
             };
-            diff::report_terminal::render(
-                &report,
-                &rules,
-                diff::report_terminal::Options {
-                    color,
-                    limit: a.limit,
-                },
-            )
+            diff::report_terminal::render(&report, &rules, diff::report_terminal::Options { color, limit: a.limit })
         }
         DiffFormat::Markdown => diff::report_markdown::render(&report, &rules),
         DiffFormat::Json => diff::report_json::render(&report)?,
@@ -505,11 +508,7 @@ fn pytorch_diff_report(
     let kernels = match &a.adapter {
         Some(dir) => {
             let map = diff::adapter_index::method_map(
-                old.registry
-                    .functions
-                    .iter()
-                    .chain(new.registry.functions.iter())
-                    .map(|f| &f.func.name),
+                old.registry.functions.iter().chain(new.registry.functions.iter()).map(|f| &f.func.name),
             );
             diff::adapter_index::index_dir(dir, dir.parent().unwrap_or(dir), &map)?
         }
@@ -519,18 +518,10 @@ fn pytorch_diff_report(
     for p in &a.backend {
         let text = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
         let src = xirang_scan::SourceFile::new(p.display().to_string(), text);
-        yamls.push((
-            p.display().to_string(),
-            xirang_scan::backend::load_backend_yaml(&src)?,
-        ));
+        yamls.push((p.display().to_string(), xirang_scan::backend::load_backend_yaml(&src)?));
     }
-    let backends: Vec<diff::impact::Backend<'_>> = yamls
-        .iter()
-        .map(|(path, yaml)| diff::impact::Backend {
-            path: path.clone(),
-            yaml,
-        })
-        .collect();
+    let backends: Vec<diff::impact::Backend<'_>> =
+        yamls.iter().map(|(path, yaml)| diff::impact::Backend { path: path.clone(), yaml }).collect();
     let generated = diff::impact::GeneratedIndex::load(&root);
     let title = format!("pytorch {} -> {}", old.meta.version, new.meta.version);
     Ok(diff::committed::pytorch_report(

@@ -61,7 +61,7 @@ impl PytorchSnapshot {
         let tags = registry::load_tags(&files.tags)?;
         let mut reg = registry::load_native_functions_as(&files.native_functions, tags, version.torchgen())?;
         let derivs = match &files.derivatives {
-            Some(d) => derivatives::load_derivatives(d, &reg)?,
+            Some(d) => derivatives::load_derivatives_as(d, &reg, version.torchgen())?,
             None => Vec::new(),
         };
         sort_registry(&mut reg);
