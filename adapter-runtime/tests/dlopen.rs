@@ -13,9 +13,12 @@ fn cdylib() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().and_then(|d| d.parent()).unwrap();
     let name = format!("{}xirang_acl_sim{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX);
-    let p = dir.join(&name);
-    assert!(p.exists(), "{} not built (cargo builds it with the xirang-acl-sim dependency)", p.display());
-    p
+    // `cargo build` uplifts it to target/<profile>/; `cargo test` leaves it in deps/
+    let candidates = [dir.join(&name), dir.join("deps").join(&name)];
+    let found = candidates.iter().find(|p| p.exists()).cloned();
+    found.unwrap_or_else(|| {
+        panic!("{} not built (cargo builds it with the xirang-acl-sim dependency)", candidates[0].display())
+    })
 }
 
 #[test]
