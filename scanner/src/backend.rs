@@ -198,7 +198,7 @@ mod tests {
         assert_eq!((e.line, e.col), (2, 1));
         let src = SourceFile::new("b.yaml", "custom:\n  - func: npu_foo(Tensr self) -> Tensor\n");
         let e = load_backend_yaml(&src).unwrap_err();
-        assert_eq!((e.line, e.col), (2, 17));
+        assert_eq!((e.line, e.col), (2, 19));
         let src = SourceFile::new("b.yaml", "custom:\n  - npu_foo\n");
         assert!(load_backend_yaml(&src).is_err());
     }
