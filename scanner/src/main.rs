@@ -87,8 +87,8 @@ present (with --fail-on info), 32 an allow-list entry has expired (with any --fa
         new: String,
         #[arg(long, value_enum, default_value_t = DiffFormat::Terminal)]
         format: DiffFormat,
-        /// What to compare: PyTorch snapshots, or ascend / cuda driver header snapshots
-        #[arg(long, default_value = "pytorch", value_parser = ["pytorch", "ascend", "cuda"])]
+        /// What to compare: PyTorch snapshots, or ascend / cuda driver header snapshots (alias: --vendor)
+        #[arg(long, visible_alias = "vendor", default_value = "pytorch", value_parser = ["pytorch", "ascend", "cuda"])]
         upstream: String,
         /// Vendor backend yaml (gen_backend_stubs / torch_npu format) to join; repeatable
         #[arg(long, value_name = "FILE")]
