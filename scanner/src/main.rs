@@ -265,13 +265,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
         }
         Command::Snapshot(SnapshotCmd::Sync { folder, upstream, dry_run }) if upstream != "pytorch" => {
             let st = store_for_write(store_flag.as_deref())?;
-            let mut entries: Vec<(Version, PathBuf)> = std::fs::read_dir(&folder)
-                .map_err(|e| Error::io(&folder, e))?
-                .flatten()
-                .filter(|e| e.path().is_dir())
-                .filter_map(|e| Version::parse(&e.file_name().to_string_lossy()).map(|v| (v, e.path())))
-                .collect();
-            entries.sort();
+            let entries = release_folders(&folder)?;
             for (v, path) in entries {
                 if dry_run {
                     println!("would import {} as {upstream} {v}", path.display());
@@ -290,13 +284,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
         }
         Command::Snapshot(SnapshotCmd::Sync { folder, upstream: _, dry_run }) => {
             let st = store_for_write(store_flag.as_deref())?;
-            let mut entries: Vec<(Version, PathBuf)> = std::fs::read_dir(&folder)
-                .map_err(|e| Error::io(&folder, e))?
-                .flatten()
-                .filter(|e| e.path().is_dir())
-                .filter_map(|e| Version::parse(&e.file_name().to_string_lossy()).map(|v| (v, e.path())))
-                .collect();
-            entries.sort();
+            let entries = release_folders(&folder)?;
             for (v, path) in entries {
                 if dry_run {
                     println!("would import {} as {v}", path.display());
@@ -375,6 +363,18 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `vX.Y.Z` sub-folders of a folder of releases, by version.
+fn release_folders(folder: &std::path::Path) -> Result<Vec<(Version, PathBuf)>, Error> {
+    let mut entries: Vec<(Version, PathBuf)> = std::fs::read_dir(folder)
+        .map_err(|e| Error::io(folder, e))?
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| Version::parse(&e.file_name().to_string_lossy()).map(|v| (v, e.path())))
+        .collect();
+    entries.sort();
+    Ok(entries)
 }
 
 fn store_for_write(explicit: Option<&std::path::Path>) -> Result<Store, Error> {
