@@ -583,28 +583,53 @@ fn check_ident(s: &str, offset: usize, what: &str) -> Result<(), SchemaError> {
     Ok(())
 }
 
+/// Tracks quoted strings (`'...'`, `"..."`, backslash escapes) while scanning bytes.
+#[derive(Default)]
+struct Quotes {
+    quote: Option<u8>,
+    escaped: bool,
+}
+
+impl Quotes {
+    /// Feeds one byte; true when it belongs to a string literal (including its quotes).
+    fn consumes(&mut self, b: u8) -> bool {
+        match self.quote {
+            Some(q) => {
+                if self.escaped {
+                    self.escaped = false;
+                } else if b == b'\\' {
+                    self.escaped = true;
+                } else if b == q {
+                    self.quote = None;
+                }
+                true
+            }
+            None if b == b'\'' || b == b'"' => {
+                self.quote = Some(b);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn open(&self) -> bool {
+        self.quote.is_some()
+    }
+}
+
 /// Splits `text` (starting at `base` in the schema) at top-level commas, outside brackets,
 /// parentheses and quotes. Returns `(offset, piece)` with pieces trimmed.
 fn split_top_level(text: &str, base: usize) -> Result<Vec<(usize, &str)>, SchemaError> {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
     let mut depth: i32 = 0;
-    let mut quote: Option<u8> = None;
+    let mut quotes = Quotes::default();
     let mut start = 0;
-    let mut escaped = false;
     for (i, &b) in bytes.iter().enumerate() {
-        if let Some(q) = quote {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == q {
-                quote = None;
-            }
+        if quotes.consumes(b) {
             continue;
         }
         match b {
-            b'\'' | b'"' => quote = Some(b),
             b'(' | b'[' => depth += 1,
             b')' | b']' => {
                 depth -= 1;
@@ -619,7 +644,7 @@ fn split_top_level(text: &str, base: usize) -> Result<Vec<(usize, &str)>, Schema
             _ => {}
         }
     }
-    if quote.is_some() {
+    if quotes.open() {
         return Err(SchemaError::new("unterminated string literal", base + start, text.len() - start));
     }
     if depth != 0 {
@@ -653,22 +678,13 @@ impl<'a> Parser<'a> {
         // find the ')' matching `open`
         let bytes = s.as_bytes();
         let mut depth = 0i32;
-        let mut quote: Option<u8> = None;
+        let mut quotes = Quotes::default();
         let mut close = None;
-        let mut escaped = false;
         for (i, &b) in bytes.iter().enumerate().skip(open) {
-            if let Some(q) = quote {
-                if escaped {
-                    escaped = false;
-                } else if b == b'\\' {
-                    escaped = true;
-                } else if b == q {
-                    quote = None;
-                }
+            if quotes.consumes(b) {
                 continue;
             }
             match b {
-                b'\'' | b'"' => quote = Some(b),
                 b'(' | b'[' => depth += 1,
                 b')' | b']' => {
                     depth -= 1;
