@@ -11,15 +11,22 @@
 //! * [`tensor`]: the strided [`Tensor`] and its views.
 //! * [`kernels`]: native device kernels (run through the driver's kernel
 //!   launch; device memory only through `KernelMemory`).
+//! * [`dispatch`]: three-tier dispatch (native, recipe, CPU fallback) with
+//!   per-operator counters and the fallback policy.
+//! * [`ivalue`]: boxed arguments/results and the schema-type mapping.
+//! * [`host_registry`]: boxed host implementations by operator name.
 //! * [`ops`]: host reference implementations (the CPU-fallback tier); on
 //!   device tensors they copy to host, compute, and copy back.
 
 #![deny(unsafe_code)]
 
 pub mod device;
+pub mod dispatch;
 pub mod driver;
 pub mod dtype;
 pub mod error;
+pub mod host_registry;
+pub mod ivalue;
 pub mod kernels;
 pub mod ops;
 pub mod runtime;

@@ -1,0 +1,291 @@
+//! Three-tier dispatch: native kernel, else composition recipe, else CPU
+//! fallback.
+//!
+//! The generated front-end of every operator (`generated::ops`) wraps the
+//! call in [`call`], which pushes a frame whose tier starts as
+//! [`Tier::Native`]. The trait's default bodies (used when the adapter has
+//! no native kernel) re-mark the frame as [`Tier::Recipe`] or go through
+//! [`fallback`], which marks it [`Tier::Fallback`]. When the call returns,
+//! the frame's final tier is counted for the operator. Recipes call other
+//! operators through their front-ends, so each of those is counted on its
+//! own.
+//!
+//! Policy (read once from the environment, changeable through [`set_policy`]):
+//! * `XIRANG_FALLBACK=error|warn|silent` (default `warn`): a fallback is an
+//!   error, a one-time warning per operator on stderr, or silent.
+//! * `XIRANG_FALLBACK_ALERT=N` (default 1000): when an operator's fallback
+//!   count reaches N an alert is printed once (also in `silent` mode) and
+//!   recorded in [`alerts`].
+//! * `XIRANG_FORCE_FALLBACK=op1,op2` (qualified names such as `add.Tensor`,
+//!   or base names such as `add` for every overload): these operators skip
+//!   native kernels and recipes and always take the CPU fallback, as DIPU's
+//!   force-fallback list does; useful to bisect a wrong kernel.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Mutex, OnceLock, RwLock};
+
+use crate::error::{Error, Result};
+use crate::ivalue::IValue;
+
+/// Which implementation served a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Tier {
+    Native,
+    Recipe,
+    Fallback,
+}
+
+impl Tier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Native => "native",
+            Tier::Recipe => "recipe",
+            Tier::Fallback => "fallback",
+        }
+    }
+}
+
+/// What a fallback does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FallbackMode {
+    Error,
+    Warn,
+    Silent,
+}
+
+/// The dispatch policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    pub mode: FallbackMode,
+    /// Fallback count at which an operator raises an alert.
+    pub alert_threshold: u64,
+    /// Operators (qualified or base names) forced onto the fallback tier.
+    pub force_fallback: BTreeSet<String>,
+}
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy { mode: FallbackMode::Warn, alert_threshold: 1000, force_fallback: BTreeSet::new() }
+    }
+}
+
+impl Policy {
+    /// The policy the environment asks for; malformed values are errors.
+    pub fn from_env() -> Result<Policy> {
+        let mut p = Policy::default();
+        if let Ok(v) = std::env::var("XIRANG_FALLBACK") {
+            p.mode = match v.trim() {
+                "error" => FallbackMode::Error,
+                "warn" | "" => FallbackMode::Warn,
+                "silent" => FallbackMode::Silent,
+                other => {
+                    return Err(Error::InvalidArgument(format!(
+                        "XIRANG_FALLBACK must be error, warn or silent, not `{other}`"
+                    )));
+                }
+            };
+        }
+        if let Ok(v) = std::env::var("XIRANG_FALLBACK_ALERT") {
+            p.alert_threshold = v
+                .trim()
+                .parse()
+                .map_err(|_| Error::InvalidArgument(format!("XIRANG_FALLBACK_ALERT must be a count, not `{v}`")))?;
+        }
+        if let Ok(v) = std::env::var("XIRANG_FORCE_FALLBACK") {
+            p.force_fallback = v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
+        }
+        Ok(p)
+    }
+
+    fn forces(&self, op: &str) -> bool {
+        !self.force_fallback.is_empty()
+            && (self.force_fallback.contains(op)
+                || op.split_once('.').is_some_and(|(base, _)| self.force_fallback.contains(base)))
+    }
+}
+
+fn policy_lock() -> &'static RwLock<Policy> {
+    static POLICY: OnceLock<RwLock<Policy>> = OnceLock::new();
+    POLICY.get_or_init(|| {
+        RwLock::new(Policy::from_env().unwrap_or_else(|e| {
+            eprintln!("xirang: {e}; using the default dispatch policy");
+            Policy::default()
+        }))
+    })
+}
+
+/// The current policy.
+pub fn policy() -> Policy {
+    policy_lock().read().map(|p| p.clone()).unwrap_or_default()
+}
+
+/// Replaces the policy (tests, embedding applications).
+pub fn set_policy(p: Policy) {
+    if let Ok(mut g) = policy_lock().write() {
+        *g = p;
+    }
+}
+
+/// Whether `op` is on the force-fallback list.
+pub fn forced_fallback(op: &str) -> bool {
+    policy_lock().read().map(|p| p.forces(op)).unwrap_or(false)
+}
+
+/// Per-operator call counts by tier.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TierCounts {
+    pub native: u64,
+    pub recipe: u64,
+    pub fallback: u64,
+}
+
+impl TierCounts {
+    pub fn total(&self) -> u64 {
+        self.native + self.recipe + self.fallback
+    }
+}
+
+#[derive(Default)]
+struct Stats {
+    counts: HashMap<&'static str, TierCounts>,
+    warned: BTreeSet<&'static str>,
+    alerts: BTreeSet<&'static str>,
+}
+
+static STATS: Mutex<Option<Stats>> = Mutex::new(None);
+
+fn with_stats<R>(f: impl FnOnce(&mut Stats) -> R) -> R {
+    let mut g = match STATS.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    };
+    f(g.get_or_insert_with(Stats::default))
+}
+
+/// Counts one call of `op` on `tier`.
+pub fn record(op: &'static str, tier: Tier) {
+    with_stats(|s| {
+        let c = s.counts.entry(op).or_default();
+        match tier {
+            Tier::Native => c.native += 1,
+            Tier::Recipe => c.recipe += 1,
+            Tier::Fallback => c.fallback += 1,
+        }
+    })
+}
+
+/// A snapshot of the per-operator tier counters, sorted by operator.
+pub fn counters() -> BTreeMap<&'static str, TierCounts> {
+    with_stats(|s| s.counts.iter().map(|(k, v)| (*k, *v)).collect())
+}
+
+/// Operators that crossed the fallback alert threshold.
+pub fn alerts() -> Vec<&'static str> {
+    with_stats(|s| s.alerts.iter().copied().collect())
+}
+
+/// Clears counters, warnings and alerts.
+pub fn reset_counters() {
+    with_stats(|s| *s = Stats::default())
+}
+
+thread_local! {
+    static FRAMES: RefCell<Vec<Tier>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Runs one operator call through the dispatcher: the frame starts as
+/// [`Tier::Native`]; default bodies re-mark it; the final tier is counted.
+pub fn call<R>(op: &'static str, f: impl FnOnce() -> Result<R>) -> Result<R> {
+    FRAMES.with(|fr| fr.borrow_mut().push(Tier::Native));
+    let out = f();
+    let tier = FRAMES.with(|fr| fr.borrow_mut().pop()).unwrap_or(Tier::Native);
+    record(op, tier);
+    out
+}
+
+/// Marks the innermost frame (called by generated default bodies).
+pub fn mark(tier: Tier) {
+    FRAMES.with(|fr| {
+        if let Some(top) = fr.borrow_mut().last_mut() {
+            *top = tier;
+        }
+    })
+}
+
+/// The boxed host reference implementation of an operator.
+pub type HostFn = fn(&[IValue]) -> Result<Vec<IValue>>;
+
+/// Checks the fallback policy for `op` (error mode, warn once, alert).
+fn admit_fallback(op: &'static str) -> Result<()> {
+    let p = policy_lock().read().map(|p| (p.mode, p.alert_threshold)).unwrap_or((FallbackMode::Warn, 1000));
+    let (mode, threshold) = p;
+    if mode == FallbackMode::Error {
+        return Err(Error::Unsupported(format!(
+            "{op} has no native kernel or recipe on this device and XIRANG_FALLBACK=error forbids the CPU fallback"
+        )));
+    }
+    let (first, alert) = with_stats(|s| {
+        let n = s.counts.get(op).map_or(0, |c| c.fallback) + 1;
+        let first = s.warned.insert(op);
+        let alert = n >= threshold && s.alerts.insert(op);
+        (first, alert)
+    });
+    if first && mode == FallbackMode::Warn {
+        eprintln!("xirang: warning: {op} runs on the CPU fallback (copy to host, compute, copy back)");
+    }
+    if alert {
+        eprintln!("xirang: alert: {op} reached {threshold} CPU fallbacks; it is hot enough to deserve a native kernel");
+    }
+    Ok(())
+}
+
+/// The CPU-fallback tier: runs the host reference implementation of `op` on
+/// the boxed arguments. Device tensors are read on the host and results are
+/// returned on the arguments' device (the host implementations do the
+/// copies); arguments at the positions in `mutated` (schema `(a!)`) receive
+/// the in-place result.
+pub fn fallback(op: &'static str, args: Vec<IValue>, mutated: &[usize]) -> Result<Vec<IValue>> {
+    mark(Tier::Fallback);
+    let Some(host) = crate::host_registry::lookup(op) else {
+        return Err(Error::Unsupported(format!(
+            "{op}: no native kernel, no composition recipe and no host reference implementation"
+        )));
+    };
+    admit_fallback(op)?;
+    let _ = mutated;
+    host(&args)
+}
+
+/// `out=` handling shared by generated out variants: stores `result` into
+/// `out` with PyTorch's rules (castable dtype; a wrong shape is resized).
+pub fn write_out(result: &crate::tensor::Tensor, out: &mut crate::tensor::Tensor) -> Result<()> {
+    crate::ops::write_out(result, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_count_the_final_tier() {
+        call("x.test_native", || Ok(())).unwrap();
+        call("x.test_recipe", || {
+            mark(Tier::Recipe);
+            call("x.test_native", || Ok(()))
+        })
+        .unwrap();
+        let c = counters();
+        assert_eq!(c["x.test_native"].native, 2);
+        assert_eq!(c["x.test_recipe"].recipe, 1);
+    }
+
+    #[test]
+    fn force_list_matches_base_and_qualified_names() {
+        let p = Policy { force_fallback: ["add".to_string(), "mm.out".to_string()].into(), ..Policy::default() };
+        assert!(p.forces("add.Tensor"));
+        assert!(p.forces("mm.out"));
+        assert!(!p.forces("mm"));
+        assert!(!p.forces("addmm"));
+    }
+}
