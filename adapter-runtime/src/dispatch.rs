@@ -263,6 +263,58 @@ pub fn write_out(result: &crate::tensor::Tensor, out: &mut crate::tensor::Tensor
     crate::ops::write_out(result, out)
 }
 
+/// In-place handling shared by generated in-place variants: stores `result` into `target`
+/// (castable dtype, the broadcast shape must equal `target`'s).
+pub fn assign_inplace(target: &crate::tensor::Tensor, result: &crate::tensor::Tensor) -> Result<()> {
+    crate::ops::assign_inplace(target, result)
+}
+
+/// After a fallback: makes `out` hold `result` unless the host implementation already wrote it.
+pub fn write_back(result: &crate::tensor::Tensor, out: &mut crate::tensor::Tensor) -> Result<()> {
+    if result.shares_storage(out) && result.sizes() == out.sizes() && result.strides() == out.strides() {
+        return Ok(());
+    }
+    write_out(result, out)
+}
+
+/// Front-end validation: every device tensor among the arguments is on one device (zero-dim
+/// host tensors mix with device tensors, as in PyTorch).
+pub fn check_devices(op: &str, tensors: &[Option<&crate::tensor::Tensor>]) -> Result<()> {
+    let mut first: Option<crate::device::Device> = None;
+    for t in tensors.iter().flatten() {
+        let d = t.device();
+        if d == crate::device::Device::Cpu && t.dim() == 0 {
+            continue;
+        }
+        match first {
+            None => first = Some(d),
+            Some(f) if f != d => {
+                return Err(Error::DeviceMismatch(format!(
+                    "{op}: expected all tensors to be on the same device, but found at least two devices, {f} and {d}"
+                )));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Front-end validation of a list whose length the schema fixes (`int[2] stride`): `n`
+/// values, or one value that stands for all of them.
+pub fn check_len(op: &str, arg: &str, len: usize, n: usize) -> Result<()> {
+    if len == n || len == 1 {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!("{op}: `{arg}` must have {n} elements (or 1), got {len}")))
+    }
+}
+
+/// Zero-dim promotion for kernels that declared they cannot take scalars: a zero-dim tensor
+/// becomes shape `[1]` (the front-end reshapes the result back).
+pub fn at_least_1d(t: &crate::tensor::Tensor) -> Result<crate::tensor::Tensor> {
+    if t.dim() == 0 { t.reshape(&[1]) } else { Ok(t.clone()) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -371,6 +371,53 @@ from_ivalue_impls! {
     Opaque => Opaque,
 }
 
+impl FromIValue for Vec<i64> {
+    fn from_ivalue(op: &str, v: IValue) -> Result<Vec<i64>> {
+        match v {
+            IValue::IntList(x) => Ok(x),
+            other => mismatch(op, "result", "int[]", &other),
+        }
+    }
+}
+
+impl<T: FromIValue> FromIValue for Option<T> {
+    fn from_ivalue(op: &str, v: IValue) -> Result<Option<T>> {
+        match v {
+            IValue::None => Ok(None),
+            other => T::from_ivalue(op, other).map(Some),
+        }
+    }
+}
+
+/// Arguments of a boxed call with missing trailing arguments filled from `default(i)` (the
+/// schema defaults); an argument without a default must be given.
+pub fn with_defaults<'a>(
+    op: &str,
+    args: &'a [IValue],
+    n: usize,
+    default: impl Fn(usize) -> Option<IValue>,
+) -> Result<std::borrow::Cow<'a, [IValue]>> {
+    if args.len() > n {
+        return Err(Error::InvalidArgument(format!("{op}: expected at most {n} arguments, got {}", args.len())));
+    }
+    if args.len() == n {
+        return Ok(std::borrow::Cow::Borrowed(args));
+    }
+    let mut v = args.to_vec();
+    for i in args.len()..n {
+        match default(i) {
+            Some(d) => v.push(d),
+            None => {
+                return Err(Error::InvalidArgument(format!(
+                    "{op}: argument {i} has no default and was not given ({} given)",
+                    args.len()
+                )));
+            }
+        }
+    }
+    Ok(std::borrow::Cow::Owned(v))
+}
+
 /// Takes exactly `N` results out of a boxed result list.
 pub fn results<const N: usize>(op: &str, v: Vec<IValue>) -> Result<[IValue; N]> {
     let n = v.len();

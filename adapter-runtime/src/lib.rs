@@ -25,6 +25,11 @@ pub mod dispatch;
 pub mod driver;
 pub mod dtype;
 pub mod error;
+/// The code `xirang-scan generate` writes into `generated/` (do not edit there: edit
+/// `templates/` or `xirang.toml` and regenerate).
+#[rustfmt::skip]
+#[path = "../../generated/mod.rs"]
+pub mod generated;
 pub mod host_registry;
 pub mod ivalue;
 pub mod kernels;

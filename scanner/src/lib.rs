@@ -10,6 +10,7 @@ pub mod backend;
 pub mod derivatives;
 pub mod diff;
 pub mod error;
+pub mod generate;
 pub mod naming;
 pub mod registry;
 pub mod render;

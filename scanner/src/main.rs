@@ -128,6 +128,19 @@ present (with --fail-on info), 32 an allow-list entry has expired (with any --fa
         #[arg(long)]
         check: bool,
     },
+    /// Generate the typed adapter runtime into generated/ (driver bindings, operator stubs,
+    /// autograd skeletons, composition recipes) from xirang.toml and the snapshot store
+    Generate {
+        /// Do not write; exit 3 and list the stale files when generated/ is not current
+        #[arg(long)]
+        check: bool,
+        /// Adapter configuration (default: xirang.toml in the current folder or a parent)
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Generate for this PyTorch version instead of the one xirang.toml names
+        #[arg(long, value_name = "VERSION")]
+        pytorch: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -329,6 +342,50 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
         }
         Command::Explain { id } => {
             print_str(&diff::RuleSet::builtin().explain_text(&id)?)?;
+        }
+        Command::Generate { check, config, pytorch } => {
+            use xirang_scan::generate;
+            let mut cfg = match &config {
+                Some(p) => generate::config::LoadedConfig::load(p)?,
+                None => generate::config::LoadedConfig::discover(&std::env::current_dir().map_err(|e| Error::io(".", e))?)?,
+            };
+            if let Some(v) = pytorch {
+                cfg.config.pytorch.version = v;
+            }
+            let st = match &store_flag {
+                Some(_) => store()?,
+                None => Store::discover(Some(&cfg.path("schemas"))).or_else(|_| store())?,
+            };
+            let inputs = generate::Inputs::load(cfg, &st)?;
+            let summary = generate::generate(&inputs, check)?;
+            let mut stale = false;
+            for (path, status) in &summary.files {
+                let p = summary.folder.join(path);
+                match status {
+                    generate::FileStatus::Unchanged => {}
+                    generate::FileStatus::Written => println!("wrote {}", p.display()),
+                    generate::FileStatus::Stale => {
+                        stale = true;
+                        eprintln!("stale: {}", p.display())
+                    }
+                    generate::FileStatus::Removed if check => {
+                        stale = true;
+                        eprintln!("stale (no longer generated): {}", p.display())
+                    }
+                    generate::FileStatus::Removed => println!("removed {}", p.display()),
+                }
+            }
+            if check && stale {
+                eprintln!("generated/ is not current: run `xirang-scan generate` and commit the result");
+                return Ok(ExitCode::from(3));
+            }
+            println!(
+                "{} operators, {} files {} in {}",
+                summary.operators,
+                summary.files.len(),
+                if check { "current" } else { "generated" },
+                summary.folder.display()
+            );
         }
         Command::Diffs { check } => {
             let st = store()?;

@@ -1,0 +1,357 @@
+//! The adapter configuration, `xirang.toml` at the repository root.
+//!
+//! One file says which PyTorch version and vendor header release the adapter targets, which
+//! driver library it loads, how the runtime's device operations map onto driver functions
+//! (with fallback chains for optional functions), which operators the generated trait covers,
+//! and which kernels need contiguous or non-scalar inputs. `xirang-scan generate` reads it;
+//! the other tables (`[bot]`) belong to other commands and are ignored here.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result, SourceFile};
+
+/// The whole file (only the tables the generator reads).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub adapter: AdapterTable,
+    pub pytorch: PytorchTable,
+    pub vendor: VendorTable,
+    /// Device operation -> driver functions (see [`DriverOp`]).
+    pub driver: BTreeMap<String, DriverChain>,
+    #[serde(default)]
+    pub operators: OperatorsTable,
+    #[serde(default)]
+    pub kernels: KernelsTable,
+    /// Owned by `xirang-scan bot`.
+    #[serde(default)]
+    pub bot: Option<toml::Value>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdapterTable {
+    pub name: String,
+    /// Folder of the hand-written runtime (kernels are indexed from here).
+    #[serde(default = "default_runtime")]
+    pub runtime: String,
+    /// Folder the generator writes (and only this one).
+    #[serde(default = "default_generated")]
+    pub generated: String,
+    /// The recipe knowledge base.
+    #[serde(default = "default_recipes")]
+    pub recipes: String,
+    /// The adapter's custom operators (torch_npu `custom:` format).
+    #[serde(default)]
+    pub custom_operators: Option<String>,
+}
+
+fn default_runtime() -> String {
+    "adapter-runtime".into()
+}
+fn default_generated() -> String {
+    "generated".into()
+}
+fn default_recipes() -> String {
+    "templates/recipes.toml".into()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PytorchTable {
+    /// A snapshot in the store (`v2.3` means the newest 2.3.x).
+    pub version: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VendorTable {
+    /// Header profile and store folder (`ascend`, `cuda`).
+    pub name: String,
+    /// Header release in the store.
+    pub headers: String,
+    /// Shared library the bindings load (`libascendcl.so`); `XIRANG_DRIVER_LIB` overrides it at run time.
+    pub library: String,
+    /// C type of the status code every mapped function returns.
+    pub status_type: String,
+    /// The success constant of that type.
+    pub success: String,
+    /// Prefixes of the constants that become the variants of the generated error enum.
+    pub error_prefixes: Vec<String>,
+}
+
+/// One device operation's driver functions, tried in order; the first the library exports wins.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum DriverChain {
+    /// `malloc = ["aclrtMalloc"]`
+    Names(Vec<String>),
+    /// `stream_create = [{ fn = "aclrtCreateStreamWithConfig", args = { priority = 0, flag = 0 } }, ...]`
+    Detailed(Vec<DriverCandidate>),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DriverCandidate {
+    #[serde(rename = "fn")]
+    pub function: String,
+    /// Values for C parameters the device operation does not take (by C parameter name): an
+    /// integer, or the name of a header constant / enumerator.
+    #[serde(default)]
+    pub args: BTreeMap<String, toml::Value>,
+}
+
+impl DriverChain {
+    pub fn candidates(&self) -> Vec<DriverCandidate> {
+        match self {
+            DriverChain::Names(v) => {
+                v.iter().map(|n| DriverCandidate { function: n.clone(), args: BTreeMap::new() }).collect()
+            }
+            DriverChain::Detailed(v) => v.clone(),
+        }
+    }
+}
+
+/// Which operators the generated trait covers.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorsTable {
+    /// `backend` (every operator a backend must provide: no CompositeImplicitAutograd kernel),
+    /// `core` (the Core ATen set), or `list` (only `include`).
+    #[serde(default = "default_select")]
+    pub select: String,
+    /// Always add the Core ATen set (tag `core`), even its CompositeImplicitAutograd members.
+    #[serde(default = "yes")]
+    pub core: bool,
+    /// Extra operators (qualified names).
+    #[serde(default)]
+    pub include: Vec<String>,
+    /// Operators left out (qualified names, or base names for every overload).
+    #[serde(default)]
+    pub exclude: Vec<String>,
+}
+
+fn default_select() -> String {
+    "backend".into()
+}
+fn yes() -> bool {
+    true
+}
+
+impl Default for OperatorsTable {
+    fn default() -> Self {
+        OperatorsTable { select: default_select(), core: true, include: Vec::new(), exclude: Vec::new() }
+    }
+}
+
+/// What kernels declare about their inputs (the front-end prepares inputs accordingly).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelsTable {
+    /// Operators whose native kernel needs contiguous tensor inputs.
+    #[serde(default)]
+    pub contiguous: Vec<String>,
+    /// Operators whose native kernel cannot take zero-dim tensors (they get shape `[1]`).
+    #[serde(default)]
+    pub no_zero_dim: Vec<String>,
+}
+
+/// The device operations the runtime needs, with the Rust signature the bindings expose.
+/// (role list: how each C parameter of a candidate is bound, in order.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DriverOp {
+    pub name: &'static str,
+    pub required: bool,
+    pub doc: &'static str,
+}
+
+/// Every device operation `[driver]` may map. `required` ones must resolve at load time.
+pub const DRIVER_OPS: &[DriverOp] = &[
+    DriverOp { name: "init", required: true, doc: "initialise the driver (config file path or null)" },
+    DriverOp { name: "finalize", required: false, doc: "shut the driver down" },
+    DriverOp { name: "device_count", required: true, doc: "number of visible devices" },
+    DriverOp { name: "set_device", required: true, doc: "make a device current for this thread" },
+    DriverOp { name: "reset_device", required: false, doc: "release a device's resources" },
+    DriverOp { name: "malloc", required: true, doc: "allocate device memory" },
+    DriverOp { name: "free", required: true, doc: "free device memory" },
+    DriverOp { name: "memcpy", required: true, doc: "synchronous copy (H2D, D2H, D2D by kind)" },
+    DriverOp { name: "memcpy_async", required: false, doc: "copy ordered on a stream" },
+    DriverOp { name: "memset", required: true, doc: "fill device memory with a byte" },
+    DriverOp { name: "stream_create", required: true, doc: "create a stream" },
+    DriverOp { name: "stream_destroy", required: true, doc: "destroy a stream" },
+    DriverOp { name: "stream_synchronize", required: true, doc: "wait for a stream's work" },
+    DriverOp { name: "event_create", required: false, doc: "create an event" },
+    DriverOp { name: "event_record", required: false, doc: "record an event on a stream" },
+    DriverOp { name: "event_synchronize", required: false, doc: "wait for an event" },
+    DriverOp { name: "event_elapsed", required: false, doc: "milliseconds between two recorded events" },
+    DriverOp { name: "event_destroy", required: false, doc: "destroy an event" },
+    DriverOp { name: "stream_wait_event", required: false, doc: "make a stream wait for an event" },
+    DriverOp { name: "memory_info", required: false, doc: "free and total device memory" },
+    DriverOp { name: "error_text", required: false, doc: "text of the most recent error" },
+];
+
+/// A loaded configuration and where it came from.
+#[derive(Debug, Clone)]
+pub struct LoadedConfig {
+    pub config: Config,
+    /// The repository root (the folder holding the file).
+    pub root: PathBuf,
+    pub source: SourceFile,
+}
+
+impl LoadedConfig {
+    /// Reads and validates `path`.
+    pub fn load(path: &Path) -> Result<LoadedConfig> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let source = SourceFile::new(path.display().to_string(), text);
+        let config = parse(&source)?;
+        let root = path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+        let root = if root.as_os_str().is_empty() { PathBuf::from(".") } else { root };
+        Ok(LoadedConfig { config, root, source })
+    }
+
+    /// Finds `xirang.toml` in `dir` or its ancestors.
+    pub fn discover(dir: &Path) -> Result<LoadedConfig> {
+        let mut cur = Some(dir);
+        while let Some(d) = cur {
+            let p = d.join("xirang.toml");
+            if p.is_file() {
+                return LoadedConfig::load(&p);
+            }
+            cur = d.parent();
+        }
+        Err(Error::Usage(format!(
+            "no xirang.toml in {} or any parent folder (pass --config FILE)",
+            dir.display()
+        )))
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    /// The byte span of a key path in the file (for positioned errors), e.g. `["driver", "malloc"]`.
+    pub fn span_of(&self, keys: &[&str]) -> (usize, usize) {
+        span_of(self.source.text(), keys)
+    }
+
+    /// A positioned error at a key of the file.
+    pub fn error_at(&self, keys: &[&str], message: impl Into<String>) -> Error {
+        let (start, len) = self.span_of(keys);
+        let pos = self.source.pos_of_offset(start);
+        Error::Source(Box::new(self.source.error(pos, len, message)))
+    }
+}
+
+/// Parses the file, with positioned errors.
+pub fn parse(source: &SourceFile) -> Result<Config> {
+    let config: Config = toml::from_str(source.text()).map_err(|e| {
+        let (start, len) = e.span().map_or((0, 0), |r| (r.start, r.end.saturating_sub(r.start)));
+        let pos = source.pos_of_offset(start);
+        Error::Source(Box::new(source.error(pos, len, format!("invalid xirang.toml: {}", e.message()))))
+    })?;
+    let lc = LoadedConfig { config: config.clone(), root: PathBuf::from("."), source: source.clone() };
+    for name in config.driver.keys() {
+        if !DRIVER_OPS.iter().any(|o| o.name == name) {
+            let known: Vec<&str> = DRIVER_OPS.iter().map(|o| o.name).collect();
+            return Err(lc.error_at(
+                &["driver", name],
+                format!("unknown device operation `{name}`; known: {}", known.join(", ")),
+            ));
+        }
+    }
+    for op in DRIVER_OPS.iter().filter(|o| o.required) {
+        if !config.driver.contains_key(op.name) {
+            return Err(lc.error_at(&["driver"], format!("[driver] must map the required device operation `{}`", op.name)));
+        }
+    }
+    match config.operators.select.as_str() {
+        "backend" | "core" | "list" => {}
+        other => {
+            return Err(lc.error_at(
+                &["operators", "select"],
+                format!("operators.select must be backend, core or list, not `{other}`"),
+            ));
+        }
+    }
+    Ok(config)
+}
+
+/// Best-effort byte span of `a.b` in a TOML text: the `[a]` header line, then a `b =` line in it.
+fn span_of(text: &str, keys: &[&str]) -> (usize, usize) {
+    let mut offset = 0;
+    let mut in_table = keys.len() < 2;
+    let mut found: Option<(usize, usize)> = None;
+    for line in text.split_inclusive('\n') {
+        let t = line.trim();
+        if let Some(h) = t.strip_prefix('[').and_then(|s| s.split(']').next()) {
+            in_table = keys.first().is_some_and(|k| h.trim() == *k);
+            if in_table && keys.len() == 1 {
+                return (offset + (line.len() - line.trim_start().len()), t.len());
+            }
+        } else if in_table
+            && let Some(k) = keys.last()
+            && t.split('=').next().is_some_and(|lhs| lhs.trim() == *k)
+        {
+            found = Some((offset + (line.len() - line.trim_start().len()), t.len()));
+            break;
+        }
+        offset += line.len();
+    }
+    found.unwrap_or((0, 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: &str = r#"
+[adapter]
+name = "t"
+[pytorch]
+version = "v2.3"
+[vendor]
+name = "ascend"
+headers = "v2.3.1.post6"
+library = "libascendcl.so"
+status_type = "aclError"
+success = "ACL_SUCCESS"
+error_prefixes = ["ACL_ERROR_"]
+[driver]
+init = ["aclInit"]
+device_count = ["aclrtGetDeviceCount"]
+set_device = ["aclrtSetDevice"]
+malloc = ["aclrtMalloc"]
+free = ["aclrtFree"]
+memcpy = ["aclrtMemcpy"]
+memset = ["aclrtMemset"]
+stream_create = [{ fn = "aclrtCreateStreamWithConfig", args = { priority = 0, flag = 0 } }, { fn = "aclrtCreateStream" }]
+stream_destroy = ["aclrtDestroyStream"]
+stream_synchronize = ["aclrtSynchronizeStream"]
+"#;
+
+    #[test]
+    fn minimal_config_parses() {
+        let c = parse(&SourceFile::new("x.toml", MIN)).unwrap();
+        assert_eq!(c.driver["stream_create"].candidates().len(), 2);
+        assert_eq!(c.operators.select, "backend");
+    }
+
+    #[test]
+    fn unknown_device_operation_is_positioned() {
+        let text = MIN.replace("free = [\"aclrtFree\"]", "frees = [\"aclrtFree\"]");
+        let e = parse(&SourceFile::new("x.toml", text)).unwrap_err();
+        let Error::Source(se) = e else { panic!("{e}") };
+        assert!(se.to_string().contains("unknown device operation `frees`"), "{se}");
+    }
+
+    #[test]
+    fn missing_required_operation_is_an_error() {
+        let text = MIN.replace("memset = [\"aclrtMemset\"]\n", "");
+        let e = parse(&SourceFile::new("x.toml", text)).unwrap_err();
+        assert!(e.to_string().contains("memset") || format!("{e:?}").contains("memset"));
+    }
+}
