@@ -7,6 +7,7 @@
 //! - [`error`]: source files, positions, typed errors.
 
 pub mod backend;
+pub mod bot;
 pub mod derivatives;
 pub mod diff;
 pub mod error;

@@ -122,6 +122,8 @@ present (with --fail-on info), 32 an allow-list entry has expired (with any --fa
         /// Rule id, e.g. arg.inserted
         id: String,
     },
+    /// Regeneration bot: import new PyTorch releases, regenerate, check, push, open a pull request
+    Bot(xirang_scan::bot::cli::BotArgs),
     /// Regenerate the committed drift reports in diffs/ (or check them with --check; exit 3 when stale)
     Diffs {
         /// Do not write; exit 3 and list the stale files when diffs/ is not current
@@ -408,6 +410,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 println!("{} file(s) changed", written.len());
             }
         }
+        Command::Bot(args) => return Ok(ExitCode::from(xirang_scan::bot::cli::main(args))),
         Command::Snapshot(SnapshotCmd::List) => {
             let st = store()?;
             for up in xirang_scan::snapshot::UPSTREAMS {

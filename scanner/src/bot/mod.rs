@@ -1,0 +1,607 @@
+//! The regeneration bot (`xirang-scan bot`): finds upstream PyTorch releases that the snapshot store
+//! of the base branch lacks, imports them in a separate git worktree, runs the regeneration steps and
+//! the check there, commits on a deterministic branch, pushes it and opens (or updates) a pull request
+//! whose body is the drift report.
+//!
+//! Policies (see ARCHITECTURE.md, "The regeneration bot"):
+//! - one branch per newest new version, `<prefix>/pytorch-vX.Y.Z`, built on the base branch's tip, with
+//!   one commit per imported version; a newer release opens the next pull request (covering every
+//!   version the base still lacks) and closes the older bot pull requests as superseded;
+//! - idempotency: every bot commit carries `Xirang-Bot-Key: <sha256 of the source files>`; when the
+//!   branch tip and the open pull request already carry the key, the run does nothing;
+//! - a commit on the bot branch that is not the bot's (author or footer) stops the bot: it comments on
+//!   the pull request once and pushes nothing;
+//! - a failing regeneration step is an error (nothing pushed); a failing check still pushes and opens
+//!   the pull request, labelled `xirang-bot:check-failed`, with the output in the body.
+
+pub mod cli;
+pub mod config;
+pub mod detect;
+pub mod forge;
+pub mod gitops;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::diff;
+use crate::snapshot::{PytorchSnapshot, Store};
+use crate::version::Version;
+pub use config::BotConfig;
+pub use detect::Upstream;
+use forge::{Forge, Http, LabelSpec};
+use gitops::{BranchState, Worktree};
+
+/// Marker that opens the hidden machine-readable block of a bot pull request body.
+pub const META_MARKER: &str = "<!-- xirang-bot:meta ";
+/// Marker of the comment the bot leaves when a human commit stops it.
+const STOP_MARKER: &str = "<!-- xirang-bot:stopped ";
+/// Bodies longer than this are cut (GitHub's limit is 65536 characters).
+const MAX_BODY: usize = 60_000;
+/// Lines of command output kept in the body and in errors.
+const TAIL_LINES: usize = 40;
+
+/// Everything the bot can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum BotError {
+    #[error("{0}")]
+    Config(String),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Scan(#[from] crate::error::Error),
+    #[error("git: {0}")]
+    Git(String),
+    #[error("push of `{branch}` to `{remote}` failed: {message}")]
+    Push { branch: String, remote: String, message: String },
+    #[error("{what}: HTTP {status}: {message}")]
+    Api { what: String, status: u16, message: String },
+    #[error("{what}: gave up after {attempts} attempt(s): {last}")]
+    ApiExhausted { what: String, attempts: u32, last: String },
+    #[error("regeneration step `{command}` failed ({status}); nothing was pushed\n{output}")]
+    Step { command: String, status: String, output: String },
+    #[error("upstream: {0}")]
+    Upstream(String),
+    #[error("refusing to touch {0}")]
+    Refused(String),
+}
+
+impl BotError {
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        BotError::Io { path: path.into(), source }
+    }
+}
+
+impl From<git2::Error> for BotError {
+    fn from(e: git2::Error) -> Self {
+        BotError::Git(e.message().to_string())
+    }
+}
+
+/// The bot's progress log: one line per event, with every secret replaced by `***`.
+pub struct Log<'a> {
+    out: &'a mut dyn Write,
+    secrets: Vec<String>,
+}
+
+impl<'a> Log<'a> {
+    pub fn new(out: &'a mut dyn Write, secrets: &[&str]) -> Log<'a> {
+        Log { out, secrets: secrets.iter().filter(|s| s.len() >= 4).map(|s| s.to_string()).collect() }
+    }
+    pub fn redact(&self, s: &str) -> String {
+        let mut s = s.to_string();
+        for secret in &self.secrets {
+            s = s.replace(secret.as_str(), "***");
+        }
+        s
+    }
+    pub fn line(&mut self, s: &str) {
+        let s = self.redact(s);
+        let _ = writeln!(self.out, "{s}");
+    }
+}
+
+/// One run of the bot.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// A path inside the user's clone (its remote, base branch and object database are used; its
+    /// working tree is not).
+    pub repo: PathBuf,
+    pub config: BotConfig,
+    pub upstream: Upstream,
+    /// The forge token (`None`: only a dry run works).
+    pub token: Option<String>,
+    pub dry_run: bool,
+    /// The executable that a step named `xirang-scan` runs (normally `std::env::current_exe()`).
+    pub self_exe: PathBuf,
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandResult {
+    pub command: String,
+    pub ok: bool,
+    /// `exit 0`, `exit 101`, `killed by a signal`, `could not start: ...`.
+    pub status: String,
+    /// The last lines of stdout + stderr.
+    pub tail: String,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// No upstream release is missing from the base branch's store.
+    UpToDate,
+    /// The branch and its open pull request already carry this idempotency key.
+    Unchanged { branch: String, pull: Option<u64> },
+    /// A pull request was opened (or updated, when one was open for the branch).
+    Published { branch: String, commit: String, pull: u64, url: String, updated: bool, check_passed: Option<bool> },
+    /// A commit that is not the bot's is on the branch: nothing pushed.
+    Stopped { branch: String, commit: String, author: String, pull: Option<u64>, commented: bool },
+    /// `--dry-run`: what would be pushed and opened.
+    DryRun { branch: String, commit: String, message: String, title: String, body: String, labels: Vec<String> },
+}
+
+impl Outcome {
+    /// Exit status of `xirang-scan bot`: 0 done, 3 stopped by a human commit, 4 pull request published
+    /// with a failing check.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Outcome::Stopped { .. } => 3,
+            Outcome::Published { check_passed: Some(false), .. } => 4,
+            _ => 0,
+        }
+    }
+}
+
+/// The idempotency key of a set of releases: sha256 over their versions and source hashes.
+pub fn idempotency_key(releases: &[(Version, String)]) -> String {
+    let mut h = Sha256::new();
+    h.update(b"xirang-bot-key-v1\n");
+    for (v, hash) in releases {
+        h.update(format!("{v} {hash}\n").as_bytes());
+    }
+    crate::source::hex(&h.finalize())
+}
+
+/// Runs one command (argv) in `dir`; the program `xirang-scan` is `self_exe`. The token variable is
+/// removed from the child's environment.
+fn run_command(argv: &[String], dir: &Path, opts: &Options, log: &Log<'_>) -> CommandResult {
+    let command = argv.join(" ");
+    let Some((prog, args)) = argv.split_first() else {
+        return CommandResult { command, ok: true, status: "no command".into(), tail: String::new() };
+    };
+    let program = if prog == "xirang-scan" { opts.self_exe.clone() } else { PathBuf::from(prog) };
+    let out = std::process::Command::new(&program)
+        .args(args)
+        .current_dir(dir)
+        .env("XIRANG_STORE", dir.join(&opts.config.store))
+        .env_remove(&opts.config.token_env)
+        .stdin(std::process::Stdio::null())
+        .output();
+    match out {
+        Ok(o) => {
+            let mut text = String::from_utf8_lossy(&o.stdout).to_string();
+            text.push_str(&String::from_utf8_lossy(&o.stderr));
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n");
+            let status = match o.status.code() {
+                Some(c) => format!("exit {c}"),
+                None => "killed by a signal".into(),
+            };
+            CommandResult { command, ok: o.status.success(), status, tail: log.redact(&tail) }
+        }
+        Err(e) => CommandResult {
+            command,
+            ok: false,
+            status: format!("could not start `{}`: {e}", program.display()),
+            tail: String::new(),
+        },
+    }
+}
+
+/// Severity label suffix of a report: the worst severity present, or `none`.
+fn worst(report: &diff::Report) -> &'static str {
+    report.counts().iter().find(|(_, n)| *n > 0).map(|(s, _)| s.as_str()).unwrap_or("none")
+}
+
+fn label_color(sev: &str) -> &'static str {
+    match sev {
+        "breaking" => "b60205",
+        "action" => "fbca04",
+        "info" => "0e8a16",
+        _ => "ededed",
+    }
+}
+
+struct BodyInput<'a> {
+    key: &'a str,
+    branch: &'a str,
+    versions: &'a [String],
+    old: Option<&'a str>,
+    severity: &'a str,
+    report_md: &'a str,
+    steps: &'a [CommandResult],
+    check: Option<&'a CommandResult>,
+    origins: &'a [String],
+}
+
+fn fence(text: &str) -> String {
+    let text = if text.trim().is_empty() { "(no output)" } else { text };
+    format!(
+        "<details><summary>output (last {TAIL_LINES} lines)</summary>\n\n````text\n{}\n````\n\n</details>\n",
+        text.replace("````", "``\u{200b}``")
+    )
+}
+
+/// The pull request body: hidden JSON block, summary, check result, steps, drift report.
+fn render_body(b: &BodyInput<'_>) -> String {
+    let check = match b.check {
+        None => "not run",
+        Some(c) if c.ok => "passed",
+        Some(_) => "failed",
+    };
+    let meta = serde_json::json!({
+        "format": "xirang-bot/1",
+        "key": b.key,
+        "branch": b.branch,
+        "versions": b.versions,
+        "previous": b.old,
+        "severity": b.severity,
+        "check": check,
+    });
+    // a JSON string cannot contain `-->` after this, so the comment cannot be closed early
+    let meta = meta.to_string().replace("--", "-\\u002d");
+    let mut o = format!("{META_MARKER}{meta} -->\n");
+    o.push_str(&format!(
+        "PyTorch {} imported into the snapshot store by xirang-bot (from {}), regenerated, and checked.\n\n",
+        b.versions.join(", "),
+        b.origins.join(", ")
+    ));
+    match b.check {
+        None => o.push_str("**Check:** not configured.\n\n"),
+        Some(c) if c.ok => o.push_str(&format!("**Check:** passed: `{}` ({}).\n\n", c.command, c.status)),
+        Some(c) => {
+            o.push_str(&format!(
+                "**Check: FAILED**: `{}` ({}). The pull request is open so that the failure can be fixed on this \
+                 branch; do not merge it as is.\n\n",
+                c.command, c.status
+            ));
+            o.push_str(&fence(&c.tail));
+            o.push('\n');
+        }
+    }
+    if !b.steps.is_empty() {
+        o.push_str("**Regeneration steps:**\n\n");
+        for s in b.steps {
+            o.push_str(&format!("- `{}`: {}\n", s.command, s.status));
+        }
+        o.push('\n');
+    }
+    match b.old {
+        Some(old) => o.push_str(&format!("Drift from {old} (the base branch's newest snapshot):\n\n")),
+        None => o.push_str("The store had no earlier snapshot: no drift report.\n\n"),
+    }
+    o.push_str(b.report_md);
+    if o.len() > MAX_BODY {
+        let mut cut = MAX_BODY;
+        while !o.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        o.truncate(cut);
+        o.push_str("\n\n… (report cut to fit; the full report is in `diffs/` on this branch)\n");
+    }
+    o
+}
+
+/// Runs the bot once. Progress goes to `log` (secrets redacted).
+pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
+    let cfg = &opts.config;
+    let repo = git2::Repository::discover(&opts.repo)
+        .map_err(|e| BotError::Git(format!("{}: {}", opts.repo.display(), e.message())))?;
+    if repo.workdir().is_none() {
+        return Err(BotError::Git("the repository is bare".into()));
+    }
+    let token = opts.token.as_deref().filter(|t| !t.is_empty());
+    if !opts.dry_run && token.is_none() {
+        return Err(BotError::Config(format!("${} is not set (needed to open pull requests)", cfg.token_env)));
+    }
+    let http = Http::new(cfg);
+
+    let releases = detect::releases(&opts.upstream, &http, log)?;
+    let remote = gitops::fetch(&repo, cfg, token)?;
+    let known = gitops::store_versions(&repo, remote.base_tip, &cfg.store)?;
+    let new: Vec<&detect::Release> = releases.iter().filter(|r| !known.contains(&r.version)).collect();
+    let Some(newest) = new.last() else {
+        log.line(&format!("up to date: every release of {} is in `{}` of {}", opts.upstream, cfg.store, cfg.base));
+        return Ok(Outcome::UpToDate);
+    };
+    let versions: Vec<String> = new.iter().map(|r| r.version.to_string()).collect();
+    log.line(&format!("new upstream version(s): {}", versions.join(", ")));
+    let branch = format!("{}/pytorch-{}", cfg.branch_prefix, newest.version);
+    if branch == cfg.base {
+        return Err(BotError::Refused(format!("the base branch `{branch}`")));
+    }
+    let mut hashed = Vec::new();
+    for r in &new {
+        hashed.push((r.version.clone(), r.source_hash()?));
+    }
+    let key = idempotency_key(&hashed);
+    log.line(&format!("branch {branch}, idempotency key {key}"));
+
+    let forge = match token {
+        Some(t) if !opts.dry_run => Some(Forge::new(&http, cfg, t.to_string())?),
+        _ => None,
+    };
+    let pull = match &forge {
+        Some(f) => f.find_open_pull(log, &branch)?,
+        None => None,
+    };
+
+    if let Some(&tip) = remote.heads.get(&branch) {
+        match gitops::inspect(&repo, tip, remote.base_tip, cfg)? {
+            BranchState::Foreign { commit, author } => {
+                log.line(&format!("stopped: commit {commit} by {author} on {branch} is not the bot's; nothing pushed"));
+                let mut commented = false;
+                if let (Some(f), Some(p)) = (&forge, &pull) {
+                    let marker = format!("{STOP_MARKER}{commit} -->");
+                    if !f.comments(log, p.number)?.iter().any(|c| c.contains(&marker)) {
+                        let body = format!(
+                            "{marker}\nxirang-bot stopped: commit {commit} by {author} on `{branch}` was not made by the \
+                             bot, so the bot will not push to this branch. Finish the pull request by hand, or delete \
+                             the branch to let the bot start over."
+                        );
+                        f.comment(log, p.number, &body)?;
+                        commented = true;
+                    }
+                }
+                return Ok(Outcome::Stopped {
+                    branch,
+                    commit,
+                    author,
+                    pull: pull.as_ref().map(|p| p.number),
+                    commented,
+                });
+            }
+            BranchState::Bot { key: Some(k) } if k == key => {
+                let pr_current = pull.as_ref().is_some_and(|p| p.body.contains(&key));
+                if pr_current || forge.is_none() {
+                    log.line(&format!("nothing changed: {branch} already carries key {key}"));
+                    return Ok(Outcome::Unchanged { branch, pull: pull.map(|p| p.number) });
+                }
+            }
+            BranchState::Bot { .. } => {}
+        }
+    }
+
+    // the work, in a worktree of its own
+    let wt = Worktree::create(&repo, &branch, remote.base_tip)?;
+    log.line(&format!("worktree {}", wt.path.display()));
+    let tmp = wt.path.join(".git-xirang-bot-tmp");
+    let store = Store::new(wt.path.join(&cfg.store));
+    let mut steps_done: Vec<CommandResult> = Vec::new();
+    let mut origins = Vec::new();
+    let mut last_message = String::new();
+    for r in &new {
+        std::fs::create_dir_all(&tmp).map_err(|e| BotError::io(&tmp, e))?;
+        let files = r.files(&http, log, &tmp)?;
+        let _ = std::fs::remove_dir_all(&tmp);
+        let snap = PytorchSnapshot::build(&files, &r.version)?;
+        store.write_pytorch(&snap)?;
+        origins.push(r.origin());
+        log.line(&format!("imported {} ({}): {} operators", r.version, r.origin(), snap.meta.counts.operators));
+        let mut step_lines = Vec::new();
+        for argv in &cfg.steps {
+            if opts.dry_run {
+                step_lines.push(format!("- {} (not run: dry run)", argv.join(" ")));
+                continue;
+            }
+            let res = run_command(argv, &wt.path, opts, log);
+            log.line(&format!("step `{}`: {}", res.command, res.status));
+            if !res.ok {
+                return Err(BotError::Step { command: res.command, status: res.status, output: res.tail });
+            }
+            step_lines.push(format!("- {}", res.command));
+            steps_done.push(res);
+        }
+        let message = format!(
+            "xirang-bot: import PyTorch {v}\n\nSnapshot of PyTorch {v} from {origin} (files sha256 {sha}).\n{steps}\n\n\
+             {VERSION_FOOTER} {v}\n{KEY_FOOTER} {key}\n",
+            v = r.version,
+            origin = r.origin(),
+            sha = snap.meta.content_sha256,
+            steps = if step_lines.is_empty() {
+                "No regeneration steps.".to_string()
+            } else {
+                format!("Regenerated with:\n{}", step_lines.join("\n"))
+            },
+            VERSION_FOOTER = gitops::VERSION_FOOTER,
+            KEY_FOOTER = gitops::KEY_FOOTER,
+        );
+        match wt.commit_all(&message, cfg)? {
+            Some(c) => log.line(&format!("committed {c}: xirang-bot: import PyTorch {}", r.version)),
+            None => log.line(&format!("{}: no change to commit", r.version)),
+        }
+        last_message = message;
+    }
+    let head = wt.head()?;
+
+    // the drift report: the base's newest snapshot below the newest new one -> the newest new one
+    let old_v = known.iter().filter(|v| **v < newest.version).max().cloned();
+    let rules = diff::RuleSet::builtin();
+    let (report_md, severity) = match &old_v {
+        Some(ov) => {
+            let old = store.load_pytorch(ov)?;
+            let new_snap = store.load_pytorch(&newest.version)?;
+            let kernels = diff::committed::index_adapter(&wt.path, &[&old, &new_snap])?;
+            let generated = diff::impact::GeneratedIndex::load(&wt.path);
+            let report = diff::committed::pytorch_report(
+                diff::committed::PytorchDiff {
+                    old: &old,
+                    new: &new_snap,
+                    title: format!("pytorch {} -> {}", old.meta.version, new_snap.meta.version),
+                    kernels: &kernels,
+                    backends: &[],
+                    generated: &generated,
+                    allow: None,
+                    today: "1970-01-01",
+                },
+                &rules,
+            );
+            (diff::report_markdown::render(&report, &rules), worst(&report))
+        }
+        None => (String::new(), "none"),
+    };
+
+    let check = if opts.dry_run || cfg.check.is_empty() {
+        None
+    } else {
+        let c = run_command(&cfg.check, &wt.path, opts, log);
+        log.line(&format!("check `{}`: {} ({})", c.command, if c.ok { "passed" } else { "FAILED" }, c.status));
+        Some(c)
+    };
+
+    let old_s = old_v.as_ref().map(|v| v.to_string());
+    let body = render_body(&BodyInput {
+        key: &key,
+        branch: &branch,
+        versions: &versions,
+        old: old_s.as_deref(),
+        severity,
+        report_md: &report_md,
+        steps: &steps_done,
+        check: check.as_ref(),
+        origins: &origins,
+    });
+    let title = format!("xirang-bot: PyTorch {}", versions.join(", "));
+    let mut labels: Vec<LabelSpec> = cfg
+        .labels
+        .iter()
+        .map(|l| LabelSpec { name: l.clone(), color: "1d76db".into(), description: "opened by xirang-bot".into() })
+        .collect();
+    labels.push(LabelSpec {
+        name: format!("{}{severity}", cfg.severity_label_prefix),
+        color: label_color(severity).into(),
+        description: format!("worst upstream drift: {severity}"),
+    });
+    if check.as_ref().is_some_and(|c| !c.ok) {
+        labels.push(LabelSpec {
+            name: cfg.check_failed_label.clone(),
+            color: "b60205".into(),
+            description: "the check failed on the regenerated tree".into(),
+        });
+    }
+
+    let forge = match forge {
+        Some(f) if !opts.dry_run => f,
+        _ => {
+            let files = wt.changed_paths(remote.base_tip, head)?;
+            log.line(&format!("dry run: would push {branch} at {head} ({} file(s) changed)", files.len()));
+            wt.restore_branch()?;
+            return Ok(Outcome::DryRun {
+                branch,
+                commit: head.to_string(),
+                message: last_message,
+                title,
+                body,
+                labels: labels.into_iter().map(|l| l.name).collect(),
+            });
+        }
+    };
+
+    gitops::push(&repo, cfg, &branch, token)?;
+    log.line(&format!("pushed {branch} -> {}", cfg.remote));
+    drop(wt);
+
+    let (pr, updated) = match pull {
+        Some(p) => {
+            forge.update_pull(log, p.number, &title, &body)?;
+            log.line(&format!("updated pull request #{}", p.number));
+            (p, true)
+        }
+        None => {
+            let p = forge.create_pull(log, &title, &body, &branch, &cfg.base)?;
+            log.line(&format!("opened pull request #{} {}", p.number, p.url));
+            (p, false)
+        }
+    };
+    forge.label_pull(log, pr.number, &labels)?;
+
+    // older bot pull requests are superseded by this one
+    let own_prefix = format!("{}/pytorch-", cfg.branch_prefix);
+    for other in forge.open_pulls(log)? {
+        if other.number != pr.number && other.head_ref.starts_with(&own_prefix) && other.body.contains(META_MARKER) {
+            forge.comment(
+                log,
+                other.number,
+                &format!(
+                    "Superseded by #{}, which imports {} (every version the base lacks).",
+                    pr.number,
+                    versions.join(", ")
+                ),
+            )?;
+            forge.close_pull(log, other.number)?;
+            log.line(&format!("closed pull request #{} (superseded by #{})", other.number, pr.number));
+        }
+    }
+
+    Ok(Outcome::Published {
+        branch,
+        commit: head.to_string(),
+        pull: pr.number,
+        url: pr.url,
+        updated,
+        check_passed: check.map(|c| c.ok),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redaction_and_keys() {
+        let mut buf = Vec::new();
+        let mut log = Log::new(&mut buf, &["s3cr3t-token", "ab"]);
+        log.line("Bearer s3cr3t-token failed");
+        assert_eq!(String::from_utf8(buf).unwrap(), "Bearer *** failed\n");
+        let v = Version::parse("v2.4.0").unwrap();
+        let a = idempotency_key(&[(v.clone(), "x".into())]);
+        assert_eq!(a, idempotency_key(&[(v.clone(), "x".into())]));
+        assert_ne!(a, idempotency_key(&[(v, "y".into())]));
+    }
+
+    #[test]
+    fn body_has_meta_and_is_bounded() {
+        let report = "x".repeat(100_000);
+        let c = CommandResult {
+            command: "cargo check".into(),
+            ok: false,
+            status: "exit 101".into(),
+            tail: "boom --> x".into(),
+        };
+        let b = render_body(&BodyInput {
+            key: "k",
+            branch: "xirang-bot/pytorch-v2.4.0",
+            versions: &["v2.4.0".into()],
+            old: Some("v2.3.0"),
+            severity: "breaking",
+            report_md: &report,
+            steps: &[],
+            check: Some(&c),
+            origins: &["folder:v2.4.0".into()],
+        });
+        assert!(b.starts_with(META_MARKER));
+        let meta_end = b.find(" -->").unwrap();
+        let json: serde_json::Value = serde_json::from_str(&b[META_MARKER.len()..meta_end]).unwrap();
+        assert_eq!(json["check"], "failed");
+        assert_eq!(json["versions"][0], "v2.4.0");
+        assert!(b.len() < MAX_BODY + 200);
+        assert!(b.contains("FAILED"));
+    }
+}

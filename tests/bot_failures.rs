@@ -1,0 +1,149 @@
+//! The regeneration bot's failure paths: push rejected, forge API errors (401, 422, 5xx with bounded
+//! retries), a failing check (pull request still opened, marked failing), a failing step (reported,
+//! nothing pushed). In every case the user's uncommitted work is intact and the token never shows.
+
+#[path = "bot_support.rs"]
+mod support;
+
+use support::*;
+use xirang_scan::bot::{BotError, Outcome};
+
+const BRANCH: &str = "xirang-bot/pytorch-v2.1.0";
+
+#[test]
+fn a_rejected_push_is_an_error_and_opens_nothing() {
+    let forge = FakeForge::start();
+    let fx = fixture("push-rejected", &forge.url, DEFAULT_STEPS);
+    // fetch works, pushing goes to a remote that refuses (403 on the smart-http receive-pack)
+    let repo = git2::Repository::open(&fx.work).unwrap();
+    repo.remote_set_pushurl("origin", Some(&format!("{}/git/denied.git", forge.url))).unwrap();
+    let (res, log) = fx.run();
+    let err = res.expect_err(&log);
+    assert!(matches!(err, BotError::Push { .. }), "{err:?}");
+    assert!(err.to_string().contains(BRANCH), "{err}");
+    assert_eq!(forge.count("POST", "/repos/acme/xirang/pulls"), 0, "a PR was opened for an unpushed branch");
+    assert!(fx.remote_tip(BRANCH).is_none());
+    assert_eq!(repo.worktrees().unwrap().len(), 0);
+    fx.assert_user_tree_intact();
+    fx.cleanup();
+}
+
+#[test]
+fn unauthorized_is_not_retried_and_the_token_never_shows() {
+    let forge = FakeForge::start();
+    let fx = fixture("401", &forge.url, DEFAULT_STEPS);
+    // the fake forge answers 401 echoing the Authorization header it got
+    let wrong = "ghp_WRONG_but_still_secret_987654321";
+    let mut opts = fx.options(Some(wrong), false);
+    let mut buf = Vec::new();
+    let res = {
+        let mut log = xirang_scan::bot::Log::new(&mut buf, &[wrong]);
+        xirang_scan::bot::run(&opts, &mut log)
+    };
+    let out = String::from_utf8(buf).unwrap();
+    let err = res.unwrap_err();
+    assert!(matches!(err, BotError::Api { status: 401, .. }), "{err:?}");
+    assert!(err.to_string().contains("Bad credentials"), "{err}");
+    assert!(!err.to_string().contains(wrong) && !out.contains(wrong), "{err}\n{out}");
+    assert_eq!(forge.requests().len(), 1, "a 401 was retried");
+    assert!(fx.remote_tip(BRANCH).is_none(), "pushed without a working token");
+    // and with the right token everything works
+    opts.token = Some(TOKEN.into());
+    let (res, log) = fx.run_with(&opts);
+    assert!(matches!(res, Ok(Outcome::Published { .. })), "{res:?}\n{log}");
+    fx.assert_user_tree_intact();
+    fx.cleanup();
+}
+
+#[test]
+fn validation_error_is_reported_and_the_next_run_recovers() {
+    let forge = FakeForge::start();
+    let fx = fixture("422", &forge.url, DEFAULT_STEPS);
+    forge.fail("POST", "/repos/acme/xirang/pulls", 422, 1);
+    let (res, log) = fx.run();
+    let err = res.expect_err(&log);
+    assert!(matches!(err, BotError::Api { status: 422, .. }), "{err:?}");
+    assert_eq!(forge.count("POST", "/repos/acme/xirang/pulls"), 1, "a 422 was retried");
+    // the branch was pushed; the next run sees the key on it but no PR, and opens one
+    assert!(fx.remote_tip(BRANCH).is_some());
+    let (res, log) = fx.run();
+    assert!(matches!(res, Ok(Outcome::Published { pull: 1, updated: false, .. })), "{res:?}\n{log}");
+    assert_eq!(forge.pulls().len(), 1);
+    fx.assert_user_tree_intact();
+    fx.cleanup();
+}
+
+#[test]
+fn server_errors_are_retried_with_backoff() {
+    let forge = FakeForge::start();
+    let fx = fixture("5xx-retry", &forge.url, DEFAULT_STEPS);
+    forge.fail("POST", "/repos/acme/xirang/pulls", 502, 2);
+    let (res, log) = fx.run();
+    assert!(matches!(res, Ok(Outcome::Published { pull: 1, .. })), "{res:?}\n{log}");
+    assert_eq!(forge.count("POST", "/repos/acme/xirang/pulls"), 3);
+    assert!(log.contains("retry 1/2") && log.contains("retry 2/2"), "{log}");
+    fx.assert_user_tree_intact();
+    fx.cleanup();
+}
+
+#[test]
+fn server_errors_are_retried_a_bounded_number_of_times() {
+    let forge = FakeForge::start();
+    let fx = fixture("5xx-bounded", &forge.url, DEFAULT_STEPS);
+    forge.fail("GET", "/repos/acme/xirang/pulls", 503, 1000);
+    let (res, log) = fx.run();
+    let err = res.expect_err(&log);
+    assert!(matches!(err, BotError::ApiExhausted { attempts: 3, .. }), "{err:?}");
+    assert_eq!(forge.count("GET", "/repos/acme/xirang/pulls"), 3, "retries are bounded by retry.max = 2");
+    assert!(fx.remote_tip(BRANCH).is_none());
+    fx.assert_user_tree_intact();
+    fx.cleanup();
+}
+
+#[test]
+fn a_failing_check_still_opens_the_pr_marked_failing() {
+    let forge = FakeForge::start();
+    let steps = r#"steps = [["sh", "-c", "echo regenerated > generated.txt"]]
+check = ["sh", "-c", "echo 'error[E0046]: missing trait item boom'; exit 101"]"#;
+    let fx = fixture("check-fails", &forge.url, steps);
+    let (res, log) = fx.run();
+    let outcome = res.unwrap_or_else(|e| panic!("{e}\n{log}"));
+    assert!(matches!(outcome, Outcome::Published { pull: 1, check_passed: Some(false), .. }), "{outcome:?}");
+    assert_eq!(outcome.exit_code(), 4);
+    let pr = &forge.pulls()[0];
+    assert!(pr.labels.contains(&"xirang-bot:check-failed".to_string()), "{:?}", pr.labels);
+    assert!(pr.body.contains("**Check: FAILED**") && pr.body.contains("exit 101"), "{}", pr.body);
+    assert!(pr.body.contains("missing trait item boom"), "{}", pr.body);
+    assert_eq!(meta_of(&pr.body)["check"], "failed");
+    assert!(fx.remote_tip(BRANCH).is_some());
+    fx.assert_user_tree_intact();
+    fx.cleanup();
+}
+
+#[test]
+fn a_failing_step_is_reported_and_nothing_is_pushed() {
+    let forge = FakeForge::start();
+    let steps = r#"steps = [["sh", "-c", "echo 'generator exploded' >&2; exit 7"]]
+check = ["true"]"#;
+    let fx = fixture("step-fails", &forge.url, steps);
+    let (res, log) = fx.run();
+    let err = res.expect_err(&log);
+    let BotError::Step { status, output, .. } = &err else { panic!("{err:?}") };
+    assert_eq!(status, "exit 7");
+    assert!(output.contains("generator exploded"));
+    assert!(err.to_string().contains("nothing was pushed"));
+    assert!(fx.remote_tip(BRANCH).is_none());
+    assert_eq!(forge.writes(), 0);
+    fx.assert_user_tree_intact();
+
+    // an executable that does not exist is a failure too, not a silent skip
+    let mut opts = fx.options(Some(TOKEN), false);
+    opts.config.steps = vec![vec!["/definitely/not/a/generator".into()]];
+    let (res, _) = fx.run_with(&opts);
+    let err = res.unwrap_err();
+    assert!(matches!(&err, BotError::Step { status, .. } if status.contains("could not start")), "{err:?}");
+    let repo = git2::Repository::open(&fx.work).unwrap();
+    assert_eq!(repo.worktrees().unwrap().len(), 0);
+    fx.assert_user_tree_intact();
+    fx.cleanup();
+}

@@ -1,0 +1,297 @@
+//! The regeneration bot end to end: real git repositories (a bare remote and a working clone with
+//! uncommitted user changes), a fake forge on loopback speaking GitHub's REST API, a tiny upstream.
+//!
+//! Policy under test: one branch per newest new version; a second run with no upstream change does
+//! nothing; a changed upstream for the same version updates the open pull request; a newer version
+//! opens the next pull request and closes the older one as superseded; a human commit stops the bot.
+
+#[path = "bot_support.rs"]
+mod support;
+
+use support::*;
+use xirang_scan::bot::{Outcome, Upstream};
+
+#[test]
+fn first_run_opens_a_pr_second_does_nothing_newer_version_supersedes() {
+    let forge = FakeForge::start();
+    let fx = fixture("lifecycle", &forge.url, DEFAULT_STEPS);
+    let main_before = fx.remote_tip("main");
+
+    // 1. v2.1.0 is new: one PR
+    let (res, log) = fx.run();
+    let outcome = res.unwrap_or_else(|e| panic!("{e}\n{log}"));
+    let Outcome::Published { branch, pull, updated, check_passed, commit, .. } = &outcome else {
+        panic!("{outcome:?}\n{log}")
+    };
+    assert_eq!(branch, "xirang-bot/pytorch-v2.1.0");
+    assert_eq!((*pull, *updated, *check_passed), (1, false, Some(true)));
+    assert_eq!(outcome.exit_code(), 0);
+    assert_eq!(fx.remote_tip(branch).map(|o| o.to_string()).as_deref(), Some(commit.as_str()));
+    assert_eq!(fx.remote_tip("main"), main_before, "the default branch was touched");
+    // the branch holds the import and the regeneration step's output
+    assert!(fx.remote_file(branch, "schemas/pytorch/v2.1.0/meta.json").is_some());
+    assert_eq!(fx.remote_file(branch, "generated.txt").as_deref(), Some("regenerated\n"));
+    assert!(fx.remote_file(branch, "notes.txt").is_none(), "the user's untracked file was committed");
+    let remote = fx.remote_repo();
+    let tip = remote.find_commit(fx.remote_tip(branch).unwrap()).unwrap();
+    let msg = tip.message().unwrap().to_string();
+    assert!(msg.starts_with("xirang-bot: import PyTorch v2.1.0"), "{msg}");
+    assert!(msg.contains("Xirang-Bot-Key: "), "{msg}");
+    assert_eq!(tip.author().email().ok(), Some("xirang-bot@users.noreply.invalid"));
+    assert_eq!(tip.parent_id(0).unwrap(), fx.base_commit);
+
+    let pulls = forge.pulls();
+    assert_eq!(pulls.len(), 1);
+    let pr = &pulls[0];
+    assert_eq!((pr.head.as_str(), pr.base.as_str(), pr.state.as_str()), (branch.as_str(), "main", "open"));
+    assert_eq!(pr.title, "xirang-bot: PyTorch v2.1.0");
+    assert!(pr.body.contains("# Drift report: pytorch v2.0.0 -> v2.1.0"), "{}", pr.body);
+    assert!(pr.body.contains("mul.Tensor"), "{}", pr.body);
+    assert!(pr.body.contains("**Check:** passed"), "{}", pr.body);
+    let meta = meta_of(&pr.body);
+    assert_eq!(meta["versions"], serde_json::json!(["v2.1.0"]));
+    assert_eq!(meta["previous"], "v2.0.0");
+    assert_eq!(meta["check"], "passed");
+    let key = meta["key"].as_str().unwrap().to_string();
+    assert!(msg.contains(&key));
+    // labels: created when missing, then added
+    let sev = format!("drift:{}", meta["severity"].as_str().unwrap());
+    assert!(pr.labels.contains(&"xirang-bot".to_string()) && pr.labels.contains(&sev), "{:?}", pr.labels);
+    assert_eq!(forge.count("POST", "/repos/acme/xirang/labels"), 2);
+    fx.assert_user_tree_intact();
+
+    // 2. nothing changed upstream: nothing happens (no write to the forge, no push)
+    let writes = forge.writes();
+    let tip_before = fx.remote_tip(branch);
+    let (res, log) = fx.run();
+    let outcome = res.unwrap_or_else(|e| panic!("{e}\n{log}"));
+    assert_eq!(outcome, Outcome::Unchanged { branch: branch.clone(), pull: Some(1) });
+    assert_eq!(forge.writes(), writes, "the second run wrote to the forge");
+    assert_eq!(fx.remote_tip(branch), tip_before);
+    fx.assert_user_tree_intact();
+
+    // 3. a newer release: the next PR (both versions), the older one closed as superseded
+    write_release(
+        &fx.upstream,
+        "v2.2.0",
+        &["mul.Tensor(Tensor self, Tensor other) -> Tensor", "neg(Tensor self) -> Tensor"],
+    );
+    let (res, log) = fx.run();
+    let outcome = res.unwrap_or_else(|e| panic!("{e}\n{log}"));
+    let Outcome::Published { branch: b2, pull: p2, updated: false, .. } = &outcome else { panic!("{outcome:?}") };
+    assert_eq!((b2.as_str(), *p2), ("xirang-bot/pytorch-v2.2.0", 2));
+    let pulls = forge.pulls();
+    assert_eq!(pulls[0].state, "closed");
+    assert_eq!(pulls[1].state, "open");
+    assert_eq!(pulls[1].title, "xirang-bot: PyTorch v2.1.0, v2.2.0");
+    assert!(pulls[1].body.contains("# Drift report: pytorch v2.0.0 -> v2.2.0"));
+    assert!(forge.comments().iter().any(|(n, b)| *n == 1 && b.contains("Superseded by #2")));
+    // one commit per version on top of main
+    let remote = fx.remote_repo();
+    let tip = remote.find_commit(fx.remote_tip(b2).unwrap()).unwrap();
+    assert!(tip.message().unwrap().starts_with("xirang-bot: import PyTorch v2.2.0"));
+    let parent = tip.parent(0).unwrap();
+    assert!(parent.message().unwrap().starts_with("xirang-bot: import PyTorch v2.1.0"));
+    assert_eq!(parent.parent_id(0).unwrap(), fx.base_commit);
+    assert_eq!(fx.remote_tip("main"), main_before);
+    fx.assert_user_tree_intact();
+    // no leftover worktrees
+    let repo = git2::Repository::open(&fx.work).unwrap();
+    assert_eq!(repo.worktrees().unwrap().len(), 0);
+    fx.cleanup();
+}
+
+#[test]
+fn a_changed_upstream_updates_the_open_pr() {
+    let forge = FakeForge::start();
+    let fx = fixture("update", &forge.url, DEFAULT_STEPS);
+    let (res, log) = fx.run();
+    assert!(matches!(res, Ok(Outcome::Published { pull: 1, .. })), "{res:?}\n{log}");
+    let key1 = meta_of(&forge.pulls()[0].body)["key"].clone();
+    // v2.1.0 re-released with another operator: same branch, same PR, new key
+    write_release(
+        &fx.upstream,
+        "v2.1.0",
+        &["mul.Tensor(Tensor self, Tensor other) -> Tensor", "abs(Tensor self) -> Tensor"],
+    );
+    let (res, log) = fx.run();
+    let outcome = res.unwrap_or_else(|e| panic!("{e}\n{log}"));
+    assert!(matches!(&outcome, Outcome::Published { pull: 1, updated: true, .. }), "{outcome:?}");
+    let pulls = forge.pulls();
+    assert_eq!(pulls.len(), 1);
+    assert_ne!(meta_of(&pulls[0].body)["key"], key1);
+    assert!(pulls[0].body.contains("abs"));
+    assert_eq!(forge.count("PATCH", "/repos/acme/xirang/pulls/1"), 1);
+    assert!(
+        fx.remote_file("xirang-bot/pytorch-v2.1.0", "schemas/pytorch/v2.1.0/operators.jsonl").unwrap().contains("abs")
+    );
+    fx.assert_user_tree_intact();
+    fx.cleanup();
+}
+
+#[test]
+fn a_human_commit_on_the_branch_stops_the_bot() {
+    let forge = FakeForge::start();
+    let fx = fixture("human", &forge.url, DEFAULT_STEPS);
+    let (res, log) = fx.run();
+    assert!(matches!(res, Ok(Outcome::Published { pull: 1, .. })), "{res:?}\n{log}");
+    // someone pushes a fix to the bot's branch
+    let branch = "xirang-bot/pytorch-v2.1.0";
+    let remote = fx.remote_repo();
+    let tip = remote.find_commit(fx.remote_tip(branch).unwrap()).unwrap();
+    let human = git2::Signature::now("Grace Human", "grace@example.invalid").unwrap();
+    let fix = remote
+        .commit(
+            Some(&format!("refs/heads/{branch}")),
+            &human,
+            &human,
+            "fix the kernels by hand",
+            &tip.tree().unwrap(),
+            &[&tip],
+        )
+        .unwrap();
+    // and the upstream changes, so the bot would otherwise push
+    write_release(&fx.upstream, "v2.1.0", &["abs(Tensor self) -> Tensor"]);
+    let (res, log) = fx.run();
+    let outcome = res.unwrap_or_else(|e| panic!("{e}\n{log}"));
+    let Outcome::Stopped { commit, pull, commented, .. } = &outcome else { panic!("{outcome:?}") };
+    assert_eq!((commit.as_str(), *pull, *commented), (fix.to_string().as_str(), Some(1), true));
+    assert_eq!(outcome.exit_code(), 3);
+    assert_eq!(fx.remote_tip(branch), Some(fix), "the bot pushed over a human commit");
+    let stops: Vec<_> = forge.comments().into_iter().filter(|(_, b)| b.contains("xirang-bot stopped")).collect();
+    assert_eq!(stops.len(), 1);
+    assert!(stops[0].1.contains("Grace Human"));
+    // the next scheduled run does not comment again
+    let (res, _) = fx.run();
+    assert!(matches!(res, Ok(Outcome::Stopped { commented: false, .. })), "{res:?}");
+    assert_eq!(forge.comments().len(), 1);
+    assert_eq!(forge.pulls().len(), 1);
+    fx.assert_user_tree_intact();
+    fx.cleanup();
+}
+
+#[test]
+fn dry_run_prints_branch_commit_and_pr_and_changes_nothing() {
+    let forge = FakeForge::start();
+    let fx = fixture("dry", &forge.url, DEFAULT_STEPS);
+    // no token needed for a dry run
+    let (res, log) = fx.run_with(&fx.options(None, true));
+    let outcome = res.unwrap_or_else(|e| panic!("{e}\n{log}"));
+    let Outcome::DryRun { branch, message, title, body, labels, .. } = &outcome else { panic!("{outcome:?}") };
+    assert_eq!(branch, "xirang-bot/pytorch-v2.1.0");
+    assert!(message.contains("Xirang-Bot-Key: "));
+    assert_eq!(title, "xirang-bot: PyTorch v2.1.0");
+    assert!(body.contains("# Drift report: pytorch v2.0.0 -> v2.1.0"));
+    assert!(labels.contains(&"xirang-bot".to_string()));
+    assert!(forge.requests().is_empty(), "a dry run called the forge");
+    assert!(fx.remote_tip(branch).is_none(), "a dry run pushed");
+    let repo = git2::Repository::open(&fx.work).unwrap();
+    assert!(repo.find_branch(branch, git2::BranchType::Local).is_err(), "a dry run left a local branch");
+    assert_eq!(repo.worktrees().unwrap().len(), 0);
+    fx.assert_user_tree_intact();
+    fx.cleanup();
+}
+
+/// Commits release files in PyTorch's source layout and tags each `vX.Y.Z`.
+fn make_pytorch_clone(dir: &std::path::Path, releases: &[(&str, &[&str])]) {
+    let mut opts = git2::RepositoryInitOptions::new();
+    opts.initial_head("main");
+    let repo = git2::Repository::init_opts(dir, &opts).unwrap();
+    let sig = git2::Signature::now("upstream", "u@example.invalid").unwrap();
+    for (tag, extra) in releases {
+        let native = dir.join("aten/src/ATen/native");
+        std::fs::create_dir_all(&native).unwrap();
+        std::fs::write(native.join("native_functions.yaml"), native_functions(extra)).unwrap();
+        std::fs::write(native.join("tags.yaml"), "- tag: pointwise\n  desc: elementwise\n").unwrap();
+        let mut idx = repo.index().unwrap();
+        idx.add_all(["*"], git2::IndexAddOption::DEFAULT, None).unwrap();
+        idx.write().unwrap();
+        let tree = repo.find_tree(idx.write_tree().unwrap()).unwrap();
+        let parents: Vec<git2::Commit> = repo.head().ok().and_then(|h| h.peel_to_commit().ok()).into_iter().collect();
+        let refs: Vec<&git2::Commit> = parents.iter().collect();
+        let c = repo.commit(Some("HEAD"), &sig, &sig, tag, &tree, &refs).unwrap();
+        repo.tag_lightweight(tag, &repo.find_object(c, None).unwrap(), false).unwrap();
+    }
+    // a pre-release tag is not a release
+    let head = repo.head().unwrap().peel_to_commit().unwrap();
+    repo.tag_lightweight("v2.3.0-rc1", head.as_object(), false).unwrap();
+}
+
+#[test]
+fn new_versions_from_a_pytorch_clones_tags() {
+    let forge = FakeForge::start();
+    let fx = fixture("gittags", &forge.url, DEFAULT_STEPS);
+    let clone = fx.dir.join("pytorch");
+    make_pytorch_clone(&clone, &[("v2.0.0", &[]), ("v2.1.0", &["neg(Tensor self) -> Tensor"])]);
+    let mut opts = fx.options(Some(TOKEN), false);
+    opts.upstream = Upstream::Git(clone.clone());
+    let (res, log) = fx.run_with(&opts);
+    let outcome = res.unwrap_or_else(|e| panic!("{e}\n{log}"));
+    assert!(matches!(&outcome, Outcome::Published { pull: 1, .. }), "{outcome:?}");
+    assert!(forge.pulls()[0].body.contains("neg"));
+    assert!(log.contains("git:v2.1.0"), "{log}");
+    let (res, _) = fx.run_with(&opts);
+    assert!(matches!(res, Ok(Outcome::Unchanged { .. })), "{res:?}");
+    fx.assert_user_tree_intact();
+    fx.cleanup();
+}
+
+#[test]
+fn new_versions_from_the_package_index_json_api() {
+    use std::io::Write;
+    let forge = FakeForge::start();
+    let fx = fixture("pypi", &forge.url, DEFAULT_STEPS);
+    // a tiny torch wheel with the operator files under torchgen/packaged/
+    let mut buf = std::io::Cursor::new(Vec::new());
+    {
+        let mut z = zip::ZipWriter::new(&mut buf);
+        let o = zip::write::SimpleFileOptions::default();
+        z.start_file("torchgen/packaged/ATen/native/native_functions.yaml", o).unwrap();
+        z.write_all(native_functions(&["sub.Tensor(Tensor self, Tensor other) -> Tensor"]).as_bytes()).unwrap();
+        z.start_file("torchgen/packaged/ATen/native/tags.yaml", o).unwrap();
+        z.write_all(b"- tag: pointwise\n  desc: elementwise\n").unwrap();
+        z.finish().unwrap();
+    }
+    let wheel = buf.into_inner();
+    let sha = {
+        use sha2::Digest;
+        sha2::Sha256::digest(&wheel).iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    forge.serve_file("/files/torch-2.1.0-cp311-none-any.whl", wheel.clone());
+    let doc = serde_json::json!({"info": {"name": "torch"}, "releases": {
+        "2.0.0": [],
+        "2.1.0": [
+            {"filename": "torch-2.1.0-cp311-none-any.whl", "url": format!("{}/files/torch-2.1.0-cp311-none-any.whl", forge.url),
+             "digests": {"sha256": sha}, "size": wheel.len(), "yanked": false},
+            {"filename": "torch-2.1.0-cp311-cp311-manylinux1_x86_64.whl", "url": format!("{}/files/big.whl", forge.url),
+             "digests": {"sha256": "00"}, "size": 900_000_000u64, "yanked": false}],
+        "2.2.0rc1": [{"filename": "torch-2.2.0rc1-x.whl", "url": "http://127.0.0.1:1/x", "digests": {"sha256": "00"}, "size": 1}]}});
+    forge.serve_file("/pypi/torch/json", doc.to_string().into_bytes());
+    let mut opts = fx.options(None, true);
+    opts.upstream = Upstream::Pypi(format!("{}/pypi/torch/json", forge.url));
+    let (res, log) = fx.run_with(&opts);
+    let outcome = res.unwrap_or_else(|e| panic!("{e}\n{log}"));
+    let Outcome::DryRun { branch, body, .. } = &outcome else { panic!("{outcome:?}") };
+    assert_eq!(branch, "xirang-bot/pytorch-v2.1.0");
+    assert!(body.contains("sub.Tensor"), "{body}");
+    assert!(body.contains("wheel:torch-2.1.0-cp311-none-any.whl"), "{body}");
+    assert_eq!(forge.count("GET", "/files/big.whl"), 0, "downloaded a larger wheel than needed");
+    fx.assert_user_tree_intact();
+    fx.cleanup();
+}
+
+#[test]
+fn the_shipped_config_and_workflow_are_usable() {
+    let root = xirang_tests::repo_root();
+    let c = xirang_scan::bot::BotConfig::load(&root).unwrap();
+    assert_eq!(
+        (c.base.as_str(), c.branch_prefix.as_str(), c.token_env.as_str()),
+        ("main", "xirang-bot", "XIRANG_BOT_TOKEN")
+    );
+    let wf = std::fs::read_to_string(root.join(".github/workflows/xirang-bot.yml")).unwrap();
+    for needle in
+        ["schedule:", "cron:", "xirang-scan bot", "XIRANG_BOT_TOKEN", "--features https", "pull-requests: write"]
+    {
+        assert!(wf.contains(needle), "workflow lacks {needle}");
+    }
+}

@@ -1,0 +1,508 @@
+//! Shared by the bot tests (`#[path]`-included): a fake forge (GitHub's REST endpoints the bot uses,
+//! on loopback, in a thread) and a fixture of real git repositories (a bare remote and a working
+//! clone with uncommitted user changes) plus a tiny fake PyTorch release folder.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use xirang_scan::bot::{self, BotConfig, BotError, Log, Options, Outcome, Upstream};
+use xirang_scan::snapshot::{PytorchSnapshot, Store};
+use xirang_scan::source::{self, SourceSpec};
+use xirang_scan::version::Version;
+
+pub const TOKEN: &str = "ghp_TESTTOKEN_do_not_print_0123456789";
+pub const OWNER: &str = "acme";
+pub const REPO: &str = "xirang";
+
+/// One request the fake forge saw.
+#[derive(Debug, Clone)]
+pub struct Req {
+    pub method: String,
+    pub path: String,
+    pub body: String,
+}
+
+/// An injected failure: the next `times` requests matching method and path prefix get `status`.
+#[derive(Debug, Clone)]
+pub struct Fail {
+    pub method: &'static str,
+    pub path: String,
+    pub status: u16,
+    pub times: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct Pr {
+    pub number: u64,
+    pub title: String,
+    pub body: String,
+    pub head: String,
+    pub base: String,
+    pub state: String,
+    pub labels: Vec<String>,
+}
+
+#[derive(Debug, Default)]
+pub struct State {
+    pub pulls: Vec<Pr>,
+    pub labels: Vec<(u64, String, String)>,
+    pub comments: Vec<(u64, String)>,
+    pub requests: Vec<Req>,
+    pub fails: Vec<Fail>,
+    /// Routes under `/pypi/` and `/files/`: path -> (content type, bytes).
+    pub files: Vec<(String, Vec<u8>)>,
+    next: u64,
+}
+
+pub struct FakeForge {
+    pub url: String,
+    pub state: Arc<Mutex<State>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for FakeForge {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+impl FakeForge {
+    pub fn start() -> FakeForge {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let state = Arc::new(Mutex::new(State { next: 1, ..State::default() }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (st, sp) = (state.clone(), stop.clone());
+        std::thread::spawn(move || {
+            // bounded: stops when the test drops the forge, or after two minutes
+            let deadline = Instant::now() + Duration::from_secs(120);
+            while !sp.load(Ordering::SeqCst) && Instant::now() < deadline {
+                match listener.accept() {
+                    Ok((s, _)) => {
+                        let _ = s.set_nonblocking(false);
+                        let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+                        handle(s, &st);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
+                }
+            }
+        });
+        FakeForge { url, state, stop }
+    }
+
+    pub fn fail(&self, method: &'static str, path: &str, status: u16, times: u32) {
+        self.state.lock().unwrap().fails.push(Fail { method, path: path.to_string(), status, times });
+    }
+
+    pub fn requests(&self) -> Vec<Req> {
+        self.state.lock().unwrap().requests.clone()
+    }
+
+    pub fn count(&self, method: &str, path_prefix: &str) -> usize {
+        self.requests().iter().filter(|r| r.method == method && r.path.starts_with(path_prefix)).count()
+    }
+
+    pub fn writes(&self) -> usize {
+        self.requests().iter().filter(|r| r.method != "GET").count()
+    }
+
+    pub fn pulls(&self) -> Vec<Pr> {
+        self.state.lock().unwrap().pulls.clone()
+    }
+
+    pub fn comments(&self) -> Vec<(u64, String)> {
+        self.state.lock().unwrap().comments.clone()
+    }
+
+    pub fn serve_file(&self, path: &str, bytes: Vec<u8>) {
+        self.state.lock().unwrap().files.push((path.to_string(), bytes));
+    }
+}
+
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Some(v) = std::str::from_utf8(&b[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).to_string()
+}
+
+fn query(path: &str, key: &str) -> Option<String> {
+    let q = path.split_once('?')?.1;
+    q.split('&').find_map(|kv| kv.strip_prefix(&format!("{key}="))).map(decode)
+}
+
+fn handle(stream: TcpStream, st: &Arc<Mutex<State>>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut line = String::new();
+    if reader.read_line(&mut line).is_err() {
+        return;
+    }
+    let mut parts = line.split_whitespace();
+    let method = parts.next().unwrap_or("").to_string();
+    let path = parts.next().unwrap_or("").to_string();
+    let mut len = 0usize;
+    let mut auth = String::new();
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h).is_err() || h == "\r\n" || h.is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            match k.to_ascii_lowercase().as_str() {
+                "content-length" => len = v.trim().parse().unwrap_or(0),
+                "authorization" => auth = v.trim().to_string(),
+                _ => {}
+            }
+        }
+    }
+    let mut body = vec![0u8; len];
+    let _ = reader.read_exact(&mut body);
+    let body = String::from_utf8_lossy(&body).to_string();
+    let (status, out, ctype) = route(st, &method, &path, &auth, &body);
+    let reason = match status {
+        200 => "OK",
+        201 => "Created",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        422 => "Unprocessable Entity",
+        _ => "Error",
+    };
+    let mut s = stream;
+    let head = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        out.len()
+    );
+    let _ = s.write_all(head.as_bytes());
+    let _ = s.write_all(&out);
+    let _ = s.flush();
+}
+
+fn pr_json(p: &Pr) -> Value {
+    json!({"number": p.number, "html_url": format!("https://forge.invalid/{OWNER}/{REPO}/pull/{}", p.number),
+           "title": p.title, "body": p.body, "state": p.state,
+           "head": {"ref": p.head, "sha": "0000000000000000000000000000000000000000", "label": format!("{OWNER}:{}", p.head)},
+           "base": {"ref": p.base},
+           "labels": p.labels.iter().map(|l| json!({"name": l})).collect::<Vec<_>>()})
+}
+
+fn route(st: &Arc<Mutex<State>>, method: &str, full: &str, auth: &str, body: &str) -> (u16, Vec<u8>, &'static str) {
+    let mut s = st.lock().unwrap();
+    s.requests.push(Req { method: method.into(), path: full.into(), body: body.into() });
+    let j = |status: u16, v: Value| (status, v.to_string().into_bytes(), "application/json");
+    let path = full.split('?').next().unwrap_or(full).to_string();
+    if let Some(f) = s.fails.iter_mut().find(|f| f.times > 0 && f.method == method && path.starts_with(&f.path)) {
+        f.times -= 1;
+        let st = f.status;
+        return j(st, json!({"message": format!("injected {st}")}));
+    }
+    if let Some((_, bytes)) = s.files.iter().find(|(p, _)| *p == path) {
+        return (200, bytes.clone(), "application/octet-stream");
+    }
+    if auth != format!("Bearer {TOKEN}") {
+        // echo what was sent: the bot must redact it
+        return j(401, json!({"message": format!("Bad credentials: {auth}")}));
+    }
+    let prefix = format!("/repos/{OWNER}/{REPO}");
+    let Some(rest) = path.strip_prefix(&prefix) else {
+        return j(404, json!({"message": "Not Found"}));
+    };
+    let input: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    let segs: Vec<&str> = rest.trim_start_matches('/').split('/').collect();
+    match (method, segs.as_slice()) {
+        ("GET", ["pulls"]) => {
+            let head = query(full, "head");
+            let list: Vec<Value> = s
+                .pulls
+                .iter()
+                .filter(|p| p.state == "open")
+                .filter(|p| head.as_ref().is_none_or(|h| *h == format!("{OWNER}:{}", p.head)))
+                .map(pr_json)
+                .collect();
+            j(200, Value::Array(list))
+        }
+        ("POST", ["pulls"]) => {
+            let (Some(title), Some(head), Some(base)) =
+                (input["title"].as_str(), input["head"].as_str(), input["base"].as_str())
+            else {
+                return j(422, json!({"message": "Validation Failed", "errors": [{"message": "missing field"}]}));
+            };
+            if s.pulls.iter().any(|p| p.state == "open" && p.head == head) {
+                return j(
+                    422,
+                    json!({"message": "Validation Failed",
+                           "errors": [{"message": format!("A pull request already exists for {OWNER}:{head}.")}]}),
+                );
+            }
+            let number = s.next;
+            s.next += 1;
+            let pr = Pr {
+                number,
+                title: title.into(),
+                body: input["body"].as_str().unwrap_or("").into(),
+                head: head.into(),
+                base: base.into(),
+                state: "open".into(),
+                labels: vec![],
+            };
+            let v = pr_json(&pr);
+            s.pulls.push(pr);
+            j(201, v)
+        }
+        ("PATCH", ["pulls", n]) => {
+            let n: u64 = n.parse().unwrap_or(0);
+            let Some(p) = s.pulls.iter_mut().find(|p| p.number == n) else {
+                return j(404, json!({"message": "Not Found"}));
+            };
+            if let Some(t) = input["title"].as_str() {
+                p.title = t.into();
+            }
+            if let Some(b) = input["body"].as_str() {
+                p.body = b.into();
+            }
+            if let Some(x) = input["state"].as_str() {
+                p.state = x.into();
+            }
+            let v = pr_json(p);
+            j(200, v)
+        }
+        ("GET", ["issues", n, "comments"]) => {
+            let n: u64 = n.parse().unwrap_or(0);
+            let list: Vec<Value> =
+                s.comments.iter().filter(|(i, _)| *i == n).map(|(_, b)| json!({"id": 1, "body": b})).collect();
+            j(200, Value::Array(list))
+        }
+        ("POST", ["issues", n, "comments"]) => {
+            let n: u64 = n.parse().unwrap_or(0);
+            let b = input["body"].as_str().unwrap_or("").to_string();
+            s.comments.push((n, b.clone()));
+            j(201, json!({"id": s.comments.len(), "body": b}))
+        }
+        ("GET", ["labels"]) => {
+            let list: Vec<Value> = s.labels.iter().map(|(id, n, c)| json!({"id": id, "name": n, "color": c})).collect();
+            j(200, Value::Array(list))
+        }
+        ("POST", ["labels"]) => {
+            let name = input["name"].as_str().unwrap_or("").to_string();
+            let color = input["color"].as_str().unwrap_or("").to_string();
+            if name.is_empty() || s.labels.iter().any(|(_, n, _)| *n == name) {
+                return j(422, json!({"message": "Validation Failed", "errors": [{"code": "already_exists"}]}));
+            }
+            let id = s.labels.len() as u64 + 100;
+            s.labels.push((id, name.clone(), color.clone()));
+            j(201, json!({"id": id, "name": name, "color": color}))
+        }
+        ("POST", ["issues", n, "labels"]) => {
+            let n: u64 = n.parse().unwrap_or(0);
+            let names: Vec<String> =
+                input["labels"].as_array().into_iter().flatten().filter_map(|l| l.as_str().map(String::from)).collect();
+            let known: Vec<String> = s.labels.iter().map(|(_, n, _)| n.clone()).collect();
+            let Some(p) = s.pulls.iter_mut().find(|p| p.number == n) else {
+                return j(404, json!({"message": "Not Found"}));
+            };
+            for l in names {
+                if !p.labels.contains(&l) {
+                    p.labels.push(l.clone());
+                }
+                if !known.contains(&l) {
+                    return j(422, json!({"message": format!("label {l} does not exist")}));
+                }
+            }
+            let v: Vec<Value> = p.labels.iter().map(|l| json!({"name": l})).collect();
+            j(200, Value::Array(v))
+        }
+        _ => j(404, json!({"message": "Not Found"})),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// repositories
+
+pub fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("xirang-bot-test-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+const TAGS: &str = "- tag: pointwise\n  desc: elementwise\n";
+
+/// A tiny native_functions.yaml: `add.Tensor` always, plus `extra` operators.
+pub fn native_functions(extra: &[&str]) -> String {
+    let mut s = String::from(
+        "- func: add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor\n  variants: function, method\n  \
+         tags: pointwise\n",
+    );
+    for e in extra {
+        s.push_str(&format!("\n- func: {e}\n  variants: function\n"));
+    }
+    s
+}
+
+/// Writes a release folder `dir/vX.Y.Z` with the given operators.
+pub fn write_release(dir: &Path, version: &str, extra: &[&str]) {
+    let d = dir.join(version);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("native_functions.yaml"), native_functions(extra)).unwrap();
+    std::fs::write(d.join("tags.yaml"), TAGS).unwrap();
+}
+
+pub struct Fixture {
+    pub dir: PathBuf,
+    pub work: PathBuf,
+    pub remote: PathBuf,
+    pub upstream: PathBuf,
+    pub base_commit: git2::Oid,
+}
+
+pub const DEFAULT_STEPS: &str = r#"steps = [["sh", "-c", "echo regenerated > generated.txt"]]
+check = ["sh", "-c", "echo checked"]"#;
+
+pub fn bot_toml(api: &str, steps_and_check: &str) -> String {
+    format!(
+        "# the generator's table: the bot ignores it\n[generate]\nout = \"generated\"\n\n[bot]\nforge = \"github\"\n\
+         api_url = \"{api}\"\nowner = \"{OWNER}\"\nrepo = \"{REPO}\"\nremote = \"origin\"\nbase = \"main\"\n\
+         {steps_and_check}\nretry = {{ max = 2, base_ms = 5 }}\ntimeout_s = 10\n"
+    )
+}
+
+fn sig() -> git2::Signature<'static> {
+    git2::Signature::now("Ada Maintainer", "ada@example.invalid").unwrap()
+}
+
+/// A bare remote with `main` (store with v2.0.0, xirang.toml), a working clone with uncommitted
+/// user changes, and an upstream folder with v2.0.0 and v2.1.0.
+pub fn fixture(tag: &str, api: &str, steps_and_check: &str) -> Fixture {
+    let dir = tmpdir(tag);
+    let upstream = dir.join("upstream");
+    write_release(&upstream, "v2.0.0", &[]);
+    write_release(&upstream, "v2.1.0", &["mul.Tensor(Tensor self, Tensor other) -> Tensor"]);
+
+    let remote = dir.join("remote.git");
+    git2::Repository::init_bare(&remote).unwrap();
+    let work = dir.join("work");
+    let mut opts = git2::RepositoryInitOptions::new();
+    opts.initial_head("main");
+    let repo = git2::Repository::init_opts(&work, &opts).unwrap();
+    std::fs::write(work.join("xirang.toml"), bot_toml(api, steps_and_check)).unwrap();
+    std::fs::write(work.join("README.md"), "# the adapter\n").unwrap();
+    std::fs::write(work.join(".gitignore"), "target/\n").unwrap();
+    let files = source::read(&SourceSpec::Folder(upstream.join("v2.0.0"))).unwrap();
+    let snap = PytorchSnapshot::build(&files, &Version::parse("v2.0.0").unwrap()).unwrap();
+    Store::new(work.join("schemas")).write_pytorch(&snap).unwrap();
+    let mut idx = repo.index().unwrap();
+    idx.add_all(["*"], git2::IndexAddOption::DEFAULT, None).unwrap();
+    idx.write().unwrap();
+    let tree = repo.find_tree(idx.write_tree().unwrap()).unwrap();
+    let base_commit = repo.commit(Some("HEAD"), &sig(), &sig(), "initial", &tree, &[]).unwrap();
+    repo.remote("origin", remote.to_str().unwrap()).unwrap();
+    repo.find_remote("origin").unwrap().push(&["refs/heads/main:refs/heads/main"], None).unwrap();
+
+    // the user's work in progress: modified, untracked and staged files
+    std::fs::write(work.join("README.md"), "# the adapter\n\nwork in progress\n").unwrap();
+    std::fs::write(work.join("notes.txt"), "do not lose me\n").unwrap();
+    std::fs::write(work.join("staged.txt"), "staged\n").unwrap();
+    let mut idx = repo.index().unwrap();
+    idx.add_path(Path::new("staged.txt")).unwrap();
+    idx.write().unwrap();
+    Fixture { dir, work, remote, upstream, base_commit }
+}
+
+impl Fixture {
+    pub fn options(&self, token: Option<&str>, dry_run: bool) -> Options {
+        Options {
+            repo: self.work.clone(),
+            config: BotConfig::load(&self.work).unwrap(),
+            upstream: Upstream::Folder(self.upstream.clone()),
+            token: token.map(String::from),
+            dry_run,
+            self_exe: PathBuf::from("/bin/false"),
+        }
+    }
+
+    /// Runs the bot; returns the outcome and everything it logged. Asserts the token never shows.
+    pub fn run_with(&self, opts: &Options) -> (Result<Outcome, BotError>, String) {
+        let mut buf = Vec::new();
+        let res = {
+            let mut log = Log::new(&mut buf, &[TOKEN]);
+            bot::run(opts, &mut log)
+        };
+        let out = String::from_utf8(buf).unwrap();
+        assert!(!out.contains(TOKEN), "token in the log:\n{out}");
+        if let Err(e) = &res {
+            assert!(!e.to_string().contains(TOKEN), "token in the error: {e}");
+            assert!(!format!("{e:?}").contains(TOKEN), "token in the error: {e:?}");
+        }
+        (res, out)
+    }
+
+    pub fn run(&self) -> (Result<Outcome, BotError>, String) {
+        self.run_with(&self.options(Some(TOKEN), false))
+    }
+
+    /// The user's uncommitted work, HEAD and index are as the fixture left them.
+    pub fn assert_user_tree_intact(&self) {
+        let w = &self.work;
+        assert_eq!(std::fs::read_to_string(w.join("README.md")).unwrap(), "# the adapter\n\nwork in progress\n");
+        assert_eq!(std::fs::read_to_string(w.join("notes.txt")).unwrap(), "do not lose me\n");
+        assert_eq!(std::fs::read_to_string(w.join("staged.txt")).unwrap(), "staged\n");
+        assert!(!w.join("generated.txt").exists(), "a step ran in the user's tree");
+        assert!(!w.join("schemas/pytorch/v2.1.0").exists(), "an import landed in the user's tree");
+        let repo = git2::Repository::open(w).unwrap();
+        let head = repo.head().unwrap();
+        assert_eq!(head.shorthand().ok(), Some("main"));
+        assert_eq!(head.target(), Some(self.base_commit));
+        let idx = repo.index().unwrap();
+        assert!(idx.get_path(Path::new("staged.txt"), 0).is_some(), "the user's staged file left the index");
+        let statuses = repo.statuses(None).unwrap();
+        let dirty: Vec<String> = statuses.iter().filter_map(|s| s.path().ok().map(String::from)).collect();
+        assert!(dirty.contains(&"README.md".to_string()) && dirty.contains(&"notes.txt".to_string()), "{dirty:?}");
+    }
+
+    pub fn remote_repo(&self) -> git2::Repository {
+        git2::Repository::open_bare(&self.remote).unwrap()
+    }
+
+    pub fn remote_tip(&self, branch: &str) -> Option<git2::Oid> {
+        self.remote_repo().find_reference(&format!("refs/heads/{branch}")).ok().and_then(|r| r.target())
+    }
+
+    /// A file of a remote branch's tree.
+    pub fn remote_file(&self, branch: &str, path: &str) -> Option<String> {
+        let repo = self.remote_repo();
+        let tip = self.remote_tip(branch)?;
+        let tree = repo.find_commit(tip).ok()?.tree().ok()?;
+        let entry = tree.get_path(Path::new(path)).ok()?;
+        let blob = repo.find_blob(entry.id()).ok()?;
+        Some(String::from_utf8_lossy(blob.content()).to_string())
+    }
+
+    pub fn cleanup(&self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The JSON of a bot pull request body's hidden block.
+pub fn meta_of(body: &str) -> Value {
+    let start = body.find(bot::META_MARKER).expect("hidden block") + bot::META_MARKER.len();
+    let end = body[start..].find(" -->").unwrap() + start;
+    serde_json::from_str(&body[start..end]).unwrap()
+}
