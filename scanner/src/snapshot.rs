@@ -333,24 +333,263 @@ impl Store {
         Ok(HeaderSnapshot { meta, set })
     }
 
+    /// Loads two PyTorch snapshots for a comparison, parsing only what can differ: an operator or a
+    /// derivative entry whose line is the same in both (every field but `line`) is left out of both
+    /// sides (see [`PytorchPair`]). `xirang-scan diff` between two store versions reads this way.
+    pub fn load_pytorch_pair(&self, old: &Version, new: &Version) -> Result<PytorchPair> {
+        let (a, b) = (self.read_pytorch_text(old)?, self.read_pytorch_text(new)?);
+        let (ops_a, ops_b) = (op_lines(&a.ops_path, &a.ops)?, op_lines(&b.ops_path, &b.ops)?);
+        let (der_a, der_b) = (derivative_lines(&a.der_path, &a.der)?, derivative_lines(&b.der_path, &b.der)?);
+        let (keep_ops_a, keep_ops_b) = differing(&ops_a, &ops_b);
+        let (keep_der_a, keep_der_b) = differing(&der_a, &der_b);
+        // the kept lines are parsed in full, the old side on a second thread
+        let (old_snap, new_snap) = std::thread::scope(|s| {
+            let h = s.spawn(|| a.parse_kept(&ops_a, &keep_ops_a, &der_a, &keep_der_a));
+            let new_snap = b.parse_kept(&ops_b, &keep_ops_b, &der_b, &keep_der_b);
+            (joined(h, &a.ops_path), new_snap)
+        });
+        let old_index = OpIndex::of(&ops_a, der_a.len());
+        let new_index = OpIndex::of(&ops_b, der_b.len());
+        Ok(PytorchPair { old: old_snap??, new: new_snap?, old_index, new_index })
+    }
+
+    /// The raw files of a PyTorch snapshot (meta and tags parsed, after the format check).
+    fn read_pytorch_text(&self, v: &Version) -> Result<SnapshotText> {
+        let dir = self.dir("pytorch", v);
+        let meta: SnapshotMeta = read_json(&dir.join("meta.json"))?;
+        check_format(&dir, &meta)?;
+        let tags: Vec<TagDef> = read_json(&dir.join("tags.json"))?;
+        let (ops_path, der_path) = (dir.join("operators.jsonl"), dir.join("derivatives.jsonl"));
+        let ops = std::fs::read_to_string(&ops_path).map_err(|e| Error::io(&ops_path, e))?;
+        let der = std::fs::read_to_string(&der_path).map_err(|e| Error::io(&der_path, e))?;
+        Ok(SnapshotText { meta, tags, ops_path, ops, der_path, der })
+    }
+
     /// Loads a PyTorch snapshot.
     pub fn load_pytorch(&self, v: &Version) -> Result<PytorchSnapshot> {
         let dir = self.dir("pytorch", v);
         let meta: SnapshotMeta = read_json(&dir.join("meta.json"))?;
-        if meta.format != FORMAT_NAME || meta.format_version != FORMAT_VERSION {
-            return Err(Error::Snapshot {
-                path: dir.join("meta.json"),
-                message: format!(
-                    "format {} v{} is not {FORMAT_NAME} v{FORMAT_VERSION}; re-import it with `xirang-scan snapshot import`",
-                    meta.format, meta.format_version
-                ),
-            });
-        }
+        check_format(&dir, &meta)?;
         let tags: Vec<TagDef> = read_json(&dir.join("tags.json"))?;
-        let functions: Vec<NativeFunction> = read_jsonl(&dir.join("operators.jsonl"))?;
-        let derivatives: Vec<Derivative> = read_jsonl(&dir.join("derivatives.jsonl"))?;
+        let (ops_path, der_path) = (dir.join("operators.jsonl"), dir.join("derivatives.jsonl"));
+        let ops_text = std::fs::read_to_string(&ops_path).map_err(|e| Error::io(&ops_path, e))?;
+        let der_text = std::fs::read_to_string(&der_path).map_err(|e| Error::io(&der_path, e))?;
+        // Parsing every operator's schema dominates loading; the lines are independent, so the
+        // operators are parsed in two halves and the derivatives beside them, on scoped threads.
+        let (head, tail, tail_line) = split_lines_in_half(&ops_text);
+        let (head, tail, derivatives) = std::thread::scope(|s| {
+            let tail = s.spawn(|| parse_jsonl::<NativeFunction>(&ops_path, tail, tail_line));
+            let derivatives = s.spawn(|| parse_jsonl::<Derivative>(&der_path, &der_text, 0));
+            let head = parse_jsonl::<NativeFunction>(&ops_path, head, 0);
+            (head, joined(tail, &ops_path), joined(derivatives, &der_path))
+        });
+        // the head's error first: the same error a line-by-line read reports
+        let mut functions = head?;
+        functions.extend(tail??);
+        let derivatives = derivatives??;
         Ok(PytorchSnapshot { meta, registry: Registry { tags, functions }, derivatives })
     }
+}
+
+fn check_format(dir: &Path, meta: &SnapshotMeta) -> Result<()> {
+    if meta.format != FORMAT_NAME || meta.format_version != FORMAT_VERSION {
+        return Err(Error::Snapshot {
+            path: dir.join("meta.json"),
+            message: format!(
+                "format {} v{} is not {FORMAT_NAME} v{FORMAT_VERSION}; re-import it with `xirang-scan snapshot import`",
+                meta.format, meta.format_version
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Two PyTorch snapshots read for a comparison ([`Store::load_pytorch_pair`]).
+///
+/// `old` and `new` hold the full meta and tags, but only the operators and derivative entries that
+/// are not the same on the other side: those present on one side only, and those whose stored line
+/// differs in some field other than `line`. What both share unchanged cannot produce a change, so
+/// comparing the two partial snapshots finds exactly the changes of the full ones; the indexes keep
+/// what the comparison needs of the rest (every operator's name and line, the derivative counts).
+/// Not a substitute for [`Store::load_pytorch`] anywhere else.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PytorchPair {
+    pub old: PytorchSnapshot,
+    pub new: PytorchSnapshot,
+    pub old_index: OpIndex,
+    pub new_index: OpIndex,
+}
+
+impl PytorchPair {
+    /// Names of every operator of both versions (old first, file order).
+    pub fn operator_names(&self) -> impl Iterator<Item = &str> {
+        self.old_index.lines.keys().chain(self.new_index.lines.keys()).map(String::as_str)
+    }
+}
+
+/// What a comparison needs of a whole snapshot besides the entries it parses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OpIndex {
+    /// Every operator (qualified name) and the line of its `func:` in native_functions.yaml.
+    pub lines: std::collections::BTreeMap<String, u32>,
+    /// How many derivative entries the snapshot has.
+    pub derivatives: usize,
+}
+
+impl OpIndex {
+    fn of(ops: &[KeyedLine<'_>], derivatives: usize) -> OpIndex {
+        OpIndex { lines: ops.iter().map(|l| (l.key.clone(), l.line)).collect(), derivatives }
+    }
+}
+
+/// The files of one snapshot, read but not parsed.
+struct SnapshotText {
+    meta: SnapshotMeta,
+    tags: Vec<TagDef>,
+    ops_path: PathBuf,
+    ops: String,
+    der_path: PathBuf,
+    der: String,
+}
+
+impl SnapshotText {
+    /// A snapshot of the kept lines only.
+    fn parse_kept(
+        &self,
+        ops: &[KeyedLine<'_>],
+        keep_ops: &[bool],
+        der: &[KeyedLine<'_>],
+        keep_der: &[bool],
+    ) -> Result<PytorchSnapshot> {
+        let functions: Vec<NativeFunction> = parse_kept_lines(&self.ops_path, ops, keep_ops)?;
+        let derivatives: Vec<Derivative> = parse_kept_lines(&self.der_path, der, keep_der)?;
+        Ok(PytorchSnapshot {
+            meta: self.meta.clone(),
+            registry: Registry { tags: self.tags.clone(), functions },
+            derivatives,
+        })
+    }
+}
+
+fn parse_kept_lines<T: for<'de> Deserialize<'de>>(
+    path: &Path,
+    lines: &[KeyedLine<'_>],
+    keep: &[bool],
+) -> Result<Vec<T>> {
+    lines
+        .iter()
+        .zip(keep)
+        .filter(|(_, k)| **k)
+        .map(|(l, _)| {
+            serde_json::from_str(l.text)
+                .map_err(|e| Error::Snapshot { path: path.to_path_buf(), message: format!("line {}: {e}", l.number) })
+        })
+        .collect()
+}
+
+/// One stored line with its identity: the operator name (operators) or `op` + dispatch key
+/// (derivatives), and the text without its `line` field.
+struct KeyedLine<'t> {
+    key: String,
+    text: &'t str,
+    /// The line without the trailing `"line":N` field (the whole line when it has none).
+    content: &'t str,
+    /// The `line` field.
+    line: u32,
+    /// 1-based line number in the file, for errors.
+    number: usize,
+}
+
+/// The fields that identify an operator line (the rest is skipped unparsed).
+#[derive(Deserialize)]
+struct OpHead<'a> {
+    #[serde(borrow)]
+    func: std::borrow::Cow<'a, str>,
+    line: u32,
+}
+
+/// The fields that identify a derivative line.
+#[derive(Deserialize)]
+struct DerivativeHead<'a> {
+    #[serde(borrow)]
+    op: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    dispatch_key: std::borrow::Cow<'a, str>,
+    line: u32,
+}
+
+fn head_error(path: &Path, number: usize, e: impl std::fmt::Display) -> Error {
+    Error::Snapshot { path: path.to_path_buf(), message: format!("line {number}: {e}") }
+}
+
+/// `text` without a trailing `,"line":N}` (the field every line ends with), keeping the `}`.
+fn without_line_field(text: &str) -> &str {
+    match text.rfind(",\"line\":") {
+        Some(i)
+            if text[i + 8..]
+                .strip_suffix('}')
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) =>
+        {
+            &text[..i]
+        }
+        _ => text,
+    }
+}
+
+fn non_blank_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).map(|(i, l)| (i + 1, l))
+}
+
+fn op_lines<'t>(path: &Path, text: &'t str) -> Result<Vec<KeyedLine<'t>>> {
+    non_blank_lines(text)
+        .map(|(number, l)| {
+            let h: OpHead<'_> = serde_json::from_str(l).map_err(|e| head_error(path, number, e))?;
+            let name = h.func.split('(').next().unwrap_or("").trim_end();
+            let key = crate::schema::OperatorName::parse(name)
+                .map_err(|e| head_error(path, number, format!("{}: {e}", h.func)))?
+                .to_string();
+            Ok(KeyedLine { key, text: l, content: without_line_field(l), line: h.line, number })
+        })
+        .collect()
+}
+
+fn derivative_lines<'t>(path: &Path, text: &'t str) -> Result<Vec<KeyedLine<'t>>> {
+    non_blank_lines(text)
+        .map(|(number, l)| {
+            let h: DerivativeHead<'_> = serde_json::from_str(l).map_err(|e| head_error(path, number, e))?;
+            // `\0` cannot occur in either part, so the joined key is unambiguous
+            let key = format!("{}\0{}", h.op, h.dispatch_key);
+            Ok(KeyedLine { key, text: l, content: without_line_field(l), line: h.line, number })
+        })
+        .collect()
+}
+
+/// Which lines of each side to parse: all but those whose key occurs exactly once on each side
+/// with the same content.
+fn differing(a: &[KeyedLine<'_>], b: &[KeyedLine<'_>]) -> (Vec<bool>, Vec<bool>) {
+    let (ca, cb) = (key_counts(a), key_counts(b));
+    let keep_a = a.iter().map(|l| !shared(l, &ca, &cb, b)).collect();
+    let keep_b = b.iter().map(|l| !shared(l, &cb, &ca, a)).collect();
+    (keep_a, keep_b)
+}
+
+type KeyCounts<'k> = std::collections::HashMap<&'k str, (usize, usize)>;
+
+/// Key -> (index of its first line, number of lines).
+fn key_counts<'k>(ls: &'k [KeyedLine<'_>]) -> KeyCounts<'k> {
+    let mut m = KeyCounts::with_capacity(ls.len());
+    for (i, l) in ls.iter().enumerate() {
+        m.entry(l.key.as_str()).or_insert((i, 0)).1 += 1;
+    }
+    m
+}
+
+/// True when `l`'s key occurs once on each side and the other side's line has the same content.
+fn shared(l: &KeyedLine<'_>, mine: &KeyCounts<'_>, theirs: &KeyCounts<'_>, other: &[KeyedLine<'_>]) -> bool {
+    matches!(
+        (mine.get(l.key.as_str()), theirs.get(l.key.as_str())),
+        (Some((_, 1)), Some(&(j, 1))) if other[j].content == l.content
+    )
 }
 
 fn to_pretty<T: Serialize>(v: &T) -> Result<String> {
@@ -390,12 +629,37 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
 
 fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str(l)
-                .map_err(|e| Error::Snapshot { path: path.to_path_buf(), message: format!("line {}: {e}", i + 1) })
-        })
-        .collect()
+    parse_jsonl(path, &text, 0)
+}
+
+/// One value per non-blank line of `text`, whose first line is line `first_line + 1` of `path`.
+fn parse_jsonl<'t, T: Deserialize<'t>>(path: &Path, text: &'t str, first_line: usize) -> Result<Vec<T>> {
+    let mut out = Vec::with_capacity(text.bytes().filter(|&b| b == b'\n').count() + 1);
+    for (i, l) in text.lines().enumerate() {
+        if l.trim().is_empty() {
+            continue;
+        }
+        let v = serde_json::from_str(l).map_err(|e| Error::Snapshot {
+            path: path.to_path_buf(),
+            message: format!("line {}: {e}", first_line + i + 1),
+        })?;
+        out.push(v);
+    }
+    Ok(out)
+}
+
+/// Splits `text` after the line ending nearest its middle: (head, tail, lines in head).
+fn split_lines_in_half(text: &str) -> (&str, &str, usize) {
+    let mid = text.len() / 2;
+    let cut = match text.as_bytes()[mid..].iter().position(|&b| b == b'\n') {
+        Some(i) => mid + i + 1,
+        None => text.len(),
+    };
+    let (head, tail) = text.split_at(cut);
+    (head, tail, head.bytes().filter(|&b| b == b'\n').count())
+}
+
+/// The result of a scoped parser thread; a panic in it becomes an error, not a second panic.
+fn joined<T>(h: std::thread::ScopedJoinHandle<'_, Result<T>>, path: &Path) -> Result<Result<T>> {
+    h.join().map_err(|_| Error::Snapshot { path: path.to_path_buf(), message: "the parser thread panicked".into() })
 }
