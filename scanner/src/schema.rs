@@ -400,6 +400,17 @@ impl OperatorName {
 
     /// Parses `name` or `name.overload`.
     pub fn parse(s: &str) -> Result<OperatorName, SchemaError> {
+        let (name, overload) = OperatorName::split_valid(s)?;
+        Ok(OperatorName::new(name, overload))
+    }
+
+    /// Checks `s` as [`OperatorName::parse`] does, without building the name: `s` is then the
+    /// canonical text of the name (`parse(s)?.to_string() == s`).
+    pub fn validate(s: &str) -> Result<(), SchemaError> {
+        OperatorName::split_valid(s).map(|_| ())
+    }
+
+    fn split_valid(s: &str) -> Result<(&str, &str), SchemaError> {
         let (name, overload) = match s.split_once('.') {
             Some((n, o)) => (n, o),
             None => (s, ""),
@@ -411,7 +422,7 @@ impl OperatorName {
                 return Err(SchemaError::new("overload name 'default' is reserved", name.len() + 1, overload.len()));
             }
         }
-        Ok(OperatorName::new(name, overload))
+        Ok((name, overload))
     }
 
     pub fn base(&self) -> BaseName {

@@ -34,8 +34,8 @@ pub fn diff(old: &PytorchSnapshot, new: &PytorchSnapshot, rules: &RuleSet) -> Ve
 pub fn diff_pair(pair: &PytorchPair, rules: &RuleSet) -> Vec<Change> {
     let (old, new) = (&pair.old, &pair.new);
     let (oi, ni) = (&pair.old_index, &pair.new_index);
-    let old_side = Side { line_of: &|op| oi.lines.get(op).copied(), has_derivatives: oi.derivatives > 0 };
-    let new_side = Side { line_of: &|op| ni.lines.get(op).copied(), has_derivatives: ni.derivatives > 0 };
+    let old_side = Side { line_of: &|op| oi.line_of(op), has_derivatives: oi.derivatives > 0 };
+    let new_side = Side { line_of: &|op| ni.line_of(op), has_derivatives: ni.derivatives > 0 };
     diff_sides(old, new, &ops_by_name(old), &ops_by_name(new), &old_side, &new_side, rules)
 }
 
@@ -641,5 +641,42 @@ fn compare_derivatives(
                 dloc(n),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::Store;
+
+    fn store() -> Store {
+        Store::new(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../schemas"))
+    }
+
+    /// The pair path finds exactly the changes of the full load, for near and far pairs, the same
+    /// version twice, and a version without derivatives.
+    #[test]
+    fn pair_diff_equals_full_diff() {
+        let st = store();
+        let rules = RuleSet::builtin();
+        for (a, b) in [("v2.1", "v2.3"), ("v2.3", "v2.4"), ("v2.0", "v2.15"), ("v2.15", "v2.0"), ("v2.4", "v2.4")] {
+            let (va, vb) = (st.resolve("pytorch", a).unwrap(), st.resolve("pytorch", b).unwrap());
+            let full = diff(&st.load_pytorch(&va).unwrap(), &st.load_pytorch(&vb).unwrap(), &rules);
+            let pair = st.load_pytorch_pair(&va, &vb).unwrap();
+            assert_eq!(diff_pair(&pair, &rules), full, "{a} -> {b}");
+            let parsed = pair.old.registry.functions.len() + pair.new.registry.functions.len();
+            assert!(parsed <= pair.old_index.len() + pair.new_index.len());
+        }
+    }
+
+    #[test]
+    fn pair_of_one_version_parses_nothing() {
+        let st = store();
+        let v = st.resolve("pytorch", "v2.4").unwrap();
+        let pair = st.load_pytorch_pair(&v, &v).unwrap();
+        assert!(pair.old.registry.functions.is_empty() && pair.new.derivatives.is_empty());
+        assert_eq!(pair.old_index, pair.new_index);
+        assert!(pair.new_index.line_of("add.Tensor").is_some());
+        assert_eq!(pair.new_index.line_of("no_such_op"), None);
     }
 }
