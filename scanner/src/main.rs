@@ -444,6 +444,28 @@ fn store_for_write(explicit: Option<&std::path::Path>) -> Result<Store, Error> {
     }
 }
 
+/// The `--backend` yamls, each with the path it is reported under.
+fn backend_yamls(paths: &[PathBuf]) -> Result<Vec<(String, xirang_scan::backend::BackendYaml)>, Error> {
+    let mut yamls = Vec::new();
+    for p in paths {
+        let text = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
+        let src = xirang_scan::SourceFile::new(p.display().to_string(), text);
+        yamls.push((p.display().to_string(), xirang_scan::backend::load_backend_yaml(&src)?));
+    }
+    Ok(yamls)
+}
+
+/// The store and the version `target` names when it is a version of the store (as [`load_target`]
+/// reads it), else `None` (a source folder, wheel or git ref).
+fn store_version(store: &dyn Fn() -> Result<Store, Error>, target: &str) -> Result<Option<(Store, Version)>, Error> {
+    if Version::parse(target).is_none() || std::path::Path::new(target).exists() {
+        return Ok(None);
+    }
+    let st = store()?;
+    let v = st.resolve("pytorch", target)?;
+    Ok(Some((st, v)))
+}
+
 /// A version in the store, or a source read and parsed on the spot.
 fn load_target(
     store: &dyn Fn() -> Result<Store, Error>,
@@ -558,6 +580,35 @@ fn pytorch_diff_report(
     allow: Option<&diff::allow::AllowList>,
     today: &str,
 ) -> Result<diff::Report, Error> {
+    // two versions of the store: read as a pair, parsing only the entries that differ
+    let pair = match (store_version(a.store, &a.old)?, store_version(a.store, &a.new)?) {
+        (Some((st, vo)), Some((_, vn))) => Some((st.load_pytorch_pair(&vo, &vn)?, st)),
+        _ => None,
+    };
+    if let Some((pair, st)) = pair {
+        let root = diff::committed::repo_root(&st);
+        let kernels = match &a.adapter {
+            Some(dir) => {
+                let map = diff::committed::pair_method_map(&pair);
+                diff::adapter_index::index_dir(dir, dir.parent().unwrap_or(dir), &map)?
+            }
+            None => diff::committed::index_adapter_pair(&root, &pair)?,
+        };
+        let yamls = backend_yamls(&a.backend)?;
+        let backends: Vec<diff::impact::Backend<'_>> =
+            yamls.iter().map(|(path, yaml)| diff::impact::Backend { path: path.clone(), yaml }).collect();
+        let generated = diff::impact::GeneratedIndex::load(&root);
+        let title = format!("pytorch {} -> {}", pair.old.meta.version, pair.new.meta.version);
+        let d = diff::committed::PairDiff {
+            title,
+            kernels: &kernels,
+            backends: &backends,
+            generated: &generated,
+            allow,
+            today,
+        };
+        return Ok(diff::committed::pytorch_pair_report(&pair, d, rules));
+    }
     let old = load_target(a.store, &a.old, None)?;
     let new = load_target(a.store, &a.new, None)?;
     // the repository root: the store's parent when there is one, else the current directory
@@ -574,12 +625,7 @@ fn pytorch_diff_report(
         }
         None => diff::committed::index_adapter(&root, &[&old, &new])?,
     };
-    let mut yamls = Vec::new();
-    for p in &a.backend {
-        let text = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
-        let src = xirang_scan::SourceFile::new(p.display().to_string(), text);
-        yamls.push((p.display().to_string(), xirang_scan::backend::load_backend_yaml(&src)?));
-    }
+    let yamls = backend_yamls(&a.backend)?;
     let backends: Vec<diff::impact::Backend<'_>> =
         yamls.iter().map(|(path, yaml)| diff::impact::Backend { path: path.clone(), yaml }).collect();
     let generated = diff::impact::GeneratedIndex::load(&root);

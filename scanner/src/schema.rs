@@ -108,7 +108,31 @@ impl BaseTy {
     }
 
     pub fn from_name(s: &str) -> Option<BaseTy> {
-        BaseTy::ALL.iter().copied().find(|t| t.as_str() == s)
+        // a match instead of a scan of `ALL` (this runs for every type of every schema loaded)
+        Some(match s {
+            "Generator" => BaseTy::Generator,
+            "ScalarType" => BaseTy::ScalarType,
+            "Tensor" => BaseTy::Tensor,
+            "int" => BaseTy::Int,
+            "Dimname" => BaseTy::Dimname,
+            "DimVector" => BaseTy::DimVector,
+            "float" => BaseTy::Float,
+            "str" => BaseTy::Str,
+            "bool" => BaseTy::Bool,
+            "Layout" => BaseTy::Layout,
+            "Device" => BaseTy::Device,
+            "DeviceIndex" => BaseTy::DeviceIndex,
+            "Scalar" => BaseTy::Scalar,
+            "MemoryFormat" => BaseTy::MemoryFormat,
+            "QScheme" => BaseTy::QScheme,
+            "Storage" => BaseTy::Storage,
+            "Stream" => BaseTy::Stream,
+            "SymInt" => BaseTy::SymInt,
+            "SymBool" => BaseTy::SymBool,
+            "ConstQuantizerPtr" => BaseTy::ConstQuantizerPtr,
+            "GraphModule" => BaseTy::GraphModule,
+            _ => return None,
+        })
     }
 }
 
@@ -376,6 +400,17 @@ impl OperatorName {
 
     /// Parses `name` or `name.overload`.
     pub fn parse(s: &str) -> Result<OperatorName, SchemaError> {
+        let (name, overload) = OperatorName::split_valid(s)?;
+        Ok(OperatorName::new(name, overload))
+    }
+
+    /// Checks `s` as [`OperatorName::parse`] does, without building the name: `s` is then the
+    /// canonical text of the name (`parse(s)?.to_string() == s`).
+    pub fn validate(s: &str) -> Result<(), SchemaError> {
+        OperatorName::split_valid(s).map(|_| ())
+    }
+
+    fn split_valid(s: &str) -> Result<(&str, &str), SchemaError> {
         let (name, overload) = match s.split_once('.') {
             Some((n, o)) => (n, o),
             None => (s, ""),
@@ -387,7 +422,7 @@ impl OperatorName {
                 return Err(SchemaError::new("overload name 'default' is reserved", name.len() + 1, overload.len()));
             }
         }
-        Ok(OperatorName::new(name, overload))
+        Ok((name, overload))
     }
 
     pub fn base(&self) -> BaseName {
@@ -503,10 +538,23 @@ impl Serialize for FunctionSchema {
     }
 }
 
+/// Deserializes a string by parsing it, borrowing the text from the input where the format allows
+/// (serde_json does for strings without escapes), so loading a snapshot does not copy every schema.
+struct ParseVisitor<T>(fn(&str) -> Result<T, SchemaError>);
+
+impl<T> serde::de::Visitor<'_> for ParseVisitor<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<T, E> {
+        (self.0)(text).map_err(|e| E::custom(format!("{text}: {e}")))
+    }
+}
+
 impl<'de> Deserialize<'de> for FunctionSchema {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        FunctionSchema::parse(&text).map_err(|e| serde::de::Error::custom(format!("{text}: {e}")))
+        d.deserialize_str(ParseVisitor(FunctionSchema::parse))
     }
 }
 
@@ -518,8 +566,7 @@ impl Serialize for OperatorName {
 
 impl<'de> Deserialize<'de> for OperatorName {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        OperatorName::parse(&text).map_err(|e| serde::de::Error::custom(format!("{text}: {e}")))
+        d.deserialize_str(ParseVisitor(OperatorName::parse))
     }
 }
 
@@ -731,8 +778,10 @@ impl<'a> Parser<'a> {
             Out,
         }
         let mut acc = Acc::Positional;
-        let mut seen_names: Vec<String> = Vec::new();
-        for (off, piece) in split_top_level(text, base)? {
+        let pieces = split_top_level(text, base)?;
+        let mut seen_names: Vec<&str> = Vec::with_capacity(pieces.len());
+        args.positional.reserve(pieces.len());
+        for (off, piece) in pieces {
             if piece.is_empty() {
                 return Err(SchemaError::new("empty argument", off.min(self.src.len()), 1));
             }
@@ -743,8 +792,8 @@ impl<'a> Parser<'a> {
                 acc = Acc::Kwarg;
                 continue;
             }
-            let arg = self.argument(piece, off)?;
-            if seen_names.contains(&arg.name) {
+            let (arg, name) = self.argument(piece, off)?;
+            if seen_names.contains(&name) {
                 return Err(SchemaError::new(format!("duplicate argument name '{}'", arg.name), off, piece.len()));
             }
             if arg.is_write() {
@@ -758,7 +807,7 @@ impl<'a> Parser<'a> {
                     piece.len(),
                 ));
             }
-            seen_names.push(arg.name.clone());
+            seen_names.push(name);
             match acc {
                 Acc::Positional => args.positional.push(arg),
                 Acc::Kwarg => args.kwarg_only.push(arg),
@@ -842,7 +891,8 @@ impl<'a> Parser<'a> {
         Ok((ty, annotation, i))
     }
 
-    fn argument(&self, piece: &str, off: usize) -> Result<Argument, SchemaError> {
+    /// One argument, and its name as a slice of `piece`.
+    fn argument<'p>(&self, piece: &'p str, off: usize) -> Result<(Argument, &'p str), SchemaError> {
         let (ty, annotation, used) = self.annotated_type(piece, off)?;
         let rest = &piece[used..];
         if !rest.starts_with(' ') {
@@ -863,7 +913,7 @@ impl<'a> Parser<'a> {
             None => None,
             Some((d, doff)) => Some(parse_default(d, doff)?),
         };
-        Ok(Argument { name: name.to_string(), ty, annotation, default })
+        Ok((Argument { name: name.to_string(), ty, annotation, default }, name))
     }
 
     fn returns(&self, text: &str, base: usize) -> Result<Vec<Return>, SchemaError> {
@@ -878,8 +928,9 @@ impl<'a> Parser<'a> {
         } else {
             (text, base)
         };
-        let mut out = Vec::new();
-        for (off, piece) in split_top_level(inner, inner_at)? {
+        let pieces = split_top_level(inner, inner_at)?;
+        let mut out = Vec::with_capacity(pieces.len());
+        for (off, piece) in pieces {
             if piece.is_empty() {
                 return Err(SchemaError::new("empty return", off.min(self.src.len()), 1));
             }

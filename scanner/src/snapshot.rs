@@ -10,6 +10,7 @@
 //!
 //! The format is described by `schemas/format/snapshot.schema.json` (JSON Schema).
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -333,24 +334,387 @@ impl Store {
         Ok(HeaderSnapshot { meta, set })
     }
 
+    /// Loads two PyTorch snapshots for a comparison, parsing only what can differ: an operator or a
+    /// derivative entry whose line is the same in both (every field but `line`) is left out of both
+    /// sides (see [`PytorchPair`]). `xirang-scan diff` between two store versions reads this way.
+    pub fn load_pytorch_pair(&self, old: &Version, new: &Version) -> Result<PytorchPair> {
+        // each side is read and scanned on its own thread, then the kept lines parsed the same way;
+        // errors of the old side are reported first, as a sequential read would
+        let (a, b) = std::thread::scope(|s| {
+            let h = s.spawn(|| self.read_pytorch_text(old));
+            let b = self.read_pytorch_text(new);
+            (join_scoped(h, &self.dir("pytorch", old)), b)
+        });
+        let (a, b) = (a?, b?);
+        let (heads_a, heads_b) = std::thread::scope(|s| {
+            let h = s.spawn(|| a.heads());
+            let heads_b = b.heads();
+            (join_scoped(h, &a.ops_path), heads_b)
+        });
+        let ((ops_a, der_a), (ops_b, der_b)) = (heads_a?, heads_b?);
+        let (keep_ops_a, keep_ops_b) = differing(&ops_a, &ops_b);
+        let (keep_der_a, keep_der_b) = differing(&der_a, &der_b);
+        let (old_snap, new_snap) = std::thread::scope(|s| {
+            let h = s.spawn(|| a.parse_kept(&ops_a, &keep_ops_a, &der_a, &keep_der_a));
+            let new_snap = b.parse_kept(&ops_b, &keep_ops_b, &der_b, &keep_der_b);
+            (join_scoped(h, &a.ops_path), new_snap)
+        });
+        let (old_snap, new_snap) = (old_snap?, new_snap?);
+        let old_index = OpIndex::of(&ops_a, der_a.len());
+        let new_index = OpIndex::of(&ops_b, der_b.len());
+        Ok(PytorchPair { old: old_snap, new: new_snap, old_index, new_index })
+    }
+
+    /// The raw files of a PyTorch snapshot (meta and tags parsed, after the format check).
+    fn read_pytorch_text(&self, v: &Version) -> Result<SnapshotText> {
+        let dir = self.dir("pytorch", v);
+        let meta: SnapshotMeta = read_json(&dir.join("meta.json"))?;
+        check_format(&dir, &meta)?;
+        let tags: Vec<TagDef> = read_json(&dir.join("tags.json"))?;
+        let (ops_path, der_path) = (dir.join("operators.jsonl"), dir.join("derivatives.jsonl"));
+        let ops = std::fs::read_to_string(&ops_path).map_err(|e| Error::io(&ops_path, e))?;
+        let der = std::fs::read_to_string(&der_path).map_err(|e| Error::io(&der_path, e))?;
+        Ok(SnapshotText { meta, tags, ops_path, ops, der_path, der })
+    }
+
     /// Loads a PyTorch snapshot.
     pub fn load_pytorch(&self, v: &Version) -> Result<PytorchSnapshot> {
         let dir = self.dir("pytorch", v);
         let meta: SnapshotMeta = read_json(&dir.join("meta.json"))?;
-        if meta.format != FORMAT_NAME || meta.format_version != FORMAT_VERSION {
-            return Err(Error::Snapshot {
-                path: dir.join("meta.json"),
-                message: format!(
-                    "format {} v{} is not {FORMAT_NAME} v{FORMAT_VERSION}; re-import it with `xirang-scan snapshot import`",
-                    meta.format, meta.format_version
-                ),
-            });
-        }
+        check_format(&dir, &meta)?;
         let tags: Vec<TagDef> = read_json(&dir.join("tags.json"))?;
-        let functions: Vec<NativeFunction> = read_jsonl(&dir.join("operators.jsonl"))?;
-        let derivatives: Vec<Derivative> = read_jsonl(&dir.join("derivatives.jsonl"))?;
+        let (ops_path, der_path) = (dir.join("operators.jsonl"), dir.join("derivatives.jsonl"));
+        let ops_text = std::fs::read_to_string(&ops_path).map_err(|e| Error::io(&ops_path, e))?;
+        let der_text = std::fs::read_to_string(&der_path).map_err(|e| Error::io(&der_path, e))?;
+        // Parsing every operator's schema dominates loading; the lines are independent, so the
+        // operators are parsed in two halves and the derivatives beside them, on scoped threads.
+        let (head, tail, tail_line) = split_lines_in_half(&ops_text);
+        let (head, tail, derivatives) = std::thread::scope(|s| {
+            let tail = s.spawn(|| parse_jsonl::<NativeFunction>(&ops_path, tail, tail_line));
+            let derivatives = s.spawn(|| parse_jsonl::<Derivative>(&der_path, &der_text, 0));
+            let head = parse_jsonl::<NativeFunction>(&ops_path, head, 0);
+            (head, joined(tail, &ops_path), joined(derivatives, &der_path))
+        });
+        // the head's error first: the same error a line-by-line read reports
+        let mut functions = head?;
+        functions.extend(tail??);
+        let derivatives = derivatives??;
         Ok(PytorchSnapshot { meta, registry: Registry { tags, functions }, derivatives })
     }
+}
+
+fn check_format(dir: &Path, meta: &SnapshotMeta) -> Result<()> {
+    if meta.format != FORMAT_NAME || meta.format_version != FORMAT_VERSION {
+        return Err(Error::Snapshot {
+            path: dir.join("meta.json"),
+            message: format!(
+                "format {} v{} is not {FORMAT_NAME} v{FORMAT_VERSION}; re-import it with `xirang-scan snapshot import`",
+                meta.format, meta.format_version
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Two PyTorch snapshots read for a comparison ([`Store::load_pytorch_pair`]).
+///
+/// `old` and `new` hold the full meta and tags, but only the operators and derivative entries that
+/// are not the same on the other side: those present on one side only, and those whose stored line
+/// differs in some field other than `line`. What both share unchanged cannot produce a change, so
+/// comparing the two partial snapshots finds exactly the changes of the full ones; the indexes keep
+/// what the comparison needs of the rest (every operator's name and line, the derivative counts).
+/// Not a substitute for [`Store::load_pytorch`] anywhere else.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PytorchPair {
+    pub old: PytorchSnapshot,
+    pub new: PytorchSnapshot,
+    pub old_index: OpIndex,
+    pub new_index: OpIndex,
+}
+
+impl PytorchPair {
+    /// Names of every operator of both versions (old first, by name).
+    pub fn operator_names(&self) -> impl Iterator<Item = &str> {
+        self.old_index.names().chain(self.new_index.names())
+    }
+}
+
+/// What a comparison needs of a whole snapshot besides the entries it parses: every operator's
+/// qualified name and the line of its `func:` in native_functions.yaml, and the number of
+/// derivative entries. The names share one buffer (no allocation per operator).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OpIndex {
+    names: String,
+    /// (start, end) of the name in `names`, and the line; sorted by name, one per name.
+    ops: Vec<(u32, u32, u32)>,
+    /// How many derivative entries the snapshot has.
+    pub derivatives: usize,
+}
+
+impl OpIndex {
+    fn of(ops: &[KeyedLine<'_>], derivatives: usize) -> OpIndex {
+        let mut order: Vec<usize> = (0..ops.len()).collect();
+        // stable: of a name stored twice the later line wins, as when collecting into a map
+        order.sort_by(|&i, &j| ops[i].key.0.cmp(&ops[j].key.0));
+        let mut names = String::with_capacity(ops.iter().map(|l| l.key.0.len()).sum());
+        let mut entries: Vec<(u32, u32, u32)> = Vec::with_capacity(ops.len());
+        let mut prev: Option<&str> = None;
+        for i in order {
+            let name: &str = &ops[i].key.0;
+            if prev == Some(name) {
+                entries.pop();
+                names.truncate(names.len() - name.len());
+            }
+            let start = names.len() as u32;
+            names.push_str(name);
+            entries.push((start, names.len() as u32, ops[i].line));
+            prev = Some(name);
+        }
+        OpIndex { names, ops: entries, derivatives }
+    }
+
+    fn name(&self, e: &(u32, u32, u32)) -> &str {
+        self.names.get(e.0 as usize..e.1 as usize).unwrap_or("")
+    }
+
+    /// Every operator name, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.ops.iter().map(|e| self.name(e))
+    }
+
+    /// The native_functions.yaml line of an operator (`None`: no such operator).
+    pub fn line_of(&self, op: &str) -> Option<u32> {
+        self.ops.binary_search_by(|e| self.name(e).cmp(op)).ok().map(|i| self.ops[i].2)
+    }
+
+    /// Number of operators.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+/// The files of one snapshot, read but not parsed.
+struct SnapshotText {
+    meta: SnapshotMeta,
+    tags: Vec<TagDef>,
+    ops_path: PathBuf,
+    ops: String,
+    der_path: PathBuf,
+    der: String,
+}
+
+impl SnapshotText {
+    /// The identity of every operator and derivative line.
+    #[allow(clippy::type_complexity)]
+    fn heads(&self) -> Result<(Vec<KeyedLine<'_>>, Vec<KeyedLine<'_>>)> {
+        Ok((op_lines(&self.ops_path, &self.ops)?, derivative_lines(&self.der_path, &self.der)?))
+    }
+
+    /// A snapshot of the kept lines only.
+    fn parse_kept(
+        &self,
+        ops: &[KeyedLine<'_>],
+        keep_ops: &[bool],
+        der: &[KeyedLine<'_>],
+        keep_der: &[bool],
+    ) -> Result<PytorchSnapshot> {
+        let functions: Vec<NativeFunction> = parse_kept_lines(&self.ops_path, ops, keep_ops)?;
+        let derivatives: Vec<Derivative> = parse_kept_lines(&self.der_path, der, keep_der)?;
+        Ok(PytorchSnapshot {
+            meta: self.meta.clone(),
+            registry: Registry { tags: self.tags.clone(), functions },
+            derivatives,
+        })
+    }
+}
+
+fn parse_kept_lines<T: for<'de> Deserialize<'de>>(
+    path: &Path,
+    lines: &[KeyedLine<'_>],
+    keep: &[bool],
+) -> Result<Vec<T>> {
+    lines
+        .iter()
+        .zip(keep)
+        .filter(|(_, k)| **k)
+        .map(|(l, _)| {
+            serde_json::from_str(l.text)
+                .map_err(|e| Error::Snapshot { path: path.to_path_buf(), message: format!("line {}: {e}", l.number) })
+        })
+        .collect()
+}
+
+/// One stored line with its identity: the operator name (operators) or `op` and dispatch key
+/// (derivatives), and the text without its `line` field.
+struct KeyedLine<'t> {
+    key: (Cow<'t, str>, Cow<'t, str>),
+    text: &'t str,
+    /// The line without the trailing `"line":N` field (the whole line when it has none).
+    content: &'t str,
+    /// The `line` field.
+    line: u32,
+    /// 1-based line number in the file, for errors.
+    number: usize,
+}
+
+/// The fields that identify an operator line (the rest is skipped unparsed).
+#[derive(Deserialize)]
+struct OpHead<'a> {
+    #[serde(borrow)]
+    func: Cow<'a, str>,
+    line: u32,
+}
+
+/// The fields that identify a derivative line.
+#[derive(Deserialize)]
+struct DerivativeHead<'a> {
+    #[serde(borrow)]
+    op: Cow<'a, str>,
+    #[serde(borrow)]
+    dispatch_key: Cow<'a, str>,
+    line: u32,
+}
+
+fn head_error(path: &Path, number: usize, e: impl std::fmt::Display) -> Error {
+    Error::Snapshot { path: path.to_path_buf(), message: format!("line {number}: {e}") }
+}
+
+/// `text` without its trailing `,"line":N}` (the field the writer puts last), and N.
+fn split_line_field(text: &str) -> Option<(&str, u32)> {
+    let i = text.rfind(",\"line\":")?;
+    let n = text[i + 8..].strip_suffix('}')?;
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((&text[..i], n.parse().ok()?))
+}
+
+fn non_blank_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).map(|(i, l)| (i + 1, l))
+}
+
+/// A plain identifier-like JSON string value at the start of `s` (up to the closing quote): no escapes.
+fn plain_str(s: &str) -> Option<(&str, &str)> {
+    let end = s.find('"')?;
+    let v = &s[..end];
+    v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.').then(|| (v, &s[end + 1..]))
+}
+
+/// The end of a JSON string's content at the start of `s` (the index of its closing quote).
+fn json_str_end(s: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// Operator name and line of an operator line as the writer lays it out (`{"func":"NAME(...`,
+/// ..., `"line":N}`); `None` for any other layout (then read with serde).
+fn fast_op_head(l: &str) -> Option<(&str, &str, u32)> {
+    let rest = l.strip_prefix("{\"func\":\"")?;
+    let name = rest[..rest.find('(')?].trim_end();
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.') {
+        return None;
+    }
+    let (content, line) = split_line_field(l)?;
+    Some((name, content, line))
+}
+
+/// `op`, dispatch key and line of a derivative line as the writer lays it out
+/// (`{"op":"..","schema":"..","dispatch_key":"..",` ..., `"line":N}`).
+fn fast_derivative_head(l: &str) -> Option<(&str, &str, &str, u32)> {
+    let (op, rest) = plain_str(l.strip_prefix("{\"op\":\"")?)?;
+    let rest = rest.strip_prefix(",\"schema\":\"")?;
+    let rest = rest[json_str_end(rest)? + 1..].strip_prefix(",\"dispatch_key\":\"")?;
+    let (key, _) = plain_str(rest)?;
+    let (content, line) = split_line_field(l)?;
+    Some((op, key, content, line))
+}
+
+fn op_lines<'t>(path: &Path, text: &'t str) -> Result<Vec<KeyedLine<'t>>> {
+    let mut out = Vec::with_capacity(text.len() / 200);
+    for (number, l) in non_blank_lines(text) {
+        let (name, content, line) = match fast_op_head(l) {
+            Some((n, c, line)) => (Cow::Borrowed(n), c, line),
+            None => {
+                let h: OpHead<'_> = serde_json::from_str(l).map_err(|e| head_error(path, number, e))?;
+                let name = h.func.split('(').next().unwrap_or("").trim_end().to_string();
+                (Cow::Owned(name), split_line_field(l).map_or(l, |(c, _)| c), h.line)
+            }
+        };
+        // a name that parses is its own canonical text
+        crate::schema::OperatorName::validate(&name).map_err(|e| head_error(path, number, format!("{name}: {e}")))?;
+        out.push(KeyedLine { key: (name, Cow::Borrowed("")), text: l, content, line, number });
+    }
+    Ok(out)
+}
+
+fn derivative_lines<'t>(path: &Path, text: &'t str) -> Result<Vec<KeyedLine<'t>>> {
+    let mut out = Vec::with_capacity(text.len() / 400);
+    for (number, l) in non_blank_lines(text) {
+        let (key, content, line) = match fast_derivative_head(l) {
+            Some((op, k, c, line)) => ((Cow::Borrowed(op), Cow::Borrowed(k)), c, line),
+            None => {
+                let h: DerivativeHead<'_> = serde_json::from_str(l).map_err(|e| head_error(path, number, e))?;
+                ((h.op, h.dispatch_key), split_line_field(l).map_or(l, |(c, _)| c), h.line)
+            }
+        };
+        out.push(KeyedLine { key, text: l, content, line, number });
+    }
+    Ok(out)
+}
+
+/// Which lines of each side to parse: all but those whose key occurs exactly once on each side
+/// with the same content. Both sides are walked in key order (the files are written sorted, so
+/// the sorts below find them sorted), without hashing.
+fn differing(a: &[KeyedLine<'_>], b: &[KeyedLine<'_>]) -> (Vec<bool>, Vec<bool>) {
+    let (ra, rb) = (unique_in_key_order(a), unique_in_key_order(b));
+    let (mut keep_a, mut keep_b) = (vec![true; a.len()], vec![true; b.len()]);
+    let (mut i, mut j) = (0, 0);
+    while i < ra.len() && j < rb.len() {
+        let (x, y) = (&a[ra[i].0], &b[rb[j].0]);
+        match key_of(x).cmp(&key_of(y)) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                if ra[i].1 && rb[j].1 && x.content == y.content {
+                    keep_a[ra[i].0] = false;
+                    keep_b[rb[j].0] = false;
+                }
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    (keep_a, keep_b)
+}
+
+fn key_of<'k>(l: &'k KeyedLine<'_>) -> (&'k str, &'k str) {
+    (&l.key.0, &l.key.1)
+}
+
+/// One (index, key occurs once) per distinct key, in key order.
+fn unique_in_key_order(ls: &[KeyedLine<'_>]) -> Vec<(usize, bool)> {
+    let mut order: Vec<usize> = (0..ls.len()).collect();
+    order.sort_by(|&i, &j| key_of(&ls[i]).cmp(&key_of(&ls[j])));
+    let mut out: Vec<(usize, bool)> = Vec::with_capacity(order.len());
+    for i in order {
+        match out.last_mut() {
+            Some(last) if key_of(&ls[last.0]) == key_of(&ls[i]) => last.1 = false,
+            _ => out.push((i, true)),
+        }
+    }
+    out
 }
 
 fn to_pretty<T: Serialize>(v: &T) -> Result<String> {
@@ -390,12 +754,89 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
 
 fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str(l)
-                .map_err(|e| Error::Snapshot { path: path.to_path_buf(), message: format!("line {}: {e}", i + 1) })
-        })
-        .collect()
+    parse_jsonl(path, &text, 0)
+}
+
+/// One value per non-blank line of `text`, whose first line is line `first_line + 1` of `path`.
+fn parse_jsonl<'t, T: Deserialize<'t>>(path: &Path, text: &'t str, first_line: usize) -> Result<Vec<T>> {
+    let mut out = Vec::with_capacity(text.bytes().filter(|&b| b == b'\n').count() + 1);
+    for (i, l) in text.lines().enumerate() {
+        if l.trim().is_empty() {
+            continue;
+        }
+        let v = serde_json::from_str(l).map_err(|e| Error::Snapshot {
+            path: path.to_path_buf(),
+            message: format!("line {}: {e}", first_line + i + 1),
+        })?;
+        out.push(v);
+    }
+    Ok(out)
+}
+
+/// Splits `text` after the line ending nearest its middle: (head, tail, lines in head).
+fn split_lines_in_half(text: &str) -> (&str, &str, usize) {
+    let mid = text.len() / 2;
+    let cut = match text.as_bytes()[mid..].iter().position(|&b| b == b'\n') {
+        Some(i) => mid + i + 1,
+        None => text.len(),
+    };
+    let (head, tail) = text.split_at(cut);
+    (head, tail, head.bytes().filter(|&b| b == b'\n').count())
+}
+
+/// The result of a scoped thread, a panic in it turned into an error (never a second panic).
+fn join_scoped<T>(h: std::thread::ScopedJoinHandle<'_, Result<T>>, path: &Path) -> Result<T> {
+    joined(h, path)?
+}
+
+/// The result of a scoped parser thread; a panic in it becomes an error, not a second panic.
+fn joined<T>(h: std::thread::ScopedJoinHandle<'_, Result<T>>, path: &Path) -> Result<Result<T>> {
+    h.join().map_err(|_| Error::Snapshot { path: path.to_path_buf(), message: "the parser thread panicked".into() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_field_split() {
+        assert_eq!(split_line_field(r#"{"func":"a() -> Tensor","line":12}"#), Some((r#"{"func":"a() -> Tensor""#, 12)));
+        assert_eq!(split_line_field(r#"{"line":12,"func":"a() -> Tensor"}"#), None);
+        assert_eq!(split_line_field(r#"{"func":"a","line":}"#), None);
+    }
+
+    #[test]
+    fn heads_fast_and_fallback_agree() {
+        let p = Path::new("operators.jsonl");
+        // the writer's layout, and the same fields in another order (read with serde)
+        let text = "{\"func\":\"add.Tensor(Tensor self) -> Tensor\",\"variants\":[\"function\"],\"line\":7}\n\n\
+                    {\"line\":9,\"func\":\"mul(Tensor self) -> Tensor\"}\n";
+        let ls = op_lines(p, text).unwrap();
+        assert_eq!(ls.len(), 2);
+        assert_eq!((&*ls[0].key.0, ls[0].line, ls[0].number), ("add.Tensor", 7, 1));
+        assert_eq!((&*ls[1].key.0, ls[1].line, ls[1].number), ("mul", 9, 3));
+        let bad = op_lines(p, "{\"func\":\"a.default() -> Tensor\",\"line\":1}\n");
+        assert!(matches!(bad, Err(Error::Snapshot { .. })));
+        let d = "{\"op\":\"mul\",\"schema\":\"mul(Tensor self, str s=\\\"x\\\") -> Tensor\",\"dispatch_key\":\"Default\",\"line\":3}\n\
+                 {\"dispatch_key\":\"AutogradNestedTensor\",\"op\":\"mul\",\"line\":4}\n";
+        let ds = derivative_lines(Path::new("derivatives.jsonl"), d).unwrap();
+        assert_eq!((&*ds[0].key.0, &*ds[0].key.1, ds[0].line), ("mul", "Default", 3));
+        assert_eq!((&*ds[1].key.0, &*ds[1].key.1, ds[1].line), ("mul", "AutogradNestedTensor", 4));
+    }
+
+    #[test]
+    fn differing_keeps_duplicates_and_changes() {
+        let l = |k: &'static str, c: &'static str| KeyedLine {
+            key: (Cow::Borrowed(k), Cow::Borrowed("")),
+            text: c,
+            content: c,
+            line: 1,
+            number: 1,
+        };
+        let a = [l("a", "1"), l("b", "1"), l("c", "1"), l("d", "1"), l("d", "1")];
+        let b = [l("b", "1"), l("a", "1"), l("c", "2"), l("d", "1"), l("e", "1")];
+        let (ka, kb) = differing(&a, &b);
+        assert_eq!(ka, [false, false, true, true, true]);
+        assert_eq!(kb, [false, false, true, true, true]);
+    }
 }

@@ -58,10 +58,28 @@ impl AdapterIndex {
 /// operators (build it with [`method_map`] from the snapshots being compared); `root` is the
 /// repository root the reported paths are relative to.
 pub fn index_dir(dir: &Path, root: &Path, method_ops: &HashMap<String, String>) -> Result<AdapterIndex, Error> {
+    index_sources(&kernel_sources(dir, root)?, method_ops)
+}
+
+/// [`index_dir`] that builds the method map only when some file mentions the `AtenOps` trait (the
+/// map is consulted only inside `impl AtenOps for ...` blocks; building it for two snapshots costs
+/// a few milliseconds that a tree without the trait does not need to spend).
+pub fn index_dir_with(
+    dir: &Path,
+    root: &Path,
+    method_ops: impl FnOnce() -> HashMap<String, String>,
+) -> Result<AdapterIndex, Error> {
+    let sources = kernel_sources(dir, root)?;
+    let map = if sources.iter().any(|(_, t)| t.contains(TRAIT_NAME)) { method_ops() } else { HashMap::new() };
+    index_sources(&sources, &map)
+}
+
+/// The `.rs` files under `dir` that can hold a kernel: (path relative to `root`, text), by path.
+fn kernel_sources(dir: &Path, root: &Path) -> Result<Vec<(String, String)>, Error> {
     let mut files = Vec::new();
     collect_rs(dir, &mut files)?;
     files.sort();
-    let mut kernels = Vec::new();
+    let mut sources = Vec::new();
     for path in files {
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
         // a file that mentions neither the marker nor the trait holds no kernel: skip the parse
@@ -69,7 +87,15 @@ pub fn index_dir(dir: &Path, root: &Path, method_ops: &HashMap<String, String>) 
             continue;
         }
         let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().replace('\\', "/");
-        kernels.extend(index_source(&rel, &text, method_ops)?);
+        sources.push((rel, text));
+    }
+    Ok(sources)
+}
+
+fn index_sources(sources: &[(String, String)], method_ops: &HashMap<String, String>) -> Result<AdapterIndex, Error> {
+    let mut kernels = Vec::new();
+    for (rel, text) in sources {
+        kernels.extend(index_source(rel, text, method_ops)?);
     }
     kernels.sort();
     kernels.dedup();

@@ -14,7 +14,8 @@ use super::adapter_index::{self, AdapterIndex};
 use super::impact::{Backend, GeneratedIndex};
 use super::{Report, ReportInput, RuleSet, allow::AllowList, build_report, pytorch, report_markdown};
 use crate::error::Error;
-use crate::snapshot::{PytorchSnapshot, Store, Version};
+use crate::schema::OperatorName;
+use crate::snapshot::{PytorchPair, PytorchSnapshot, Store, Version};
 
 /// Extra pairs committed besides the consecutive ones: (old spec, new spec).
 pub const EXTRA_PAIRS: &[(&str, &str)] = &[("v2.1", "v2.3")];
@@ -70,8 +71,52 @@ pub fn index_adapter(root: &Path, snaps: &[&PytorchSnapshot]) -> Result<AdapterI
     if !dir.is_dir() {
         return Ok(AdapterIndex::default());
     }
-    let map = adapter_index::method_map(snaps.iter().flat_map(|s| s.registry.functions.iter().map(|f| &f.func.name)));
-    adapter_index::index_dir(&dir, root, &map)
+    adapter_index::index_dir_with(&dir, root, || {
+        adapter_index::method_map(snaps.iter().flat_map(|s| s.registry.functions.iter().map(|f| &f.func.name)))
+    })
+}
+
+/// [`index_adapter`] for a pair read with [`Store::load_pytorch_pair`] (methods named by the operators
+/// of both versions).
+pub fn index_adapter_pair(root: &Path, pair: &PytorchPair) -> Result<AdapterIndex, Error> {
+    let dir = root.join(ADAPTER_DIR);
+    if !dir.is_dir() {
+        return Ok(AdapterIndex::default());
+    }
+    adapter_index::index_dir_with(&dir, root, || pair_method_map(pair))
+}
+
+/// [`adapter_index::method_map`] over the operators of both versions of a pair.
+pub fn pair_method_map(pair: &PytorchPair) -> std::collections::HashMap<String, String> {
+    let names: Vec<OperatorName> = pair.operator_names().filter_map(|n| OperatorName::parse(n).ok()).collect();
+    adapter_index::method_map(&names)
+}
+
+/// Diffs a pair read with [`Store::load_pytorch_pair`] and builds the report: the same report as
+/// [`pytorch_report`] over the two full snapshots.
+pub fn pytorch_pair_report(pair: &PytorchPair, d: PairDiff<'_>, rules: &RuleSet) -> Report {
+    let changes = pytorch::diff_pair(pair, rules);
+    build_report(ReportInput {
+        title: d.title,
+        old: pair.old.meta.version.clone(),
+        new: pair.new.meta.version.clone(),
+        changes,
+        kernels: d.kernels,
+        backends: d.backends,
+        generated: d.generated,
+        allow: d.allow,
+        today: d.today,
+    })
+}
+
+/// Options of a comparison of a [`PytorchPair`] (as [`PytorchDiff`], the snapshots in the pair).
+pub struct PairDiff<'a> {
+    pub title: String,
+    pub kernels: &'a AdapterIndex,
+    pub backends: &'a [Backend<'a>],
+    pub generated: &'a GeneratedIndex,
+    pub allow: Option<&'a AllowList>,
+    pub today: &'a str,
 }
 
 /// Options of one PyTorch comparison.

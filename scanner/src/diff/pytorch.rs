@@ -16,15 +16,50 @@ use super::{Change, Location, RuleSet, Upstream};
 use crate::derivatives::Derivative;
 use crate::registry::NativeFunction;
 use crate::schema::{Argument, FunctionSchema, Return, Type};
-use crate::snapshot::PytorchSnapshot;
+use crate::snapshot::{PytorchPair, PytorchSnapshot};
 
 /// Compares two snapshots; the result is sorted (see [`Change::sort_key`]).
 pub fn diff(old: &PytorchSnapshot, new: &PytorchSnapshot, rules: &RuleSet) -> Vec<Change> {
+    let old_ops = ops_by_name(old);
+    let new_ops = ops_by_name(new);
+    let old_side =
+        Side { line_of: &|op| old_ops.get(op).map(|f| f.line), has_derivatives: !old.derivatives.is_empty() };
+    let new_side =
+        Side { line_of: &|op| new_ops.get(op).map(|f| f.line), has_derivatives: !new.derivatives.is_empty() };
+    diff_sides(old, new, &old_ops, &new_ops, &old_side, &new_side, rules)
+}
+
+/// Compares two snapshots read with [`crate::snapshot::Store::load_pytorch_pair`]: the same changes
+/// as [`diff`] of the two full snapshots, from the entries that differ.
+pub fn diff_pair(pair: &PytorchPair, rules: &RuleSet) -> Vec<Change> {
+    let (old, new) = (&pair.old, &pair.new);
+    let (oi, ni) = (&pair.old_index, &pair.new_index);
+    let old_side = Side { line_of: &|op| oi.line_of(op), has_derivatives: oi.derivatives > 0 };
+    let new_side = Side { line_of: &|op| ni.line_of(op), has_derivatives: ni.derivatives > 0 };
+    diff_sides(old, new, &ops_by_name(old), &ops_by_name(new), &old_side, &new_side, rules)
+}
+
+/// What the derivative comparison needs of a whole snapshot.
+struct Side<'a> {
+    /// The native_functions.yaml line of an operator of the snapshot (`None`: no such operator).
+    line_of: &'a dyn Fn(&str) -> Option<u32>,
+    has_derivatives: bool,
+}
+
+fn ops_by_name(s: &PytorchSnapshot) -> BTreeMap<String, &NativeFunction> {
+    s.registry.functions.iter().map(|f| (f.func.name.to_string(), f)).collect()
+}
+
+fn diff_sides(
+    old: &PytorchSnapshot,
+    new: &PytorchSnapshot,
+    old_ops: &BTreeMap<String, &NativeFunction>,
+    new_ops: &BTreeMap<String, &NativeFunction>,
+    old_side: &Side<'_>,
+    new_side: &Side<'_>,
+    rules: &RuleSet,
+) -> Vec<Change> {
     let mut out = Out { rules, changes: Vec::new() };
-    let old_ops: BTreeMap<String, &NativeFunction> =
-        old.registry.functions.iter().map(|f| (f.func.name.to_string(), f)).collect();
-    let new_ops: BTreeMap<String, &NativeFunction> =
-        new.registry.functions.iter().map(|f| (f.func.name.to_string(), f)).collect();
 
     let mut removed: Vec<&NativeFunction> =
         old_ops.iter().filter(|(k, _)| !new_ops.contains_key(*k)).map(|(_, f)| *f).collect();
@@ -76,12 +111,12 @@ pub fn diff(old: &PytorchSnapshot, new: &PytorchSnapshot, rules: &RuleSet) -> Ve
             nf(n),
         );
     }
-    for (name, o) in &old_ops {
+    for (name, o) in old_ops {
         if let Some(n) = new_ops.get(name) {
             compare_op(&mut out, name, o, n);
         }
     }
-    compare_derivatives(&mut out, old, new, &old_ops, &new_ops);
+    compare_derivatives(&mut out, old, new, old_side, new_side);
     out.changes.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     out.changes
 }
@@ -508,6 +543,16 @@ fn formulas_text(d: &Derivative) -> String {
     lines.join("\n")
 }
 
+/// True when [`formulas_text`] of both is certainly equal (the parts it joins are equal), without
+/// building the texts; false means "compare the texts".
+fn same_formulas(a: &Derivative, b: &Derivative) -> bool {
+    a.non_differentiable == b.non_differentiable
+        && a.formulas.len() == b.formulas.len()
+        && a.forward.len() == b.forward.len()
+        && a.formulas.iter().zip(&b.formulas).all(|(x, y)| x.inputs == y.inputs && x.formula == y.formula)
+        && a.forward.iter().zip(&b.forward).all(|(x, y)| x.outputs == y.outputs && x.formula == y.formula)
+}
+
 fn saved_text(d: &Derivative) -> String {
     format!("inputs: [{}]; outputs: [{}]", d.saved_inputs.join(", "), d.saved_outputs.join(", "))
 }
@@ -516,8 +561,8 @@ fn compare_derivatives(
     out: &mut Out<'_>,
     old: &PytorchSnapshot,
     new: &PytorchSnapshot,
-    old_ops: &BTreeMap<String, &NativeFunction>,
-    new_ops: &BTreeMap<String, &NativeFunction>,
+    old_side: &Side<'_>,
+    new_side: &Side<'_>,
 ) {
     let key = |d: &Derivative| (d.op.to_string(), d.dispatch_key.clone());
     let od: BTreeMap<(String, String), &Derivative> = old.derivatives.iter().map(|d| (key(d), d)).collect();
@@ -525,13 +570,13 @@ fn compare_derivatives(
     let dloc = |d: &Derivative| Some(Location::new("derivatives.yaml", Some(d.line)));
     let detail = |k: &str| if k == "Default" { None } else { Some(k.to_string()) };
     // a version without derivatives.yaml (2.0.1) says nothing about derivatives
-    if old.derivatives.is_empty() || new.derivatives.is_empty() {
+    if !old_side.has_derivatives || !new_side.has_derivatives {
         return;
     }
     for ((op, k), d) in &od {
         match nd.get(&(op.clone(), k.clone())) {
             None => {
-                if new_ops.contains_key(op) {
+                if let Some(line) = (new_side.line_of)(op) {
                     out.push(
                         "deriv.removed",
                         op,
@@ -539,12 +584,12 @@ fn compare_derivatives(
                         Some(formulas_text(d)),
                         None,
                         format!("`{op}` has no derivative entry any more"),
-                        nf_of(new_ops, op),
+                        Some(Location::new("native_functions.yaml", Some(line))),
                     );
                 }
             }
             Some(n) => {
-                if formulas_text(d) != formulas_text(n) {
+                if !same_formulas(d, n) && formulas_text(d) != formulas_text(n) {
                     out.push(
                         "deriv.formula_changed",
                         op,
@@ -585,7 +630,7 @@ fn compare_derivatives(
         }
     }
     for ((op, k), n) in &nd {
-        if !od.contains_key(&(op.clone(), k.clone())) && old_ops.contains_key(op) {
+        if !od.contains_key(&(op.clone(), k.clone())) && (old_side.line_of)(op).is_some() {
             out.push(
                 "deriv.added",
                 op,
@@ -599,6 +644,39 @@ fn compare_derivatives(
     }
 }
 
-fn nf_of(ops: &BTreeMap<String, &NativeFunction>, op: &str) -> Option<Location> {
-    ops.get(op).and_then(|f| nf(f))
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::Store;
+
+    fn store() -> Store {
+        Store::new(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../schemas"))
+    }
+
+    /// The pair path finds exactly the changes of the full load, for near and far pairs, the same
+    /// version twice, and a version without derivatives.
+    #[test]
+    fn pair_diff_equals_full_diff() {
+        let st = store();
+        let rules = RuleSet::builtin();
+        for (a, b) in [("v2.1", "v2.3"), ("v2.3", "v2.4"), ("v2.0", "v2.15"), ("v2.15", "v2.0"), ("v2.4", "v2.4")] {
+            let (va, vb) = (st.resolve("pytorch", a).unwrap(), st.resolve("pytorch", b).unwrap());
+            let full = diff(&st.load_pytorch(&va).unwrap(), &st.load_pytorch(&vb).unwrap(), &rules);
+            let pair = st.load_pytorch_pair(&va, &vb).unwrap();
+            assert_eq!(diff_pair(&pair, &rules), full, "{a} -> {b}");
+            let parsed = pair.old.registry.functions.len() + pair.new.registry.functions.len();
+            assert!(parsed <= pair.old_index.len() + pair.new_index.len());
+        }
+    }
+
+    #[test]
+    fn pair_of_one_version_parses_nothing() {
+        let st = store();
+        let v = st.resolve("pytorch", "v2.4").unwrap();
+        let pair = st.load_pytorch_pair(&v, &v).unwrap();
+        assert!(pair.old.registry.functions.is_empty() && pair.new.derivatives.is_empty());
+        assert_eq!(pair.old_index, pair.new_index);
+        assert!(pair.new_index.line_of("add.Tensor").is_some());
+        assert_eq!(pair.new_index.line_of("no_such_op"), None);
+    }
 }
