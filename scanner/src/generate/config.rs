@@ -81,6 +81,16 @@ pub struct VendorTable {
     pub success: String,
     /// Prefixes of the constants that become the variants of the generated error enum.
     pub error_prefixes: Vec<String>,
+    /// The header's names of the copy directions.
+    pub memcpy_kind: MemcpyKinds,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemcpyKinds {
+    pub host_to_device: String,
+    pub device_to_host: String,
+    pub device_to_device: String,
 }
 
 /// One device operation's driver functions, tried in order; the first the library exports wins.
@@ -320,6 +330,7 @@ library = "libascendcl.so"
 status_type = "aclError"
 success = "ACL_SUCCESS"
 error_prefixes = ["ACL_ERROR_"]
+memcpy_kind = { host_to_device = "ACL_MEMCPY_HOST_TO_DEVICE", device_to_host = "ACL_MEMCPY_DEVICE_TO_HOST", device_to_device = "ACL_MEMCPY_DEVICE_TO_DEVICE" }
 [driver]
 init = ["aclInit"]
 device_count = ["aclrtGetDeviceCount"]

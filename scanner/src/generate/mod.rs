@@ -6,6 +6,7 @@
 //! changed; `generate --check` reports stale files without writing.
 
 pub mod config;
+pub mod driver;
 pub mod ops;
 pub mod recipes;
 pub mod types;
@@ -39,6 +40,24 @@ struct RecipesTemplate<'a> {
     kb: &'a str,
     pytorch: &'a str,
     recipes: &'a [&'a recipes::Compiled],
+}
+
+#[derive(Template)]
+#[template(path = "driver.rs.jinja", escape = "none")]
+struct DriverTemplate<'a> {
+    vendor: &'a str,
+    headers: &'a str,
+    library: &'a str,
+    success: i64,
+    success_name: &'a str,
+    statuses: &'a [driver::StatusCtx],
+    ops: &'a [driver::DriverOpCtx],
+    h2d: i64,
+    h2d_name: &'a str,
+    d2h: i64,
+    d2h_name: &'a str,
+    d2d: i64,
+    d2d_name: &'a str,
 }
 
 #[derive(Template)]
@@ -89,6 +108,8 @@ impl Summary {
 pub struct Inputs {
     pub cfg: LoadedConfig,
     pub snapshot: PytorchSnapshot,
+    /// Every declaration of the vendor header release.
+    pub header_decls: Vec<xirang_headers::Decl>,
 }
 
 impl Inputs {
@@ -96,7 +117,11 @@ impl Inputs {
     pub fn load(cfg: LoadedConfig, store: &Store) -> Result<Inputs> {
         let v = store.resolve("pytorch", &cfg.config.pytorch.version)?;
         let snapshot = store.load_pytorch(&v)?;
-        Ok(Inputs { cfg, snapshot })
+        let vendor = cfg.config.vendor.name.clone();
+        let hv = store.resolve(&vendor, &cfg.config.vendor.headers)?;
+        let headers = store.load_headers(&vendor, &hv)?;
+        let header_decls = headers.set.files.into_iter().flat_map(|f| f.decls).collect();
+        Ok(Inputs { cfg, snapshot, header_decls })
     }
 }
 
@@ -144,7 +169,28 @@ pub fn render_all(inputs: &Inputs) -> Result<(Vec<GeneratedFile>, usize)> {
     let rec_text =
         render(&RecipesTemplate { kb: &cfg.adapter.recipes, pytorch: version, recipes: &chosen }, "recipes.rs")?;
     files.push(GeneratedFile { path: "recipes.rs".into(), text: rec_text });
-    let modules = ["ops", "recipes"];
+    let dm = driver::model(&inputs.cfg, &inputs.header_decls)?;
+    let [(h2d_name, h2d), (d2h_name, d2h), (d2d_name, d2d)] = &dm.memcpy_kinds;
+    let drv_text = render(
+        &DriverTemplate {
+            vendor: &cfg.vendor.name,
+            headers: &cfg.vendor.headers,
+            library: &cfg.vendor.library,
+            success: dm.success,
+            success_name: &cfg.vendor.success,
+            statuses: &dm.statuses,
+            ops: &dm.ops,
+            h2d: *h2d,
+            h2d_name,
+            d2h: *d2h,
+            d2h_name,
+            d2d: *d2d,
+            d2d_name,
+        },
+        "driver.rs",
+    )?;
+    files.push(GeneratedFile { path: "driver.rs".into(), text: drv_text });
+    let modules = ["driver", "ops", "recipes"];
     let mod_text = render(
         &ModTemplate {
             adapter: &cfg.adapter.name,

@@ -1,0 +1,152 @@
+//! Upgrade rehearsal: in a copy of the adapter, generate for PyTorch 2.1 with a hand-written
+//! kernel for `_cslt_sparse_mm` (whose schema gains arguments in 2.3), check that it builds,
+//! regenerate for 2.3, and check that the build fails exactly at that kernel and that the drift
+//! report's impact names the same file and line.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name();
+        if name == "target" {
+            continue;
+        }
+        let (src, dst) = (e.path(), to.join(&name));
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+fn scan(root: &Path, args: &[&str]) -> std::process::Output {
+    let store = repo().join("schemas");
+    Command::new(env!("CARGO_BIN_EXE_xirang-scan"))
+        .current_dir(root)
+        .args(args)
+        .arg("--store")
+        .arg(&store)
+        .output()
+        .unwrap()
+}
+
+fn set_version(root: &Path, v: &str) {
+    let p = root.join("xirang.toml");
+    let text = std::fs::read_to_string(&p).unwrap();
+    let mut out = String::new();
+    let mut in_pytorch = false;
+    for line in text.lines() {
+        if line.starts_with('[') {
+            in_pytorch = line.trim() == "[pytorch]";
+        }
+        if in_pytorch && line.starts_with("version") {
+            out.push_str(&format!("version = \"{v}\"\n"));
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    std::fs::write(p, out).unwrap();
+}
+
+fn check(root: &Path) -> std::process::Output {
+    Command::new(env!("CARGO"))
+        .current_dir(root)
+        .args(["check", "--offline", "-p", "xirang-runtime", "--lib", "--message-format", "short"])
+        .env("CARGO_TARGET_DIR", repo().join("target/upgrade-rehearsal"))
+        .env_remove("RUSTFLAGS")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn regeneration_breaks_the_build_exactly_at_the_stale_kernel_and_the_report_names_it() {
+    let root = std::env::temp_dir().join(format!("xirang-rehearsal-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let r = repo();
+    // a workspace with just the runtime (and its simulator)
+    let manifest = std::fs::read_to_string(r.join("Cargo.toml")).unwrap();
+    let manifest: String = manifest
+        .lines()
+        .map(|l| {
+            if l.starts_with("members") || l.starts_with("default-members") {
+                let key = l.split('=').next().unwrap().trim();
+                format!("{key} = [\"adapter-runtime\", \"adapter-runtime/simulator\"]")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(root.join("Cargo.toml"), manifest).unwrap();
+    std::fs::copy(r.join("Cargo.lock"), root.join("Cargo.lock")).unwrap();
+    std::fs::copy(r.join("xirang.toml"), root.join("xirang.toml")).unwrap();
+    copy_dir(&r.join("adapter-runtime"), &root.join("adapter-runtime"));
+    copy_dir(&r.join("templates"), &root.join("templates"));
+    copy_dir(&r.join("generated"), &root.join("generated"));
+
+    // 1. generate for 2.1 and write a kernel with 2.1's signature of _cslt_sparse_mm
+    set_version(&root, "v2.1");
+    let g = scan(&root, &["generate"]);
+    assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
+    let ops = std::fs::read_to_string(root.join("generated/ops.rs")).unwrap();
+    let sig = ops.lines().find(|l| l.trim_start().starts_with("fn _cslt_sparse_mm(")).expect("trait method").trim();
+    let sig = sig.trim_end_matches('{').trim();
+    let kernel = format!(
+        "//! A hand-written kernel (upgrade rehearsal).\n\
+         #![allow(non_snake_case, unused_variables)]\n\
+         use crate::generated::ops::AtenOps;\n\
+         use crate::{{DType, Error, Result, Scalar, Tensor}};\n\n\
+         pub struct RehearsalOps;\n\n\
+         impl AtenOps for RehearsalOps {{\n    {sig} {{\n        Err(Error::Unsupported(\"rehearsal\".into()))\n    }}\n}}\n"
+    );
+    let kernel_path = root.join("adapter-runtime/src/rehearsal.rs");
+    std::fs::write(&kernel_path, &kernel).unwrap();
+    let kernel_line = kernel.lines().position(|l| l.contains("fn _cslt_sparse_mm(")).unwrap() + 1;
+    let lib = root.join("adapter-runtime/src/lib.rs");
+    let mut lib_text = std::fs::read_to_string(&lib).unwrap();
+    lib_text.push_str("\npub mod rehearsal;\n");
+    std::fs::write(&lib, lib_text).unwrap();
+    let c = check(&root);
+    assert!(c.status.success(), "2.1 build fails: {}", String::from_utf8_lossy(&c.stderr));
+
+    // 2. regenerate for 2.3: the build fails, only at the kernel
+    set_version(&root, "v2.3");
+    let g = scan(&root, &["generate"]);
+    assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
+    let c = check(&root);
+    assert!(!c.status.success(), "2.3 build unexpectedly passes");
+    let stderr = String::from_utf8_lossy(&c.stderr);
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.contains(": error")).collect();
+    assert!(!errors.is_empty(), "{stderr}");
+    for e in &errors {
+        assert!(e.starts_with("adapter-runtime/src/rehearsal.rs:"), "error outside the kernel: {e}");
+    }
+    let compile_line: usize = errors[0].split(':').nth(1).unwrap().parse().unwrap();
+    assert_eq!(compile_line, kernel_line, "{stderr}");
+
+    // 3. the drift report names the same file and line
+    let adapter = root.join("adapter-runtime");
+    let d = scan(&root, &["diff", "v2.1", "v2.3", "--format", "json", "--adapter", adapter.to_str().unwrap()]);
+    let report: serde_json::Value = serde_json::from_slice(&d.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&d.stderr));
+    });
+    let impact = report["impact"].as_array().expect("impact list");
+    let hit = impact
+        .iter()
+        .find(|i| i["source"] == "kernel" && i["subject"].as_str().is_some_and(|s| s.starts_with("_cslt_sparse_mm")))
+        .unwrap_or_else(|| panic!("no kernel impact for _cslt_sparse_mm: {impact:?}"));
+    let loc = &hit["location"];
+    assert!(loc["file"].as_str().unwrap().ends_with("adapter-runtime/src/rehearsal.rs"), "{hit}");
+    assert_eq!(loc["line"].as_u64().unwrap() as usize, compile_line, "{hit}");
+    let _ = std::fs::remove_dir_all(&root);
+}
