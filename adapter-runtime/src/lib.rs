@@ -14,18 +14,22 @@
 //! * [`dispatch`]: three-tier dispatch (native, recipe, CPU fallback) with
 //!   per-operator counters and the fallback policy.
 //! * [`ivalue`]: boxed arguments/results and the schema-type mapping.
+//! * [`boxed`]: calling an operator by name through the tiers.
 //! * [`host_registry`]: boxed host implementations by operator name.
+//! * [`io`]: safetensors files.
 //! * [`ops`]: host reference implementations (the CPU-fallback tier); on
 //!   device tensors they copy to host, compute, and copy back.
 
 #![deny(unsafe_code)]
 
+pub mod boxed;
 pub mod device;
 pub mod dispatch;
 pub mod driver;
 pub mod dtype;
 pub mod error;
 pub mod host_registry;
+pub mod io;
 pub mod ivalue;
 pub mod kernels;
 pub mod ops;

@@ -76,3 +76,19 @@ pub fn add_f32(a: &Tensor, b: &Tensor, alpha: Scalar) -> Result<Tensor> {
     )?;
     Ok(out)
 }
+
+/// A boxed native kernel entry: `Ok(None)` when the kernel does not take
+/// these arguments (dtype, device), so the caller falls back.
+pub type NativeFn = fn(&[crate::ivalue::IValue]) -> Result<Option<Vec<crate::ivalue::IValue>>>;
+
+/// The native kernel entry of `op`, if the device has one.
+pub fn native(op: &str) -> Option<NativeFn> {
+    let _ = op;
+    None
+}
+
+/// The `&'static` name of a natively implemented operator.
+pub fn intern(op: &str) -> Option<&'static str> {
+    let _ = op;
+    None
+}
