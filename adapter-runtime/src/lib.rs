@@ -17,6 +17,7 @@
 //! * [`boxed`]: calling an operator by name through the tiers.
 //! * [`host_registry`]: boxed host implementations by operator name.
 //! * [`io`]: safetensors files.
+//! * [`train`]: the MLP training loop of `examples/train_mlp.rs`.
 //! * [`ops`]: host reference implementations (the CPU-fallback tier); on
 //!   device tensors they copy to host, compute, and copy back.
 
@@ -36,6 +37,7 @@ pub mod ops;
 pub mod runtime;
 pub mod shape;
 pub mod tensor;
+pub mod train;
 
 pub use device::{AllocatorStats, Device, DeviceMap};
 pub use dtype::{DType, Operand, Scalar, promote_types, result_type};
