@@ -30,6 +30,9 @@ fn losses_match_pytorch_within_1e_4_relative() {
     }
     println!("train_mlp: {} steps, max relative loss error vs PyTorch {worst:.3e}", got.len());
     assert!(got.last().unwrap() < got.first().unwrap(), "the loss should decrease");
+    // every operator of the loop has a native kernel on the device
+    let fallbacks: Vec<_> = dispatch::counters().into_iter().filter(|(_, c)| c.fallback > 0).collect();
+    assert!(fallbacks.is_empty(), "operators on the CPU fallback: {fallbacks:?}");
 }
 
 fn t(v: Vec<f32>, s: &[usize]) -> Tensor {

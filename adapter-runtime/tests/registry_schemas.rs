@@ -1,0 +1,91 @@
+//! Every host-registry and native-kernel entry names a real operator of the
+//! PyTorch v2.3 snapshot and takes exactly its schema's arguments
+//! (positional + kwarg-only + out=), read from
+//! `schemas/pytorch/v2.3.*/operators.jsonl`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use xirang_runtime::{host_registry, kernels};
+
+/// Newest 2.3 snapshot: operator name -> argument count.
+fn schemas() -> BTreeMap<String, usize> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schemas/pytorch");
+    let mut dirs: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("v2.3."))
+        .collect();
+    dirs.sort();
+    let dir = dirs.last().expect("a v2.3 snapshot");
+    let text = std::fs::read_to_string(root.join(dir).join("operators.jsonl")).unwrap();
+    let mut out = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let func = v["func"].as_str().unwrap();
+        let open = func.find('(').unwrap();
+        let name = func[..open].to_string();
+        out.insert(name, count_args(&func[open + 1..]));
+    }
+    out
+}
+
+/// Counts the top-level arguments of `args...) -> ...` (the `*` marker is not an argument).
+fn count_args(rest: &str) -> usize {
+    let (mut depth, mut quote, mut n, mut cur) = (0i32, false, 0, String::new());
+    for ch in rest.chars() {
+        match ch {
+            '\'' | '"' => quote = !quote,
+            '(' | '[' if !quote => depth += 1,
+            ']' if !quote => depth -= 1,
+            ')' if !quote && depth == 0 => break,
+            ')' if !quote => depth -= 1,
+            ',' if !quote && depth == 0 => {
+                if cur.trim() != "*" && !cur.trim().is_empty() {
+                    n += 1;
+                }
+                cur.clear();
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(ch);
+    }
+    if cur.trim() != "*" && !cur.trim().is_empty() {
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn argument_counter_reads_schemas() {
+    assert_eq!(count_args("Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"), 3);
+    assert_eq!(count_args(") -> Tensor"), 0);
+    assert_eq!(count_args("Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"), 3);
+    assert_eq!(count_args("Tensor self, *, str approximate='none') -> Tensor"), 2);
+}
+
+#[test]
+fn host_registry_entries_match_v2_3_schemas() {
+    let s = schemas();
+    assert!(s.len() > 1500, "snapshot has {} operators", s.len());
+    let ops = host_registry::operators();
+    assert!(ops.len() >= 100, "host registry covers {} operators", ops.len());
+    for op in ops {
+        let want = s.get(op).unwrap_or_else(|| panic!("host registry entry `{op}` is not a v2.3 operator"));
+        assert_eq!(host_registry::arity(op), Some(*want), "`{op}`: argument count differs from its schema");
+    }
+}
+
+#[test]
+fn native_entries_match_v2_3_schemas_and_have_host_fallbacks() {
+    let s = schemas();
+    let ops = kernels::operators();
+    assert!(ops.len() >= 60, "native kernels cover {} operators", ops.len());
+    for op in ops {
+        let want = s.get(op).unwrap_or_else(|| panic!("native entry `{op}` is not a v2.3 operator"));
+        assert_eq!(kernels::registry::arity(op), Some(*want), "`{op}`: argument count differs from its schema");
+        assert!(host_registry::lookup(op).is_some(), "`{op}` has a native kernel but no host fallback");
+    }
+}
