@@ -89,3 +89,23 @@ fn native_entries_match_v2_3_schemas_and_have_host_fallbacks() {
         assert!(host_registry::lookup(op).is_some(), "`{op}` has a native kernel but no host fallback");
     }
 }
+
+#[test]
+fn every_native_operator_has_one_kernel_marker() {
+    // The drift engine's adapter index finds kernels by `/// xirang-kernel: op` doc lines.
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/kernels");
+    let mut marked: BTreeMap<String, usize> = BTreeMap::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+        for line in text.lines() {
+            if let Some(rest) = line.trim().strip_prefix("/// xirang-kernel:") {
+                for op in rest.split(',') {
+                    *marked.entry(op.trim().to_string()).or_default() += 1;
+                }
+            }
+        }
+    }
+    for op in kernels::operators() {
+        assert_eq!(marked.get(op), Some(&1), "`{op}` needs exactly one `/// xirang-kernel:` marker");
+    }
+}

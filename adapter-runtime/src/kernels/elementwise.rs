@@ -262,6 +262,7 @@ fn nan_min<T: Real>(x: T, y: T) -> T {
 // ------------------------------------------------------------ arithmetic
 
 /// `add.Tensor`: `self + alpha * other`.
+/// xirang-kernel: add.Tensor
 pub fn add_tensor(self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<Tensor> {
     let d = self_.dtype();
     if is_int(d) {
@@ -282,12 +283,14 @@ pub fn add_tensor(self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<Tenso
 }
 
 /// `add.Scalar`.
+/// xirang-kernel: add.Scalar
 pub fn add_scalar(self_: &Tensor, other: Scalar, alpha: Scalar) -> Result<Tensor> {
     scalar_keeps_dtype("add", self_.dtype(), other)?;
     add_tensor(self_, &scalar_on(self_, other, self_.dtype())?, alpha)
 }
 
 /// `sub.Tensor`: `self - alpha * other`.
+/// xirang-kernel: sub.Tensor
 pub fn sub_tensor(self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<Tensor> {
     let d = self_.dtype();
     if is_int(d) {
@@ -304,12 +307,14 @@ pub fn sub_tensor(self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<Tenso
 }
 
 /// `sub.Scalar`.
+/// xirang-kernel: sub.Scalar
 pub fn sub_scalar(self_: &Tensor, other: Scalar, alpha: Scalar) -> Result<Tensor> {
     scalar_keeps_dtype("sub", self_.dtype(), other)?;
     sub_tensor(self_, &scalar_on(self_, other, self_.dtype())?, alpha)
 }
 
 /// `mul.Tensor`.
+/// xirang-kernel: mul.Tensor
 pub fn mul_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
     let d = self_.dtype();
     if is_int(d) {
@@ -319,17 +324,20 @@ pub fn mul_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
 }
 
 /// `mul.Scalar`.
+/// xirang-kernel: mul.Scalar
 pub fn mul_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
     scalar_keeps_dtype("mul", self_.dtype(), other)?;
     mul_tensor(self_, &scalar_on(self_, other, self_.dtype())?)
 }
 
 /// `div.Tensor` (true division; integer inputs promote, so they fall back).
+/// xirang-kernel: div.Tensor
 pub fn div_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
     with_real!("div", self_.dtype(), T => binary_real::<T>("div", self_, other, |x, y| x / y))
 }
 
 /// `div.Scalar`.
+/// xirang-kernel: div.Scalar
 pub fn div_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
     if !is_real(self_.dtype()) {
         return unsupported("div", "integer true division promotes");
@@ -339,6 +347,7 @@ pub fn div_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
 }
 
 /// `maximum` (NaN-propagating).
+/// xirang-kernel: maximum
 pub fn maximum(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
     let d = self_.dtype();
     if is_int(d) {
@@ -348,6 +357,7 @@ pub fn maximum(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
 }
 
 /// `minimum` (NaN-propagating).
+/// xirang-kernel: minimum
 pub fn minimum(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
     let d = self_.dtype();
     if is_int(d) {
@@ -357,6 +367,7 @@ pub fn minimum(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
 }
 
 /// `add_.Tensor`: in place into `self_` (the kernel writes `self_`'s storage).
+/// xirang-kernel: add_.Tensor
 pub fn add_tensor_(self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<()> {
     if !self_.is_contiguous() || shape::broadcast_shapes(self_.sizes(), other.sizes())? != self_.sizes() {
         return unsupported("add_", "in-place kernels need a contiguous self of the broadcast shape");
@@ -384,37 +395,112 @@ pub(crate) fn copy_into(src: &Tensor, dst: &Tensor) -> Result<()> {
 
 // ------------------------------------------------------------ comparisons
 
-macro_rules! comparisons {
-    ($($tname:ident, $sname:ident, $op:tt, $label:literal;)*) => {$(
-        #[doc = concat!("`", $label, ".Tensor`.")]
-        pub fn $tname(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-            let d = self_.dtype();
-            if is_int(d) || d == DType::Bool {
-                return binary_int($label, self_, other, Some(DType::Bool), |x, y| i64::from(x $op y));
-            }
-            with_real!($label, d, T => compare_real::<T>($label, self_, other, |x, y| x $op y))
-        }
-        #[doc = concat!("`", $label, ".Scalar`.")]
-        pub fn $sname(self_: &Tensor, other: Scalar) -> Result<Tensor> {
-            scalar_keeps_dtype($label, self_.dtype(), other)?;
-            // The scalar is cast to the tensor's dtype (the common dtype).
-            let s = scalar_on(self_, other, self_.dtype())?;
-            $tname(self_, &s)
-        }
-    )*};
+/// `eq.Tensor`.
+/// xirang-kernel: eq.Tensor
+pub fn eq_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    let d = self_.dtype();
+    if is_int(d) || d == DType::Bool {
+        return binary_int("eq", self_, other, Some(DType::Bool), |x, y| i64::from(x == y));
+    }
+    with_real!("eq", d, T => compare_real::<T>("eq", self_, other, |x, y| x == y))
 }
-comparisons! {
-    eq_tensor, eq_scalar, ==, "eq";
-    ne_tensor, ne_scalar, !=, "ne";
-    lt_tensor, lt_scalar, <, "lt";
-    le_tensor, le_scalar, <=, "le";
-    gt_tensor, gt_scalar, >, "gt";
-    ge_tensor, ge_scalar, >=, "ge";
+
+/// `eq.Scalar` (the scalar is cast to the tensor's dtype, the common dtype).
+/// xirang-kernel: eq.Scalar
+pub fn eq_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    scalar_keeps_dtype("eq", self_.dtype(), other)?;
+    eq_tensor(self_, &scalar_on(self_, other, self_.dtype())?)
+}
+
+/// `ne.Tensor`.
+/// xirang-kernel: ne.Tensor
+pub fn ne_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    let d = self_.dtype();
+    if is_int(d) || d == DType::Bool {
+        return binary_int("ne", self_, other, Some(DType::Bool), |x, y| i64::from(x != y));
+    }
+    with_real!("ne", d, T => compare_real::<T>("ne", self_, other, |x, y| x != y))
+}
+
+/// `ne.Scalar` (the scalar is cast to the tensor's dtype, the common dtype).
+/// xirang-kernel: ne.Scalar
+pub fn ne_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    scalar_keeps_dtype("ne", self_.dtype(), other)?;
+    ne_tensor(self_, &scalar_on(self_, other, self_.dtype())?)
+}
+
+/// `lt.Tensor`.
+/// xirang-kernel: lt.Tensor
+pub fn lt_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    let d = self_.dtype();
+    if is_int(d) || d == DType::Bool {
+        return binary_int("lt", self_, other, Some(DType::Bool), |x, y| i64::from(x < y));
+    }
+    with_real!("lt", d, T => compare_real::<T>("lt", self_, other, |x, y| x < y))
+}
+
+/// `lt.Scalar` (the scalar is cast to the tensor's dtype, the common dtype).
+/// xirang-kernel: lt.Scalar
+pub fn lt_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    scalar_keeps_dtype("lt", self_.dtype(), other)?;
+    lt_tensor(self_, &scalar_on(self_, other, self_.dtype())?)
+}
+
+/// `le.Tensor`.
+/// xirang-kernel: le.Tensor
+pub fn le_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    let d = self_.dtype();
+    if is_int(d) || d == DType::Bool {
+        return binary_int("le", self_, other, Some(DType::Bool), |x, y| i64::from(x <= y));
+    }
+    with_real!("le", d, T => compare_real::<T>("le", self_, other, |x, y| x <= y))
+}
+
+/// `le.Scalar` (the scalar is cast to the tensor's dtype, the common dtype).
+/// xirang-kernel: le.Scalar
+pub fn le_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    scalar_keeps_dtype("le", self_.dtype(), other)?;
+    le_tensor(self_, &scalar_on(self_, other, self_.dtype())?)
+}
+
+/// `gt.Tensor`.
+/// xirang-kernel: gt.Tensor
+pub fn gt_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    let d = self_.dtype();
+    if is_int(d) || d == DType::Bool {
+        return binary_int("gt", self_, other, Some(DType::Bool), |x, y| i64::from(x > y));
+    }
+    with_real!("gt", d, T => compare_real::<T>("gt", self_, other, |x, y| x > y))
+}
+
+/// `gt.Scalar` (the scalar is cast to the tensor's dtype, the common dtype).
+/// xirang-kernel: gt.Scalar
+pub fn gt_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    scalar_keeps_dtype("gt", self_.dtype(), other)?;
+    gt_tensor(self_, &scalar_on(self_, other, self_.dtype())?)
+}
+
+/// `ge.Tensor`.
+/// xirang-kernel: ge.Tensor
+pub fn ge_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    let d = self_.dtype();
+    if is_int(d) || d == DType::Bool {
+        return binary_int("ge", self_, other, Some(DType::Bool), |x, y| i64::from(x >= y));
+    }
+    with_real!("ge", d, T => compare_real::<T>("ge", self_, other, |x, y| x >= y))
+}
+
+/// `ge.Scalar` (the scalar is cast to the tensor's dtype, the common dtype).
+/// xirang-kernel: ge.Scalar
+pub fn ge_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    scalar_keeps_dtype("ge", self_.dtype(), other)?;
+    ge_tensor(self_, &scalar_on(self_, other, self_.dtype())?)
 }
 
 // ------------------------------------------------------------ unary and activations
 
 /// `neg`.
+/// xirang-kernel: neg
 pub fn neg(self_: &Tensor) -> Result<Tensor> {
     if is_int(self_.dtype()) {
         return unary_int("neg", self_, i64::wrapping_neg);
@@ -422,6 +508,7 @@ pub fn neg(self_: &Tensor) -> Result<Tensor> {
     with_real!("neg", self_.dtype(), T => unary_real::<T>("neg", self_, |x| -x))
 }
 /// `abs`.
+/// xirang-kernel: abs
 pub fn abs(self_: &Tensor) -> Result<Tensor> {
     if is_int(self_.dtype()) {
         return unary_int("abs", self_, i64::wrapping_abs);
@@ -429,18 +516,22 @@ pub fn abs(self_: &Tensor) -> Result<Tensor> {
     with_real!("abs", self_.dtype(), T => unary_real::<T>("abs", self_, |x| x.abs()))
 }
 /// `exp`.
+/// xirang-kernel: exp
 pub fn exp(self_: &Tensor) -> Result<Tensor> {
     with_real!("exp", self_.dtype(), T => unary_real::<T>("exp", self_, |x| x.exp()))
 }
 /// `log`.
+/// xirang-kernel: log
 pub fn log(self_: &Tensor) -> Result<Tensor> {
     with_real!("log", self_.dtype(), T => unary_real::<T>("log", self_, |x| x.ln()))
 }
 /// `sqrt`.
+/// xirang-kernel: sqrt
 pub fn sqrt(self_: &Tensor) -> Result<Tensor> {
     with_real!("sqrt", self_.dtype(), T => unary_real::<T>("sqrt", self_, |x| x.sqrt()))
 }
 /// `rsqrt`.
+/// xirang-kernel: rsqrt
 pub fn rsqrt(self_: &Tensor) -> Result<Tensor> {
     with_real!("rsqrt", self_.dtype(), T => unary_real::<T>("rsqrt", self_, |x| T::ONE / x.sqrt()))
 }
@@ -448,14 +539,17 @@ fn sigmoid_t<T: Real>(x: T) -> T {
     T::ONE / (T::ONE + (-x).exp())
 }
 /// `sigmoid`.
+/// xirang-kernel: sigmoid
 pub fn sigmoid(self_: &Tensor) -> Result<Tensor> {
     with_real!("sigmoid", self_.dtype(), T => unary_real::<T>("sigmoid", self_, sigmoid_t::<T>))
 }
 /// `tanh`.
+/// xirang-kernel: tanh
 pub fn tanh(self_: &Tensor) -> Result<Tensor> {
     with_real!("tanh", self_.dtype(), T => unary_real::<T>("tanh", self_, |x| x.tanh()))
 }
 /// `relu`.
+/// xirang-kernel: relu
 pub fn relu(self_: &Tensor) -> Result<Tensor> {
     if is_int(self_.dtype()) {
         return unary_int("relu", self_, |x| x.max(0));
@@ -464,6 +558,7 @@ pub fn relu(self_: &Tensor) -> Result<Tensor> {
     with_real!("relu", self_.dtype(), T => unary_real::<T>("relu", self_, |x| if x.is_nan() || x > T::ZERO { x } else { T::ZERO }))
 }
 /// `silu`.
+/// xirang-kernel: silu
 pub fn silu(self_: &Tensor) -> Result<Tensor> {
     with_real!("silu", self_.dtype(), T => unary_real::<T>("silu", self_, |x| x * sigmoid_t(x)))
 }
@@ -490,12 +585,14 @@ fn approx(name: &str, a: &str) -> Result<bool> {
 }
 
 /// `gelu(self, approximate)`.
+/// xirang-kernel: gelu
 pub fn gelu(self_: &Tensor, approximate: &str) -> Result<Tensor> {
     let t = approx("gelu", approximate)?;
     with_real!("gelu", self_.dtype(), T => unary_real::<T>("gelu", self_, move |x| gelu_t(x, t)))
 }
 
 /// `threshold_backward(grad_output, self, threshold)`.
+/// xirang-kernel: threshold_backward
 pub fn threshold_backward(grad_output: &Tensor, self_: &Tensor, threshold: Scalar) -> Result<Tensor> {
     with_real!("threshold_backward", grad_output.dtype(), T => {
         let th = T::from_f64(threshold.to_f64());
@@ -504,6 +601,7 @@ pub fn threshold_backward(grad_output: &Tensor, self_: &Tensor, threshold: Scala
 }
 
 /// `gelu_backward(grad_output, self, approximate)`.
+/// xirang-kernel: gelu_backward
 pub fn gelu_backward(grad_output: &Tensor, self_: &Tensor, approximate: &str) -> Result<Tensor> {
     let t = approx("gelu_backward", approximate)?;
     with_real!("gelu_backward", grad_output.dtype(), T => {
@@ -527,6 +625,7 @@ pub fn gelu_backward(grad_output: &Tensor, self_: &Tensor, approximate: &str) ->
 }
 
 /// `silu_backward(grad_output, self)`.
+/// xirang-kernel: silu_backward
 pub fn silu_backward(grad_output: &Tensor, self_: &Tensor) -> Result<Tensor> {
     with_real!("silu_backward", grad_output.dtype(), T => binary_real::<T>("silu_backward", grad_output, self_, |g, x| {
         let s = sigmoid_t(x);
@@ -535,6 +634,7 @@ pub fn silu_backward(grad_output: &Tensor, self_: &Tensor) -> Result<Tensor> {
 }
 
 /// `sigmoid_backward(grad_output, output)`.
+/// xirang-kernel: sigmoid_backward
 pub fn sigmoid_backward(grad_output: &Tensor, output: &Tensor) -> Result<Tensor> {
     with_real!("sigmoid_backward", grad_output.dtype(), T => {
         binary_real::<T>("sigmoid_backward", grad_output, output, |g, y| g * (T::ONE - y) * y)
@@ -542,6 +642,7 @@ pub fn sigmoid_backward(grad_output: &Tensor, output: &Tensor) -> Result<Tensor>
 }
 
 /// `tanh_backward(grad_output, output)`.
+/// xirang-kernel: tanh_backward
 pub fn tanh_backward(grad_output: &Tensor, output: &Tensor) -> Result<Tensor> {
     with_real!("tanh_backward", grad_output.dtype(), T => {
         binary_real::<T>("tanh_backward", grad_output, output, |g, y| g * (T::ONE - y * y))
@@ -566,6 +667,7 @@ pub(crate) fn pick_bytes(src: &[u8], es: usize, n: usize, idx: impl Fn(usize) ->
 }
 
 /// `where.self(condition, self, other)`: self and other of one dtype, any dtype.
+/// xirang-kernel: where.self
 pub fn where_self(condition: &Tensor, self_: &Tensor, other: &Tensor) -> Result<Tensor> {
     let ctx = device_of("where", &[condition, self_, other])?;
     if condition.dtype() != DType::Bool {
@@ -602,6 +704,7 @@ pub fn where_self(condition: &Tensor, self_: &Tensor, other: &Tensor) -> Result<
 }
 
 /// `masked_fill.Scalar(self, mask, value)`: the mask broadcasts to `self`.
+/// xirang-kernel: masked_fill.Scalar
 pub fn masked_fill_scalar(self_: &Tensor, mask: &Tensor, value: Scalar) -> Result<Tensor> {
     let ctx = device_of("masked_fill", &[self_, mask])?;
     let d = self_.dtype();
@@ -652,6 +755,7 @@ fn uniform_at(seed: u64, i: u64) -> f64 {
 
 /// `native_dropout(input, p, train)` -> `(output, mask)` with the seed
 /// drawn from the default generator ([`crate::host_registry::manual_seed`]).
+/// xirang-kernel: native_dropout
 pub fn native_dropout(input: &Tensor, p: f64, train: Option<bool>) -> Result<(Tensor, Tensor)> {
     let seed = crate::host_registry::with_default_generator(|g| g.next_u64());
     native_dropout_seeded(input, p, train, seed)
@@ -696,6 +800,7 @@ pub fn native_dropout_seeded(input: &Tensor, p: f64, train: Option<bool>, seed: 
 }
 
 /// `native_dropout_backward(grad_output, mask, scale)`.
+/// xirang-kernel: native_dropout_backward
 pub fn native_dropout_backward(grad_output: &Tensor, mask: &Tensor, scale: f64) -> Result<Tensor> {
     let ctx = device_of("native_dropout_backward", &[grad_output, mask])?;
     let d = grad_output.dtype();

@@ -52,6 +52,7 @@ fn indices(name: &str, index: &Tensor, bound: usize) -> Result<Vec<usize>> {
 }
 
 /// `cat(tensors, dim)`: one dtype, one device (legacy empty 1-D inputs are skipped).
+/// xirang-kernel: cat
 pub fn cat(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
     let refs: Vec<&Tensor> = tensors.iter().collect();
     let ctx = device_of("cat", &refs)?;
@@ -116,6 +117,7 @@ pub fn cat(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
 }
 
 /// `index_select(self, dim, index)`.
+/// xirang-kernel: index_select
 pub fn index_select(self_: &Tensor, dim: i64, index: &Tensor) -> Result<Tensor> {
     let ctx = device_of("index_select", &[self_, index])?;
     if index.dim() > 1 {
@@ -154,6 +156,7 @@ pub fn index_select(self_: &Tensor, dim: i64, index: &Tensor) -> Result<Tensor> 
 }
 
 /// `gather(self, dim, index, sparse_grad)`.
+/// xirang-kernel: gather
 pub fn gather(self_: &Tensor, dim: i64, index: &Tensor, sparse_grad: bool) -> Result<Tensor> {
     let _ = sparse_grad;
     let ctx = device_of("gather", &[self_, index])?;
@@ -194,6 +197,7 @@ pub fn gather(self_: &Tensor, dim: i64, index: &Tensor, sparse_grad: bool) -> Re
 
 /// `embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse)`:
 /// rows of `weight` (the other arguments only matter for the backward).
+/// xirang-kernel: embedding
 pub fn embedding(
     weight: &Tensor,
     indices: &Tensor,

@@ -183,6 +183,7 @@ fn batched<T: Real>(
 }
 
 /// `mm(self, mat2)`.
+/// xirang-kernel: mm
 pub fn mm(self_: &Tensor, mat2: &Tensor) -> Result<Tensor> {
     let d = check_float("mm", self_, mat2)?;
     let (&[n, k], &[k2, m]) = (self_.sizes(), mat2.sizes()) else {
@@ -195,6 +196,7 @@ pub fn mm(self_: &Tensor, mat2: &Tensor) -> Result<Tensor> {
 }
 
 /// `bmm(self, mat2)`.
+/// xirang-kernel: bmm
 pub fn bmm(self_: &Tensor, mat2: &Tensor) -> Result<Tensor> {
     let d = check_float("bmm", self_, mat2)?;
     let (&[b, n, k], &[b2, k2, m]) = (self_.sizes(), mat2.sizes()) else {
@@ -209,6 +211,7 @@ pub fn bmm(self_: &Tensor, mat2: &Tensor) -> Result<Tensor> {
 }
 
 /// `addmm(self, mat1, mat2, beta, alpha)` = `beta * self + alpha * mat1 @ mat2`.
+/// xirang-kernel: addmm
 pub fn addmm(self_: &Tensor, mat1: &Tensor, mat2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
     let d = check_float("addmm", mat1, mat2)?;
     if self_.dtype() != d {

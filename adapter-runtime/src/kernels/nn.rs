@@ -63,11 +63,13 @@ fn softmax_fwd(name: &str, x: &Tensor, dim: i64, half_to_float: bool, log: bool)
 }
 
 /// `_softmax(self, dim, half_to_float)`.
+/// xirang-kernel: _softmax
 pub fn softmax(self_: &Tensor, dim: i64, half_to_float: bool) -> Result<Tensor> {
     softmax_fwd("_softmax", self_, dim, half_to_float, false)
 }
 
 /// `_log_softmax(self, dim, half_to_float)`.
+/// xirang-kernel: _log_softmax
 pub fn log_softmax(self_: &Tensor, dim: i64, half_to_float: bool) -> Result<Tensor> {
     softmax_fwd("_log_softmax", self_, dim, half_to_float, true)
 }
@@ -112,11 +114,13 @@ fn softmax_bwd(name: &str, g: &Tensor, y: &Tensor, dim: i64, input_dtype: DType,
 }
 
 /// `_softmax_backward_data(grad_output, output, dim, input_dtype)`.
+/// xirang-kernel: _softmax_backward_data
 pub fn softmax_backward_data(grad_output: &Tensor, output: &Tensor, dim: i64, input_dtype: DType) -> Result<Tensor> {
     softmax_bwd("_softmax_backward_data", grad_output, output, dim, input_dtype, false)
 }
 
 /// `_log_softmax_backward_data(grad_output, output, dim, input_dtype)`.
+/// xirang-kernel: _log_softmax_backward_data
 pub fn log_softmax_backward_data(
     grad_output: &Tensor,
     output: &Tensor,
@@ -146,6 +150,7 @@ fn ln_split(x: &Tensor, normalized_shape: &[i64]) -> Result<(usize, usize, Vec<u
 }
 
 /// `native_layer_norm(input, normalized_shape, weight, bias, eps)` -> `(out, mean, rstd)`.
+/// xirang-kernel: native_layer_norm
 pub fn native_layer_norm(
     input: &Tensor,
     normalized_shape: &[i64],
@@ -223,6 +228,7 @@ pub fn native_layer_norm(
 
 /// `native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask)`
 /// -> `(grad_input, grad_weight, grad_bias)`; unrequested or undefined gradients are `None`.
+/// xirang-kernel: native_layer_norm_backward
 #[allow(clippy::too_many_arguments)]
 pub fn native_layer_norm_backward(
     grad_out: &Tensor,
@@ -313,6 +319,7 @@ pub fn native_layer_norm_backward(
 }
 
 /// `embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)`.
+/// xirang-kernel: embedding_dense_backward
 pub fn embedding_dense_backward(
     grad_output: &Tensor,
     indices: &Tensor,
@@ -369,6 +376,7 @@ fn nll_shape(name: &str, input: &Tensor, target: &Tensor) -> Result<(usize, usiz
 }
 
 /// `nll_loss_forward(self, target, weight, reduction, ignore_index)` -> `(output, total_weight)`.
+/// xirang-kernel: nll_loss_forward
 pub fn nll_loss_forward(
     self_: &Tensor,
     target: &Tensor,
@@ -431,6 +439,7 @@ pub fn nll_loss_forward(
 }
 
 /// `nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight)`.
+/// xirang-kernel: nll_loss_backward
 #[allow(clippy::too_many_arguments)]
 pub fn nll_loss_backward(
     grad_output: &Tensor,
@@ -496,6 +505,7 @@ pub fn nll_loss_backward(
 }
 
 /// `mse_loss(self, target, reduction)`.
+/// xirang-kernel: mse_loss
 pub fn mse_loss(self_: &Tensor, target: &Tensor, reduction: i64) -> Result<Tensor> {
     let ctx = device_of("mse_loss", &[self_, target])?;
     let d = self_.dtype();
@@ -525,6 +535,7 @@ pub fn mse_loss(self_: &Tensor, target: &Tensor, reduction: i64) -> Result<Tenso
 
 /// `mse_loss_backward(grad_output, self, target, reduction)` = `norm * (self - target) * grad`,
 /// `norm = 2 / numel` for mean, 2 otherwise.
+/// xirang-kernel: mse_loss_backward
 pub fn mse_loss_backward(grad_output: &Tensor, self_: &Tensor, target: &Tensor, reduction: i64) -> Result<Tensor> {
     let ctx = device_of("mse_loss_backward", &[grad_output, self_, target])?;
     let d = self_.dtype();

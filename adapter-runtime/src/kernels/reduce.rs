@@ -63,26 +63,31 @@ fn reduce(
 }
 
 /// `sum(self, dtype)`: everything.
+/// xirang-kernel: sum
 pub fn sum(self_: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
     reduce("sum", self_, None, false, dtype, Red::Sum)
 }
 
 /// `sum.dim_IntList(self, dim, keepdim, dtype)`.
+/// xirang-kernel: sum.dim_IntList
 pub fn sum_dim_intlist(self_: &Tensor, dim: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
     reduce("sum", self_, dim, keepdim, dtype, Red::Sum)
 }
 
 /// `mean(self, dtype)`.
+/// xirang-kernel: mean
 pub fn mean(self_: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
     reduce("mean", self_, None, false, dtype, Red::Mean)
 }
 
 /// `mean.dim(self, dim, keepdim, dtype)`.
+/// xirang-kernel: mean.dim
 pub fn mean_dim(self_: &Tensor, dim: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
     reduce("mean", self_, dim, keepdim, dtype, Red::Mean)
 }
 
 /// `amax(self, dim, keepdim)`.
+/// xirang-kernel: amax
 pub fn amax(self_: &Tensor, dim: &[i64], keepdim: bool) -> Result<Tensor> {
     reduce("amax", self_, Some(dim), keepdim, None, Red::Max)
 }
