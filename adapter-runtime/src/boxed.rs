@@ -37,3 +37,20 @@ pub fn call_with_tier(op: &str, args: Vec<IValue>) -> Result<(Vec<IValue>, Tier)
     })?;
     Ok((out, tier))
 }
+
+/// Every operator the runtime can run, with the best tier it has on the
+/// simulated device: `native` (a kernel, with the host implementation as
+/// fallback for arguments the kernel declines) or `fallback` (host only).
+pub fn coverage() -> Vec<(&'static str, Tier)> {
+    let mut v: Vec<(&'static str, Tier)> = crate::host_registry::operators()
+        .into_iter()
+        .map(|op| (op, if crate::kernels::native(op).is_some() { Tier::Native } else { Tier::Fallback }))
+        .collect();
+    for op in crate::kernels::operators() {
+        if crate::host_registry::lookup(op).is_none() {
+            v.push((op, Tier::Native));
+        }
+    }
+    v.sort();
+    v
+}

@@ -109,3 +109,13 @@ fn every_native_operator_has_one_kernel_marker() {
         assert_eq!(marked.get(op), Some(&1), "`{op}` needs exactly one `/// xirang-kernel:` marker");
     }
 }
+
+#[test]
+fn coverage_lists_every_operator_with_its_tier() {
+    use xirang_runtime::dispatch::Tier;
+    let cov = xirang_runtime::boxed::coverage();
+    let native = cov.iter().filter(|(_, t)| *t == Tier::Native).count();
+    assert_eq!(native, kernels::operators().len());
+    assert_eq!(cov.len(), host_registry::operators().len());
+    println!("{} operators: {native} native, {} fallback only", cov.len(), cov.len() - native);
+}

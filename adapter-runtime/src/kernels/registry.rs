@@ -199,6 +199,18 @@ pub fn arity(op: &str) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    use crate::ivalue::IValue;
+
+    #[test]
+    fn bad_arguments_are_errors_or_declines_not_panics() {
+        for (name, n, f) in super::TABLE {
+            assert!(f(&vec![IValue::None; n.saturating_sub(1)]).is_err(), "{name}: wrong arity");
+            // host tensors are declined (the fallback serves them)
+            let host = vec![IValue::Tensor(crate::Tensor::zeros(&[2], crate::DType::F32)); *n];
+            assert!(matches!(f(&host), Ok(None) | Err(_)), "{name}");
+        }
+    }
+
     #[test]
     fn table_is_sorted_and_unique() {
         for w in super::TABLE.windows(2) {
