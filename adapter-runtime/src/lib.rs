@@ -14,12 +14,16 @@
 //! * [`dispatch`]: three-tier dispatch (native, recipe, CPU fallback) with
 //!   per-operator counters and the fallback policy.
 //! * [`ivalue`]: boxed arguments/results and the schema-type mapping.
+//! * [`boxed`]: calling an operator by name through the tiers.
 //! * [`host_registry`]: boxed host implementations by operator name.
+//! * [`io`]: safetensors files.
+//! * [`train`]: the MLP training loop of `examples/train_mlp.rs`.
 //! * [`ops`]: host reference implementations (the CPU-fallback tier); on
 //!   device tensors they copy to host, compute, and copy back.
 
 #![deny(unsafe_code)]
 
+pub mod boxed;
 pub mod device;
 pub mod dispatch;
 pub mod driver;
@@ -31,12 +35,14 @@ pub mod error;
 #[path = "../../generated/mod.rs"]
 pub mod generated;
 pub mod host_registry;
+pub mod io;
 pub mod ivalue;
 pub mod kernels;
 pub mod ops;
 pub mod runtime;
 pub mod shape;
 pub mod tensor;
+pub mod train;
 
 pub use device::{AllocatorStats, Device, DeviceMap};
 pub use dtype::{DType, Operand, Scalar, promote_types, result_type};

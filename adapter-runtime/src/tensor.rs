@@ -638,6 +638,20 @@ impl Tensor {
         })
     }
 
+    /// An uninitialized contiguous tensor on a device (no host copy: the
+    /// storage comes straight from the caching allocator). Kernels fill it.
+    pub fn empty_on(ctx: &Arc<DeviceContext>, sizes: &[usize], dtype: DType) -> Result<Tensor> {
+        let nbytes = shape::numel(sizes) * dtype.size();
+        let block = ctx.allocate(nbytes)?;
+        Ok(Tensor {
+            storage: Arc::new(StorageImpl { data: StorageData::Device(block), nbytes }),
+            sizes: sizes.to_vec(),
+            strides: shape::contiguous_strides(sizes),
+            offset: 0,
+            dtype,
+        })
+    }
+
     /// `Tensor.to(device)`.
     pub fn to_device(&self, rt: &Runtime, device: Device) -> Result<Tensor> {
         match device {

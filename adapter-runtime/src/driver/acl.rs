@@ -564,3 +564,33 @@ impl Driver for AclDriver {
         self.check("xirangSimLaunchKernel", rc)
     }
 }
+
+/// Plain element types that kernels move between device memory and typed
+/// host slices without a byte-by-byte conversion (device memory is
+/// little-endian, like the host this runtime builds for).
+pub trait Plain: Copy + Default + Send + Sync + 'static {}
+impl Plain for u8 {}
+impl Plain for i8 {}
+impl Plain for u16 {}
+impl Plain for i16 {}
+impl Plain for i32 {}
+impl Plain for i64 {}
+impl Plain for f32 {}
+impl Plain for f64 {}
+
+#[cfg(not(target_endian = "little"))]
+compile_error!("the xirang runtime's typed kernel buffers assume a little-endian host");
+
+/// The bytes of a typed slice (for [`KernelMemory::read`]).
+pub fn bytes_of_mut<T: Plain>(s: &mut [T]) -> &mut [u8] {
+    // SAFETY: `Plain` types are primitive integers/floats: no padding, every
+    // byte pattern is a valid value, alignment of u8 is 1, and the length is
+    // exactly the slice's size in bytes. The borrow is carried over.
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(s)) }
+}
+
+/// The bytes of a typed slice (for [`KernelMemory::write`]).
+pub fn bytes_of<T: Plain>(s: &[T]) -> &[u8] {
+    // SAFETY: as in `bytes_of_mut`; read-only.
+    unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<u8>(), std::mem::size_of_val(s)) }
+}

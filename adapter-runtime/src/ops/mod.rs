@@ -12,12 +12,14 @@
 //! accumulates f16/bf16 in f32 and f32 in f32 with cascade summation), so
 //! golden comparisons use tolerances. Integer arithmetic wraps like C++.
 
+mod activation_bwd;
 mod elementwise;
 mod index;
 mod linalg;
 mod nn;
 mod reduce;
 
+pub use activation_bwd::*;
 pub use elementwise::*;
 pub use index::*;
 pub use linalg::*;
@@ -186,4 +188,12 @@ pub(crate) fn i64s(t: &Tensor, shape: &[usize]) -> Result<Vec<i64>> {
 
 pub(crate) fn require_float(name: &str, d: DType) -> Result<()> {
     if d.is_floating() { Ok(()) } else { Err(Error::DType(format!("\"{name}\" not implemented for '{}'", d.name()))) }
+}
+
+/// A fresh host tensor moved to `like`'s device (a no-op for host `like`).
+pub(crate) fn on_device_of(t: Tensor, like: &Tensor) -> Result<Tensor> {
+    match like.device_ctx() {
+        Some(ctx) => t.to_ctx(ctx),
+        None => Ok(t),
+    }
 }

@@ -171,8 +171,8 @@ pub fn layer_norm(
             ));
         }
     }
-    let ones = Tensor::ones(normalized_shape, x.dtype());
-    let zeros = Tensor::zeros(normalized_shape, x.dtype());
+    let ones = super::on_device_of(Tensor::ones(normalized_shape, x.dtype()), x)?;
+    let zeros = super::on_device_of(Tensor::zeros(normalized_shape, x.dtype()), x)?;
     let w = weight.unwrap_or(&ones);
     let b = bias.unwrap_or(&zeros);
     let [o, mu, rs] = on_host("layer_norm", &[x, w, b], |h| {
@@ -216,7 +216,7 @@ pub fn layer_norm_backward(
     if grad_out.sizes() != x.sizes() || mean.numel() != m || rstd.numel() != m {
         return shape_err("layer_norm_backward: inconsistent shapes");
     }
-    let ones = Tensor::ones(normalized_shape, x.dtype());
+    let ones = super::on_device_of(Tensor::ones(normalized_shape, x.dtype()), x)?;
     let w = weight.unwrap_or(&ones);
     let [dx, dw, db] = on_host("layer_norm_backward", &[grad_out, x, mean, rstd, w], |h| {
         let (dy, xv) = (h[0].to_f64_vec()?, h[1].to_f64_vec()?);
@@ -360,6 +360,10 @@ pub fn dropout(x: &Tensor, p: f64, train: bool, generator: &mut Generator) -> Re
     let [o, m] = on_host("dropout", &[x], |h| {
         let v = h[0].to_f64_vec()?;
         let shape = h[0].sizes();
+        if v.is_empty() {
+            // PyTorch: an empty input gives an empty mask of the input's dtype.
+            return Ok([h[0].clone_contiguous()?, Tensor::zeros(shape, h[0].dtype())]);
+        }
         if !train || p == 0.0 {
             return Ok([h[0].clone_contiguous()?, Tensor::ones(shape, DType::Bool)]);
         }
@@ -460,6 +464,8 @@ pub fn nll_loss(
             Reduction::Sum => Tensor::from_f64(&[losses.iter().sum()], &[], d)?,
             Reduction::Mean => Tensor::from_f64(&[losses.iter().sum::<f64>() / total], &[], d)?,
         };
+        // PyTorch reports a zero total weight when nothing is reduced.
+        let total = if reduction == Reduction::None { 0.0 } else { total };
         Ok([out, Tensor::from_f64(&[total], &[], d)?])
     })?;
     Ok((o, tw))

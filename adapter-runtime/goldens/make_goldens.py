@@ -1,0 +1,742 @@
+#!/usr/bin/env python3
+"""Golden cases for the xirang runtime's precision suite, produced by real PyTorch (CPU).
+
+    python3 -m venv /tmp/tv && /tmp/tv/bin/pip install torch numpy safetensors
+    /tmp/tv/bin/python adapter-runtime/goldens/make_goldens.py
+
+Writes, next to this script:
+
+* ``cases.safetensors``: every input and expected output tensor, named ``c<id>.<slot>``;
+* ``index.json``: one record per case: the ATen operator (qualified name, e.g. ``add.Tensor``),
+  its operator class (a key of ``tolerances.json``), dtype, layout, and the boxed arguments in
+  schema order (positional, then kwarg-only), and the names of the expected outputs;
+* ``mlp_init.safetensors``, ``mlp_data.safetensors``, ``mlp_losses.json``: the train_mlp golden
+  (the same model and SGD loop in PyTorch, losses before each update).
+
+Forward outputs come from ``torch.ops.aten.<op>.<overload>``; backward operators' expected outputs
+come from ``torch.autograd`` on the corresponding forward op (so the suite checks the runtime's
+backward operators against what autograd computes, not against a formula of ours).
+
+Argument encoding (index.json):
+  {"T": name} a tensor; optional "perm": [..] (a permuted, non-contiguous view of the stored
+  contiguous base) or "expand": [..] (a stride-0 broadcast view of the base);
+  {"TL": [arg, ...]} a tensor list; {"i": n}; {"f": x}; {"b": v}; {"il": [..]}; {"bl": [..]};
+  {"s": {"i"|"f"|"b": v}} a Scalar; {"str": s}; {"dtype": "f32"}; null for None.
+
+Deterministic: fixed seeds; re-running with the same torch version gives identical files.
+"""
+
+import json
+import math
+import os
+import sys
+
+import torch
+from safetensors.torch import save_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+aten = torch.ops.aten
+
+DT = {
+    "f32": torch.float32,
+    "f64": torch.float64,
+    "f16": torch.float16,
+    "bf16": torch.bfloat16,
+    "i64": torch.int64,
+    "i32": torch.int32,
+    "bool": torch.bool,
+}
+NAME = {v: k for k, v in DT.items()}
+FLOATS = ["f32", "f64", "f16", "bf16"]
+INTS = ["i64", "i32"]
+
+tensors = {}
+cases = []
+skipped = {}
+gen = torch.Generator().manual_seed(1234)
+
+
+class Case:
+    def __init__(self, op, cls, dtype, layout):
+        self.id = len(cases)
+        self.op, self.cls, self.dtype, self.layout = op, cls, dtype, layout
+        self.slots = 0
+
+    def put(self, t):
+        name = f"c{self.id}.t{self.slots}"
+        self.slots += 1
+        tensors[name] = t.detach().contiguous().clone()
+        return name
+
+
+def rand(shape, dt, kind="normal"):
+    """Values for dtype `dt` (a key of DT). kind: normal | positive | nonzero | small."""
+    if dt == "bool":
+        return torch.rand(shape, generator=gen) > 0.5
+    if dt in INTS:
+        lo, hi = (1, 6) if kind == "positive" else (-6, 7)
+        v = torch.randint(lo, hi, shape, generator=gen)
+        if kind == "nonzero":
+            v = torch.where(v == 0, torch.ones_like(v), v)
+        return v.to(DT[dt])
+    v = torch.randn(shape, generator=gen, dtype=torch.float64)
+    if kind == "positive":
+        v = v.abs() + 0.25
+    elif kind == "nonzero":
+        v = torch.where(v.abs() < 0.25, torch.full_like(v, 0.5), v)
+    elif kind == "small":
+        v = v * 0.5
+    return v.to(DT[dt])
+
+
+class Arg:
+    """An input tensor with a layout: `value` is what torch computes on; `enc` the boxed form."""
+
+    def __init__(self, case, value, enc):
+        self.case, self.value, self.enc = case, value, enc
+
+
+def tensor_arg(case, shape, dt, layout="contiguous", kind="normal", value=None):
+    """layout: contiguous | transposed (permuted view of a contiguous base) | expand (stride-0 view)."""
+    if layout == "transposed" and len(shape) >= 2:
+        perm = list(range(len(shape)))
+        perm[-1], perm[-2] = perm[-2], perm[-1]
+        base_shape = [shape[p] for p in perm]
+        base = value.permute(perm).contiguous() if value is not None else rand(base_shape, dt, kind)
+        v = base.permute(perm)
+        return Arg(case, v, {"T": case.put(base), "perm": perm})
+    if layout == "expand" and len(shape) >= 1:
+        base_shape = [1] + list(shape[1:])
+        base = rand(base_shape, dt, kind) if value is None else value[:1].contiguous()
+        v = base.expand(*shape)
+        return Arg(case, v, {"T": case.put(base), "expand": list(shape)})
+    v = rand(shape, dt, kind) if value is None else value
+    return Arg(case, v, {"T": case.put(v)})
+
+
+def outputs(case, res):
+    if isinstance(res, torch.Tensor):
+        res = [res]
+    return [case.put(r) for r in res]
+
+
+def scalar_enc(v):
+    if isinstance(v, bool):
+        return {"s": {"b": v}}
+    if isinstance(v, int):
+        return {"s": {"i": v}}
+    return {"s": {"f": v}}
+
+
+def emit(case, args, res):
+    case_rec = {
+        "id": case.id,
+        "op": case.op,
+        "class": case.cls,
+        "dtype": case.dtype,
+        "layout": case.layout,
+        "args": args,
+        "outs": outputs(case, res),
+    }
+    cases.append(case_rec)
+
+
+def attempt(op, fn):
+    """Run one case builder; torch errors (an unsupported dtype) skip the case, counted."""
+    n_tensors, n_cases = len(tensors), len(cases)
+    try:
+        fn()
+    except (RuntimeError, TypeError, NotImplementedError) as e:
+        # roll back anything registered by the failed case
+        for k in list(tensors)[n_tensors:]:
+            del tensors[k]
+        del cases[n_cases:]
+        skipped[op] = skipped.get(op, 0) + 1
+        if os.environ.get("GOLDEN_VERBOSE"):
+            print(f"skip {op}: {e}", file=sys.stderr)
+
+
+def new_case(op, cls, dt, layout):
+    # ids are assigned at emit time order; reserve the next id
+    c = Case(op, cls, dt, layout)
+    c.id = next_id[0]
+    next_id[0] += 1
+    return c
+
+
+next_id = [0]
+
+
+def finalize_ids():
+    # cases may have been rolled back: ids are already unique; keep them as names only
+    pass
+
+
+# ---------------------------------------------------------------- layouts
+
+SHAPES = {
+    "contiguous": [(3, 4), (2, 3, 5)],
+    "transposed": [(4, 3), (2, 5, 3)],
+    "expand": [(3, 4)],
+    "zero_dim": [()],
+    "empty": [(0, 4)],
+}
+
+
+def layouts():
+    for layout, shapes in SHAPES.items():
+        for shape in shapes:
+            yield layout, list(shape)
+
+
+def view_layout(layout):
+    return layout if layout in ("transposed", "expand") else "contiguous"
+
+
+# ---------------------------------------------------------------- elementwise binary
+
+def binary_tensor(op, cls, fn, dtypes, kind_b="normal", extra=None):
+    for dt in dtypes:
+        for layout, shape in layouts():
+            def build(dt=dt, layout=layout, shape=shape):
+                c = new_case(op, cls, dt, layout)
+                a = tensor_arg(c, shape, dt, view_layout(layout))
+                b = tensor_arg(c, shape, dt, "contiguous", kind=kind_b)
+                args = [a.enc, b.enc] + [e for e in (extra or {}).get("enc", [])]
+                emit(c, args, fn(a.value, b.value))
+            attempt(op, build)
+        # broadcasting: [3,4] with [4] and [3,1]
+        for bshape in ([4], [3, 1], []):
+            def build(dt=dt, bshape=bshape):
+                c = new_case(op, cls, dt, "broadcast")
+                a = tensor_arg(c, [3, 4], dt)
+                b = tensor_arg(c, bshape, dt, kind=kind_b)
+                args = [a.enc, b.enc] + [e for e in (extra or {}).get("enc", [])]
+                emit(c, args, fn(a.value, b.value))
+            attempt(op, build)
+    # type promotion: float tensor with an int tensor, f16 with a zero-dim f32
+    for da, db, bshape in (("f32", "i64", [3, 4]), ("f16", "f32", []), ("i32", "i64", [4]), ("bf16", "f16", [3, 4])):
+        def build(da=da, db=db, bshape=bshape):
+            c = new_case(op, cls, da, "promotion")
+            a = tensor_arg(c, [3, 4], da)
+            b = tensor_arg(c, bshape, db, kind=kind_b)
+            args = [a.enc, b.enc] + [e for e in (extra or {}).get("enc", [])]
+            emit(c, args, fn(a.value, b.value))
+        attempt(op, build)
+
+
+def binary_scalar(op, cls, fn, dtypes, scalars, extra_enc=()):
+    for dt in dtypes:
+        for layout, shape in layouts():
+            for s in scalars:
+                def build(dt=dt, layout=layout, shape=shape, s=s):
+                    c = new_case(op, cls, dt, layout)
+                    a = tensor_arg(c, shape, dt, view_layout(layout))
+                    emit(c, [a.enc, scalar_enc(s)] + list(extra_enc), fn(a.value, s))
+                attempt(op, build)
+
+
+def unary(op, cls, fn, dtypes, kind="normal", extra_enc=()):
+    for dt in dtypes:
+        for layout, shape in layouts():
+            def build(dt=dt, layout=layout, shape=shape):
+                c = new_case(op, cls, dt, layout)
+                a = tensor_arg(c, shape, dt, view_layout(layout), kind=kind)
+                emit(c, [a.enc] + list(extra_enc), fn(a.value))
+            attempt(op, build)
+
+
+def unary_backward(op, cls, fwd, bwd_args, dtypes, kind="normal"):
+    """Gradient of `fwd` by autograd, recorded as a case of backward operator `op`.
+    bwd_args(c, grad_arg, x_arg, y) -> boxed args of the backward op."""
+    for dt in dtypes:
+        for layout, shape in layouts():
+            def build(dt=dt, layout=layout, shape=shape):
+                c = new_case(op, cls, dt, layout)
+                x = tensor_arg(c, shape, dt, view_layout(layout), kind=kind)
+                xv = x.value.detach().clone().requires_grad_(True)
+                y = fwd(xv)
+                g = tensor_arg(c, shape, dt)
+                (gx,) = torch.autograd.grad(y, xv, g.value)
+                yd = y.detach()
+                emit(c, bwd_args(c, g, x, yd), gx)
+            attempt(op, build)
+
+
+def build_elementwise():
+    ar = ["f32", "f64", "f16", "bf16", "i64", "i32"]
+    one = {"enc": [scalar_enc(1)]}
+    binary_tensor("add.Tensor", "arith", lambda a, b: aten.add.Tensor(a, b), ar, extra=one)
+    binary_tensor("sub.Tensor", "arith", lambda a, b: aten.sub.Tensor(a, b), ar, extra=one)
+    binary_tensor("add.Tensor", "arith", lambda a, b: aten.add.Tensor(a, b, alpha=2), FLOATS + INTS,
+                  extra={"enc": [scalar_enc(2)]})
+    binary_tensor("mul.Tensor", "arith", aten.mul.Tensor, ar + ["bool"])
+    binary_tensor("div.Tensor", "arith", aten.div.Tensor, FLOATS + INTS, kind_b="nonzero")
+    for mode in ("trunc", "floor"):
+        binary_tensor("div.Tensor_mode", "arith", lambda a, b, m=mode: aten.div.Tensor_mode(a, b, rounding_mode=m),
+                      FLOATS + INTS, kind_b="nonzero", extra={"enc": [{"str": mode}]})
+    binary_tensor("maximum", "arith", aten.maximum, ar)
+    binary_tensor("minimum", "arith", aten.minimum, ar)
+    for name in ("eq", "ne", "lt", "le", "gt", "ge"):
+        f = getattr(aten, name)
+        binary_tensor(f"{name}.Tensor", "compare", f.Tensor, ar + ["bool"])
+        binary_scalar(f"{name}.Scalar", "compare", f.Scalar, ["f32", "f16", "i64"], [0, 0.5])
+    binary_scalar("add.Scalar", "arith", lambda a, s: aten.add.Scalar(a, s, 1), ar, [2, 0.5], [scalar_enc(1)])
+    binary_scalar("sub.Scalar", "arith", lambda a, s: aten.sub.Scalar(a, s, 1), ar, [3, 1.25], [scalar_enc(1)])
+    binary_scalar("mul.Scalar", "arith", aten.mul.Scalar, ar, [3, -0.75])
+    binary_scalar("div.Scalar", "arith", aten.div.Scalar, FLOATS + INTS, [4, 0.3])
+    binary_scalar("pow.Tensor_Scalar", "transcendental", aten.pow.Tensor_Scalar, FLOATS, [2, 0.5, 3])
+    binary_scalar("pow.Tensor_Scalar", "arith", aten.pow.Tensor_Scalar, INTS, [2, 3])
+    binary_tensor("pow.Tensor_Tensor", "transcendental", aten.pow.Tensor_Tensor, ["f32", "f64"], kind_b="small")
+
+    unary("neg", "arith", aten.neg, ar)
+    unary("abs", "arith", aten.abs, ar)
+    for name, kind in (("exp", "small"), ("log", "positive"), ("sqrt", "positive"), ("rsqrt", "positive"),
+                       ("sigmoid", "normal"), ("tanh", "normal")):
+        unary(name, "transcendental", getattr(aten, name), FLOATS, kind=kind)
+    unary("relu", "arith", aten.relu, FLOATS + INTS)
+    unary("silu", "transcendental", aten.silu, FLOATS)
+    for approx in ("none", "tanh"):
+        unary("gelu", "transcendental", lambda x, a=approx: aten.gelu(x, approximate=a), FLOATS,
+              extra_enc=[{"str": approx}])
+    for lo, hi in ((-0.5, 0.5), (None, 0.0), (0, None)):
+        unary("clamp", "arith", lambda x, lo=lo, hi=hi: aten.clamp(x, lo, hi), FLOATS + ["i64"],
+              extra_enc=[None if lo is None else scalar_enc(lo), None if hi is None else scalar_enc(hi)])
+
+    # backward operators, expected values by autograd
+    unary_backward("threshold_backward", "arith", torch.relu,
+                   lambda c, g, x, y: [g.enc, x.enc, scalar_enc(0)], FLOATS)
+    for approx in ("none", "tanh"):
+        unary_backward("gelu_backward", "transcendental",
+                       lambda x, a=approx: torch.nn.functional.gelu(x, approximate=a),
+                       lambda c, g, x, y, a=approx: [g.enc, x.enc, {"str": a}], FLOATS)
+    unary_backward("silu_backward", "transcendental", torch.nn.functional.silu,
+                   lambda c, g, x, y: [g.enc, x.enc], FLOATS)
+    unary_backward("sigmoid_backward", "transcendental", torch.sigmoid,
+                   lambda c, g, x, y: [g.enc, {"T": c.put(y)}], FLOATS)
+    unary_backward("tanh_backward", "transcendental", torch.tanh,
+                   lambda c, g, x, y: [g.enc, {"T": c.put(y)}], FLOATS)
+
+    # where / masked_fill
+    for dt in ar + ["bool"]:
+        for layout, shape in layouts():
+            def build(dt=dt, layout=layout, shape=shape):
+                c = new_case("where.self", "select", dt, layout)
+                m = tensor_arg(c, shape, "bool")
+                a = tensor_arg(c, shape, dt, view_layout(layout))
+                b = tensor_arg(c, shape, dt)
+                emit(c, [m.enc, a.enc, b.enc], aten.where.self(m.value, a.value, b.value))
+            attempt("where.self", build)
+
+            def build2(dt=dt, layout=layout, shape=shape):
+                c = new_case("masked_fill.Scalar", "select", dt, layout)
+                a = tensor_arg(c, shape, dt, view_layout(layout))
+                m = tensor_arg(c, shape, "bool")
+                v = True if dt == "bool" else (-2.5 if dt in FLOATS else -3)
+                emit(c, [a.enc, m.enc, scalar_enc(v)], aten.masked_fill.Scalar(a.value, m.value, v))
+            attempt("masked_fill.Scalar", build2)
+        def build3(dt=dt):
+            c = new_case("where.self", "select", dt, "broadcast")
+            m = tensor_arg(c, [3, 1], "bool")
+            a = tensor_arg(c, [3, 4], dt)
+            b = tensor_arg(c, [4], dt)
+            emit(c, [m.enc, a.enc, b.enc], aten.where.self(m.value, a.value, b.value))
+        attempt("where.self", build3)
+
+        def build4(dt=dt):
+            c = new_case("masked_fill.Scalar", "select", dt, "broadcast")
+            a = tensor_arg(c, [3, 4], dt)
+            m = tensor_arg(c, [4], "bool")
+            v = False if dt == "bool" else 7
+            emit(c, [a.enc, m.enc, scalar_enc(v)], aten.masked_fill.Scalar(a.value, m.value, v))
+        attempt("masked_fill.Scalar", build4)
+
+
+# ---------------------------------------------------------------- matmul
+
+def build_matmul():
+    for dt in FLOATS + ["i64"]:
+        for (n, k, m) in ((3, 4, 5), (1, 7, 2), (0, 3, 2), (4, 0, 3), (8, 16, 8)):
+            for lay in ("contiguous", "transposed"):
+                def build(dt=dt, n=n, k=k, m=m, lay=lay):
+                    c = new_case("mm", "matmul", dt, lay if n * k * m else "empty")
+                    a = tensor_arg(c, [n, k], dt, lay)
+                    b = tensor_arg(c, [k, m], dt, lay)
+                    emit(c, [a.enc, b.enc], aten.mm(a.value, b.value))
+                attempt("mm", build)
+
+                def build_b(dt=dt, n=n, k=k, m=m, lay=lay):
+                    c = new_case("bmm", "matmul", dt, lay if n * k * m else "empty")
+                    a = tensor_arg(c, [2, n, k], dt, lay)
+                    b = tensor_arg(c, [2, k, m], dt, lay)
+                    emit(c, [a.enc, b.enc], aten.bmm(a.value, b.value))
+                attempt("bmm", build_b)
+
+                for bias_shape, beta, alpha in (([m], 1, 1), ([n, m], 0.5, 2), ([1, m], 1, 1)):
+                    def build_c(dt=dt, n=n, k=k, m=m, lay=lay, bias_shape=bias_shape, beta=beta, alpha=alpha):
+                        if dt == "i64" and isinstance(beta, float):
+                            beta2 = 1
+                        else:
+                            beta2 = beta
+                        c = new_case("addmm", "matmul", dt, lay if n * k * m else "empty")
+                        bias = tensor_arg(c, bias_shape, dt)
+                        a = tensor_arg(c, [n, k], dt, lay)
+                        b = tensor_arg(c, [k, m], dt, lay)
+                        emit(c, [bias.enc, a.enc, b.enc, scalar_enc(beta2), scalar_enc(alpha)],
+                             aten.addmm(bias.value, a.value, b.value, beta=beta2, alpha=alpha))
+                    attempt("addmm", build_c)
+        # backward of mm by autograd: dA = g @ B^T, dB = A^T @ g, both as mm cases
+        for (n, k, m) in ((3, 4, 5), (6, 2, 3)):
+            def build_bw(dt=dt, n=n, k=k, m=m):
+                if dt not in FLOATS:
+                    return
+                c = new_case("mm", "matmul", dt, "backward")
+                a = rand([n, k], dt).requires_grad_(True)
+                b = rand([k, m], dt)
+                g = rand([n, m], dt)
+                (ga,) = torch.autograd.grad(torch.mm(a, b), a, g)
+                bt = Arg(c, b.t(), {"T": c.put(b), "perm": [1, 0]})
+                emit(c, [{"T": c.put(g)}, bt.enc], ga)
+            attempt("mm", build_bw)
+
+
+# ---------------------------------------------------------------- reductions
+
+def build_reductions():
+    for dt in ["f32", "f64", "f16", "bf16", "i64", "i32", "bool"]:
+        for layout, shape in layouts():
+            vl = view_layout(layout)
+            def b_all(dt=dt, layout=layout, shape=shape, op="sum", f=aten.sum.default):
+                c = new_case(op, "reduce", dt, layout)
+                a = tensor_arg(c, shape, dt, vl)
+                emit(c, [a.enc, None], f(a.value))
+            attempt("sum", b_all)
+            if dt != "bool":
+                attempt("prod", lambda dt=dt, layout=layout, shape=shape: b_all(dt, layout, shape, "prod", aten.prod.default))
+            if dt in FLOATS:
+                attempt("mean", lambda dt=dt, layout=layout, shape=shape: b_all(dt, layout, shape, "mean", aten.mean.default))
+            if not shape or 0 in shape:
+                continue
+            nd = len(shape)
+            for dims, keep in (([nd - 1], False), ([0], True), ([0, nd - 1], False)):
+                def b_dim(dt=dt, layout=layout, shape=shape, dims=dims, keep=keep):
+                    c = new_case("sum.dim_IntList", "reduce", dt, layout)
+                    a = tensor_arg(c, shape, dt, vl)
+                    emit(c, [a.enc, {"il": dims}, {"b": keep}, None], aten.sum.dim_IntList(a.value, dims, keep))
+                attempt("sum.dim_IntList", b_dim)
+                if dt in FLOATS:
+                    def b_mean(dt=dt, layout=layout, shape=shape, dims=dims, keep=keep):
+                        c = new_case("mean.dim", "reduce", dt, layout)
+                        a = tensor_arg(c, shape, dt, vl)
+                        emit(c, [a.enc, {"il": dims}, {"b": keep}, None], aten.mean.dim(a.value, dims, keep))
+                    attempt("mean.dim", b_mean)
+                if dt != "bool":
+                    for name in ("amax", "amin"):
+                        def b_am(dt=dt, layout=layout, shape=shape, dims=dims, keep=keep, name=name):
+                            c = new_case(name, "reduce_exact", dt, layout)
+                            a = tensor_arg(c, shape, dt, vl)
+                            emit(c, [a.enc, {"il": dims}, {"b": keep}], getattr(aten, name)(a.value, dims, keep))
+                        attempt(name, b_am)
+            if dt != "bool":
+                for name in ("argmax", "argmin"):
+                    for dim, keep in ((None, False), (nd - 1, False), (0, True)):
+                        def b_arg(dt=dt, layout=layout, shape=shape, dim=dim, keep=keep, name=name):
+                            c = new_case(name, "reduce_exact", dt, layout)
+                            # distinct values: ties pick the first index in torch, avoid depending on it
+                            n = math.prod(shape)
+                            perm = torch.randperm(n, generator=gen).reshape(shape)
+                            vals = (perm - n // 2).to(DT[dt]) if dt not in FLOATS else ((perm.double() - n / 2) / 4).to(DT[dt])
+                            a = tensor_arg(c, shape, dt, "contiguous", value=vals)
+                            emit(c, [a.enc, None if dim is None else {"i": dim}, {"b": keep}],
+                                 getattr(aten, name)(a.value, dim, keep))
+                        attempt(name, b_arg)
+                def b_prod(dt=dt, layout=layout, shape=shape):
+                    c = new_case("prod.dim_int", "reduce", dt, layout)
+                    a = tensor_arg(c, shape, dt, vl, kind="small")
+                    emit(c, [a.enc, {"i": len(shape) - 1}, {"b": False}, None], aten.prod.dim_int(a.value, len(shape) - 1))
+                attempt("prod.dim_int", b_prod)
+
+
+# ---------------------------------------------------------------- nn
+
+def build_nn():
+    for dt in FLOATS:
+        for shape, dim in (([3, 5], 1), ([3, 5], 0), ([2, 3, 4], -1), ([4], 0), ([0, 3], 1), ([], 0)):
+            for lay in ("contiguous", "transposed"):
+                if lay == "transposed" and len(shape) < 2:
+                    continue
+                for name, fwd, bname in (("_softmax", aten._softmax, "_softmax_backward_data"),
+                                         ("_log_softmax", aten._log_softmax, "_log_softmax_backward_data")):
+                    layout = "empty" if 0 in shape else ("zero_dim" if not shape else lay)
+                    def b(dt=dt, shape=shape, dim=dim, lay=lay, name=name, fwd=fwd, layout=layout):
+                        c = new_case(name, "softmax", dt, layout)
+                        a = tensor_arg(c, shape, dt, lay)
+                        emit(c, [a.enc, {"i": dim}, {"b": False}], fwd(a.value, dim, False))
+                    attempt(name, b)
+
+                    def bb(dt=dt, shape=shape, dim=dim, lay=lay, name=name, fwd=fwd, bname=bname, layout=layout):
+                        c = new_case(bname, "softmax", dt, layout)
+                        x = rand(shape, dt).requires_grad_(True)
+                        y = fwd(x, dim, False)
+                        g = tensor_arg(c, shape, dt, lay)
+                        (gx,) = torch.autograd.grad(y, x, g.value)
+                        emit(c, [g.enc, {"T": c.put(y)}, {"i": dim}, {"dtype": dt}], gx)
+                    attempt(bname, bb)
+
+        # layer norm forward and backward
+        for shape, nshape, affine in (([3, 8], [8], True), ([2, 3, 4], [3, 4], True), ([4, 6], [6], False),
+                                      ([0, 5], [5], True), ([5], [5], True)):
+            def b_ln(dt=dt, shape=shape, nshape=nshape, affine=affine):
+                layout = "empty" if 0 in shape else "contiguous"
+                c = new_case("native_layer_norm", "norm", dt, layout)
+                x = tensor_arg(c, shape, dt)
+                w = tensor_arg(c, nshape, dt) if affine else None
+                bias = tensor_arg(c, nshape, dt) if affine else None
+                res = aten.native_layer_norm(x.value, nshape, w.value if w else None, bias.value if bias else None, 1e-5)
+                emit(c, [x.enc, {"il": nshape}, w.enc if w else None, bias.enc if bias else None, {"f": 1e-5}], res)
+            attempt("native_layer_norm", b_ln)
+
+            def b_lnb(dt=dt, shape=shape, nshape=nshape, affine=affine):
+                layout = "empty" if 0 in shape else "contiguous"
+                c = new_case("native_layer_norm_backward", "norm", dt, layout)
+                x = rand(shape, dt).requires_grad_(True)
+                w = rand(nshape, dt).requires_grad_(True) if affine else None
+                bias = rand(nshape, dt).requires_grad_(True) if affine else None
+                out, mean, rstd = aten.native_layer_norm(x, nshape, w, bias, 1e-5)
+                g = rand(shape, dt)
+                inputs = [x] + ([w, bias] if affine else [])
+                grads = torch.autograd.grad(out, inputs, g, allow_unused=True)
+                if not affine:
+                    # the runtime returns None-gradients as no tensor; compare the input gradient only
+                    grads = [grads[0]]
+                args = [{"T": c.put(g)}, {"T": c.put(x)}, {"il": nshape}, {"T": c.put(mean)}, {"T": c.put(rstd)},
+                        {"T": c.put(w)} if affine else None, {"T": c.put(bias)} if affine else None,
+                        {"bl": [True, affine, affine]}]
+                emit(c, args, grads)
+            attempt("native_layer_norm_backward", b_lnb)
+
+        # embedding + dense backward
+        for ishape, (v, d), pad in (([5], (10, 4), -1), ([2, 3], (7, 3), -1), ([2, 4], (6, 5), 2), ([0], (4, 3), -1)):
+            def b_emb(dt=dt, ishape=ishape, v=v, d=d, pad=pad):
+                c = new_case("embedding", "gather", dt, "empty" if 0 in ishape else "contiguous")
+                w = tensor_arg(c, [v, d], dt)
+                idx = torch.randint(0, v, ishape, generator=gen)
+                emit(c, [w.enc, {"T": c.put(idx)}, {"i": pad}, {"b": False}, {"b": False}], aten.embedding(w.value, idx, pad))
+            attempt("embedding", b_emb)
+
+            def b_embb(dt=dt, ishape=ishape, v=v, d=d, pad=pad):
+                c = new_case("embedding_dense_backward", "scatter", dt, "empty" if 0 in ishape else "contiguous")
+                w = rand([v, d], dt).requires_grad_(True)
+                idx = torch.randint(0, v, ishape, generator=gen)
+                y = torch.nn.functional.embedding(idx, w, padding_idx=None if pad < 0 else pad)
+                g = rand(list(ishape) + [d], dt)
+                (gw,) = torch.autograd.grad(y, w, g)
+                emit(c, [{"T": c.put(g)}, {"T": c.put(idx)}, {"i": v}, {"i": pad}, {"b": False}], gw)
+            attempt("embedding_dense_backward", b_embb)
+
+        # dropout: eval mode and p=0 are deterministic; the backward op is deterministic given a mask
+        for shape in ([3, 4], [0, 2], []):
+            def b_do(dt=dt, shape=shape):
+                c = new_case("native_dropout", "arith", dt, "contiguous")
+                x = tensor_arg(c, shape, dt)
+                emit(c, [x.enc, {"f": 0.5}, {"b": False}], aten.native_dropout(x.value, 0.5, False))
+            attempt("native_dropout", b_do)
+
+            def b_dob(dt=dt, shape=shape):
+                c = new_case("native_dropout_backward", "arith", dt, "contiguous")
+                g = tensor_arg(c, shape, dt)
+                m = tensor_arg(c, shape, "bool")
+                emit(c, [g.enc, m.enc, {"f": 2.0}], aten.native_dropout_backward(g.value, m.value, 2.0))
+            attempt("native_dropout_backward", b_dob)
+
+        # losses
+        for n, ncls, weighted, red in ((5, 4, False, 1), (5, 4, True, 1), (6, 3, False, 2), (4, 3, True, 0),
+                                       (0, 3, False, 2)):
+            def b_nll(dt=dt, n=n, ncls=ncls, weighted=weighted, red=red):
+                c = new_case("nll_loss_forward", "loss", dt, "empty" if n == 0 else "contiguous")
+                x = torch.log_softmax(rand([n, ncls], dt).double(), 1).to(DT[dt])
+                tgt = torch.randint(0, ncls, [n], generator=gen)
+                if n > 2:
+                    tgt[1] = -100
+                w = rand([ncls], dt, "positive") if weighted else None
+                res = aten.nll_loss_forward(x, tgt, w, red, -100)
+                emit(c, [{"T": c.put(x)}, {"T": c.put(tgt)}, {"T": c.put(w)} if weighted else None, {"i": red},
+                         {"i": -100}], res)
+            attempt("nll_loss_forward", b_nll)
+
+            def b_nllb(dt=dt, n=n, ncls=ncls, weighted=weighted, red=red):
+                c = new_case("nll_loss_backward", "loss", dt, "empty" if n == 0 else "contiguous")
+                x = torch.log_softmax(rand([n, ncls], dt).double(), 1).to(DT[dt]).requires_grad_(True)
+                tgt = torch.randint(0, ncls, [n], generator=gen)
+                if n > 2:
+                    tgt[1] = -100
+                w = rand([ncls], dt, "positive") if weighted else None
+                out, tw = aten.nll_loss_forward(x, tgt, w, red, -100)
+                g = rand(list(out.shape), dt)
+                (gx,) = torch.autograd.grad(out, x, g)
+                emit(c, [{"T": c.put(g)}, {"T": c.put(x)}, {"T": c.put(tgt)}, {"T": c.put(w)} if weighted else None,
+                         {"i": red}, {"i": -100}, {"T": c.put(tw)}], gx)
+            attempt("nll_loss_backward", b_nllb)
+
+        for shape, red in (([3, 4], 1), ([3, 4], 0), ([5], 2), ([], 1)):
+            def b_mse(dt=dt, shape=shape, red=red):
+                c = new_case("mse_loss", "loss", dt, "zero_dim" if not shape else "contiguous")
+                x = tensor_arg(c, shape, dt)
+                t = tensor_arg(c, shape, dt)
+                emit(c, [x.enc, t.enc, {"i": red}], aten.mse_loss(x.value, t.value, red))
+            attempt("mse_loss", b_mse)
+
+            def b_mseb(dt=dt, shape=shape, red=red):
+                c = new_case("mse_loss_backward", "loss", dt, "zero_dim" if not shape else "contiguous")
+                x = rand(shape, dt).requires_grad_(True)
+                t = rand(shape, dt)
+                out = aten.mse_loss(x, t, red)
+                g = rand(list(out.shape), dt)
+                (gx,) = torch.autograd.grad(out, x, g)
+                emit(c, [{"T": c.put(g)}, {"T": c.put(x)}, {"T": c.put(t)}, {"i": red}], gx)
+            attempt("mse_loss_backward", b_mseb)
+
+
+# ---------------------------------------------------------------- index ops
+
+def build_index():
+    for dt in FLOATS + INTS + ["bool"]:
+        for shapes, dim in ((([2, 3], [4, 3]), 0), (([3, 2], [3, 1], [3, 0]), 1), (([2, 3, 4], [2, 1, 4]), -2),
+                            (([0, 3], [2, 3]), 0)):
+            for lay in ("contiguous", "transposed"):
+                def b_cat(dt=dt, shapes=shapes, dim=dim, lay=lay):
+                    c = new_case("cat", "copy", dt, lay)
+                    args = [tensor_arg(c, list(s), dt, lay if len(s) >= 2 and 0 not in s else "contiguous") for s in shapes]
+                    emit(c, [{"TL": [a.enc for a in args]}, {"i": dim}], aten.cat([a.value for a in args], dim))
+                attempt("cat", b_cat)
+        for shape, dim, nidx in (([5, 3], 0, 4), ([3, 6], 1, 2), ([4, 3], 0, 0), ([2, 3, 4], 2, 5)):
+            for lay in ("contiguous", "transposed"):
+                def b_is(dt=dt, shape=shape, dim=dim, nidx=nidx, lay=lay):
+                    c = new_case("index_select", "gather", dt, lay)
+                    x = tensor_arg(c, shape, dt, lay)
+                    idx = torch.randint(0, shape[dim], [nidx], generator=gen)
+                    emit(c, [x.enc, {"i": dim}, {"T": c.put(idx)}], aten.index_select(x.value, dim, idx))
+                attempt("index_select", b_is)
+
+                def b_g(dt=dt, shape=shape, dim=dim, lay=lay):
+                    c = new_case("gather", "gather", dt, lay)
+                    x = tensor_arg(c, shape, dt, lay)
+                    ishape = list(shape)
+                    ishape[dim] = max(1, ishape[dim] - 1)
+                    idx = torch.randint(0, shape[dim], ishape, generator=gen)
+                    emit(c, [x.enc, {"i": dim}, {"T": c.put(idx)}, {"b": False}], aten.gather(x.value, dim, idx))
+                attempt("gather", b_g)
+
+                def b_sa(dt=dt, shape=shape, dim=dim, lay=lay):
+                    if dt == "bool":
+                        return
+                    c = new_case("scatter_add", "scatter", dt, lay)
+                    x = tensor_arg(c, shape, dt, lay)
+                    ishape = list(shape)
+                    ishape[dim] = max(1, ishape[dim] - 1)
+                    idx = torch.randint(0, shape[dim], ishape, generator=gen)
+                    src = tensor_arg(c, ishape, dt)
+                    emit(c, [x.enc, {"i": dim}, {"T": c.put(idx)}, src.enc], aten.scatter_add(x.value, dim, idx, src.value))
+                attempt("scatter_add", b_sa)
+
+
+# ---------------------------------------------------------------- views, copies, factories
+
+def build_views():
+    for dt in ["f32", "f16", "i64", "bool"]:
+        for lay in ("contiguous", "transposed"):
+            shape = [3, 4]
+            specs = [
+                ("t", lambda x: aten.t(x), []),
+                ("transpose.int", lambda x: aten.transpose.int(x, 0, 1), [{"i": 0}, {"i": 1}]),
+                ("permute", lambda x: aten.permute(x, [1, 0]), [{"il": [1, 0]}]),
+                ("expand", lambda x: aten.expand(x.unsqueeze(0), [2, 3, 4]), None),
+                ("select.int", lambda x: aten.select.int(x, 1, -1), [{"i": 1}, {"i": -1}]),
+                ("slice.Tensor", lambda x: aten.slice.Tensor(x, 1, 1, 4, 2), [{"i": 1}, {"i": 1}, {"i": 4}, {"i": 2}]),
+                ("unsqueeze", lambda x: aten.unsqueeze(x, 1), [{"i": 1}]),
+                ("squeeze.dim", lambda x: aten.squeeze.dim(x, 0), [{"i": 0}]),
+                ("clone", lambda x: aten.clone(x), [None]),
+                ("_to_copy", lambda x: aten._to_copy(x, dtype=torch.float64), [{"dtype": "f64"}, None, None, None, {"b": False}, None]),
+                ("zeros_like", lambda x: aten.zeros_like(x), [None, None, None, None, None]),
+                ("ones_like", lambda x: aten.ones_like(x), [None, None, None, None, None]),
+            ]
+            for op, f, extra in specs:
+                if extra is None:
+                    continue
+                def b(dt=dt, lay=lay, op=op, f=f, extra=extra):
+                    c = new_case(op, "copy", dt, lay)
+                    x = tensor_arg(c, shape, dt, lay)
+                    emit(c, [x.enc] + extra, f(x.value))
+                attempt(op, b)
+            def b_view(dt=dt):
+                c = new_case("view", "copy", dt, "contiguous")
+                x = tensor_arg(c, [3, 4], dt)
+                emit(c, [x.enc, {"il": [2, -1]}], aten.view(x.value, [2, -1]))
+            attempt("view", b_view)
+            def b_exp(dt=dt):
+                c = new_case("expand", "copy", dt, "contiguous")
+                x = tensor_arg(c, [3, 1], dt)
+                emit(c, [x.enc, {"il": [2, 3, 4]}, {"b": False}], aten.expand(x.value, [2, 3, 4]))
+            attempt("expand", b_exp)
+            def b_as(dt=dt):
+                c = new_case("as_strided", "copy", dt, "contiguous")
+                x = tensor_arg(c, [3, 4], dt)
+                emit(c, [x.enc, {"il": [2, 2]}, {"il": [1, 4]}, {"i": 1}], aten.as_strided(x.value, [2, 2], [1, 4], 1))
+            attempt("as_strided", b_as)
+        def b_full(dt=dt):
+            c = new_case("full", "copy", dt, "contiguous")
+            v = True if dt == "bool" else (2.5 if dt in FLOATS else 7)
+            emit(c, [{"il": [2, 3]}, scalar_enc(v), {"dtype": dt}, None, None, None], aten.full([2, 3], v, dtype=DT[dt]))
+        attempt("full", b_full)
+
+
+def build_mlp_golden(steps=20, lr=0.1):
+    g = torch.Generator().manual_seed(7)
+    n, d, h, ncls = 64, 10, 32, 5
+    init = {
+        "fc1.weight": torch.randn(h, d, generator=g) * (1 / math.sqrt(d)),
+        "fc1.bias": torch.randn(h, generator=g) * 0.1,
+        "fc2.weight": torch.randn(ncls, h, generator=g) * (1 / math.sqrt(h)),
+        "fc2.bias": torch.randn(ncls, generator=g) * 0.1,
+    }
+    data = {"x": torch.randn(n, d, generator=g), "y": torch.randint(0, ncls, [n], generator=g)}
+    save_file({k: v.contiguous() for k, v in init.items()}, os.path.join(HERE, "mlp_init.safetensors"))
+    save_file(data, os.path.join(HERE, "mlp_data.safetensors"))
+    params = {k: v.clone().requires_grad_(True) for k, v in init.items()}
+    losses = []
+    for step in range(steps):
+        hdn = torch.relu(data["x"] @ params["fc1.weight"].t() + params["fc1.bias"])
+        logits = hdn @ params["fc2.weight"].t() + params["fc2.bias"]
+        loss = torch.nn.functional.cross_entropy(logits, data["y"])
+        losses.append(loss.item())
+        grads = torch.autograd.grad(loss, list(params.values()))
+        with torch.no_grad():
+            for p, gr in zip(params.values(), grads):
+                p -= lr * gr
+    with open(os.path.join(HERE, "mlp_losses.json"), "w") as f:
+        json.dump({"torch": torch.__version__, "steps": steps, "lr": lr, "losses": losses}, f, indent=1)
+        f.write("\n")
+
+
+def main():
+    torch.manual_seed(0)
+    build_elementwise()
+    build_matmul()
+    build_reductions()
+    build_nn()
+    build_index()
+    build_views()
+    save_file(tensors, os.path.join(HERE, "cases.safetensors"))
+    index = {"torch": torch.__version__, "count": len(cases), "skipped": dict(sorted(skipped.items())), "cases": cases}
+    with open(os.path.join(HERE, "index.json"), "w") as f:
+        f.write('{"torch": %s, "count": %d, "skipped": %s, "cases": [\n' % (
+            json.dumps(index["torch"]), index["count"], json.dumps(index["skipped"], sort_keys=True)))
+        f.write(",\n".join(json.dumps(c, separators=(",", ":")) for c in cases))
+        f.write("\n]}\n")
+    build_mlp_golden()
+    ops = sorted({c["op"] for c in cases})
+    print(f"{len(cases)} cases, {len(ops)} operators, {len(tensors)} tensors; skipped {sum(skipped.values())}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,827 @@
+//! Elementwise kernels: arithmetic, comparisons, activations and their
+//! backward, `where`, `masked_fill`, dropout.
+//!
+//! Binary kernels take two tensors of one dtype (PyTorch's promotion across
+//! dtypes is left to the fallback) and broadcast them; the contiguous
+//! same-shape case runs as a plain zip over slices.
+
+use rayon::prelude::*;
+
+use super::{PAR_MIN, Real, device_of, is_real, launch, load_int, store_int, unsupported, with_real};
+use crate::dtype::{DType, Scalar};
+use crate::error::Result;
+use crate::shape;
+use crate::tensor::Tensor;
+
+/// How an input element is found from an output index.
+#[derive(Clone)]
+pub(crate) enum IndexMap {
+    /// Same shape: element `i`.
+    Identity,
+    /// One element broadcast everywhere.
+    Splat,
+    /// A general broadcast: precomputed input offsets.
+    Map(Vec<usize>),
+}
+
+impl IndexMap {
+    pub(crate) fn new(sizes: &[usize], out: &[usize]) -> Result<IndexMap> {
+        if sizes == out {
+            return Ok(IndexMap::Identity);
+        }
+        if shape::numel(sizes) == 1 {
+            return Ok(IndexMap::Splat);
+        }
+        let st = shape::expand_strides(sizes, &shape::contiguous_strides(sizes), out)?;
+        Ok(IndexMap::Map(shape::element_offsets(out, &st, 0)))
+    }
+    #[inline]
+    pub(crate) fn at(&self, i: usize) -> usize {
+        match self {
+            IndexMap::Identity => i,
+            IndexMap::Splat => 0,
+            IndexMap::Map(m) => m[i],
+        }
+    }
+}
+
+/// Output shape and input index maps of a broadcast op.
+pub(crate) struct Bcast {
+    pub shape: Vec<usize>,
+    pub maps: Vec<IndexMap>,
+}
+
+impl Bcast {
+    pub(crate) fn new(shapes: &[&[usize]]) -> Result<Bcast> {
+        let out = shape::broadcast_all(shapes)?;
+        let maps = shapes.iter().map(|s| IndexMap::new(s, &out)).collect::<Result<_>>()?;
+        Ok(Bcast { shape: out, maps })
+    }
+    pub(crate) fn numel(&self) -> usize {
+        shape::numel(&self.shape)
+    }
+    /// `f(x[map0(i)], y[map1(i)])` for every output index.
+    pub(crate) fn map2<X: Copy + Sync, Y: Copy + Sync, U: Send>(
+        &self,
+        x: &[X],
+        y: &[Y],
+        f: impl Fn(X, Y) -> U + Sync + Send,
+    ) -> Vec<U> {
+        let n = self.numel();
+        match (&self.maps[0], &self.maps[1]) {
+            (IndexMap::Identity, IndexMap::Identity) => {
+                if n >= PAR_MIN {
+                    x.par_iter().zip(y.par_iter()).map(|(a, b)| f(*a, *b)).collect()
+                } else {
+                    x.iter().zip(y).map(|(a, b)| f(*a, *b)).collect()
+                }
+            }
+            (IndexMap::Identity, IndexMap::Splat) => {
+                let b = y[0];
+                if n >= PAR_MIN {
+                    x.par_iter().map(|a| f(*a, b)).collect()
+                } else {
+                    x.iter().map(|a| f(*a, b)).collect()
+                }
+            }
+            (ma, mb) => {
+                let g = |i: usize| f(x[ma.at(i)], y[mb.at(i)]);
+                if n >= PAR_MIN { (0..n).into_par_iter().map(g).collect() } else { (0..n).map(g).collect() }
+            }
+        }
+    }
+}
+
+/// `f` over every element (contiguous slice, parallel when large).
+pub(crate) fn map1<X: Copy + Sync, U: Send>(x: &[X], f: impl Fn(X) -> U + Sync + Send) -> Vec<U> {
+    if x.len() >= PAR_MIN { x.par_iter().map(|a| f(*a)).collect() } else { x.iter().map(|a| f(*a)).collect() }
+}
+
+fn same_dtype(name: &str, a: &Tensor, b: &Tensor) -> Result<DType> {
+    if a.dtype() != b.dtype() {
+        return unsupported(name, "mixed dtypes take the fallback (type promotion)");
+    }
+    Ok(a.dtype())
+}
+
+/// A float binary kernel with broadcasting; the result has the inputs' dtype.
+pub(crate) fn binary_real<T: Real>(
+    name: &str,
+    a: &Tensor,
+    b: &Tensor,
+    f: impl Fn(T, T) -> T + Send + Sync + Copy + 'static,
+) -> Result<Tensor> {
+    let ctx = device_of(name, &[a, b])?;
+    let d = same_dtype(name, a, b)?;
+    let (a, b) = (super::contiguous(a)?, super::contiguous(b)?);
+    let bc = Bcast::new(&[a.sizes(), b.sizes()])?;
+    let out = Tensor::empty_on(&ctx, &bc.shape, d)?;
+    if bc.numel() == 0 {
+        return Ok(out);
+    }
+    let (pa, pb, po, na, nb) = (a.data_ptr()?, b.data_ptr()?, out.data_ptr()?, a.numel(), b.numel());
+    launch(&ctx, vec![a, b, out.clone()], move |mem| {
+        let x = T::load(mem, pa, na, d)?;
+        let y = T::load(mem, pb, nb, d)?;
+        T::store(mem, po, &bc.map2(&x, &y, f), d)
+    })?;
+    Ok(out)
+}
+
+/// A float kernel `f(a, b) -> bool` with broadcasting; the result is bool.
+fn compare_real<T: Real>(
+    name: &str,
+    a: &Tensor,
+    b: &Tensor,
+    f: impl Fn(T, T) -> bool + Send + Sync + Copy + 'static,
+) -> Result<Tensor> {
+    let ctx = device_of(name, &[a, b])?;
+    let d = same_dtype(name, a, b)?;
+    let (a, b) = (super::contiguous(a)?, super::contiguous(b)?);
+    let bc = Bcast::new(&[a.sizes(), b.sizes()])?;
+    let out = Tensor::empty_on(&ctx, &bc.shape, DType::Bool)?;
+    if bc.numel() == 0 {
+        return Ok(out);
+    }
+    let (pa, pb, po, na, nb) = (a.data_ptr()?, b.data_ptr()?, out.data_ptr()?, a.numel(), b.numel());
+    launch(&ctx, vec![a, b, out.clone()], move |mem| {
+        let x = T::load(mem, pa, na, d)?;
+        let y = T::load(mem, pb, nb, d)?;
+        super::write_slice(mem, po, &bc.map2(&x, &y, |p, q| u8::from(f(p, q))))
+    })?;
+    Ok(out)
+}
+
+/// An integer kernel over i64 values (i64/i32/bool storage) with broadcasting.
+fn binary_int(
+    name: &str,
+    a: &Tensor,
+    b: &Tensor,
+    out_dtype: Option<DType>,
+    f: impl Fn(i64, i64) -> i64 + Send + Sync + Copy + 'static,
+) -> Result<Tensor> {
+    let ctx = device_of(name, &[a, b])?;
+    let d = same_dtype(name, a, b)?;
+    let od = out_dtype.unwrap_or(d);
+    let (a, b) = (super::contiguous(a)?, super::contiguous(b)?);
+    let bc = Bcast::new(&[a.sizes(), b.sizes()])?;
+    let out = Tensor::empty_on(&ctx, &bc.shape, od)?;
+    if bc.numel() == 0 {
+        return Ok(out);
+    }
+    let (pa, pb, po, na, nb) = (a.data_ptr()?, b.data_ptr()?, out.data_ptr()?, a.numel(), b.numel());
+    launch(&ctx, vec![a, b, out.clone()], move |mem| {
+        let x = load_int(mem, pa, na, d)?;
+        let y = load_int(mem, pb, nb, d)?;
+        store_int(mem, po, &bc.map2(&x, &y, f), od)
+    })?;
+    Ok(out)
+}
+
+/// A float unary kernel; the result has the input's dtype.
+pub(crate) fn unary_real<T: Real>(
+    name: &str,
+    a: &Tensor,
+    f: impl Fn(T) -> T + Send + Sync + Copy + 'static,
+) -> Result<Tensor> {
+    let ctx = device_of(name, &[a])?;
+    let d = a.dtype();
+    let a = super::contiguous(a)?;
+    let out = Tensor::empty_on(&ctx, a.sizes(), d)?;
+    let n = a.numel();
+    if n == 0 {
+        return Ok(out);
+    }
+    let (pa, po) = (a.data_ptr()?, out.data_ptr()?);
+    launch(&ctx, vec![a, out.clone()], move |mem| {
+        let x = T::load(mem, pa, n, d)?;
+        T::store(mem, po, &map1(&x, f), d)
+    })?;
+    Ok(out)
+}
+
+fn unary_int(name: &str, a: &Tensor, f: impl Fn(i64) -> i64 + Send + Sync + Copy + 'static) -> Result<Tensor> {
+    let ctx = device_of(name, &[a])?;
+    let d = a.dtype();
+    let a = super::contiguous(a)?;
+    let out = Tensor::empty_on(&ctx, a.sizes(), d)?;
+    let n = a.numel();
+    if n == 0 {
+        return Ok(out);
+    }
+    let (pa, po) = (a.data_ptr()?, out.data_ptr()?);
+    launch(&ctx, vec![a, out.clone()], move |mem| {
+        let x = load_int(mem, pa, n, d)?;
+        store_int(mem, po, &map1(&x, f), d)
+    })?;
+    Ok(out)
+}
+
+fn is_int(d: DType) -> bool {
+    matches!(d, DType::I64 | DType::I32)
+}
+
+/// A zero-dim device tensor holding `s` as `dtype` (the scalar operand of
+/// the `.Scalar` overloads).
+fn scalar_on(like: &Tensor, s: Scalar, dtype: DType) -> Result<Tensor> {
+    let ctx = device_of("scalar", &[like])?;
+    Tensor::scalar_of(s, dtype).to_ctx(&ctx)
+}
+
+/// Checks that a scalar keeps the tensor's dtype (else: promotion, fallback).
+fn scalar_keeps_dtype(name: &str, d: DType, s: Scalar) -> Result<()> {
+    let ok = if is_real(d) {
+        true
+    } else if is_int(d) {
+        matches!(s, Scalar::Int(_))
+    } else {
+        false
+    };
+    if ok { Ok(()) } else { unsupported(name, format!("{d} with scalar {s:?} takes the fallback")) }
+}
+
+fn nan_max<T: Real>(x: T, y: T) -> T {
+    if x.is_nan() || y.is_nan() {
+        T::from_f64(f64::NAN)
+    } else if x >= y {
+        x
+    } else {
+        y
+    }
+}
+fn nan_min<T: Real>(x: T, y: T) -> T {
+    if x.is_nan() || y.is_nan() {
+        T::from_f64(f64::NAN)
+    } else if x <= y {
+        x
+    } else {
+        y
+    }
+}
+
+// ------------------------------------------------------------ arithmetic
+
+/// `add.Tensor`: `self + alpha * other`.
+/// xirang-kernel: add.Tensor
+pub fn add_tensor(self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<Tensor> {
+    let d = self_.dtype();
+    if is_int(d) {
+        if alpha.is_floating() {
+            return unsupported("add", "a float alpha with integers");
+        }
+        let al = alpha.to_i64();
+        return binary_int("add", self_, other, None, move |x, y| x.wrapping_add(al.wrapping_mul(y)));
+    }
+    with_real!("add", d, T => {
+        let al = T::from_f64(alpha.to_f64());
+        if alpha.to_f64() == 1.0 {
+            binary_real::<T>("add", self_, other, |x, y| x + y)
+        } else {
+            binary_real::<T>("add", self_, other, move |x, y| x + al * y)
+        }
+    })
+}
+
+/// `add.Scalar`.
+/// xirang-kernel: add.Scalar
+pub fn add_scalar(self_: &Tensor, other: Scalar, alpha: Scalar) -> Result<Tensor> {
+    scalar_keeps_dtype("add", self_.dtype(), other)?;
+    add_tensor(self_, &scalar_on(self_, other, self_.dtype())?, alpha)
+}
+
+/// `sub.Tensor`: `self - alpha * other`.
+/// xirang-kernel: sub.Tensor
+pub fn sub_tensor(self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<Tensor> {
+    let d = self_.dtype();
+    if is_int(d) {
+        if alpha.is_floating() {
+            return unsupported("sub", "a float alpha with integers");
+        }
+        let al = alpha.to_i64();
+        return binary_int("sub", self_, other, None, move |x, y| x.wrapping_sub(al.wrapping_mul(y)));
+    }
+    with_real!("sub", d, T => {
+        let al = T::from_f64(alpha.to_f64());
+        binary_real::<T>("sub", self_, other, move |x, y| x - al * y)
+    })
+}
+
+/// `sub.Scalar`.
+/// xirang-kernel: sub.Scalar
+pub fn sub_scalar(self_: &Tensor, other: Scalar, alpha: Scalar) -> Result<Tensor> {
+    scalar_keeps_dtype("sub", self_.dtype(), other)?;
+    sub_tensor(self_, &scalar_on(self_, other, self_.dtype())?, alpha)
+}
+
+/// `mul.Tensor`.
+/// xirang-kernel: mul.Tensor
+pub fn mul_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    let d = self_.dtype();
+    if is_int(d) {
+        return binary_int("mul", self_, other, None, i64::wrapping_mul);
+    }
+    with_real!("mul", d, T => binary_real::<T>("mul", self_, other, |x, y| x * y))
+}
+
+/// `mul.Scalar`.
+/// xirang-kernel: mul.Scalar
+pub fn mul_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    scalar_keeps_dtype("mul", self_.dtype(), other)?;
+    mul_tensor(self_, &scalar_on(self_, other, self_.dtype())?)
+}
+
+/// `div.Tensor` (true division; integer inputs promote, so they fall back).
+/// xirang-kernel: div.Tensor
+pub fn div_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    with_real!("div", self_.dtype(), T => binary_real::<T>("div", self_, other, |x, y| x / y))
+}
+
+/// `div.Scalar`.
+/// xirang-kernel: div.Scalar
+pub fn div_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    if !is_real(self_.dtype()) {
+        return unsupported("div", "integer true division promotes");
+    }
+    // PyTorch multiplies by the reciprocal only on CUDA; CPU divides.
+    div_tensor(self_, &scalar_on(self_, other, self_.dtype())?)
+}
+
+/// `maximum` (NaN-propagating).
+/// xirang-kernel: maximum
+pub fn maximum(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    let d = self_.dtype();
+    if is_int(d) {
+        return binary_int("maximum", self_, other, None, i64::max);
+    }
+    with_real!("maximum", d, T => binary_real::<T>("maximum", self_, other, nan_max::<T>))
+}
+
+/// `minimum` (NaN-propagating).
+/// xirang-kernel: minimum
+pub fn minimum(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    let d = self_.dtype();
+    if is_int(d) {
+        return binary_int("minimum", self_, other, None, i64::min);
+    }
+    with_real!("minimum", d, T => binary_real::<T>("minimum", self_, other, nan_min::<T>))
+}
+
+/// `add_.Tensor`: in place into `self_` (the kernel writes `self_`'s storage).
+/// xirang-kernel: add_.Tensor
+pub fn add_tensor_(self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<()> {
+    if !self_.is_contiguous() || shape::broadcast_shapes(self_.sizes(), other.sizes())? != self_.sizes() {
+        return unsupported("add_", "in-place kernels need a contiguous self of the broadcast shape");
+    }
+    let r = add_tensor(self_, other, alpha)?;
+    copy_into(&r, self_)
+}
+
+/// Device-to-device copy of contiguous `src` into contiguous `dst` (same dtype and size).
+pub(crate) fn copy_into(src: &Tensor, dst: &Tensor) -> Result<()> {
+    let ctx = device_of("copy", &[src, dst])?;
+    if src.dtype() != dst.dtype() || src.numel() != dst.numel() || !src.is_contiguous() || !dst.is_contiguous() {
+        return unsupported("copy", "needs contiguous tensors of one dtype and size");
+    }
+    let n = src.numel() * src.dtype().size();
+    if n == 0 {
+        return Ok(());
+    }
+    let (ps, pd) = (src.data_ptr()?, dst.data_ptr()?);
+    launch(&ctx, vec![src.clone(), dst.clone()], move |mem| {
+        let b = super::read_vec::<u8>(mem, ps, n)?;
+        mem.write(pd, &b)
+    })
+}
+
+// ------------------------------------------------------------ comparisons
+
+/// `eq.Tensor`.
+/// xirang-kernel: eq.Tensor
+pub fn eq_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    let d = self_.dtype();
+    if is_int(d) || d == DType::Bool {
+        return binary_int("eq", self_, other, Some(DType::Bool), |x, y| i64::from(x == y));
+    }
+    with_real!("eq", d, T => compare_real::<T>("eq", self_, other, |x, y| x == y))
+}
+
+/// `eq.Scalar` (the scalar is cast to the tensor's dtype, the common dtype).
+/// xirang-kernel: eq.Scalar
+pub fn eq_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    scalar_keeps_dtype("eq", self_.dtype(), other)?;
+    eq_tensor(self_, &scalar_on(self_, other, self_.dtype())?)
+}
+
+/// `ne.Tensor`.
+/// xirang-kernel: ne.Tensor
+pub fn ne_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    let d = self_.dtype();
+    if is_int(d) || d == DType::Bool {
+        return binary_int("ne", self_, other, Some(DType::Bool), |x, y| i64::from(x != y));
+    }
+    with_real!("ne", d, T => compare_real::<T>("ne", self_, other, |x, y| x != y))
+}
+
+/// `ne.Scalar` (the scalar is cast to the tensor's dtype, the common dtype).
+/// xirang-kernel: ne.Scalar
+pub fn ne_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    scalar_keeps_dtype("ne", self_.dtype(), other)?;
+    ne_tensor(self_, &scalar_on(self_, other, self_.dtype())?)
+}
+
+/// `lt.Tensor`.
+/// xirang-kernel: lt.Tensor
+pub fn lt_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    let d = self_.dtype();
+    if is_int(d) || d == DType::Bool {
+        return binary_int("lt", self_, other, Some(DType::Bool), |x, y| i64::from(x < y));
+    }
+    with_real!("lt", d, T => compare_real::<T>("lt", self_, other, |x, y| x < y))
+}
+
+/// `lt.Scalar` (the scalar is cast to the tensor's dtype, the common dtype).
+/// xirang-kernel: lt.Scalar
+pub fn lt_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    scalar_keeps_dtype("lt", self_.dtype(), other)?;
+    lt_tensor(self_, &scalar_on(self_, other, self_.dtype())?)
+}
+
+/// `le.Tensor`.
+/// xirang-kernel: le.Tensor
+pub fn le_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    let d = self_.dtype();
+    if is_int(d) || d == DType::Bool {
+        return binary_int("le", self_, other, Some(DType::Bool), |x, y| i64::from(x <= y));
+    }
+    with_real!("le", d, T => compare_real::<T>("le", self_, other, |x, y| x <= y))
+}
+
+/// `le.Scalar` (the scalar is cast to the tensor's dtype, the common dtype).
+/// xirang-kernel: le.Scalar
+pub fn le_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    scalar_keeps_dtype("le", self_.dtype(), other)?;
+    le_tensor(self_, &scalar_on(self_, other, self_.dtype())?)
+}
+
+/// `gt.Tensor`.
+/// xirang-kernel: gt.Tensor
+pub fn gt_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    let d = self_.dtype();
+    if is_int(d) || d == DType::Bool {
+        return binary_int("gt", self_, other, Some(DType::Bool), |x, y| i64::from(x > y));
+    }
+    with_real!("gt", d, T => compare_real::<T>("gt", self_, other, |x, y| x > y))
+}
+
+/// `gt.Scalar` (the scalar is cast to the tensor's dtype, the common dtype).
+/// xirang-kernel: gt.Scalar
+pub fn gt_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    scalar_keeps_dtype("gt", self_.dtype(), other)?;
+    gt_tensor(self_, &scalar_on(self_, other, self_.dtype())?)
+}
+
+/// `ge.Tensor`.
+/// xirang-kernel: ge.Tensor
+pub fn ge_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    let d = self_.dtype();
+    if is_int(d) || d == DType::Bool {
+        return binary_int("ge", self_, other, Some(DType::Bool), |x, y| i64::from(x >= y));
+    }
+    with_real!("ge", d, T => compare_real::<T>("ge", self_, other, |x, y| x >= y))
+}
+
+/// `ge.Scalar` (the scalar is cast to the tensor's dtype, the common dtype).
+/// xirang-kernel: ge.Scalar
+pub fn ge_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    scalar_keeps_dtype("ge", self_.dtype(), other)?;
+    ge_tensor(self_, &scalar_on(self_, other, self_.dtype())?)
+}
+
+// ------------------------------------------------------------ unary and activations
+
+/// `neg`.
+/// xirang-kernel: neg
+pub fn neg(self_: &Tensor) -> Result<Tensor> {
+    if is_int(self_.dtype()) {
+        return unary_int("neg", self_, i64::wrapping_neg);
+    }
+    with_real!("neg", self_.dtype(), T => unary_real::<T>("neg", self_, |x| -x))
+}
+/// `abs`.
+/// xirang-kernel: abs
+pub fn abs(self_: &Tensor) -> Result<Tensor> {
+    if is_int(self_.dtype()) {
+        return unary_int("abs", self_, i64::wrapping_abs);
+    }
+    with_real!("abs", self_.dtype(), T => unary_real::<T>("abs", self_, |x| x.abs()))
+}
+/// `exp`.
+/// xirang-kernel: exp
+pub fn exp(self_: &Tensor) -> Result<Tensor> {
+    with_real!("exp", self_.dtype(), T => unary_real::<T>("exp", self_, |x| x.exp()))
+}
+/// `log`.
+/// xirang-kernel: log
+pub fn log(self_: &Tensor) -> Result<Tensor> {
+    with_real!("log", self_.dtype(), T => unary_real::<T>("log", self_, |x| x.ln()))
+}
+/// `sqrt`.
+/// xirang-kernel: sqrt
+pub fn sqrt(self_: &Tensor) -> Result<Tensor> {
+    with_real!("sqrt", self_.dtype(), T => unary_real::<T>("sqrt", self_, |x| x.sqrt()))
+}
+/// `rsqrt`.
+/// xirang-kernel: rsqrt
+pub fn rsqrt(self_: &Tensor) -> Result<Tensor> {
+    with_real!("rsqrt", self_.dtype(), T => unary_real::<T>("rsqrt", self_, |x| T::ONE / x.sqrt()))
+}
+fn sigmoid_t<T: Real>(x: T) -> T {
+    T::ONE / (T::ONE + (-x).exp())
+}
+/// `sigmoid`.
+/// xirang-kernel: sigmoid
+pub fn sigmoid(self_: &Tensor) -> Result<Tensor> {
+    with_real!("sigmoid", self_.dtype(), T => unary_real::<T>("sigmoid", self_, sigmoid_t::<T>))
+}
+/// `tanh`.
+/// xirang-kernel: tanh
+pub fn tanh(self_: &Tensor) -> Result<Tensor> {
+    with_real!("tanh", self_.dtype(), T => unary_real::<T>("tanh", self_, |x| x.tanh()))
+}
+/// `relu`.
+/// xirang-kernel: relu
+pub fn relu(self_: &Tensor) -> Result<Tensor> {
+    if is_int(self_.dtype()) {
+        return unary_int("relu", self_, |x| x.max(0));
+    }
+    // NaN stays NaN (x > 0 is false, but PyTorch's clamp_min propagates it).
+    with_real!("relu", self_.dtype(), T => unary_real::<T>("relu", self_, |x| if x.is_nan() || x > T::ZERO { x } else { T::ZERO }))
+}
+/// `silu`.
+/// xirang-kernel: silu
+pub fn silu(self_: &Tensor) -> Result<Tensor> {
+    with_real!("silu", self_.dtype(), T => unary_real::<T>("silu", self_, |x| x * sigmoid_t(x)))
+}
+
+fn gelu_t<T: Real>(x: T, tanh: bool) -> T {
+    let half = T::from_f64(0.5);
+    if tanh {
+        let k_beta = T::from_f64(std::f64::consts::SQRT_2 * std::f64::consts::FRAC_2_SQRT_PI * 0.5);
+        let inner = k_beta * (x + T::from_f64(0.044715) * x * x * x);
+        half * x * (T::ONE + inner.tanh())
+    } else {
+        half * x * (T::ONE + (x * T::from_f64(std::f64::consts::FRAC_1_SQRT_2)).gauss_erf())
+    }
+}
+
+fn approx(name: &str, a: &str) -> Result<bool> {
+    match a {
+        "none" => Ok(false),
+        "tanh" => Ok(true),
+        other => Err(crate::Error::InvalidArgument(format!(
+            "{name}: approximate argument must be either none or tanh, got {other:?}"
+        ))),
+    }
+}
+
+/// `gelu(self, approximate)`.
+/// xirang-kernel: gelu
+pub fn gelu(self_: &Tensor, approximate: &str) -> Result<Tensor> {
+    let t = approx("gelu", approximate)?;
+    with_real!("gelu", self_.dtype(), T => unary_real::<T>("gelu", self_, move |x| gelu_t(x, t)))
+}
+
+/// `threshold_backward(grad_output, self, threshold)`.
+/// xirang-kernel: threshold_backward
+pub fn threshold_backward(grad_output: &Tensor, self_: &Tensor, threshold: Scalar) -> Result<Tensor> {
+    with_real!("threshold_backward", grad_output.dtype(), T => {
+        let th = T::from_f64(threshold.to_f64());
+        binary_real::<T>("threshold_backward", grad_output, self_, move |g, x| if x <= th { T::ZERO } else { g })
+    })
+}
+
+/// `gelu_backward(grad_output, self, approximate)`.
+/// xirang-kernel: gelu_backward
+pub fn gelu_backward(grad_output: &Tensor, self_: &Tensor, approximate: &str) -> Result<Tensor> {
+    let t = approx("gelu_backward", approximate)?;
+    with_real!("gelu_backward", grad_output.dtype(), T => {
+        binary_real::<T>("gelu_backward", grad_output, self_, move |g, x| {
+            let half = T::from_f64(0.5);
+            if t {
+                let k_beta = T::from_f64(std::f64::consts::SQRT_2 * std::f64::consts::FRAC_2_SQRT_PI * 0.5);
+                let k_kappa = T::from_f64(0.044715);
+                let x_sq = x * x;
+                let th = (k_beta * (x + k_kappa * x_sq * x)).tanh();
+                let left = half * x;
+                let right = T::ONE + th;
+                g * (half * right + left * (T::ONE - th * th) * k_beta * (T::ONE + T::from_f64(3.0) * k_kappa * x_sq))
+            } else {
+                let cdf = half * (T::ONE + (x * T::from_f64(std::f64::consts::FRAC_1_SQRT_2)).gauss_erf());
+                let pdf = (-half * x * x).exp() * T::from_f64(1.0 / (2.0 * std::f64::consts::PI).sqrt());
+                g * (cdf + x * pdf)
+            }
+        })
+    })
+}
+
+/// `silu_backward(grad_output, self)`.
+/// xirang-kernel: silu_backward
+pub fn silu_backward(grad_output: &Tensor, self_: &Tensor) -> Result<Tensor> {
+    with_real!("silu_backward", grad_output.dtype(), T => binary_real::<T>("silu_backward", grad_output, self_, |g, x| {
+        let s = sigmoid_t(x);
+        g * s * (T::ONE + x * (T::ONE - s))
+    }))
+}
+
+/// `sigmoid_backward(grad_output, output)`.
+/// xirang-kernel: sigmoid_backward
+pub fn sigmoid_backward(grad_output: &Tensor, output: &Tensor) -> Result<Tensor> {
+    with_real!("sigmoid_backward", grad_output.dtype(), T => {
+        binary_real::<T>("sigmoid_backward", grad_output, output, |g, y| g * (T::ONE - y) * y)
+    })
+}
+
+/// `tanh_backward(grad_output, output)`.
+/// xirang-kernel: tanh_backward
+pub fn tanh_backward(grad_output: &Tensor, output: &Tensor) -> Result<Tensor> {
+    with_real!("tanh_backward", grad_output.dtype(), T => {
+        binary_real::<T>("tanh_backward", grad_output, output, |g, y| g * (T::ONE - y * y))
+    })
+}
+
+// ------------------------------------------------------------ selection
+
+/// Element-size generic gather of raw bytes: `out[i] = src[idx(i)]`.
+pub(crate) fn pick_bytes(src: &[u8], es: usize, n: usize, idx: impl Fn(usize) -> usize + Sync) -> Vec<u8> {
+    let mut out = vec![0u8; n * es];
+    let body = |(i, o): (usize, &mut [u8])| {
+        let j = idx(i);
+        o.copy_from_slice(&src[j * es..j * es + es]);
+    };
+    if n >= PAR_MIN {
+        out.par_chunks_mut(es).enumerate().for_each(body);
+    } else {
+        out.chunks_mut(es).enumerate().for_each(body);
+    }
+    out
+}
+
+/// `where.self(condition, self, other)`: self and other of one dtype, any dtype.
+/// xirang-kernel: where.self
+pub fn where_self(condition: &Tensor, self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    let ctx = device_of("where", &[condition, self_, other])?;
+    if condition.dtype() != DType::Bool {
+        return unsupported("where", "a non-bool condition takes the fallback (error path)");
+    }
+    let d = same_dtype("where", self_, other)?;
+    let (c, a, b) = (super::contiguous(condition)?, super::contiguous(self_)?, super::contiguous(other)?);
+    let bc = Bcast::new(&[c.sizes(), a.sizes(), b.sizes()])?;
+    let out = Tensor::empty_on(&ctx, &bc.shape, d)?;
+    let n = bc.numel();
+    if n == 0 {
+        return Ok(out);
+    }
+    let es = d.size();
+    let (pc, pa, pb, po) = (c.data_ptr()?, a.data_ptr()?, b.data_ptr()?, out.data_ptr()?);
+    let (nc, na, nb) = (c.numel(), a.numel(), b.numel());
+    launch(&ctx, vec![c, a, b, out.clone()], move |mem| {
+        let cv = super::read_vec::<u8>(mem, pc, nc)?;
+        let av = super::read_vec::<u8>(mem, pa, na * es)?;
+        let bv = super::read_vec::<u8>(mem, pb, nb * es)?;
+        let mut o = vec![0u8; n * es];
+        let body = |(i, dst): (usize, &mut [u8])| {
+            let src = if cv[bc.maps[0].at(i)] != 0 { (&av, bc.maps[1].at(i)) } else { (&bv, bc.maps[2].at(i)) };
+            dst.copy_from_slice(&src.0[src.1 * es..src.1 * es + es]);
+        };
+        if n >= PAR_MIN {
+            o.par_chunks_mut(es).enumerate().for_each(body);
+        } else {
+            o.chunks_mut(es).enumerate().for_each(body);
+        }
+        mem.write(po, &o)
+    })?;
+    Ok(out)
+}
+
+/// `masked_fill.Scalar(self, mask, value)`: the mask broadcasts to `self`.
+/// xirang-kernel: masked_fill.Scalar
+pub fn masked_fill_scalar(self_: &Tensor, mask: &Tensor, value: Scalar) -> Result<Tensor> {
+    let ctx = device_of("masked_fill", &[self_, mask])?;
+    let d = self_.dtype();
+    if mask.dtype() != DType::Bool {
+        return unsupported("masked_fill", "a non-bool mask takes the fallback (error path)");
+    }
+    if !d.is_floating() && value.is_floating() {
+        return unsupported("masked_fill", "a float value into an integer tensor takes the fallback");
+    }
+    let (x, m) = (super::contiguous(self_)?, super::contiguous(mask)?);
+    let bc = Bcast::new(&[x.sizes(), m.sizes()])?;
+    if bc.shape != x.sizes() {
+        return unsupported("masked_fill", "the mask must broadcast to self");
+    }
+    let out = Tensor::empty_on(&ctx, &bc.shape, d)?;
+    let n = bc.numel();
+    if n == 0 {
+        return Ok(out);
+    }
+    let es = d.size();
+    let fill = Tensor::scalar_of(value, d).gather_bytes()?;
+    let (px, pm, po, nm) = (x.data_ptr()?, m.data_ptr()?, out.data_ptr()?, m.numel());
+    launch(&ctx, vec![x, m, out.clone()], move |mem| {
+        let mut xv = super::read_vec::<u8>(mem, px, n * es)?;
+        let mv = super::read_vec::<u8>(mem, pm, nm)?;
+        for (i, dst) in xv.chunks_mut(es).enumerate() {
+            if mv[bc.maps[1].at(i)] != 0 {
+                dst.copy_from_slice(&fill);
+            }
+        }
+        mem.write(po, &xv)
+    })?;
+    Ok(out)
+}
+
+// ------------------------------------------------------------ dropout
+
+/// Counter-based uniform in [0, 1) for element `i` of a dropout with `seed`
+/// (SplitMix64 of seed + i: every element independent, any order, like
+/// Philox's counter mode on devices).
+fn uniform_at(seed: u64, i: u64) -> f64 {
+    let mut z = seed.wrapping_add(i.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+/// `native_dropout(input, p, train)` -> `(output, mask)` with the seed
+/// drawn from the default generator ([`crate::host_registry::manual_seed`]).
+/// xirang-kernel: native_dropout
+pub fn native_dropout(input: &Tensor, p: f64, train: Option<bool>) -> Result<(Tensor, Tensor)> {
+    let seed = crate::host_registry::with_default_generator(|g| g.next_u64());
+    native_dropout_seeded(input, p, train, seed)
+}
+
+/// [`native_dropout`] with an explicit seed.
+pub fn native_dropout_seeded(input: &Tensor, p: f64, train: Option<bool>, seed: u64) -> Result<(Tensor, Tensor)> {
+    let ctx = device_of("native_dropout", &[input])?;
+    if !(0.0..=1.0).contains(&p) {
+        return Err(crate::Error::InvalidArgument(format!(
+            "dropout probability has to be between 0 and 1, but got {p}"
+        )));
+    }
+    let d = input.dtype();
+    if !is_real(d) {
+        return unsupported("native_dropout", format!("dtype {d}"));
+    }
+    let x = super::contiguous(input)?;
+    let n = x.numel();
+    if n == 0 {
+        return Ok((Tensor::empty_on(&ctx, x.sizes(), d)?, Tensor::empty_on(&ctx, x.sizes(), d)?));
+    }
+    let out = Tensor::empty_on(&ctx, x.sizes(), d)?;
+    let mask = Tensor::empty_on(&ctx, x.sizes(), DType::Bool)?;
+    let train = train.unwrap_or(true) && p > 0.0;
+    let (px, po, pm) = (x.data_ptr()?, out.data_ptr()?, mask.data_ptr()?);
+    with_real!("native_dropout", d, T => {
+        let scale = if p >= 1.0 { T::ZERO } else { T::from_f64(1.0 / (1.0 - p)) };
+        launch(&ctx, vec![x, out.clone(), mask.clone()], move |mem| {
+            let v = T::load(mem, px, n, d)?;
+            if !train {
+                super::write_slice(mem, pm, &vec![1u8; n])?;
+                return T::store(mem, po, &v, d);
+            }
+            let keep: Vec<u8> = (0..n as u64).map(|i| u8::from(uniform_at(seed, i) >= p)).collect();
+            let o: Vec<T> = v.iter().zip(&keep).map(|(x, k)| if *k != 0 { *x * scale } else { T::ZERO }).collect();
+            super::write_slice(mem, pm, &keep)?;
+            T::store(mem, po, &o, d)
+        })
+    })?;
+    Ok((out, mask))
+}
+
+/// `native_dropout_backward(grad_output, mask, scale)`.
+/// xirang-kernel: native_dropout_backward
+pub fn native_dropout_backward(grad_output: &Tensor, mask: &Tensor, scale: f64) -> Result<Tensor> {
+    let ctx = device_of("native_dropout_backward", &[grad_output, mask])?;
+    let d = grad_output.dtype();
+    if mask.dtype() != DType::Bool || mask.sizes() != grad_output.sizes() {
+        return unsupported("native_dropout_backward", "needs a bool mask of the gradient's shape");
+    }
+    let (g, m) = (super::contiguous(grad_output)?, super::contiguous(mask)?);
+    let out = Tensor::empty_on(&ctx, g.sizes(), d)?;
+    let n = g.numel();
+    if n == 0 {
+        return Ok(out);
+    }
+    let (pg, pm, po) = (g.data_ptr()?, m.data_ptr()?, out.data_ptr()?);
+    with_real!("native_dropout_backward", d, T => {
+        let s = T::from_f64(scale);
+        launch(&ctx, vec![g, m, out.clone()], move |mem| {
+            let gv = T::load(mem, pg, n, d)?;
+            let mv = super::read_vec::<u8>(mem, pm, n)?;
+            let o: Vec<T> = gv.iter().zip(&mv).map(|(g, k)| if *k != 0 { *g * s } else { T::ZERO }).collect();
+            T::store(mem, po, &o, d)
+        })
+    })?;
+    Ok(out)
+}

@@ -1,0 +1,228 @@
+//! Matrix products: `mm`, `bmm`, `addmm` for float dtypes.
+//!
+//! The micro-kernel updates four output rows at a time from one row of the
+//! right-hand matrix (`c[i..i+4, :] += a[i..i+4, p] * b[p, :]`), so the
+//! inner loop is a contiguous, vectorisable multiply-add over slices; row
+//! blocks run as rayon tasks. A transposed operand (a `.t()` view of a
+//! contiguous matrix) is read as stored and transposed while loading, with
+//! no device copy. Accumulation is in the compute type (f32 for
+//! f32/f16/bf16, as PyTorch's CPU BLAS), in `k` order.
+
+use rayon::prelude::*;
+
+use super::{PAR_MIN, Real, device_of, launch, unsupported, with_real};
+use crate::driver::{DevicePtr, KernelMemory};
+use crate::dtype::{DType, Scalar};
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+/// How a matrix operand is stored: row-major, or as the transpose of a
+/// row-major matrix.
+#[derive(Clone, Copy)]
+struct Operand {
+    ptr: DevicePtr,
+    rows: usize,
+    cols: usize,
+    transposed: bool,
+}
+
+/// A 2-D (or batch of 2-D) operand whose last two dims are row-major or
+/// transposed-contiguous; other layouts get a contiguous device copy.
+fn operand(t: &Tensor) -> Result<(Tensor, bool)> {
+    let nd = t.dim();
+    let (s, st) = (t.sizes(), t.strides());
+    let (r, c) = (s[nd - 2], s[nd - 1]);
+    let batch_ok =
+        |inner: usize| (0..nd - 2).all(|i| s[i] <= 1 || st[i] == inner * s[i + 1..nd - 2].iter().product::<usize>());
+    if t.is_contiguous() {
+        return Ok((t.clone(), false));
+    }
+    if (c <= 1 || st[nd - 2] == 1) && (r <= 1 || st[nd - 1] == r) && batch_ok(r * c) {
+        return Ok((t.clone(), true));
+    }
+    Ok((super::contiguous(t)?, false))
+}
+
+fn load_matrix<T: Real>(mem: &dyn KernelMemory, op: Operand, batch: usize, d: DType) -> Result<Vec<T>> {
+    let (r, c) = (op.rows, op.cols);
+    let v = T::load(mem, op.ptr, batch * r * c, d)?;
+    if !op.transposed {
+        return Ok(v);
+    }
+    // stored as [batch, c, r]; return [batch, r, c]
+    let mut out = vec![T::ZERO; v.len()];
+    for b in 0..batch {
+        let (src, dst) = (&v[b * r * c..(b + 1) * r * c], &mut out[b * r * c..(b + 1) * r * c]);
+        for j in 0..c {
+            for i in 0..r {
+                dst[i * c + j] = src[j * r + i];
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `c[n, m] += a[n, k] * b[k, m]` (row-major slices).
+fn gemm<T: Real>(a: &[T], b: &[T], c: &mut [T], n: usize, k: usize, m: usize) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let block = |(blk, cb): (usize, &mut [T])| {
+        let i0 = blk * 4;
+        let rows = cb.len() / m;
+        if rows == 4 {
+            let (c0, rest) = cb.split_at_mut(m);
+            let (c1, rest) = rest.split_at_mut(m);
+            let (c2, c3) = rest.split_at_mut(m);
+            for p in 0..k {
+                let br = &b[p * m..(p + 1) * m];
+                let (a0, a1, a2, a3) = (a[i0 * k + p], a[(i0 + 1) * k + p], a[(i0 + 2) * k + p], a[(i0 + 3) * k + p]);
+                for ((((x0, x1), x2), x3), &bv) in
+                    c0.iter_mut().zip(c1.iter_mut()).zip(c2.iter_mut()).zip(c3.iter_mut()).zip(br)
+                {
+                    *x0 += a0 * bv;
+                    *x1 += a1 * bv;
+                    *x2 += a2 * bv;
+                    *x3 += a3 * bv;
+                }
+            }
+        } else {
+            for r in 0..rows {
+                let cr = &mut cb[r * m..(r + 1) * m];
+                for p in 0..k {
+                    let av = a[(i0 + r) * k + p];
+                    for (x, &bv) in cr.iter_mut().zip(&b[p * m..(p + 1) * m]) {
+                        *x += av * bv;
+                    }
+                }
+            }
+        }
+    };
+    if n * m * k >= PAR_MIN {
+        c.par_chunks_mut(4 * m).enumerate().for_each(block);
+    } else {
+        c.chunks_mut(4 * m).enumerate().for_each(block);
+    }
+}
+
+fn check_float(name: &str, a: &Tensor, b: &Tensor) -> Result<DType> {
+    if a.dtype() != b.dtype() {
+        return Err(Error::DType(format!(
+            "{name}: expected m1 and m2 to have the same dtype, but got: {} != {}",
+            a.dtype().name(),
+            b.dtype().name()
+        )));
+    }
+    if !super::is_real(a.dtype()) {
+        return unsupported(name, format!("dtype {} takes the fallback", a.dtype()));
+    }
+    Ok(a.dtype())
+}
+
+/// `out = beta * bias + alpha * a @ b` over a batch; `bias` is broadcast to [n, m] (or absent).
+#[allow(clippy::too_many_arguments)]
+fn batched<T: Real>(
+    name: &str,
+    a: &Tensor,
+    b: &Tensor,
+    bias: Option<&Tensor>,
+    beta: f64,
+    alpha: f64,
+    batch: usize,
+    (n, k, m): (usize, usize, usize),
+    out_shape: &[usize],
+) -> Result<Tensor> {
+    let mut ins = vec![a, b];
+    ins.extend(bias);
+    let ctx = device_of(name, &ins)?;
+    let d = a.dtype();
+    let (a, ta) = operand(a)?;
+    let (b, tb) = operand(b)?;
+    let out = Tensor::empty_on(&ctx, out_shape, d)?;
+    if out.numel() == 0 {
+        return Ok(out);
+    }
+    let bias = match bias {
+        Some(t) => Some(super::contiguous(&t.broadcast_to(&[n, m])?)?),
+        None => None,
+    };
+    let oa = Operand { ptr: if a.numel() > 0 { a.data_ptr()? } else { 0 }, rows: n, cols: k, transposed: ta };
+    let ob = Operand { ptr: if b.numel() > 0 { b.data_ptr()? } else { 0 }, rows: k, cols: m, transposed: tb };
+    let pbias = bias.as_ref().map(|t| t.data_ptr()).transpose()?;
+    let po = out.data_ptr()?;
+    let mut keep = vec![a, b, out.clone()];
+    keep.extend(bias);
+    launch(&ctx, keep, move |mem| {
+        let av = load_matrix::<T>(mem, oa, batch, d)?;
+        let bv = load_matrix::<T>(mem, ob, batch, d)?;
+        let mut c = vec![T::ZERO; batch * n * m];
+        for bi in 0..batch {
+            gemm(
+                &av[bi * n * k..(bi + 1) * n * k],
+                &bv[bi * k * m..(bi + 1) * k * m],
+                &mut c[bi * n * m..(bi + 1) * n * m],
+                n,
+                k,
+                m,
+            );
+        }
+        let (al, be) = (T::from_f64(alpha), T::from_f64(beta));
+        if alpha != 1.0 {
+            c.iter_mut().for_each(|x| *x = *x * al);
+        }
+        if let Some(pb) = pbias {
+            let bv = T::load(mem, pb, n * m, d)?;
+            // beta == 0 ignores the bias (NaN included), as PyTorch.
+            if beta != 0.0 {
+                c.iter_mut().zip(&bv).for_each(|(x, y)| *x += be * *y);
+            }
+        }
+        T::store(mem, po, &c, d)
+    })?;
+    Ok(out)
+}
+
+/// `mm(self, mat2)`.
+/// xirang-kernel: mm
+pub fn mm(self_: &Tensor, mat2: &Tensor) -> Result<Tensor> {
+    let d = check_float("mm", self_, mat2)?;
+    let (&[n, k], &[k2, m]) = (self_.sizes(), mat2.sizes()) else {
+        return Err(Error::Shape("mm: both arguments must be 2-D".into()));
+    };
+    if k != k2 {
+        return Err(Error::Shape(format!("mat1 and mat2 shapes cannot be multiplied ({n}x{k} and {k2}x{m})")));
+    }
+    with_real!("mm", d, T => batched::<T>("mm", self_, mat2, None, 0.0, 1.0, 1, (n, k, m), &[n, m]))
+}
+
+/// `bmm(self, mat2)`.
+/// xirang-kernel: bmm
+pub fn bmm(self_: &Tensor, mat2: &Tensor) -> Result<Tensor> {
+    let d = check_float("bmm", self_, mat2)?;
+    let (&[b, n, k], &[b2, k2, m]) = (self_.sizes(), mat2.sizes()) else {
+        return Err(Error::Shape("bmm: both arguments must be 3-D".into()));
+    };
+    if b != b2 || k != k2 {
+        return Err(Error::Shape(format!(
+            "Expected size for first two dimensions of batch2 tensor to be: [{b}, {k}] but got: [{b2}, {k2}]."
+        )));
+    }
+    with_real!("bmm", d, T => batched::<T>("bmm", self_, mat2, None, 0.0, 1.0, b, (n, k, m), &[b, n, m]))
+}
+
+/// `addmm(self, mat1, mat2, beta, alpha)` = `beta * self + alpha * mat1 @ mat2`.
+/// xirang-kernel: addmm
+pub fn addmm(self_: &Tensor, mat1: &Tensor, mat2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
+    let d = check_float("addmm", mat1, mat2)?;
+    if self_.dtype() != d {
+        return unsupported("addmm", "a bias of another dtype takes the fallback");
+    }
+    let (&[n, k], &[k2, m]) = (mat1.sizes(), mat2.sizes()) else {
+        return Err(Error::Shape("addmm: mat1 and mat2 must be 2-D".into()));
+    };
+    if k != k2 {
+        return Err(Error::Shape(format!("mat1 and mat2 shapes cannot be multiplied ({n}x{k} and {k2}x{m})")));
+    }
+    let (be, al) = (beta.to_f64(), alpha.to_f64());
+    with_real!("addmm", d, T => batched::<T>("addmm", mat1, mat2, Some(self_), be, al, 1, (n, k, m), &[n, m]))
+}

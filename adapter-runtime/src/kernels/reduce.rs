@@ -1,0 +1,93 @@
+//! Reductions over dims: `sum`, `mean`, `amax` for float dtypes.
+//!
+//! The reduced dims are moved last (a view) and made contiguous on the
+//! device, so each output element reduces one contiguous row. Sums
+//! accumulate in f64 and round once (PyTorch accumulates f32 with cascade
+//! summation; both are within the suite's tolerance).
+
+use rayon::prelude::*;
+
+use super::{PAR_MIN, Real, device_of, launch, unsupported, with_real};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::tensor::Tensor;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Red {
+    Sum,
+    Mean,
+    Max,
+}
+
+fn reduce(
+    name: &str,
+    x: &Tensor,
+    dims: Option<&[i64]>,
+    keepdim: bool,
+    dtype: Option<DType>,
+    red: Red,
+) -> Result<Tensor> {
+    let ctx = device_of(name, &[x])?;
+    let d = x.dtype();
+    if dtype.is_some_and(|t| t != d) {
+        return unsupported(name, "a dtype= conversion takes the fallback");
+    }
+    if !super::is_real(d) {
+        return unsupported(name, format!("dtype {d} takes the fallback"));
+    }
+    let l = crate::ops::layout(x, dims, keepdim)?;
+    if red == Red::Max && l.inner == 0 {
+        return unsupported(name, "amax of an empty slice is an error (fallback reports it)");
+    }
+    let rows = super::contiguous(&l.permuted)?;
+    let out = Tensor::empty_on(&ctx, &l.out_shape, d)?;
+    let (outer, inner) = (l.outer, l.inner);
+    if outer == 0 {
+        return Ok(out);
+    }
+    let (pr, po) = (if rows.numel() > 0 { rows.data_ptr()? } else { 0 }, out.data_ptr()?);
+    with_real!(name, d, T => launch(&ctx, vec![rows, out.clone()], move |mem| {
+        let v = T::load(mem, pr, outer * inner, d)?;
+        let row = |i: usize| -> T {
+            let r = &v[i * inner..(i + 1) * inner];
+            match red {
+                Red::Sum => T::from_f64(r.iter().map(|x| x.to_f64()).sum::<f64>()),
+                Red::Mean => T::from_f64(r.iter().map(|x| x.to_f64()).sum::<f64>() / inner as f64),
+                Red::Max => r.iter().copied().fold(r[0], |m, x| if x.is_nan() || m.is_nan() { T::from_f64(f64::NAN) } else if x > m { x } else { m }),
+            }
+        };
+        let o: Vec<T> = if outer * inner >= PAR_MIN { (0..outer).into_par_iter().map(row).collect() } else { (0..outer).map(row).collect() };
+        T::store(mem, po, &o, d)
+    }))?;
+    Ok(out)
+}
+
+/// `sum(self, dtype)`: everything.
+/// xirang-kernel: sum
+pub fn sum(self_: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
+    reduce("sum", self_, None, false, dtype, Red::Sum)
+}
+
+/// `sum.dim_IntList(self, dim, keepdim, dtype)`.
+/// xirang-kernel: sum.dim_IntList
+pub fn sum_dim_intlist(self_: &Tensor, dim: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
+    reduce("sum", self_, dim, keepdim, dtype, Red::Sum)
+}
+
+/// `mean(self, dtype)`.
+/// xirang-kernel: mean
+pub fn mean(self_: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
+    reduce("mean", self_, None, false, dtype, Red::Mean)
+}
+
+/// `mean.dim(self, dim, keepdim, dtype)`.
+/// xirang-kernel: mean.dim
+pub fn mean_dim(self_: &Tensor, dim: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
+    reduce("mean", self_, dim, keepdim, dtype, Red::Mean)
+}
+
+/// `amax(self, dim, keepdim)`.
+/// xirang-kernel: amax
+pub fn amax(self_: &Tensor, dim: &[i64], keepdim: bool) -> Result<Tensor> {
+    reduce("amax", self_, Some(dim), keepdim, None, Red::Max)
+}

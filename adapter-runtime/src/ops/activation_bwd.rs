@@ -1,0 +1,95 @@
+//! Backward operators of the activations: `threshold_backward` (relu),
+//! `gelu_backward`, `silu_backward`, `sigmoid_backward`, `tanh_backward`.
+//! Computed in f64 and rounded once to the promoted dtype of the two inputs.
+
+use super::{on_host1, require_float};
+use crate::dtype::{DType, Scalar, promote_types};
+use crate::error::{Result, shape_err};
+use crate::shape::broadcast_shapes;
+use crate::tensor::Tensor;
+
+fn pointwise2(
+    name: &'static str,
+    grad: &Tensor,
+    x: &Tensor,
+    float_only: bool,
+    f: impl Fn(f64, f64) -> f64 + Send + Sync,
+) -> Result<Tensor> {
+    let d = promote_types(grad.dtype(), x.dtype());
+    if float_only {
+        require_float(name, d)?;
+    }
+    on_host1(name, &[grad, x], |h| {
+        let shape = broadcast_shapes(h[0].sizes(), h[1].sizes())?;
+        let g = super::f64s(&h[0], &shape)?;
+        let v = super::f64s(&h[1], &shape)?;
+        let out = super::pmap2(&g, &v, f);
+        if d.is_floating() {
+            Tensor::from_f64(&out, &shape, d)
+        } else {
+            Tensor::from_i64(&out.iter().map(|v| *v as i64).collect::<Vec<_>>(), &shape, d)
+        }
+    })
+}
+
+/// `threshold_backward(grad_output, self, threshold)`: `grad` where `self > threshold`, else 0.
+pub fn threshold_backward(grad: &Tensor, x: &Tensor, threshold: Scalar) -> Result<Tensor> {
+    if grad.dtype() == DType::Bool {
+        return shape_err("threshold_backward: bool gradients are not supported");
+    }
+    let th = threshold.to_f64();
+    pointwise2("threshold_backward", grad, x, false, move |g, v| if v <= th { 0.0 } else { g })
+}
+
+/// d gelu(x)/dx, exact (`approximate='none'`).
+pub fn gelu_grad_f64(x: f64) -> f64 {
+    let cdf = 0.5 * (1.0 + libm::erf(x * std::f64::consts::FRAC_1_SQRT_2));
+    let pdf = (-0.5 * x * x).exp() * (1.0 / (2.0 * std::f64::consts::PI).sqrt());
+    cdf + x * pdf
+}
+
+/// d gelu(x)/dx, tanh approximation (PyTorch's formula).
+pub fn gelu_tanh_grad_f64(x: f64) -> f64 {
+    let k_beta = std::f64::consts::SQRT_2 * std::f64::consts::FRAC_2_SQRT_PI * 0.5;
+    let k_kappa = 0.044715;
+    let x_sq = x * x;
+    let inner = k_beta * (x + k_kappa * x_sq * x);
+    let t = inner.tanh();
+    let left = 0.5 * x;
+    let right = 1.0 + t;
+    0.5 * right + left * (1.0 - t * t) * k_beta * (1.0 + 3.0 * k_kappa * x_sq)
+}
+
+/// `gelu_backward(grad_output, self, approximate)`.
+pub fn gelu_backward(grad: &Tensor, x: &Tensor, approximate: &str) -> Result<Tensor> {
+    let tanh = match approximate {
+        "none" => false,
+        "tanh" => true,
+        other => {
+            return Err(crate::Error::InvalidArgument(format!(
+                "approximate argument must be either none or tanh, got {other:?}"
+            )));
+        }
+    };
+    pointwise2("gelu_backward", grad, x, true, move |g, v| {
+        g * if tanh { gelu_tanh_grad_f64(v) } else { gelu_grad_f64(v) }
+    })
+}
+
+/// `silu_backward(grad_output, self)`: `g * s * (1 + x * (1 - s))`, `s = sigmoid(x)`.
+pub fn silu_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
+    pointwise2("silu_backward", grad, x, true, |g, v| {
+        let s = super::sigmoid_f64(v);
+        g * s * (1.0 + v * (1.0 - s))
+    })
+}
+
+/// `sigmoid_backward(grad_output, output)`: `g * (1 - y) * y`.
+pub fn sigmoid_backward(grad: &Tensor, y: &Tensor) -> Result<Tensor> {
+    pointwise2("sigmoid_backward", grad, y, true, |g, y| g * (1.0 - y) * y)
+}
+
+/// `tanh_backward(grad_output, output)`: `g * (1 - y^2)`.
+pub fn tanh_backward(grad: &Tensor, y: &Tensor) -> Result<Tensor> {
+    pointwise2("tanh_backward", grad, y, true, |g, y| g * (1.0 - y * y))
+}

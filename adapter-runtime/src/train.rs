@@ -1,0 +1,158 @@
+//! A two-layer MLP trained with full-batch SGD on the device, gradients
+//! through the backward operators called explicitly (no autograd yet).
+//! Shared by `examples/train_mlp.rs` and its golden test.
+//!
+//! Model: `logits = fc2(relu(fc1(x)))`, loss = mean cross-entropy
+//! (`_log_softmax` + `nll_loss_forward`), as `torch.nn.functional.cross_entropy`.
+//! Every operator goes through [`crate::boxed::call`], so it runs on the
+//! native tier where the device has a kernel and is counted per tier.
+
+use std::collections::BTreeMap;
+
+use crate::device::Device;
+use crate::dtype::{DType, Scalar};
+use crate::error::{Error, Result};
+use crate::ivalue::IValue;
+use crate::runtime::Runtime;
+use crate::tensor::Tensor;
+
+/// Parameter names in the init file.
+pub const PARAMS: [&str; 4] = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"];
+
+fn op(name: &str, args: Vec<IValue>) -> Result<Vec<Tensor>> {
+    crate::boxed::call(name, args)?
+        .into_iter()
+        .map(|v| match v {
+            IValue::Tensor(t) => Ok(t),
+            other => Err(Error::InvalidArgument(format!("{name}: expected tensor results, got {}", other.kind()))),
+        })
+        .collect()
+}
+
+fn op1(name: &str, args: Vec<IValue>) -> Result<Tensor> {
+    op(name, args)?.into_iter().next().ok_or_else(|| Error::InvalidArgument(format!("{name}: no result")))
+}
+
+fn get<'a>(m: &'a BTreeMap<String, Tensor>, what: &str, name: &str) -> Result<&'a Tensor> {
+    m.get(name).ok_or_else(|| Error::InvalidArgument(format!("{what}: missing tensor `{name}`")))
+}
+
+fn shape_err<T>(msg: String) -> Result<T> {
+    Err(Error::Shape(msg))
+}
+
+/// Checks the shapes and dtypes of W and D: returns (N, D, H, C).
+pub fn check_inputs(
+    init: &BTreeMap<String, Tensor>,
+    data: &BTreeMap<String, Tensor>,
+) -> Result<(usize, usize, usize, usize)> {
+    for p in PARAMS {
+        if get(init, "init", p)?.dtype() != DType::F32 {
+            return Err(Error::DType(format!("init: `{p}` must be float32")));
+        }
+    }
+    let (x, y) = (get(data, "data", "x")?, get(data, "data", "y")?);
+    if x.dtype() != DType::F32 || y.dtype() != DType::I64 {
+        return Err(Error::DType("data: `x` must be float32 and `y` int64".into()));
+    }
+    let (w1, b1, w2, b2) =
+        (get(init, "", PARAMS[0])?, get(init, "", PARAMS[1])?, get(init, "", PARAMS[2])?, get(init, "", PARAMS[3])?);
+    let &[n, d] = x.sizes() else { return shape_err(format!("data: `x` must be [N, D], got {:?}", x.sizes())) };
+    let &[h, d1] = w1.sizes() else {
+        return shape_err(format!("init: `fc1.weight` must be [H, D], got {:?}", w1.sizes()));
+    };
+    let &[c, h1] = w2.sizes() else {
+        return shape_err(format!("init: `fc2.weight` must be [C, H], got {:?}", w2.sizes()));
+    };
+    if d1 != d || h1 != h || b1.sizes() != [h] || b2.sizes() != [c] || y.sizes() != [n] {
+        return shape_err(format!(
+            "inconsistent shapes: x {:?}, y {:?}, fc1.weight {:?}, fc1.bias {:?}, fc2.weight {:?}, fc2.bias {:?}",
+            x.sizes(),
+            y.sizes(),
+            w1.sizes(),
+            b1.sizes(),
+            w2.sizes(),
+            b2.sizes()
+        ));
+    }
+    if n == 0 {
+        return shape_err("data: `x` has no rows".into());
+    }
+    if let Some(bad) = y.to_i64_vec()?.into_iter().find(|&v| v < 0 || v as usize >= c) {
+        return Err(Error::Index(format!("data: label {bad} is out of range for {c} classes")));
+    }
+    Ok((n, d, h, c))
+}
+
+/// Trains for `steps` full-batch SGD steps with learning rate `lr` on
+/// logical device `device`, calling `on_step(i, loss)` with each step's
+/// loss before its update. Returns the losses and the trained parameters
+/// (on the host).
+pub fn train_mlp(
+    rt: &Runtime,
+    device: Device,
+    init: &BTreeMap<String, Tensor>,
+    data: &BTreeMap<String, Tensor>,
+    steps: usize,
+    lr: f64,
+    mut on_step: impl FnMut(usize, f64),
+) -> Result<(Vec<f64>, BTreeMap<String, Tensor>)> {
+    check_inputs(init, data)?;
+    let dev = |t: &Tensor| t.to_device(rt, device)?.clone_contiguous();
+    let w1 = dev(get(init, "init", PARAMS[0])?)?;
+    let b1 = dev(get(init, "init", PARAMS[1])?)?;
+    let w2 = dev(get(init, "init", PARAMS[2])?)?;
+    let b2 = dev(get(init, "init", PARAMS[3])?)?;
+    let x = dev(get(data, "data", "x")?)?;
+    let y = dev(get(data, "data", "y")?)?;
+    let one = Tensor::ones(&[], DType::F32).to_device(rt, device)?;
+    let mean = IValue::Int(1);
+    let mut losses = Vec::with_capacity(steps);
+    for step in 0..steps {
+        // forward
+        let hpre = op1("addmm", vec![b1.clone().into(), x.clone().into(), w1.t()?.into(), 1i64.into(), 1i64.into()])?;
+        let h = op1("relu", vec![hpre.into()])?;
+        let logits = op1("addmm", vec![b2.clone().into(), h.clone().into(), w2.t()?.into(), 1i64.into(), 1i64.into()])?;
+        let lsm = op1("_log_softmax", vec![logits.into(), 1i64.into(), false.into()])?;
+        let out = op(
+            "nll_loss_forward",
+            vec![lsm.clone().into(), y.clone().into(), IValue::None, mean.clone(), (-100i64).into()],
+        )?;
+        let [loss, total_weight] = <[Tensor; 2]>::try_from(out)
+            .map_err(|_| Error::InvalidArgument("nll_loss_forward: expected two results".into()))?;
+        let l = loss.item()?.to_f64();
+        on_step(step, l);
+        losses.push(l);
+        // backward
+        let g_lsm = op1(
+            "nll_loss_backward",
+            vec![
+                one.clone().into(),
+                lsm.clone().into(),
+                y.clone().into(),
+                IValue::None,
+                mean.clone(),
+                (-100i64).into(),
+                total_weight.into(),
+            ],
+        )?;
+        let g_logits =
+            op1("_log_softmax_backward_data", vec![g_lsm.into(), lsm.into(), 1i64.into(), IValue::DType(DType::F32)])?;
+        let g_w2 = op1("mm", vec![g_logits.t()?.into(), h.clone().into()])?;
+        let g_b2 =
+            op1("sum.dim_IntList", vec![g_logits.clone().into(), vec![0i64].into(), false.into(), IValue::None])?;
+        let g_h = op1("mm", vec![g_logits.into(), w2.clone().into()])?;
+        let g_hpre = op1("threshold_backward", vec![g_h.into(), h.into(), Scalar::Int(0).into()])?;
+        let g_w1 = op1("mm", vec![g_hpre.t()?.into(), x.clone().into()])?;
+        let g_b1 = op1("sum.dim_IntList", vec![g_hpre.into(), vec![0i64].into(), false.into(), IValue::None])?;
+        // SGD: p += (-lr) * g, in place
+        for (p, g) in [(&w1, g_w1), (&b1, g_b1), (&w2, g_w2), (&b2, g_b2)] {
+            op("add_.Tensor", vec![p.clone().into(), g.into(), Scalar::Float(-lr).into()])?;
+        }
+    }
+    let mut params = BTreeMap::new();
+    for (name, t) in PARAMS.iter().zip([&w1, &b1, &w2, &b2]) {
+        params.insert(name.to_string(), t.to_cpu()?);
+    }
+    Ok((losses, params))
+}

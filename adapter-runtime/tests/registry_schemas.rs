@@ -1,0 +1,121 @@
+//! Every host-registry and native-kernel entry names a real operator of the
+//! PyTorch v2.3 snapshot and takes exactly its schema's arguments
+//! (positional + kwarg-only + out=), read from
+//! `schemas/pytorch/v2.3.*/operators.jsonl`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use xirang_runtime::{host_registry, kernels};
+
+/// Newest 2.3 snapshot: operator name -> argument count.
+fn schemas() -> BTreeMap<String, usize> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schemas/pytorch");
+    let mut dirs: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("v2.3."))
+        .collect();
+    dirs.sort();
+    let dir = dirs.last().expect("a v2.3 snapshot");
+    let text = std::fs::read_to_string(root.join(dir).join("operators.jsonl")).unwrap();
+    let mut out = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let func = v["func"].as_str().unwrap();
+        let open = func.find('(').unwrap();
+        let name = func[..open].to_string();
+        out.insert(name, count_args(&func[open + 1..]));
+    }
+    out
+}
+
+/// Counts the top-level arguments of `args...) -> ...` (the `*` marker is not an argument).
+fn count_args(rest: &str) -> usize {
+    let (mut depth, mut quote, mut n, mut cur) = (0i32, false, 0, String::new());
+    for ch in rest.chars() {
+        match ch {
+            '\'' | '"' => quote = !quote,
+            '(' | '[' if !quote => depth += 1,
+            ']' if !quote => depth -= 1,
+            ')' if !quote && depth == 0 => break,
+            ')' if !quote => depth -= 1,
+            ',' if !quote && depth == 0 => {
+                if cur.trim() != "*" && !cur.trim().is_empty() {
+                    n += 1;
+                }
+                cur.clear();
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(ch);
+    }
+    if cur.trim() != "*" && !cur.trim().is_empty() {
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn argument_counter_reads_schemas() {
+    assert_eq!(count_args("Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"), 3);
+    assert_eq!(count_args(") -> Tensor"), 0);
+    assert_eq!(count_args("Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor"), 3);
+    assert_eq!(count_args("Tensor self, *, str approximate='none') -> Tensor"), 2);
+}
+
+#[test]
+fn host_registry_entries_match_v2_3_schemas() {
+    let s = schemas();
+    assert!(s.len() > 1500, "snapshot has {} operators", s.len());
+    let ops = host_registry::operators();
+    assert!(ops.len() >= 100, "host registry covers {} operators", ops.len());
+    for op in ops {
+        let want = s.get(op).unwrap_or_else(|| panic!("host registry entry `{op}` is not a v2.3 operator"));
+        assert_eq!(host_registry::arity(op), Some(*want), "`{op}`: argument count differs from its schema");
+    }
+}
+
+#[test]
+fn native_entries_match_v2_3_schemas_and_have_host_fallbacks() {
+    let s = schemas();
+    let ops = kernels::operators();
+    assert!(ops.len() >= 60, "native kernels cover {} operators", ops.len());
+    for op in ops {
+        let want = s.get(op).unwrap_or_else(|| panic!("native entry `{op}` is not a v2.3 operator"));
+        assert_eq!(kernels::registry::arity(op), Some(*want), "`{op}`: argument count differs from its schema");
+        assert!(host_registry::lookup(op).is_some(), "`{op}` has a native kernel but no host fallback");
+    }
+}
+
+#[test]
+fn every_native_operator_has_one_kernel_marker() {
+    // The drift engine's adapter index finds kernels by `/// xirang-kernel: op` doc lines.
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/kernels");
+    let mut marked: BTreeMap<String, usize> = BTreeMap::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
+        for line in text.lines() {
+            if let Some(rest) = line.trim().strip_prefix("/// xirang-kernel:") {
+                for op in rest.split(',') {
+                    *marked.entry(op.trim().to_string()).or_default() += 1;
+                }
+            }
+        }
+    }
+    for op in kernels::operators() {
+        assert_eq!(marked.get(op), Some(&1), "`{op}` needs exactly one `/// xirang-kernel:` marker");
+    }
+}
+
+#[test]
+fn coverage_lists_every_operator_with_its_tier() {
+    use xirang_runtime::dispatch::Tier;
+    let cov = xirang_runtime::boxed::coverage();
+    let native = cov.iter().filter(|(_, t)| *t == Tier::Native).count();
+    assert_eq!(native, kernels::operators().len());
+    assert_eq!(cov.len(), host_registry::operators().len());
+    println!("{} operators: {native} native, {} fallback only", cov.len(), cov.len() - native);
+}

@@ -1,0 +1,73 @@
+//! `train_mlp` against the same training run in PyTorch
+//! (`goldens/make_goldens.py` writes `mlp_losses.json`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use xirang_runtime::dispatch::{self, FallbackMode, Policy};
+use xirang_runtime::{DType, Device, Error, Runtime, Tensor, io, train};
+
+fn goldens() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("goldens")
+}
+
+#[test]
+fn losses_match_pytorch_within_1e_4_relative() {
+    dispatch::set_policy(Policy { mode: FallbackMode::Silent, ..Policy::default() });
+    let init = io::load_safetensors(goldens().join("mlp_init.safetensors")).unwrap();
+    let data = io::load_safetensors(goldens().join("mlp_data.safetensors")).unwrap();
+    let golden: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(goldens().join("mlp_losses.json")).unwrap()).unwrap();
+    let want: Vec<f64> = golden["losses"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    let lr = golden["lr"].as_f64().unwrap();
+    let rt = Runtime::simulator().unwrap();
+    let (got, _) = train::train_mlp(&rt, Device::Npu(0), &init, &data, want.len(), lr, |_, _| {}).unwrap();
+    let mut worst = 0f64;
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        let rel = (g - w).abs() / w.abs();
+        worst = worst.max(rel);
+        assert!(rel <= 1e-4, "step {i}: loss {g} vs PyTorch {w} (rel {rel:.3e})");
+    }
+    println!("train_mlp: {} steps, max relative loss error vs PyTorch {worst:.3e}", got.len());
+    assert!(got.last().unwrap() < got.first().unwrap(), "the loss should decrease");
+    // every operator of the loop has a native kernel on the device
+    let fallbacks: Vec<_> = dispatch::counters().into_iter().filter(|(_, c)| c.fallback > 0).collect();
+    assert!(fallbacks.is_empty(), "operators on the CPU fallback: {fallbacks:?}");
+}
+
+fn t(v: Vec<f32>, s: &[usize]) -> Tensor {
+    Tensor::from_vec(v, s).unwrap()
+}
+
+#[test]
+fn any_shapes_work_and_bad_inputs_are_errors() {
+    dispatch::set_policy(Policy { mode: FallbackMode::Silent, ..Policy::default() });
+    let rt = Runtime::simulator().unwrap();
+    let (n, d, h, c) = (5, 3, 2, 4);
+    let f = |k: usize, s: f32| (0..k).map(|i| ((i * 7 % 11) as f32 - 5.0) * s).collect::<Vec<_>>();
+    let mut init = BTreeMap::new();
+    init.insert("fc1.weight".to_string(), t(f(h * d, 0.1), &[h, d]));
+    init.insert("fc1.bias".to_string(), t(f(h, 0.01), &[h]));
+    init.insert("fc2.weight".to_string(), t(f(c * h, 0.1), &[c, h]));
+    init.insert("fc2.bias".to_string(), t(f(c, 0.01), &[c]));
+    let mut data = BTreeMap::new();
+    data.insert("x".to_string(), t(f(n * d, 0.3), &[n, d]));
+    data.insert("y".to_string(), Tensor::from_vec(vec![0i64, 3, 1, 2, 3], &[n]).unwrap());
+    let mut seen = Vec::new();
+    let (losses, params) =
+        train::train_mlp(&rt, Device::Npu(0), &init, &data, 3, 0.5, |i, l| seen.push((i, l))).unwrap();
+    assert_eq!(losses.len(), 3);
+    assert_eq!(seen.len(), 3);
+    assert!(losses.iter().all(|l| l.is_finite()));
+    assert_eq!(params["fc2.weight"].sizes(), &[c, h]);
+
+    let mut bad = data.clone();
+    bad.insert("y".to_string(), Tensor::from_vec(vec![0i64, 9, 1, 2, 3], &[n]).unwrap());
+    assert!(matches!(train::train_mlp(&rt, Device::Npu(0), &init, &bad, 1, 0.1, |_, _| {}), Err(Error::Index(_))));
+    let mut bad = init.clone();
+    bad.insert("fc1.weight".to_string(), t(f(h * (d + 1), 0.1), &[h, d + 1]));
+    assert!(matches!(train::train_mlp(&rt, Device::Npu(0), &bad, &data, 1, 0.1, |_, _| {}), Err(Error::Shape(_))));
+    let mut bad = data.clone();
+    bad.insert("x".to_string(), Tensor::zeros(&[n, d], DType::F64));
+    assert!(matches!(train::train_mlp(&rt, Device::Npu(0), &init, &bad, 1, 0.1, |_, _| {}), Err(Error::DType(_))));
+}
