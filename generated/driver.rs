@@ -7,7 +7,7 @@
 //! [`DriverApi::from_resolver`] takes any symbol lookup); each device operation tries its
 //! candidates in order, so optional functions degrade to their fallbacks. Status codes become
 //! [`Status`]; streams, events and device buffers are RAII handles.
-#![allow(unsafe_code, dead_code, clippy::missing_safety_doc, clippy::unnecessary_cast, clippy::too_many_arguments)]
+#![allow(unsafe_code, dead_code, non_camel_case_types, clippy::missing_safety_doc, clippy::unnecessary_cast, clippy::too_many_arguments)]
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::path::Path;

@@ -127,3 +127,21 @@ fn policy_is_data() {
     assert!(p.force_fallback.contains("relu"));
     assert_eq!(Policy::default().alert_threshold, 1000);
 }
+
+#[test]
+fn npu_ops_serve_device_tensors_natively_through_the_generated_front_ends() {
+    use xirang_runtime::kernels::NpuOps;
+    let rt = xirang_runtime::Runtime::simulator().unwrap();
+    let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2])
+        .unwrap()
+        .to_device(&rt, xirang_runtime::Device::Npu(0))
+        .unwrap();
+    let before = count("mm", Tier::Native);
+    let r = aten::mm(&NpuOps, &a, &a).unwrap();
+    assert_eq!(r.to_cpu().unwrap().to_vec::<f32>().unwrap(), [7.0, 10.0, 15.0, 22.0]);
+    assert!(count("mm", Tier::Native) > before);
+    // an operator NpuOps does not implement takes its generated default body
+    let before = count("sigmoid_backward", Tier::Recipe);
+    let _ = aten::sigmoid_backward(&NpuOps, &a, &a);
+    assert!(count("sigmoid_backward", Tier::Recipe) > before);
+}

@@ -349,7 +349,9 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             use xirang_scan::generate;
             let mut cfg = match &config {
                 Some(p) => generate::config::LoadedConfig::load(p)?,
-                None => generate::config::LoadedConfig::discover(&std::env::current_dir().map_err(|e| Error::io(".", e))?)?,
+                None => {
+                    generate::config::LoadedConfig::discover(&std::env::current_dir().map_err(|e| Error::io(".", e))?)?
+                }
             };
             if let Some(v) = pytorch {
                 cfg.config.pytorch.version = v;

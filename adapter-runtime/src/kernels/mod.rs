@@ -30,6 +30,7 @@ pub mod elementwise;
 pub mod index;
 pub mod matmul;
 pub mod nn;
+mod npu_ops;
 pub mod reduce;
 pub mod registry;
 
@@ -37,6 +38,7 @@ pub use elementwise::*;
 pub use index::*;
 pub use matmul::*;
 pub use nn::*;
+pub use npu_ops::NpuOps;
 pub use reduce::*;
 pub use registry::{NativeFn, intern, native, operators};
 

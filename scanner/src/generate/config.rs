@@ -233,10 +233,7 @@ impl LoadedConfig {
             }
             cur = d.parent();
         }
-        Err(Error::Usage(format!(
-            "no xirang.toml in {} or any parent folder (pass --config FILE)",
-            dir.display()
-        )))
+        Err(Error::Usage(format!("no xirang.toml in {} or any parent folder (pass --config FILE)", dir.display())))
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -275,7 +272,9 @@ pub fn parse(source: &SourceFile) -> Result<Config> {
     }
     for op in DRIVER_OPS.iter().filter(|o| o.required) {
         if !config.driver.contains_key(op.name) {
-            return Err(lc.error_at(&["driver"], format!("[driver] must map the required device operation `{}`", op.name)));
+            return Err(
+                lc.error_at(&["driver"], format!("[driver] must map the required device operation `{}`", op.name))
+            );
         }
     }
     match config.operators.select.as_str() {

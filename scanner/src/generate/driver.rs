@@ -145,8 +145,17 @@ pub struct DriverModel {
 fn int_ty(t: &str) -> bool {
     matches!(
         t,
-        "int" | "int32_t" | "uint32_t" | "int64_t" | "uint64_t" | "unsigned int" | "long" | "int8_t" | "uint8_t"
-            | "int16_t" | "uint16_t"
+        "int"
+            | "int32_t"
+            | "uint32_t"
+            | "int64_t"
+            | "uint64_t"
+            | "unsigned int"
+            | "long"
+            | "int8_t"
+            | "uint8_t"
+            | "int16_t"
+            | "uint16_t"
     )
 }
 
@@ -251,7 +260,8 @@ pub fn model(cfg: &LoadedConfig, decls: &[Decl]) -> Result<DriverModel> {
         .filter(|d| matches!(d.kind, DeclKind::Enumerator | DeclKind::Constant | DeclKind::Macro))
         .filter_map(|d| d.value.map(|v| (d.name.as_str(), v)))
         .collect();
-    let status_ok = |ret: &str| ret == c.vendor.status_type || types.resolve(ret) == types.resolve(&c.vendor.status_type);
+    let status_ok =
+        |ret: &str| ret == c.vendor.status_type || types.resolve(ret) == types.resolve(&c.vendor.status_type);
 
     let mut ops = Vec::new();
     for dop in DRIVER_OPS {
@@ -303,7 +313,12 @@ pub fn model(cfg: &LoadedConfig, decls: &[Decl]) -> Result<DriverModel> {
                             toml::Value::String(s) => *values.get(s.as_str()).ok_or_else(|| {
                                 at(format!("`{s}` (for `{}` of `{}`) is not a header constant", p.name, cand.function))
                             })?,
-                            other => return Err(at(format!("`{}`: args values are integers or constant names, not {other}", p.name))),
+                            other => {
+                                return Err(at(format!(
+                                    "`{}`: args values are integers or constant names, not {other}",
+                                    p.name
+                                )));
+                            }
                         };
                         call.push(format!("{n} as _"));
                     } else {
@@ -364,9 +379,9 @@ pub fn model(cfg: &LoadedConfig, decls: &[Decl]) -> Result<DriverModel> {
             by_value.entry(v).or_default().push(d.name.as_str());
         }
     }
-    let success = *values
-        .get(c.vendor.success.as_str())
-        .ok_or_else(|| cfg.error_at(&["vendor", "success"], format!("`{}` is not a header constant", c.vendor.success)))?;
+    let success = *values.get(c.vendor.success.as_str()).ok_or_else(|| {
+        cfg.error_at(&["vendor", "success"], format!("`{}` is not a header constant", c.vendor.success))
+    })?;
     let mut statuses = Vec::new();
     let mut used = std::collections::HashSet::new();
     for (value, mut names) in by_value {
@@ -379,12 +394,7 @@ pub fn model(cfg: &LoadedConfig, decls: &[Decl]) -> Result<DriverModel> {
         while !used.insert(variant.clone()) {
             variant.push('_');
         }
-        statuses.push(StatusCtx {
-            variant,
-            constant: names[0].to_string(),
-            value,
-            aliases: names[1..].join(", "),
-        });
+        statuses.push(StatusCtx { variant, constant: names[0].to_string(), value, aliases: names[1..].join(", ") });
     }
     if statuses.is_empty() {
         return Err(Error::Usage(format!(

@@ -125,7 +125,12 @@ pub struct OpCtx {
 
 fn all_args(f: &FunctionSchema) -> Vec<(&Argument, bool)> {
     let a = &f.arguments;
-    a.positional.iter().map(|x| (x, false)).chain(a.kwarg_only.iter().map(|x| (x, false))).chain(a.out.iter().map(|x| (x, true))).collect()
+    a.positional
+        .iter()
+        .map(|x| (x, false))
+        .chain(a.kwarg_only.iter().map(|x| (x, false)))
+        .chain(a.out.iter().map(|x| (x, true)))
+        .collect()
 }
 
 fn params(f: &FunctionSchema) -> Vec<ParamCtx> {
@@ -206,7 +211,9 @@ fn wrapper_body(f: &NativeFunction, env: &OpEnv, ps: &[ParamCtx]) -> Option<Body
     match kind {
         SchemaKind::Out => {
             let outs: Vec<&ParamCtx> = ps.iter().filter(|p| p.is_out).collect();
-            if outs.len() != frets.len() || outs.len() != f.func.returns.len() || f.func.arguments.out.len() != outs.len()
+            if outs.len() != frets.len()
+                || outs.len() != f.func.returns.len()
+                || f.func.arguments.out.len() != outs.len()
             {
                 return None;
             }
@@ -300,7 +307,8 @@ pub fn op_ctx(f: &NativeFunction, reason: Reason, env: &OpEnv) -> OpCtx {
         }
     }
 
-    let mutated: Vec<String> = args.iter().enumerate().filter(|(_, (a, _))| a.is_write()).map(|(i, _)| i.to_string()).collect();
+    let mutated: Vec<String> =
+        args.iter().enumerate().filter(|(_, (a, _))| a.is_write()).map(|(i, _)| i.to_string()).collect();
     let n_ret = f.func.returns.len();
     let unbox_result = unbox_result(f, &ps, n_ret);
     let box_result = match n_ret {
@@ -357,10 +365,7 @@ fn unbox_result(f: &NativeFunction, ps: &[ParamCtx], n_ret: usize) -> String {
         });
         match alias.map(|j| &ps[j]) {
             Some(p) if p.is_out => {
-                s.push_str(&format!(
-                    "\n        dispatch::write_back(&Tensor::from_ivalue(OP, r{i})?, {})?;",
-                    p.name
-                ));
+                s.push_str(&format!("\n        dispatch::write_back(&Tensor::from_ivalue(OP, r{i})?, {})?;", p.name));
                 vals.push(format!("{}.clone()", p.name));
             }
             Some(p) if p.ty == "&Tensor" => {

@@ -88,11 +88,7 @@ pub struct Recipes {
 }
 
 /// Loads and compiles the knowledge base.
-pub fn compile(
-    kb_source: &SourceFile,
-    functions: &[NativeFunction],
-    selected: &BTreeSet<String>,
-) -> Result<Recipes> {
+pub fn compile(kb_source: &SourceFile, functions: &[NativeFunction], selected: &BTreeSet<String>) -> Result<Recipes> {
     let kb: Kb = toml::from_str(kb_source.text()).map_err(|e| {
         let (start, len) = e.span().map_or((0, 0), |r| (r.start, r.end.saturating_sub(r.start)));
         Error::Source(Box::new(kb_source.error(kb_source.pos_of_offset(start), len, e.message().to_string())))
@@ -303,7 +299,11 @@ fn parse_expr(s: &str) -> std::result::Result<Expr, String> {
 #[derive(Debug, Clone)]
 enum Val {
     /// A parameter of the recipe's operator, by schema type and Rust type.
-    Param { rust: String, ty: Type, rust_ty: String },
+    Param {
+        rust: String,
+        ty: Type,
+        rust_ty: String,
+    },
     /// A local owned `Tensor`.
     Local(String),
     Lit(Expr),
@@ -326,8 +326,15 @@ fn compile_one(
     selected: &BTreeSet<String>,
 ) -> std::result::Result<Compiled, String> {
     let (bindings, result) = parse_body(&spec.body)?;
-    let mut cx =
-        Ctx { by_name, selected, stmts: Vec::new(), env: HashMap::new(), tmp: 0, cost: Cost::default(), callees: BTreeSet::new() };
+    let mut cx = Ctx {
+        by_name,
+        selected,
+        stmts: Vec::new(),
+        env: HashMap::new(),
+        tmp: 0,
+        cost: Cost::default(),
+        callees: BTreeSet::new(),
+    };
     let mut params = Vec::new();
     for a in f.func.arguments.all() {
         let is_out = f.func.arguments.out.iter().any(|o| o.name == a.name);
@@ -387,7 +394,9 @@ impl Ctx<'_> {
             return Err(format!("`{name}` is not an operator of this PyTorch version"));
         };
         if !self.selected.contains(&name) {
-            return Err(format!("`{name}` is not in the operator selection (a recipe may only call selected operators)"));
+            return Err(format!(
+                "`{name}` is not in the operator selection (a recipe may only call selected operators)"
+            ));
         }
         if f.func.returns.len() != 1 || f.func.returns[0].ty != Type::Base(BaseTy::Tensor) {
             return Err(format!("`{name}` does not return one Tensor"));

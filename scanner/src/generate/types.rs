@@ -33,11 +33,9 @@ fn base_map(b: BaseTy) -> (&'static str, &'static str, &'static str, bool) {
         BaseTy::Device => ("Device", "device", "{x}", true),
         BaseTy::Generator => ("&Generator", "generator", "{x}.clone()", false),
         BaseTy::DimVector => ("&[i64]", "int_list", "{x}.to_vec()", false),
-        BaseTy::QScheme
-        | BaseTy::Storage
-        | BaseTy::Stream
-        | BaseTy::ConstQuantizerPtr
-        | BaseTy::GraphModule => ("&Opaque", "opaque", "{x}.clone()", false),
+        BaseTy::QScheme | BaseTy::Storage | BaseTy::Stream | BaseTy::ConstQuantizerPtr | BaseTy::GraphModule => {
+            ("&Opaque", "opaque", "{x}.clone()", false)
+        }
     }
 }
 

@@ -1,0 +1,91 @@
+//! `NpuOps`: this adapter's implementation of the generated `AtenOps` trait.
+//!
+//! Each method below is a native kernel of the simulated device, reached through the boxed
+//! kernel registry ([`super::registry`]); when a kernel declines the arguments (host tensors,
+//! a dtype it does not take) the call goes to the CPU fallback of the same operator, and the
+//! dispatch counters record which tier served it. Every other operator uses the trait's
+//! generated default body (recipe, out=/in-place wrapper, or CPU fallback). The drift engine
+//! indexes these methods (`impl AtenOps for NpuOps`), so an upstream schema change to one of
+//! them is reported at its line here, and the compiler fails here after `xirang-scan generate`.
+
+use crate::dispatch::{self, Tier};
+use crate::dtype::{DType, Scalar};
+use crate::error::Result;
+use crate::generated::ops::AtenOps;
+use crate::ivalue::{FromIValue, IValue, results};
+use crate::tensor::Tensor;
+
+/// The simulated NPU's kernels.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NpuOps;
+
+/// Native kernel of `op` when it takes the arguments, else the CPU fallback.
+fn native(op: &'static str, args: Vec<IValue>) -> Result<Vec<IValue>> {
+    if let Some(k) = super::registry::native(op)
+        && let Some(r) = k(&args)?
+    {
+        return Ok(r);
+    }
+    dispatch::mark(Tier::Fallback);
+    dispatch::fallback(op, args, &[])
+}
+
+fn one(op: &'static str, args: Vec<IValue>) -> Result<Tensor> {
+    let [r] = results::<1>(op, native(op, args)?)?;
+    Tensor::from_ivalue(op, r)
+}
+
+impl AtenOps for NpuOps {
+    fn mm(&self, self_: &Tensor, mat2: &Tensor) -> Result<Tensor> {
+        one("mm", vec![self_.into(), mat2.into()])
+    }
+    fn addmm(&self, self_: &Tensor, mat1: &Tensor, mat2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
+        one("addmm", vec![self_.into(), mat1.into(), mat2.into(), beta.into(), alpha.into()])
+    }
+    fn add_tensor(&self, self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<Tensor> {
+        one("add.Tensor", vec![self_.into(), other.into(), alpha.into()])
+    }
+    fn mul_tensor(&self, self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+        one("mul.Tensor", vec![self_.into(), other.into()])
+    }
+    fn relu(&self, self_: &Tensor) -> Result<Tensor> {
+        one("relu", vec![self_.into()])
+    }
+    fn threshold_backward(&self, grad_output: &Tensor, self_: &Tensor, threshold: Scalar) -> Result<Tensor> {
+        one("threshold_backward", vec![grad_output.into(), self_.into(), threshold.into()])
+    }
+    fn _log_softmax(&self, self_: &Tensor, dim: i64, half_to_float: bool) -> Result<Tensor> {
+        one("_log_softmax", vec![self_.into(), dim.into(), half_to_float.into()])
+    }
+    fn _log_softmax_backward_data(
+        &self,
+        grad_output: &Tensor,
+        output: &Tensor,
+        dim: i64,
+        input_dtype: DType,
+    ) -> Result<Tensor> {
+        one("_log_softmax_backward_data", vec![grad_output.into(), output.into(), dim.into(), input_dtype.into()])
+    }
+    fn sum_dim_intlist(
+        &self,
+        self_: &Tensor,
+        dim: Option<&[i64]>,
+        keepdim: bool,
+        dtype: Option<DType>,
+    ) -> Result<Tensor> {
+        one("sum.dim_IntList", vec![self_.into(), dim.map(<[i64]>::to_vec).into(), keepdim.into(), dtype.into()])
+    }
+    fn nll_loss_forward(
+        &self,
+        self_: &Tensor,
+        target: &Tensor,
+        weight: Option<&Tensor>,
+        reduction: i64,
+        ignore_index: i64,
+    ) -> Result<(Tensor, Tensor)> {
+        const OP: &str = "nll_loss_forward";
+        let args = vec![self_.into(), target.into(), weight.cloned().into(), reduction.into(), ignore_index.into()];
+        let [a, b] = results::<2>(OP, native(OP, args)?)?;
+        Ok((Tensor::from_ivalue(OP, a)?, Tensor::from_ivalue(OP, b)?))
+    }
+}

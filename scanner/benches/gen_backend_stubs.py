@@ -1,0 +1,30 @@
+"""torchgen's gen_backend_stubs on a backend yaml listing the same operators as xirang's selection.
+
+Usage: gen_backend_stubs.py TORCHGEN_DIR OPS_FILE RUNS
+Prints one JSON line: {"runs": [...seconds...], "ops": N, "files": [...]}.
+TORCHGEN_DIR is the folder holding torchgen/ (from a wheel: scanner/benches/fetch-torchgen.sh).
+"""
+import json, os, sys, tempfile, time
+
+tg_dir, ops_file, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+# gen_backend_stubs reads PYTORCH_ROOT/aten/src/ATen/...; a wheel keeps them in torchgen/packaged/ATen
+root = tempfile.mkdtemp(prefix="xirang-gbs-")
+os.symlink(os.path.join(os.path.abspath(tg_dir), "torchgen"), os.path.join(root, "torchgen"))
+os.makedirs(os.path.join(root, "aten/src"))
+os.symlink(os.path.join(os.path.abspath(tg_dir), "torchgen/packaged/ATen"), os.path.join(root, "aten/src/ATen"))
+sys.path.insert(0, root)
+from torchgen import gen_backend_stubs  # noqa: E402
+
+ops = [l.strip() for l in open(ops_file) if l.strip()]
+yaml_path = os.path.join(root, "backend.yaml")
+with open(yaml_path, "w") as f:
+    f.write("backend: PrivateUse1\ncpp_namespace: at_xirang\nsupported:\n")
+    for op in ops:
+        f.write(f"- {op}\n")
+times = []
+out = os.path.join(root, "out")
+for _ in range(runs):
+    t0 = time.perf_counter()
+    gen_backend_stubs.run(yaml_path, out, dry_run=False)
+    times.append(time.perf_counter() - t0)
+print(json.dumps({"runs": times, "ops": len(ops), "files": sorted(os.listdir(out))}))
