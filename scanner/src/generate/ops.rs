@@ -292,8 +292,8 @@ pub fn op_ctx(f: &NativeFunction, reason: Reason, env: &OpEnv) -> OpCtx {
     // input preparation declared by kernels
     let mut prep = Vec::new();
     let plain: Vec<&ParamCtx> = ps.iter().filter(|p| p.ty == "&Tensor").collect();
-    let contiguous = env.cfg.kernels.contiguous.iter().any(|o| *o == q);
-    let zero_dim = env.cfg.kernels.no_zero_dim.iter().any(|o| *o == q) && ret == "Tensor" && !plain.is_empty();
+    let contiguous = env.cfg.kernels.contiguous.contains(&q);
+    let zero_dim = env.cfg.kernels.no_zero_dim.contains(&q) && ret == "Tensor" && !plain.is_empty();
     if zero_dim {
         let cond = plain.iter().map(|p| format!("{}.dim() == 0", p.name)).collect::<Vec<_>>().join(" && ");
         prep.push(format!("let zd = {cond};"));
