@@ -20,6 +20,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod autograd_helpers;
 pub mod device;
 pub mod dispatch;
 pub mod driver;
