@@ -16,6 +16,7 @@ pub fn lookup(op: &str) -> Option<HostFn> {
     let f: HostFn = match op {
         "add.Tensor" => add_tensor,
         "mm" => mm,
+        "mul.Tensor" => mul_tensor,
         "relu" => relu,
         _ => return None,
     };
@@ -24,7 +25,7 @@ pub fn lookup(op: &str) -> Option<HostFn> {
 
 /// Operators that have a host implementation, sorted.
 pub fn operators() -> Vec<&'static str> {
-    let mut v = vec!["add.Tensor", "mm", "relu"];
+    let mut v = vec!["add.Tensor", "mm", "mul.Tensor", "relu"];
     v.sort_unstable();
     v
 }
@@ -41,6 +42,12 @@ fn mm(a: &[IValue]) -> Result<Vec<IValue>> {
     const OP: &str = "mm";
     let [x, y] = a else { return arity(OP, 2, a) };
     Ok(vec![ops::mm(unbox::tensor(OP, "self", x)?, unbox::tensor(OP, "mat2", y)?)?.into()])
+}
+
+fn mul_tensor(a: &[IValue]) -> Result<Vec<IValue>> {
+    const OP: &str = "mul.Tensor";
+    let [x, y] = a else { return arity(OP, 2, a) };
+    Ok(vec![ops::mul(unbox::tensor(OP, "self", x)?, unbox::tensor(OP, "other", y)?)?.into()])
 }
 
 fn relu(a: &[IValue]) -> Result<Vec<IValue>> {
