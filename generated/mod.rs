@@ -5,6 +5,7 @@
 //! Compiled into `xirang-runtime` (`adapter-runtime/src/lib.rs` includes this folder as
 //! `crate::generated`). Regenerate with `xirang-scan generate`; CI runs `generate --check`.
 
+pub mod autograd;
 pub mod driver;
 pub mod ops;
 pub mod recipes;

@@ -5,6 +5,7 @@
 //! writes only inside the configured `generated/` folder and rewrites only files whose bytes
 //! changed; `generate --check` reports stale files without writing.
 
+pub mod autograd;
 pub mod config;
 pub mod driver;
 pub mod ops;
@@ -190,7 +191,11 @@ pub fn render_all(inputs: &Inputs) -> Result<(Vec<GeneratedFile>, usize)> {
         "driver.rs",
     )?;
     files.push(GeneratedFile { path: "driver.rs".into(), text: drv_text });
-    let modules = ["driver", "ops", "recipes"];
+    let selected = ops.iter().map(|o| o.qualified.clone()).collect();
+    let ag = autograd::autograd_model(inputs, &selected);
+    let ag_text = autograd::render(version, &ag).map_err(|e| Error::Usage(format!("rendering autograd.rs: {e}")))?;
+    files.push(GeneratedFile { path: "autograd.rs".into(), text: ag_text });
+    let modules = ["autograd", "driver", "ops", "recipes"];
     let mod_text = render(
         &ModTemplate {
             adapter: &cfg.adapter.name,

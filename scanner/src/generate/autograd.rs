@@ -1,0 +1,854 @@
+//! Autograd skeletons: one backward node per `derivatives.yaml` entry (dispatch key `Default`)
+//! of the selected operators, rendered by `templates/autograd.rs.jinja` into
+//! `generated/autograd.rs`.
+//!
+//! Each node holds the state its formulas save (from the [`Derivative`] IR) as public fields and
+//! has an `apply` that computes one gradient per differentiable input. Backward formulas (C++
+//! expressions) are parsed with tree-sitter-cpp and translated into calls of the generated
+//! front-ends (`aten::mul_tensor(o, &grad, &self.other)?`) and of runtime helpers
+//! (`adapter-runtime/src/autograd_helpers.rs`); a formula the translator cannot handle becomes a
+//! hook, a method of the generated `BackwardHooks` trait the runtime implements by hand.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use askama::Template;
+
+use crate::derivatives::Derivative;
+use crate::naming::method_name;
+use crate::registry::NativeFunction;
+use crate::schema::{Argument, BaseTy, DefaultValue, SchemaKind, Type};
+
+use super::types::arg_name;
+
+/// The translator's view of a value's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ty {
+    Tensor,
+    OptTensor,
+    TensorList,
+    Int,
+    Float,
+    Bool,
+    Scalar,
+    OptScalar,
+    IntList,
+    OptInt,
+    OptIntList,
+    DType,
+    OptDType,
+    Layout,
+    /// `c10::nullopt` / `std::nullopt`.
+    NoneLit,
+    /// A value the translator does not model (kept in the node, only hooks use it).
+    Other,
+}
+
+/// The owned Rust type of a saved value of schema type `ty`, and its translator type.
+pub fn owned_ty(ty: &Type) -> (String, Ty) {
+    let base = |b: BaseTy| -> (&'static str, Ty) {
+        match b {
+            BaseTy::Tensor => ("Tensor", Ty::Tensor),
+            BaseTy::Int | BaseTy::SymInt | BaseTy::DeviceIndex => ("i64", Ty::Int),
+            BaseTy::Float => ("f64", Ty::Float),
+            BaseTy::Bool | BaseTy::SymBool => ("bool", Ty::Bool),
+            BaseTy::Scalar => ("Scalar", Ty::Scalar),
+            BaseTy::ScalarType => ("DType", Ty::DType),
+            BaseTy::Layout => ("Layout", Ty::Layout),
+            BaseTy::Str | BaseTy::Dimname => ("String", Ty::Other),
+            BaseTy::MemoryFormat => ("MemoryFormat", Ty::Other),
+            BaseTy::Device => ("Device", Ty::Other),
+            BaseTy::Generator => ("Generator", Ty::Other),
+            BaseTy::DimVector => ("Vec<i64>", Ty::IntList),
+            _ => ("Opaque", Ty::Other),
+        }
+    };
+    let list = |elem: &Type| -> (String, Ty) {
+        match elem {
+            Type::Base(BaseTy::Tensor) => ("Vec<Tensor>".into(), Ty::TensorList),
+            Type::Base(BaseTy::Int | BaseTy::SymInt) => ("Vec<i64>".into(), Ty::IntList),
+            Type::Optional(i) if **i == Type::Base(BaseTy::Tensor) => ("Vec<Option<Tensor>>".into(), Ty::Other),
+            Type::Base(BaseTy::Float) => ("Vec<f64>".into(), Ty::Other),
+            Type::Base(BaseTy::Bool) => ("Vec<bool>".into(), Ty::Other),
+            Type::Base(BaseTy::Scalar) => ("Vec<Scalar>".into(), Ty::Other),
+            Type::Base(BaseTy::Str | BaseTy::Dimname) => ("Vec<String>".into(), Ty::Other),
+            _ => ("Opaque".into(), Ty::Other),
+        }
+    };
+    match ty {
+        Type::Base(b) => {
+            let (t, k) = base(*b);
+            (t.into(), k)
+        }
+        Type::List { elem, .. } => list(elem),
+        Type::Optional(inner) => {
+            let (t, k) = owned_ty(inner);
+            let k = match k {
+                Ty::Tensor => Ty::OptTensor,
+                Ty::Int => Ty::OptInt,
+                Ty::IntList => Ty::OptIntList,
+                Ty::Scalar => Ty::OptScalar,
+                Ty::DType => Ty::OptDType,
+                _ => Ty::Other,
+            };
+            (format!("Option<{t}>"), k)
+        }
+        Type::CustomClass(_) => ("Opaque".into(), Ty::Other),
+    }
+}
+
+/// The type of a saved value derived from an input or output (`x_sym_sizes`, `x_scalar_type`).
+fn derived_ty(suffix: &str, of: &Type) -> (String, Ty) {
+    let int = || ("i64".to_string(), Ty::Int);
+    match suffix {
+        "sym_sizes" | "sizes" | "sym_strides" | "strides" => ("Vec<i64>".into(), Ty::IntList),
+        "sym_sizes_opt" => ("Option<Vec<i64>>".into(), Ty::OptIntList),
+        "scalar_type" => ("DType".into(), Ty::DType),
+        "layout" => ("Layout".into(), Ty::Layout),
+        "dim" | "sym_numel" | "stride0" => int(),
+        s if s.starts_with("sym_argsize_") => int(),
+        "args_sizes" | "args_sizes_symint" if matches!(of, Type::List { .. }) => ("Vec<Vec<i64>>".into(), Ty::Other),
+        "args_scalartypes" => ("Vec<DType>".into(), Ty::Other),
+        _ => ("Opaque".into(), Ty::Other),
+    }
+}
+
+/// A translated expression.
+#[derive(Debug, Clone)]
+struct Expr {
+    code: String,
+    ty: Ty,
+}
+
+/// Functional selected operators by base name, for overload resolution.
+pub struct OpIndex<'a> {
+    by_name: HashMap<String, Vec<&'a NativeFunction>>,
+}
+
+impl<'a> OpIndex<'a> {
+    pub fn new(functions: &'a [NativeFunction], selected: &BTreeSet<String>) -> OpIndex<'a> {
+        let mut by_name: HashMap<String, Vec<&NativeFunction>> = HashMap::new();
+        for f in functions {
+            if f.func.kind() == SchemaKind::Functional && selected.contains(&f.func.name.to_string()) {
+                by_name.entry(f.func.name.name.clone()).or_default().push(f);
+            }
+        }
+        for v in by_name.values_mut() {
+            // the default overload first, then by overload name
+            v.sort_by(|a, b| {
+                (!a.func.name.overload.is_empty(), &a.func.name.overload)
+                    .cmp(&(!b.func.name.overload.is_empty(), &b.func.name.overload))
+            });
+        }
+        OpIndex { by_name }
+    }
+}
+
+/// What a formula may reference: `grad` and the node's saved values.
+pub struct Env<'a, 'b> {
+    /// Name -> (Rust expression, type).
+    pub vars: HashMap<String, (String, Ty)>,
+    pub ops: &'b OpIndex<'a>,
+}
+
+/// Runtime helpers (`crate::autograd_helpers`): name, parameter types, taking `o`.
+const HELPERS: &[(&str, &[Ty])] = &[
+    ("sum_to", &[Ty::Tensor, Ty::IntList]),
+    ("maybe_multiply", &[Ty::Tensor, Ty::Scalar]),
+    ("mul_tensor_backward", &[Ty::Tensor, Ty::Tensor, Ty::DType]),
+    ("div_tensor_self_backward", &[Ty::Tensor, Ty::Tensor, Ty::DType]),
+    ("div_tensor_other_backward", &[Ty::Tensor, Ty::Tensor, Ty::Tensor]),
+    ("mm_mat1_backward", &[Ty::Tensor, Ty::Tensor, Ty::IntList, Ty::IntList, Ty::Layout, Ty::Scalar]),
+    ("mm_mat2_backward", &[Ty::Tensor, Ty::Tensor, Ty::IntList, Ty::IntList, Ty::Layout, Ty::Scalar]),
+];
+
+fn scalar_of(e: &Expr) -> Option<String> {
+    Some(match e.ty {
+        Ty::Scalar => e.code.clone(),
+        Ty::Int => format!("Scalar::Int({})", e.code),
+        Ty::Float => format!("Scalar::Float({})", e.code),
+        Ty::Bool => format!("Scalar::Bool({})", e.code),
+        _ => return None,
+    })
+}
+
+/// The code passing `e` as a helper parameter of translator type `want`.
+fn conv_ty(e: &Expr, want: Ty) -> Option<String> {
+    match (want, e.ty) {
+        (Ty::Tensor, Ty::Tensor) => Some(format!("&{}", e.code)),
+        (Ty::IntList, Ty::IntList) => Some(format!("&{}", e.code)),
+        (Ty::Scalar, _) => scalar_of(e),
+        (a, b) if a == b && matches!(a, Ty::DType | Ty::Layout | Ty::Int | Ty::Bool) => Some(e.code.clone()),
+        _ => None,
+    }
+}
+
+/// The code passing `e` as a front-end parameter of schema type `ty`.
+fn conv(e: &Expr, ty: &Type) -> Option<String> {
+    let c = &e.code;
+    match ty {
+        Type::Base(BaseTy::Tensor) => (e.ty == Ty::Tensor).then(|| format!("&{c}")),
+        Type::Base(BaseTy::Scalar) => scalar_of(e),
+        Type::Base(BaseTy::Int | BaseTy::SymInt) => (e.ty == Ty::Int).then(|| c.clone()),
+        Type::Base(BaseTy::Float) => match e.ty {
+            Ty::Float => Some(c.clone()),
+            Ty::Int => Some(format!("{c} as f64")),
+            _ => None,
+        },
+        Type::Base(BaseTy::Bool) => (e.ty == Ty::Bool).then(|| c.clone()),
+        Type::Base(BaseTy::ScalarType) => (e.ty == Ty::DType).then(|| c.clone()),
+        Type::Base(BaseTy::Layout) => (e.ty == Ty::Layout).then(|| c.clone()),
+        Type::List { elem, .. } if matches!(**elem, Type::Base(BaseTy::Int | BaseTy::SymInt)) => {
+            (e.ty == Ty::IntList).then(|| format!("&{c}"))
+        }
+        Type::Optional(inner) => {
+            if e.ty == Ty::NoneLit {
+                return Some("None".into());
+            }
+            match (&**inner, e.ty) {
+                (Type::Base(BaseTy::Tensor), Ty::Tensor) => Some(format!("Some(&{c})")),
+                (Type::Base(BaseTy::Tensor), Ty::OptTensor) => Some(format!("{c}.as_ref()")),
+                (Type::Base(BaseTy::Int | BaseTy::SymInt), Ty::OptInt) => Some(c.clone()),
+                (Type::Base(BaseTy::Scalar), Ty::OptScalar) => Some(c.clone()),
+                (Type::Base(BaseTy::ScalarType), Ty::OptDType) => Some(c.clone()),
+                (Type::List { elem, .. }, Ty::IntList)
+                    if matches!(**elem, Type::Base(BaseTy::Int | BaseTy::SymInt)) =>
+                {
+                    Some(format!("Some({c}.as_slice())"))
+                }
+                (Type::List { elem, .. }, Ty::OptIntList)
+                    if matches!(**elem, Type::Base(BaseTy::Int | BaseTy::SymInt)) =>
+                {
+                    Some(format!("{c}.as_deref()"))
+                }
+                (Type::Base(BaseTy::Tensor), _) => None,
+                (inner, _) => conv(e, inner).map(|x| format!("Some({x})")),
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The typed front-end code of a schema default, if expressible.
+fn default_code(a: &Argument) -> Option<String> {
+    let d = &a.default.as_ref()?.value;
+    let base = match &a.ty {
+        Type::Optional(inner) => {
+            if *d == DefaultValue::None {
+                return Some("None".into());
+            }
+            &**inner
+        }
+        t => t,
+    };
+    let v = match (base, d) {
+        (Type::Base(BaseTy::Bool), DefaultValue::Bool(b)) => b.to_string(),
+        (Type::Base(BaseTy::Int | BaseTy::SymInt), DefaultValue::Int(i)) => i.to_string(),
+        (Type::Base(BaseTy::Float), DefaultValue::Int(i)) => format!("{i}.0"),
+        (Type::Base(BaseTy::Float), DefaultValue::Float(x)) => format!("{x:?}"),
+        (Type::Base(BaseTy::Scalar), DefaultValue::Int(i)) => format!("Scalar::Int({i})"),
+        (Type::Base(BaseTy::Scalar), DefaultValue::Float(x)) => format!("Scalar::Float({x:?})"),
+        (Type::List { elem, .. }, DefaultValue::List(xs))
+            if matches!(**elem, Type::Base(BaseTy::Int | BaseTy::SymInt)) =>
+        {
+            let xs: Option<Vec<String>> =
+                xs.iter().map(|x| if let DefaultValue::Int(i) = x { Some(i.to_string()) } else { None }).collect();
+            format!("&[{}]", xs?.join(", "))
+        }
+        (Type::List { elem, size: Some(n) }, DefaultValue::Int(i))
+            if matches!(**elem, Type::Base(BaseTy::Int | BaseTy::SymInt)) =>
+        {
+            format!("&[{}]", vec![i.to_string(); *n as usize].join(", "))
+        }
+        _ => return None,
+    };
+    Some(if matches!(a.ty, Type::Optional(_)) { format!("Some({v})") } else { v })
+}
+
+type Tr<T> = Result<T, String>;
+
+impl Env<'_, '_> {
+    /// Translates a (rewritten) backward formula into a Rust expression of type `Tensor`.
+    pub fn translate(&self, formula: &str) -> Tr<String> {
+        let src = format!("void xirang_formula() {{ {formula}; }}");
+        let mut parser = tree_sitter::Parser::new();
+        parser.set_language(&tree_sitter_cpp::LANGUAGE.into()).map_err(|e| e.to_string())?;
+        let tree = parser.parse(&src, None).ok_or("parse failed")?;
+        let root = tree.root_node();
+        if root.has_error() {
+            return Err("syntax not understood".into());
+        }
+        let body = root.named_child(0).and_then(|f| f.child_by_field_name("body")).ok_or("no function body")?;
+        if body.named_child_count() != 1 {
+            return Err("not one statement".into());
+        }
+        let stmt = body.named_child(0).ok_or("no statement")?;
+        if stmt.kind() != "expression_statement" {
+            return Err(format!("a `{}`", stmt.kind()));
+        }
+        let e = self.expr(stmt.named_child(0).ok_or("empty statement")?, &src)?;
+        if e.ty != Ty::Tensor {
+            return Err("the formula is not a tensor".into());
+        }
+        // a bare name is a place: clone it
+        Ok(if e.code.ends_with(")?") { e.code } else { format!("{}.clone()", e.code) })
+    }
+
+    fn expr(&self, n: tree_sitter::Node, src: &str) -> Tr<Expr> {
+        let text = |n: tree_sitter::Node| src[n.byte_range()].to_string();
+        match n.kind() {
+            "parenthesized_expression" => self.expr(n.named_child(0).ok_or("empty parentheses")?, src),
+            "identifier" => {
+                let t = text(n);
+                match self.vars.get(&t) {
+                    Some((code, ty)) => Ok(Expr { code: code.clone(), ty: *ty }),
+                    None => Err(format!("unknown name `{t}`")),
+                }
+            }
+            "true" | "false" => Ok(Expr { code: n.kind().into(), ty: Ty::Bool }),
+            "qualified_identifier" => {
+                let t = text(n);
+                if t == "c10::nullopt" || t == "std::nullopt" {
+                    Ok(Expr { code: "None".into(), ty: Ty::NoneLit })
+                } else {
+                    Err(format!("unknown name `{t}`"))
+                }
+            }
+            "number_literal" => {
+                let t = text(n).trim_end_matches(['f', 'F', 'l', 'L', 'u', 'U']).to_string();
+                if t.starts_with("0x") || t.starts_with("0X") {
+                    return Err("hex literal".into());
+                }
+                if t.contains(['.', 'e', 'E']) {
+                    let code = if t.starts_with('.') { format!("0{t}") } else { t };
+                    let code = if code.ends_with('.') { format!("{code}0") } else { code };
+                    Ok(Expr { code, ty: Ty::Float })
+                } else {
+                    Ok(Expr { code: t, ty: Ty::Int })
+                }
+            }
+            "unary_expression" => {
+                let op = text(n.child_by_field_name("operator").ok_or("no operator")?);
+                let a = self.expr(n.child_by_field_name("argument").ok_or("no operand")?, src)?;
+                match (op.as_str(), a.ty) {
+                    ("-", Ty::Tensor) => self.call("neg", vec![a]),
+                    ("-", Ty::Int | Ty::Float) => Ok(Expr { code: format!("-{}", a.code), ty: a.ty }),
+                    ("+", _) => Ok(a),
+                    _ => Err(format!("unary `{op}`")),
+                }
+            }
+            "binary_expression" => {
+                let op = text(n.child_by_field_name("operator").ok_or("no operator")?);
+                let l = self.expr(n.child_by_field_name("left").ok_or("no left operand")?, src)?;
+                let r = self.expr(n.child_by_field_name("right").ok_or("no right operand")?, src)?;
+                self.binary(&op, l, r)
+            }
+            "call_expression" => {
+                let f = n.child_by_field_name("function").ok_or("no function")?;
+                let args_node = n.child_by_field_name("arguments").ok_or("no arguments")?;
+                let mut args = Vec::new();
+                let (name, receiver) = match f.kind() {
+                    "identifier" => (text(f), None),
+                    "qualified_identifier" => {
+                        let t = text(f);
+                        match t.strip_prefix("at::") {
+                            Some(rest) if !rest.contains(':') => (rest.to_string(), None),
+                            _ => return Err(format!("function `{t}`")),
+                        }
+                    }
+                    "field_expression" => {
+                        let op = f.child_by_field_name("operator").map(text).unwrap_or_default();
+                        if op != "." {
+                            return Err(format!("member access `{op}`"));
+                        }
+                        let recv = f.child_by_field_name("argument").ok_or("no receiver")?;
+                        let field = f.child_by_field_name("field").ok_or("no method")?;
+                        (text(field), Some(recv))
+                    }
+                    k => return Err(format!("a call through a `{k}`")),
+                };
+                if let Some(recv) = receiver {
+                    args.push(self.expr(recv, src)?);
+                }
+                let mut cursor = args_node.walk();
+                for a in args_node.named_children(&mut cursor) {
+                    if a.kind() == "comment" {
+                        continue;
+                    }
+                    args.push(self.expr(a, src)?);
+                }
+                self.call(&name, args)
+            }
+            k => Err(format!("a `{k}`")),
+        }
+    }
+
+    fn binary(&self, op: &str, l: Expr, r: Expr) -> Tr<Expr> {
+        let num = |t: Ty| matches!(t, Ty::Int | Ty::Float);
+        let scalarish = |t: Ty| matches!(t, Ty::Int | Ty::Float | Ty::Scalar | Ty::Bool);
+        let name = match op {
+            "+" => "add",
+            "-" => "sub",
+            "*" => "mul",
+            "/" => "div",
+            ">" => "gt",
+            "<" => "lt",
+            ">=" => "ge",
+            "<=" => "le",
+            "==" => "eq",
+            "!=" => "ne",
+            _ => return Err(format!("operator `{op}`")),
+        };
+        if num(l.ty) && num(r.ty) {
+            let cmp = matches!(name, "gt" | "lt" | "ge" | "le" | "eq" | "ne");
+            if l.ty == Ty::Int && r.ty == Ty::Int && name != "div" {
+                let ty = if cmp { Ty::Bool } else { Ty::Int };
+                return Ok(Expr { code: format!("({} {op} {})", l.code, r.code), ty });
+            }
+            let f = |e: &Expr| if e.ty == Ty::Int { format!("({} as f64)", e.code) } else { e.code.clone() };
+            let ty = if cmp { Ty::Bool } else { Ty::Float };
+            return Ok(Expr { code: format!("({} {op} {})", f(&l), f(&r)), ty });
+        }
+        if l.ty == Ty::Tensor {
+            return self.call(name, vec![l, r]);
+        }
+        if scalarish(l.ty) && r.ty == Ty::Tensor {
+            return match name {
+                "add" | "mul" | "eq" | "ne" => self.call(name, vec![r, l]),
+                "sub" => self.call("rsub", vec![r, l]),
+                "div" => {
+                    let inv = self.call("reciprocal", vec![r])?;
+                    self.call("mul", vec![inv, l])
+                }
+                "gt" => self.call("lt", vec![r, l]),
+                "lt" => self.call("gt", vec![r, l]),
+                "ge" => self.call("le", vec![r, l]),
+                _ => self.call("ge", vec![r, l]),
+            };
+        }
+        Err(format!("`{op}` between a {:?} and a {:?}", l.ty, r.ty))
+    }
+
+    fn call(&self, name: &str, args: Vec<Expr>) -> Tr<Expr> {
+        let name = name.strip_suffix("_symint").unwrap_or(name);
+        // identities on real tensors and scalars
+        match (name, args.len()) {
+            ("conj" | "resolve_conj" | "resolve_neg", 1) if matches!(args[0].ty, Ty::Tensor | Ty::Scalar) => {
+                return Ok(args.into_iter().next().expect("one argument"));
+            }
+            ("handle_r_to_c", 2) if args[1].ty == Ty::Tensor => {
+                return Ok(args.into_iter().nth(1).expect("two arguments"));
+            }
+            _ => {}
+        }
+        if let Some((h, params)) = HELPERS.iter().find(|(h, _)| *h == name) {
+            if params.len() != args.len() {
+                return Err(format!("`{name}` with {} arguments", args.len()));
+            }
+            let mut code = format!("autograd_helpers::{h}(o");
+            for (a, p) in args.iter().zip(params.iter()) {
+                let c = conv_ty(a, *p).ok_or_else(|| format!("`{name}`: a {:?} for a {p:?}", a.ty))?;
+                code.push_str(", ");
+                code.push_str(&c);
+            }
+            code.push_str(")?");
+            return Ok(Expr { code, ty: Ty::Tensor });
+        }
+        let cands = self.ops.by_name.get(name).ok_or_else(|| format!("no operator or helper `{name}`"))?;
+        'cand: for f in cands {
+            let s = &f.func;
+            if s.returns.len() != 1 || s.returns[0].ty != Type::Base(BaseTy::Tensor) {
+                continue;
+            }
+            let params: Vec<&Argument> = s.arguments.positional.iter().chain(&s.arguments.kwarg_only).collect();
+            if args.len() > s.arguments.positional.len() {
+                continue;
+            }
+            let mut code = format!("aten::{}(o", method_name(&s.name));
+            for (i, p) in params.iter().enumerate() {
+                let c = match args.get(i) {
+                    Some(a) => conv(a, &p.ty),
+                    None => default_code(p),
+                };
+                let Some(c) = c else { continue 'cand };
+                code.push_str(", ");
+                code.push_str(&c);
+            }
+            code.push_str(")?");
+            return Ok(Expr { code, ty: Ty::Tensor });
+        }
+        let tys: Vec<String> = args.iter().map(|a| format!("{:?}", a.ty)).collect();
+        Err(format!("no overload of `{name}` takes ({})", tys.join(", ")))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// nodes
+// ---------------------------------------------------------------------------------------------
+
+/// A saved field of a node.
+#[derive(Debug, Clone)]
+pub struct FieldCtx {
+    pub name: String,
+    pub ty: String,
+    /// The saved variable of the IR (`self_sym_sizes`, `result`).
+    pub saved: String,
+}
+
+/// How one formula group is computed.
+#[derive(Debug, Clone)]
+pub struct GroupCtx {
+    /// `g_self`, or `(g_self, g_other)` destructuring.
+    pub inputs: Vec<String>,
+    pub formula: String,
+    /// The translated expression (one input), or `None` for a hook.
+    pub code: Option<String>,
+    pub hook: Option<String>,
+    /// Why the translator gave up.
+    pub reason: String,
+}
+
+/// A hook method of `BackwardHooks`.
+#[derive(Debug, Clone)]
+pub struct HookCtx {
+    pub method: String,
+    pub node: String,
+    pub ret: String,
+    /// The error message as a Rust string literal.
+    pub message: String,
+    pub formula: String,
+    pub reason: String,
+}
+
+/// One backward node.
+#[derive(Debug, Clone)]
+pub struct NodeCtx {
+    pub name: String,
+    pub op: String,
+    pub schema: String,
+    pub fields: Vec<FieldCtx>,
+    pub groups: Vec<GroupCtx>,
+    /// Differentiable inputs in argument order: (variable, is a list).
+    pub outputs: Vec<(String, bool)>,
+    pub uses_grad: bool,
+}
+
+/// The autograd model: nodes, hooks, coverage rows.
+#[derive(Debug, Clone, Default)]
+pub struct Autograd {
+    pub nodes: Vec<NodeCtx>,
+    pub hooks: Vec<HookCtx>,
+    pub coverage: Vec<(String, String, &'static str)>,
+}
+
+impl Autograd {
+    pub fn count(&self, kind: &str) -> usize {
+        self.coverage.iter().filter(|c| c.2 == kind).count()
+    }
+}
+
+fn camel(snake: &str) -> String {
+    snake
+        .split('_')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let mut c = p.chars();
+            match c.next() {
+                Some(f) => f.to_ascii_uppercase().to_string() + c.as_str(),
+                None => String::new(),
+            }
+        })
+        .collect()
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Builds the backward nodes of the selected operators' `Default` derivative entries.
+pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected: &BTreeSet<String>) -> Autograd {
+    let index = OpIndex::new(functions, selected);
+    let by_name: HashMap<String, &NativeFunction> = functions.iter().map(|f| (f.func.name.to_string(), f)).collect();
+    let mut out = Autograd::default();
+    let mut names = HashSet::new();
+    let mut ds: Vec<&Derivative> =
+        derivatives.iter().filter(|d| d.dispatch_key == "Default" && selected.contains(&d.op.to_string())).collect();
+    ds.sort_by_key(|d| d.op.to_string());
+    for d in ds {
+        let q = d.op.to_string();
+        let Some(f) = by_name.get(&q) else { continue };
+        let method = method_name(&d.op).trim_start_matches("r#").to_string();
+        let mut name = format!("{}Backward", camel(&method));
+        let mut k = 1;
+        while !names.insert(name.clone()) {
+            name = format!("{}Backward{k}", camel(&method));
+            k += 1;
+        }
+        // saved state
+        let args: Vec<&Argument> = f.func.arguments.positional.iter().chain(&f.func.arguments.kwarg_only).collect();
+        let mut outs: Vec<(String, Type)> = Vec::new();
+        for (i, r) in f.func.returns.iter().enumerate() {
+            if let Some(n) = &r.name {
+                outs.push((n.clone(), r.ty.clone()));
+            }
+            let alias = if f.func.returns.len() == 1 { "result".to_string() } else { format!("result{i}") };
+            outs.push((alias, r.ty.clone()));
+        }
+        let known: Vec<(String, Type)> =
+            args.iter().map(|a| (a.name.clone(), a.ty.clone())).chain(outs.iter().cloned()).collect();
+        let mut vars: HashMap<String, (String, Ty)> = HashMap::new();
+        vars.insert("grad".into(), ("grad".into(), Ty::Tensor));
+        let mut fields = Vec::new();
+        for s in d.saved_inputs.iter().chain(&d.saved_outputs) {
+            let (ty, t) = if let Some((_, ty)) = known.iter().find(|(n, _)| n == s) {
+                owned_ty(ty)
+            } else {
+                let mut best: Option<(&str, &Type)> = None;
+                for (n, ty) in &known {
+                    if s.starts_with(&format!("{n}_")) && best.is_none_or(|(b, _)| n.len() > b.len()) {
+                        best = Some((n, ty));
+                    }
+                }
+                match best {
+                    Some((n, ty)) => derived_ty(&s[n.len() + 1..], ty),
+                    None => ("Opaque".into(), Ty::Other),
+                }
+            };
+            let fname = arg_name(s);
+            if fields.iter().any(|x: &FieldCtx| x.name == fname) {
+                continue;
+            }
+            vars.insert(s.clone(), (format!("self.{fname}"), t));
+            fields.push(FieldCtx { name: fname, ty, saved: s.clone() });
+        }
+        let env = Env { vars, ops: &index };
+        let is_list = |input: &str| args.iter().any(|a| a.name == input && matches!(a.ty, Type::List { .. }));
+        let mut groups = Vec::new();
+        let mut uses_grad = false;
+        for g in &d.formulas {
+            let vars_of: Vec<String> = g.inputs.iter().map(|i| format!("g_{i}")).collect();
+            let single_tensor = g.inputs.len() == 1 && !is_list(&g.inputs[0]);
+            let tr = if single_tensor { env.translate(&g.rewritten) } else { Err("several inputs".into()) };
+            let formula = one_line(&g.formula);
+            match tr {
+                Ok(code) => {
+                    uses_grad |= code.contains("grad");
+                    out.coverage.push((q.clone(), g.inputs[0].clone(), "translated"));
+                    groups.push(GroupCtx {
+                        inputs: vars_of,
+                        formula,
+                        code: Some(code),
+                        hook: None,
+                        reason: String::new(),
+                    });
+                }
+                Err(reason) => {
+                    let hook = format!("hook_{method}_{}", g.inputs.join("_"));
+                    let ret = if single_tensor { "Option<Tensor>" } else { "Vec<Option<Tensor>>" };
+                    let msg =
+                        format!("backward hook `{name}::{}` not implemented: formula `{formula}`", g.inputs.join(", "));
+                    for i in &g.inputs {
+                        out.coverage.push((q.clone(), i.clone(), "hook"));
+                    }
+                    out.hooks.push(HookCtx {
+                        method: hook.clone(),
+                        node: name.clone(),
+                        ret: ret.into(),
+                        message: format!("{msg:?}"),
+                        formula: formula.clone(),
+                        reason: one_line(&reason),
+                    });
+                    groups.push(GroupCtx {
+                        inputs: vars_of,
+                        formula,
+                        code: None,
+                        hook: Some(hook),
+                        reason: one_line(&reason),
+                    });
+                }
+            }
+        }
+        // a single list input's gradients are a list (extended); everything else one gradient
+        let mut defined: HashMap<String, bool> = HashMap::new();
+        for g in &d.formulas {
+            let single_list = g.inputs.len() == 1 && is_list(&g.inputs[0]);
+            for i in &g.inputs {
+                defined.insert(i.clone(), single_list);
+            }
+        }
+        let outputs = d
+            .args_with_derivatives
+            .iter()
+            .map(|a| match defined.get(a) {
+                Some(ext) => (format!("g_{a}"), *ext),
+                None => ("None".to_string(), false),
+            })
+            .collect();
+        out.nodes.push(NodeCtx { name, op: q, schema: one_line(&d.schema), fields, groups, outputs, uses_grad });
+    }
+    out
+}
+
+/// [`build`] over a generation run's snapshot and selection.
+pub fn autograd_model(inputs: &super::Inputs, selected: &BTreeSet<String>) -> Autograd {
+    build(&inputs.snapshot.derivatives, &inputs.snapshot.registry.functions, selected)
+}
+
+#[derive(Template)]
+#[template(path = "autograd.rs.jinja", escape = "none")]
+struct AutogradTemplate<'a> {
+    pytorch: &'a str,
+    a: &'a Autograd,
+    translated: usize,
+    hooked: usize,
+}
+
+/// Renders `generated/autograd.rs`.
+pub fn render(pytorch: &str, a: &Autograd) -> Result<String, askama::Error> {
+    AutogradTemplate { pytorch, a, translated: a.count("translated"), hooked: a.count("hook") }.render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generate::{Inputs, config::LoadedConfig};
+    use crate::snapshot::Store;
+
+    /// The repository's configuration and its snapshot (v2.3), with the generated trait's selection.
+    fn inputs() -> Option<(Inputs, BTreeSet<String>)> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let cfg = LoadedConfig::load(&root.join("xirang.toml")).ok()?;
+        let store = Store::discover(Some(&root.join("schemas"))).ok()?;
+        let inputs = Inputs::load(cfg, &store).ok()?;
+        let sel = super::super::ops::select(&inputs.cfg.config, &inputs.snapshot.registry.functions)
+            .iter()
+            .map(|(f, _)| f.func.name.to_string())
+            .collect();
+        Some((inputs, sel))
+    }
+
+    fn node<'a>(a: &'a Autograd, op: &str) -> &'a NodeCtx {
+        a.nodes.iter().find(|n| n.op == op).unwrap_or_else(|| panic!("no node for {op}"))
+    }
+
+    fn code(a: &Autograd, op: &str, input: &str) -> String {
+        let n = node(a, op);
+        let g = n.groups.iter().find(|g| g.inputs == [format!("g_{input}")]).expect("group");
+        g.code.clone().unwrap_or_else(|| panic!("{op}::{input} hooked: {}", g.reason))
+    }
+
+    #[test]
+    fn translates_real_formulas_of_the_snapshot() {
+        let (inputs, sel) = inputs().expect("the repository's xirang.toml and v2.3 snapshot");
+        assert_eq!(inputs.snapshot.meta.version.to_string(), "v2.3.1");
+        let a = build(&inputs.snapshot.derivatives, &inputs.snapshot.registry.functions, &sel);
+        let cases = [
+            (
+                "mul.Tensor",
+                "self",
+                "autograd_helpers::mul_tensor_backward(o, &grad, &self.other, self.self_scalar_type)?",
+            ),
+            (
+                "mul.Tensor",
+                "other",
+                "autograd_helpers::mul_tensor_backward(o, &grad, &self.self_, self.other_scalar_type)?",
+            ),
+            ("add.Tensor", "self", "grad.clone()"),
+            ("add.Tensor", "other", "autograd_helpers::maybe_multiply(o, &grad, self.alpha)?"),
+            ("relu", "self", "aten::threshold_backward(o, &grad, &self.result, Scalar::Int(0))?"),
+            ("threshold", "self", "aten::threshold_backward(o, &grad, &self.self_, self.threshold)?"),
+            ("threshold_backward", "grad_output", "aten::threshold_backward(o, &grad, &self.self_, self.threshold)?"),
+            (
+                "mm",
+                "self",
+                "autograd_helpers::mm_mat1_backward(o, &grad, &self.mat2, &self.self_sym_sizes, &self.self_sym_strides, self.self_layout, Scalar::Int(1))?",
+            ),
+            (
+                "mm",
+                "mat2",
+                "autograd_helpers::mm_mat2_backward(o, &grad, &self.self_, &self.mat2_sym_sizes, &self.mat2_sym_strides, self.mat2_layout, Scalar::Int(1))?",
+            ),
+            ("sum", "self", "aten::expand(o, &grad, &self.self_sym_sizes, false)?"),
+            ("exp", "self", "aten::mul_tensor(o, &grad, &self.result)?"),
+            ("tanh", "self", "aten::tanh_backward(o, &grad, &self.result)?"),
+            ("neg", "self", "aten::neg(o, &grad)?"),
+        ];
+        for (op, input, want) in cases {
+            assert_eq!(code(&a, op, input), want, "{op}::{input}");
+        }
+        // saved state typed from the IR
+        let mm = node(&a, "mm");
+        let f = |n: &str| mm.fields.iter().find(|f| f.name == n).map(|f| f.ty.as_str());
+        assert_eq!(f("self_"), Some("Tensor"));
+        assert_eq!(f("self_sym_sizes"), Some("Vec<i64>"));
+        assert_eq!(f("mat2_layout"), Some("Layout"));
+        assert_eq!(
+            node(&a, "add.Tensor").fields.iter().find(|f| f.name == "alpha").map(|f| f.ty.as_str()),
+            Some("Scalar")
+        );
+        // outputs follow argument order
+        assert_eq!(node(&a, "mul.Tensor").outputs, [("g_self".to_string(), false), ("g_other".to_string(), false)]);
+    }
+
+    #[test]
+    fn translates_operators_methods_and_arithmetic() {
+        let (inputs, sel) = inputs().expect("the repository's xirang.toml and v2.3 snapshot");
+        let index = OpIndex::new(&inputs.snapshot.registry.functions, &sel);
+        let mut vars = HashMap::new();
+        vars.insert("grad".to_string(), ("grad".to_string(), Ty::Tensor));
+        vars.insert("self".to_string(), ("self.self_".to_string(), Ty::Tensor));
+        vars.insert("other".to_string(), ("self.other".to_string(), Ty::Tensor));
+        vars.insert("self_sym_sizes".to_string(), ("self.self_sym_sizes".to_string(), Ty::IntList));
+        vars.insert("alpha".to_string(), ("self.alpha".to_string(), Ty::Scalar));
+        let env = Env { vars, ops: &index };
+        let t = |f: &str| env.translate(f);
+        assert_eq!(t("-grad").unwrap(), "aten::neg(o, &grad)?");
+        assert_eq!(t("grad * other.conj()").unwrap(), "aten::mul_tensor(o, &grad, &self.other)?");
+        assert_eq!(t("grad * 2").unwrap(), "aten::mul_scalar(o, &grad, Scalar::Int(2))?");
+        assert_eq!(t("0.5 * grad").unwrap(), "aten::mul_scalar(o, &grad, Scalar::Float(0.5))?");
+        assert_eq!(t("1 - grad").unwrap(), "aten::rsub_scalar(o, &grad, Scalar::Int(1), Scalar::Int(1))?");
+        assert_eq!(t("grad / other").unwrap(), "aten::div_tensor(o, &grad, &self.other)?");
+        assert_eq!(t("grad - other").unwrap(), "aten::sub_tensor(o, &grad, &self.other, Scalar::Int(1))?");
+        assert_eq!(t("grad.sum()").unwrap(), "aten::sum(o, &grad, None)?");
+        assert_eq!(t("grad * self.sgn()").unwrap(), "aten::mul_tensor(o, &grad, &aten::sgn(o, &self.self_)?)?");
+        assert_eq!(
+            t("at::where(self > 0, grad, 0.0)").unwrap_err(),
+            "no overload of `where` takes (Tensor, Tensor, Float)"
+        );
+        assert_eq!(
+            t("at::where(self > other, grad, other)").unwrap(),
+            "aten::where_self(o, &aten::gt_tensor(o, &self.self_, &self.other)?, &grad, &self.other)?"
+        );
+        assert_eq!(
+            t("handle_r_to_c(self_scalar_type, maybe_multiply(grad, alpha.conj()))").unwrap_err(),
+            "unknown name `self_scalar_type`"
+        );
+        assert_eq!(
+            t("maybe_multiply(grad, alpha.conj())").unwrap(),
+            "autograd_helpers::maybe_multiply(o, &grad, self.alpha)?"
+        );
+        assert_eq!(
+            t("sum_to(grad, self_sym_sizes)").unwrap(),
+            "autograd_helpers::sum_to(o, &grad, &self.self_sym_sizes)?"
+        );
+        assert!(t("grad[0]").is_err());
+        assert!(t("not_implemented(\"x\")").is_err());
+        assert!(t("self > 0 ? grad : other").is_err());
+    }
+
+    #[test]
+    fn counts_translated_and_hooked_over_the_selection() {
+        let (inputs, sel) = inputs().expect("the repository's xirang.toml and v2.3 snapshot");
+        let a = build(&inputs.snapshot.derivatives, &inputs.snapshot.registry.functions, &sel);
+        let (tr, hk) = (a.count("translated"), a.count("hook"));
+        assert_eq!(tr + hk, a.coverage.len());
+        assert_eq!(a.nodes.len(), 690);
+        assert_eq!((tr, hk), (276, 616));
+        // every hook row has a BackwardHooks method and each node name is unique
+        let names: HashSet<&str> = a.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names.len(), a.nodes.len());
+        assert!(a.hooks.iter().all(|h| h.method.starts_with("hook_")));
+        // deterministic
+        let b = build(&inputs.snapshot.derivatives, &inputs.snapshot.registry.functions, &sel);
+        assert_eq!(render("v2.3.1", &a).unwrap(), render("v2.3.1", &b).unwrap());
+    }
+}
