@@ -16,18 +16,19 @@
 //!   implements the ones it needs; the default returns `Error::Unsupported`.
 #![allow(unused_variables, unused_imports, unused_mut, unused_parens, non_camel_case_types, non_snake_case)]
 #![allow(clippy::vec_init_then_push, clippy::redundant_clone, clippy::unnecessary_cast, clippy::needless_borrow)]
-#![allow(clippy::too_many_arguments, clippy::let_and_return, clippy::double_parens)]
+#![allow(clippy::too_many_arguments, clippy::let_and_return, clippy::double_parens, unreachable_code, dead_code, clippy::approx_constant)]
 
 use super::ops::{AtenOps, aten};
+use crate::autograd::{self as engine, BackwardFn, NodeInfo, cap};
 use crate::autograd_helpers;
 use crate::device::Device;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
-use crate::ivalue::{Generator, Layout, MemoryFormat, Opaque};
+use crate::ivalue::{Generator, IValue, Layout, MemoryFormat, Opaque};
 use crate::tensor::Tensor;
 
 /// Every differentiable input of every node: (operator, input, `translated` or `hook`).
-pub const BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
+pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("_adaptive_avg_pool2d", "self", "translated"),
     ("_adaptive_avg_pool2d_backward", "grad_output", "hook"),
     ("_adaptive_avg_pool2d_backward", "self", "hook"),
@@ -2856,6 +2857,28 @@ impl AdaptiveAvgPool2dBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AdaptiveAvgPool2dBackward> {
+        const OP: &str = "_adaptive_avg_pool2d";
+        Ok(AdaptiveAvgPool2dBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AdaptiveAvgPool2dBackward {
+    fn name(&self) -> &'static str {
+        "AdaptiveAvgPool2dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AdaptiveAvgPool2dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `_adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor`.
@@ -2881,6 +2904,29 @@ impl AdaptiveAvgPool2dBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AdaptiveAvgPool2dBackwardBackward> {
+        const OP: &str = "_adaptive_avg_pool2d_backward";
+        Ok(AdaptiveAvgPool2dBackwardBackward {
+            grad_output_sym_argsize_minus_2: cap::size(OP, cap::arg(OP, a, 0)?, -2)?,
+            grad_output_sym_argsize_minus_1: cap::size(OP, cap::arg(OP, a, 0)?, -1)?,
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for AdaptiveAvgPool2dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "AdaptiveAvgPool2dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AdaptiveAvgPool2dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_adaptive_avg_pool3d(Tensor self, SymInt[3] output_size) -> Tensor`.
@@ -2900,6 +2946,28 @@ impl AdaptiveAvgPool3dBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AdaptiveAvgPool3dBackward> {
+        const OP: &str = "_adaptive_avg_pool3d";
+        Ok(AdaptiveAvgPool3dBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AdaptiveAvgPool3dBackward {
+    fn name(&self) -> &'static str {
+        "AdaptiveAvgPool3dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AdaptiveAvgPool3dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -2928,6 +2996,30 @@ impl AdaptiveAvgPool3dBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AdaptiveAvgPool3dBackwardBackward> {
+        const OP: &str = "_adaptive_avg_pool3d_backward";
+        Ok(AdaptiveAvgPool3dBackwardBackward {
+            grad_output_sym_argsize_minus_3: cap::size(OP, cap::arg(OP, a, 0)?, -3)?,
+            grad_output_sym_argsize_minus_2: cap::size(OP, cap::arg(OP, a, 0)?, -2)?,
+            grad_output_sym_argsize_minus_1: cap::size(OP, cap::arg(OP, a, 0)?, -1)?,
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for AdaptiveAvgPool3dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "AdaptiveAvgPool3dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AdaptiveAvgPool3dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_cdist_backward(Tensor grad, Tensor x1, Tensor x2, float p, Tensor cdist) -> Tensor`.
@@ -2952,6 +3044,26 @@ impl CdistBackwardBackward {
         out.push(g_x2);
         out.push(g_cdist);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CdistBackwardBackward> {
+        const OP: &str = "_cdist_backward";
+        Ok(CdistBackwardBackward {
+        })
+    }
+}
+
+impl BackwardFn for CdistBackwardBackward {
+    fn name(&self) -> &'static str {
+        "CdistBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CdistBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -2980,6 +3092,33 @@ impl CdistForwardBackward {
         out.push(g_x2);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CdistForwardBackward> {
+        const OP: &str = "_cdist_forward";
+        Ok(CdistForwardBackward {
+            x1: cap::tensor(OP, "x1", cap::arg(OP, a, 0)?)?,
+            x2: cap::tensor(OP, "x2", cap::arg(OP, a, 1)?)?,
+            p: cap::value::<f64>(OP, cap::arg(OP, a, 2)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CdistForwardBackward {
+    fn name(&self) -> &'static str {
+        "CdistForwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CdistForwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.x1);
+        v.push(&self.x2);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `_coalesce(Tensor self) -> Tensor`.
@@ -2997,6 +3136,26 @@ impl CoalesceBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CoalesceBackward> {
+        const OP: &str = "_coalesce";
+        Ok(CoalesceBackward {
+        })
+    }
+}
+
+impl BackwardFn for CoalesceBackward {
+    fn name(&self) -> &'static str {
+        "CoalesceBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CoalesceBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -3016,6 +3175,26 @@ impl ConjBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ConjBackward> {
+        const OP: &str = "_conj";
+        Ok(ConjBackward {
+        })
+    }
+}
+
+impl BackwardFn for ConjBackward {
+    fn name(&self) -> &'static str {
+        "ConjBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ConjBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_conj(Tensor(a) self) -> Tensor(a)`.
@@ -3034,6 +3213,26 @@ impl ConjCopyBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ConjCopyBackward> {
+        const OP: &str = "_conj_copy";
+        Ok(ConjCopyBackward {
+        })
+    }
+}
+
+impl BackwardFn for ConjCopyBackward {
+    fn name(&self) -> &'static str {
+        "ConjCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ConjCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_conj_physical(Tensor self) -> Tensor`.
@@ -3049,6 +3248,26 @@ impl ConjPhysicalBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ConjPhysicalBackward> {
+        const OP: &str = "_conj_physical";
+        Ok(ConjPhysicalBackward {
+        })
+    }
+}
+
+impl BackwardFn for ConjPhysicalBackward {
+    fn name(&self) -> &'static str {
+        "ConjPhysicalBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ConjPhysicalBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -3082,6 +3301,34 @@ impl ConvDepthwise2dBackward {
         out.push(g_weight);
         out.push(g_bias);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ConvDepthwise2dBackward> {
+        const OP: &str = "_conv_depthwise2d";
+        Ok(ConvDepthwise2dBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            bias_sym_sizes_opt: cap::sizes_opt(OP, cap::arg(OP, a, 3)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 6)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ConvDepthwise2dBackward {
+    fn name(&self) -> &'static str {
+        "ConvDepthwise2dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ConvDepthwise2dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.weight);
+        v
     }
 }
 
@@ -3122,6 +3369,37 @@ impl ConvolutionBackward {
         out.push(g_bias);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ConvolutionBackward> {
+        const OP: &str = "_convolution";
+        Ok(ConvolutionBackward {
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            bias_sym_sizes_opt: cap::sizes_opt(OP, cap::arg(OP, a, 2)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+            transposed: cap::value::<bool>(OP, cap::arg(OP, a, 6)?)?,
+            output_padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 7)?)?,
+            groups: cap::value::<i64>(OP, cap::arg(OP, a, 8)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ConvolutionBackward {
+    fn name(&self) -> &'static str {
+        "ConvolutionBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ConvolutionBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input);
+        v.push(&self.weight);
+        v
+    }
 }
 
 /// Backward of `_ctc_loss(Tensor log_probs, Tensor targets, int[] input_lengths, int[] target_lengths, int blank=0, bool zero_infinity=False) -> (Tensor, Tensor)`.
@@ -3155,6 +3433,38 @@ impl CtcLossBackward {
         let mut out = Vec::new();
         out.push(g_log_probs);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CtcLossBackward> {
+        const OP: &str = "_ctc_loss";
+        Ok(CtcLossBackward {
+            log_probs: cap::tensor(OP, "log_probs", cap::arg(OP, a, 0)?)?,
+            targets: cap::tensor(OP, "targets", cap::arg(OP, a, 1)?)?,
+            input_lengths: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            target_lengths: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            blank: cap::value::<i64>(OP, cap::arg(OP, a, 4)?)?,
+            zero_infinity: cap::value::<bool>(OP, cap::arg(OP, a, 5)?)?,
+            result0: cap::tensor(OP, "result0", cap::arg(OP, r, 0)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CtcLossBackward {
+    fn name(&self) -> &'static str {
+        "CtcLossBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CtcLossBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.log_probs);
+        v.push(&self.targets);
+        v.push(&self.result0);
+        v.push(&self.result1);
+        v
     }
 }
 
@@ -3190,6 +3500,40 @@ impl CtcLossTensorBackward {
         out.push(g_log_probs);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CtcLossTensorBackward> {
+        const OP: &str = "_ctc_loss.Tensor";
+        Ok(CtcLossTensorBackward {
+            log_probs: cap::tensor(OP, "log_probs", cap::arg(OP, a, 0)?)?,
+            targets: cap::tensor(OP, "targets", cap::arg(OP, a, 1)?)?,
+            input_lengths: cap::tensor(OP, "input_lengths", cap::arg(OP, a, 2)?)?,
+            target_lengths: cap::tensor(OP, "target_lengths", cap::arg(OP, a, 3)?)?,
+            blank: cap::value::<i64>(OP, cap::arg(OP, a, 4)?)?,
+            zero_infinity: cap::value::<bool>(OP, cap::arg(OP, a, 5)?)?,
+            result0: cap::tensor(OP, "result0", cap::arg(OP, r, 0)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CtcLossTensorBackward {
+    fn name(&self) -> &'static str {
+        "CtcLossTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CtcLossTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.log_probs);
+        v.push(&self.targets);
+        v.push(&self.input_lengths);
+        v.push(&self.target_lengths);
+        v.push(&self.result0);
+        v.push(&self.result1);
+        v
+    }
 }
 
 /// Backward of `_cudnn_ctc_loss(Tensor log_probs, Tensor targets, int[] input_lengths, int[] target_lengths, int blank, bool deterministic, bool zero_infinity) -> (Tensor, Tensor)`.
@@ -3212,6 +3556,31 @@ impl CudnnCtcLossBackward {
         out.push(g_log_probs);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CudnnCtcLossBackward> {
+        const OP: &str = "_cudnn_ctc_loss";
+        Ok(CudnnCtcLossBackward {
+            zero_infinity: cap::value::<bool>(OP, cap::arg(OP, a, 6)?)?,
+            result0: cap::tensor(OP, "result0", cap::arg(OP, r, 0)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CudnnCtcLossBackward {
+    fn name(&self) -> &'static str {
+        "CudnnCtcLossBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CudnnCtcLossBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result0);
+        v.push(&self.result1);
+        v
+    }
 }
 
 /// Backward of `_cudnn_ctc_loss.Tensor(Tensor log_probs, Tensor targets, Tensor input_lengths, Tensor target_lengths, int blank, bool deterministic, bool zero_infinity) -> (Tensor, Tensor)`.
@@ -3233,6 +3602,31 @@ impl CudnnCtcLossTensorBackward {
         let mut out = Vec::new();
         out.push(g_log_probs);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CudnnCtcLossTensorBackward> {
+        const OP: &str = "_cudnn_ctc_loss.Tensor";
+        Ok(CudnnCtcLossTensorBackward {
+            zero_infinity: cap::value::<bool>(OP, cap::arg(OP, a, 6)?)?,
+            result0: cap::tensor(OP, "result0", cap::arg(OP, r, 0)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CudnnCtcLossTensorBackward {
+    fn name(&self) -> &'static str {
+        "CudnnCtcLossTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CudnnCtcLossTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result0);
+        v.push(&self.result1);
+        v
     }
 }
 
@@ -3293,6 +3687,52 @@ impl CudnnRnnBackward {
         out.push(g_cx);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CudnnRnnBackward> {
+        const OP: &str = "_cudnn_rnn";
+        Ok(CudnnRnnBackward {
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor_list(OP, "weight", cap::arg(OP, a, 1)?)?,
+            weight_stride0: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            hx: cap::tensor(OP, "hx", cap::arg(OP, a, 4)?)?,
+            cx: cap::opt_tensor(OP, "cx", cap::arg(OP, a, 5)?)?,
+            mode: cap::value::<i64>(OP, cap::arg(OP, a, 6)?)?,
+            hidden_size: cap::value::<i64>(OP, cap::arg(OP, a, 7)?)?,
+            proj_size: cap::value::<i64>(OP, cap::arg(OP, a, 8)?)?,
+            num_layers: cap::value::<i64>(OP, cap::arg(OP, a, 9)?)?,
+            batch_first: cap::value::<bool>(OP, cap::arg(OP, a, 10)?)?,
+            dropout: cap::value::<f64>(OP, cap::arg(OP, a, 11)?)?,
+            train: cap::value::<bool>(OP, cap::arg(OP, a, 12)?)?,
+            bidirectional: cap::value::<bool>(OP, cap::arg(OP, a, 13)?)?,
+            batch_sizes: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 14)?)?,
+            dropout_state: cap::opt_tensor(OP, "dropout_state", cap::arg(OP, a, 15)?)?,
+            result0: cap::tensor(OP, "result0", cap::arg(OP, r, 0)?)?,
+            result3: cap::tensor(OP, "result3", cap::arg(OP, r, 3)?)?,
+            result4: cap::tensor(OP, "result4", cap::arg(OP, r, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CudnnRnnBackward {
+    fn name(&self) -> &'static str {
+        "CudnnRnnBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CudnnRnnBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input);
+        v.extend(self.weight.iter());
+        v.push(&self.hx);
+        v.extend(self.cx.iter());
+        v.extend(self.dropout_state.iter());
+        v.push(&self.result0);
+        v.push(&self.result3);
+        v.push(&self.result4);
+        v
+    }
 }
 
 /// Backward of `_cudnn_rnn_backward(Tensor input, Tensor[] weight, int weight_stride0, Tensor weight_buf, Tensor hx, Tensor? cx, Tensor output, Tensor? grad_output, Tensor? grad_hy, Tensor? grad_cy, int mode, SymInt hidden_size, SymInt proj_size, int num_layers, bool batch_first, float dropout, bool train, bool bidirectional, SymInt[] batch_sizes, Tensor? dropout_state, Tensor reserve, bool[4] output_mask) -> (Tensor, Tensor, Tensor, Tensor[])`.
@@ -3329,6 +3769,26 @@ impl CudnnRnnBackwardBackward {
         out.push(g_grad_hy);
         out.push(g_grad_cy);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CudnnRnnBackwardBackward> {
+        const OP: &str = "_cudnn_rnn_backward";
+        Ok(CudnnRnnBackwardBackward {
+        })
+    }
+}
+
+impl BackwardFn for CudnnRnnBackwardBackward {
+    fn name(&self) -> &'static str {
+        "CudnnRnnBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CudnnRnnBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -3383,6 +3843,51 @@ impl EfficientAttentionForwardBackward {
         out.push(g_bias);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<EfficientAttentionForwardBackward> {
+        const OP: &str = "_efficient_attention_forward";
+        Ok(EfficientAttentionForwardBackward {
+            query: cap::tensor(OP, "query", cap::arg(OP, a, 0)?)?,
+            key: cap::tensor(OP, "key", cap::arg(OP, a, 1)?)?,
+            value: cap::tensor(OP, "value", cap::arg(OP, a, 2)?)?,
+            bias: cap::opt_tensor(OP, "bias", cap::arg(OP, a, 3)?)?,
+            cu_seqlens_q: cap::opt_tensor(OP, "cu_seqlens_q", cap::arg(OP, a, 4)?)?,
+            cu_seqlens_k: cap::opt_tensor(OP, "cu_seqlens_k", cap::arg(OP, a, 5)?)?,
+            dropout_p: cap::value::<f64>(OP, cap::arg(OP, a, 8)?)?,
+            custom_mask_type: cap::value::<i64>(OP, cap::arg(OP, a, 9)?)?,
+            scale: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 11)?)?,
+            output: cap::tensor(OP, "output", cap::arg(OP, r, 0)?)?,
+            logsumexp: cap::tensor(OP, "logsumexp", cap::arg(OP, r, 1)?)?,
+            philox_seed: cap::tensor(OP, "philox_seed", cap::arg(OP, r, 2)?)?,
+            philox_offset: cap::tensor(OP, "philox_offset", cap::arg(OP, r, 3)?)?,
+            max_seqlen_batch_q: cap::value::<i64>(OP, cap::arg(OP, r, 4)?)?,
+            max_seqlen_batch_k: cap::value::<i64>(OP, cap::arg(OP, r, 5)?)?,
+        })
+    }
+}
+
+impl BackwardFn for EfficientAttentionForwardBackward {
+    fn name(&self) -> &'static str {
+        "EfficientAttentionForwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        EfficientAttentionForwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.query);
+        v.push(&self.key);
+        v.push(&self.value);
+        v.extend(self.bias.iter());
+        v.extend(self.cu_seqlens_q.iter());
+        v.extend(self.cu_seqlens_k.iter());
+        v.push(&self.output);
+        v.push(&self.logsumexp);
+        v.push(&self.philox_seed);
+        v.push(&self.philox_offset);
+        v
+    }
 }
 
 /// Backward of `_efficientzerotensor(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor`.
@@ -3395,6 +3900,26 @@ impl EfficientzerotensorBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<EfficientzerotensorBackward> {
+        const OP: &str = "_efficientzerotensor";
+        Ok(EfficientzerotensorBackward {
+        })
+    }
+}
+
+impl BackwardFn for EfficientzerotensorBackward {
+    fn name(&self) -> &'static str {
+        "EfficientzerotensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        EfficientzerotensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -3441,6 +3966,45 @@ impl EmbeddingBagBackward {
         out.push(g_per_sample_weights);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<EmbeddingBagBackward> {
+        const OP: &str = "_embedding_bag";
+        Ok(EmbeddingBagBackward {
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 0)?)?,
+            indices: cap::tensor(OP, "indices", cap::arg(OP, a, 1)?)?,
+            offsets: cap::tensor(OP, "offsets", cap::arg(OP, a, 2)?)?,
+            mode: cap::value::<i64>(OP, cap::arg(OP, a, 4)?)?,
+            padding_idx: cap::value::<i64>(OP, cap::arg(OP, a, 8)?)?,
+            weight_sym_argsize_0: cap::size(OP, cap::arg(OP, a, 0)?, 0)?,
+            scale_grad_by_freq: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+            sparse: cap::value::<bool>(OP, cap::arg(OP, a, 5)?)?,
+            per_sample_weights: cap::opt_tensor(OP, "per_sample_weights", cap::arg(OP, a, 6)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+            result2: cap::tensor(OP, "result2", cap::arg(OP, r, 2)?)?,
+            result3: cap::tensor(OP, "result3", cap::arg(OP, r, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for EmbeddingBagBackward {
+    fn name(&self) -> &'static str {
+        "EmbeddingBagBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        EmbeddingBagBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.weight);
+        v.push(&self.indices);
+        v.push(&self.offsets);
+        v.extend(self.per_sample_weights.iter());
+        v.push(&self.result1);
+        v.push(&self.result2);
+        v.push(&self.result3);
+        v
+    }
 }
 
 /// Backward of `_embedding_bag_dense_backward(Tensor grad, Tensor indices, Tensor offset2bag, Tensor bag_size, Tensor maximum_indices, SymInt num_weights, bool scale_grad_by_freq, int mode, Tensor? per_sample_weights, int padding_idx=-1) -> Tensor`.
@@ -3453,6 +4017,26 @@ impl EmbeddingBagDenseBackwardBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<EmbeddingBagDenseBackwardBackward> {
+        const OP: &str = "_embedding_bag_dense_backward";
+        Ok(EmbeddingBagDenseBackwardBackward {
+        })
+    }
+}
+
+impl BackwardFn for EmbeddingBagDenseBackwardBackward {
+    fn name(&self) -> &'static str {
+        "EmbeddingBagDenseBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        EmbeddingBagDenseBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -3478,6 +4062,32 @@ impl EuclideanDistBackward {
         out.push(g_x1);
         out.push(g_x2);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<EuclideanDistBackward> {
+        const OP: &str = "_euclidean_dist";
+        Ok(EuclideanDistBackward {
+            x1: cap::tensor(OP, "x1", cap::arg(OP, a, 0)?)?,
+            x2: cap::tensor(OP, "x2", cap::arg(OP, a, 1)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for EuclideanDistBackward {
+    fn name(&self) -> &'static str {
+        "EuclideanDistBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        EuclideanDistBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.x1);
+        v.push(&self.x2);
+        v.push(&self.result);
+        v
     }
 }
 
@@ -3514,6 +4124,36 @@ impl FakeQuantizeLearnablePerChannelAffineBackward {
         out.push(g_zero_point);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FakeQuantizeLearnablePerChannelAffineBackward> {
+        const OP: &str = "_fake_quantize_learnable_per_channel_affine";
+        Ok(FakeQuantizeLearnablePerChannelAffineBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            scale: cap::tensor(OP, "scale", cap::arg(OP, a, 1)?)?,
+            zero_point: cap::tensor(OP, "zero_point", cap::arg(OP, a, 2)?)?,
+            axis: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+            quant_min: cap::value::<i64>(OP, cap::arg(OP, a, 4)?)?,
+            quant_max: cap::value::<i64>(OP, cap::arg(OP, a, 5)?)?,
+            grad_factor: cap::value::<f64>(OP, cap::arg(OP, a, 6)?)?,
+        })
+    }
+}
+
+impl BackwardFn for FakeQuantizeLearnablePerChannelAffineBackward {
+    fn name(&self) -> &'static str {
+        "FakeQuantizeLearnablePerChannelAffineBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FakeQuantizeLearnablePerChannelAffineBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.scale);
+        v.push(&self.zero_point);
+        v
+    }
 }
 
 /// Backward of `_fake_quantize_learnable_per_tensor_affine(Tensor self, Tensor scale, Tensor zero_point, int quant_min, int quant_max, float grad_factor=1.0) -> Tensor`.
@@ -3547,6 +4187,35 @@ impl FakeQuantizeLearnablePerTensorAffineBackward {
         out.push(g_zero_point);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FakeQuantizeLearnablePerTensorAffineBackward> {
+        const OP: &str = "_fake_quantize_learnable_per_tensor_affine";
+        Ok(FakeQuantizeLearnablePerTensorAffineBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            scale: cap::tensor(OP, "scale", cap::arg(OP, a, 1)?)?,
+            zero_point: cap::tensor(OP, "zero_point", cap::arg(OP, a, 2)?)?,
+            quant_min: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+            quant_max: cap::value::<i64>(OP, cap::arg(OP, a, 4)?)?,
+            grad_factor: cap::value::<f64>(OP, cap::arg(OP, a, 5)?)?,
+        })
+    }
+}
+
+impl BackwardFn for FakeQuantizeLearnablePerTensorAffineBackward {
+    fn name(&self) -> &'static str {
+        "FakeQuantizeLearnablePerTensorAffineBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FakeQuantizeLearnablePerTensorAffineBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.scale);
+        v.push(&self.zero_point);
+        v
+    }
 }
 
 /// Backward of `_fake_quantize_per_tensor_affine_cachemask_tensor_qparams(Tensor self, Tensor scale, Tensor zero_point, Tensor fake_quant_enabled, int quant_min, int quant_max) -> (Tensor output, Tensor mask)`.
@@ -3564,6 +4233,28 @@ impl FakeQuantizePerTensorAffineCachemaskTensorQparamsBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FakeQuantizePerTensorAffineCachemaskTensorQparamsBackward> {
+        const OP: &str = "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams";
+        Ok(FakeQuantizePerTensorAffineCachemaskTensorQparamsBackward {
+            mask: cap::tensor(OP, "mask", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for FakeQuantizePerTensorAffineCachemaskTensorQparamsBackward {
+    fn name(&self) -> &'static str {
+        "FakeQuantizePerTensorAffineCachemaskTensorQparamsBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FakeQuantizePerTensorAffineCachemaskTensorQparamsBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.mask);
+        v
     }
 }
 
@@ -3587,6 +4278,29 @@ impl FftC2cBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FftC2cBackward> {
+        const OP: &str = "_fft_c2c";
+        Ok(FftC2cBackward {
+            dim: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            normalization: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            forward: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for FftC2cBackward {
+    fn name(&self) -> &'static str {
+        "FftC2cBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FftC2cBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_fft_c2r(Tensor self, int[] dim, int normalization, SymInt last_dim_size) -> Tensor`.
@@ -3606,6 +4320,28 @@ impl FftC2rBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FftC2rBackward> {
+        const OP: &str = "_fft_c2r";
+        Ok(FftC2rBackward {
+            dim: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            normalization: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for FftC2rBackward {
+    fn name(&self) -> &'static str {
+        "FftC2rBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FftC2rBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -3630,6 +4366,31 @@ impl FftR2cBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FftR2cBackward> {
+        const OP: &str = "_fft_r2c";
+        Ok(FftR2cBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            normalization: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            onesided: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for FftR2cBackward {
+    fn name(&self) -> &'static str {
+        "FftR2cBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FftR2cBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -3680,6 +4441,49 @@ impl FlashAttentionForwardBackward {
         out.push(g_value);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FlashAttentionForwardBackward> {
+        const OP: &str = "_flash_attention_forward";
+        Ok(FlashAttentionForwardBackward {
+            query: cap::tensor(OP, "query", cap::arg(OP, a, 0)?)?,
+            key: cap::tensor(OP, "key", cap::arg(OP, a, 1)?)?,
+            value: cap::tensor(OP, "value", cap::arg(OP, a, 2)?)?,
+            cum_seq_q: cap::opt_tensor(OP, "cum_seq_q", cap::arg(OP, a, 3)?)?,
+            cum_seq_k: cap::opt_tensor(OP, "cum_seq_k", cap::arg(OP, a, 4)?)?,
+            max_q: cap::value::<i64>(OP, cap::arg(OP, a, 5)?)?,
+            max_k: cap::value::<i64>(OP, cap::arg(OP, a, 6)?)?,
+            dropout_p: cap::value::<f64>(OP, cap::arg(OP, a, 7)?)?,
+            is_causal: cap::value::<bool>(OP, cap::arg(OP, a, 8)?)?,
+            scale: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 10)?)?,
+            output: cap::tensor(OP, "output", cap::arg(OP, r, 0)?)?,
+            softmax_logsumexp: cap::tensor(OP, "softmax_logsumexp", cap::arg(OP, r, 1)?)?,
+            philox_seed: cap::tensor(OP, "philox_seed", cap::arg(OP, r, 2)?)?,
+            philox_offset: cap::tensor(OP, "philox_offset", cap::arg(OP, r, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for FlashAttentionForwardBackward {
+    fn name(&self) -> &'static str {
+        "FlashAttentionForwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FlashAttentionForwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.query);
+        v.push(&self.key);
+        v.push(&self.value);
+        v.extend(self.cum_seq_q.iter());
+        v.extend(self.cum_seq_k.iter());
+        v.push(&self.output);
+        v.push(&self.softmax_logsumexp);
+        v.push(&self.philox_seed);
+        v.push(&self.philox_offset);
+        v
+    }
 }
 
 /// Backward of `_foreach_div.List(Tensor[] self, Tensor[] other) -> Tensor[]`.
@@ -3703,6 +4507,30 @@ impl ForeachDivListBackward {
         out.extend(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ForeachDivListBackward> {
+        const OP: &str = "_foreach_div.List";
+        Ok(ForeachDivListBackward {
+            self_: cap::tensor_list(OP, "self", cap::arg(OP, a, 0)?)?,
+            other: cap::tensor_list(OP, "other", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ForeachDivListBackward {
+    fn name(&self) -> &'static str {
+        "ForeachDivListBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ForeachDivListBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.extend(self.self_.iter());
+        v.extend(self.other.iter());
+        v
+    }
 }
 
 /// Backward of `_foreach_maximum.Scalar(Tensor[] self, Scalar scalar) -> Tensor[]`.
@@ -3722,6 +4550,29 @@ impl ForeachMaximumScalarBackward {
         let mut out = Vec::new();
         out.extend(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ForeachMaximumScalarBackward> {
+        const OP: &str = "_foreach_maximum.Scalar";
+        Ok(ForeachMaximumScalarBackward {
+            self_: cap::tensor_list(OP, "self", cap::arg(OP, a, 0)?)?,
+            scalar: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ForeachMaximumScalarBackward {
+    fn name(&self) -> &'static str {
+        "ForeachMaximumScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ForeachMaximumScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.extend(self.self_.iter());
+        v
     }
 }
 
@@ -3743,6 +4594,29 @@ impl ForeachMaximumScalarlistBackward {
         out.extend(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ForeachMaximumScalarlistBackward> {
+        const OP: &str = "_foreach_maximum.ScalarList";
+        Ok(ForeachMaximumScalarlistBackward {
+            self_: cap::tensor_list(OP, "self", cap::arg(OP, a, 0)?)?,
+            scalars: cap::value::<Vec<Scalar>>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ForeachMaximumScalarlistBackward {
+    fn name(&self) -> &'static str {
+        "ForeachMaximumScalarlistBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ForeachMaximumScalarlistBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.extend(self.self_.iter());
+        v
+    }
 }
 
 /// Backward of `_foreach_minimum.Scalar(Tensor[] self, Scalar scalar) -> Tensor[]`.
@@ -3763,6 +4637,29 @@ impl ForeachMinimumScalarBackward {
         out.extend(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ForeachMinimumScalarBackward> {
+        const OP: &str = "_foreach_minimum.Scalar";
+        Ok(ForeachMinimumScalarBackward {
+            self_: cap::tensor_list(OP, "self", cap::arg(OP, a, 0)?)?,
+            scalar: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ForeachMinimumScalarBackward {
+    fn name(&self) -> &'static str {
+        "ForeachMinimumScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ForeachMinimumScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.extend(self.self_.iter());
+        v
+    }
 }
 
 /// Backward of `_foreach_minimum.ScalarList(Tensor[] self, Scalar[] scalars) -> Tensor[]`.
@@ -3782,6 +4679,29 @@ impl ForeachMinimumScalarlistBackward {
         let mut out = Vec::new();
         out.extend(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ForeachMinimumScalarlistBackward> {
+        const OP: &str = "_foreach_minimum.ScalarList";
+        Ok(ForeachMinimumScalarlistBackward {
+            self_: cap::tensor_list(OP, "self", cap::arg(OP, a, 0)?)?,
+            scalars: cap::value::<Vec<Scalar>>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ForeachMinimumScalarlistBackward {
+    fn name(&self) -> &'static str {
+        "ForeachMinimumScalarlistBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ForeachMinimumScalarlistBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.extend(self.self_.iter());
+        v
     }
 }
 
@@ -3804,6 +4724,31 @@ impl ForeachNormScalarBackward {
         let mut out = Vec::new();
         out.extend(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ForeachNormScalarBackward> {
+        const OP: &str = "_foreach_norm.Scalar";
+        Ok(ForeachNormScalarBackward {
+            self_: cap::tensor_list(OP, "self", cap::arg(OP, a, 0)?)?,
+            ord: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+            result: cap::tensor_list(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ForeachNormScalarBackward {
+    fn name(&self) -> &'static str {
+        "ForeachNormScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ForeachNormScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.extend(self.self_.iter());
+        v.extend(self.result.iter());
+        v
     }
 }
 
@@ -3830,6 +4775,32 @@ impl ForeachPowListBackward {
         out.extend(g_exponent);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ForeachPowListBackward> {
+        const OP: &str = "_foreach_pow.List";
+        Ok(ForeachPowListBackward {
+            self_: cap::tensor_list(OP, "self", cap::arg(OP, a, 0)?)?,
+            exponent: cap::tensor_list(OP, "exponent", cap::arg(OP, a, 1)?)?,
+            result: cap::tensor_list(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ForeachPowListBackward {
+    fn name(&self) -> &'static str {
+        "ForeachPowListBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ForeachPowListBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.extend(self.self_.iter());
+        v.extend(self.exponent.iter());
+        v.extend(self.result.iter());
+        v
+    }
 }
 
 /// Backward of `_foreach_pow.ScalarAndTensor(Scalar self, Tensor[] exponent) -> Tensor[]`.
@@ -3852,6 +4823,31 @@ impl ForeachPowScalarandtensorBackward {
         out.extend(g_exponent);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ForeachPowScalarandtensorBackward> {
+        const OP: &str = "_foreach_pow.ScalarAndTensor";
+        Ok(ForeachPowScalarandtensorBackward {
+            self_: cap::value::<Scalar>(OP, cap::arg(OP, a, 0)?)?,
+            exponent: cap::tensor_list(OP, "exponent", cap::arg(OP, a, 1)?)?,
+            result: cap::tensor_list(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ForeachPowScalarandtensorBackward {
+    fn name(&self) -> &'static str {
+        "ForeachPowScalarandtensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ForeachPowScalarandtensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.extend(self.exponent.iter());
+        v.extend(self.result.iter());
+        v
+    }
 }
 
 /// Backward of `_foreach_pow.ScalarList(Tensor[] self, Scalar[] exponent) -> Tensor[]`.
@@ -3871,6 +4867,29 @@ impl ForeachPowScalarlistBackward {
         let mut out = Vec::new();
         out.extend(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ForeachPowScalarlistBackward> {
+        const OP: &str = "_foreach_pow.ScalarList";
+        Ok(ForeachPowScalarlistBackward {
+            self_: cap::tensor_list(OP, "self", cap::arg(OP, a, 0)?)?,
+            exponent: cap::value::<Vec<Scalar>>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ForeachPowScalarlistBackward {
+    fn name(&self) -> &'static str {
+        "ForeachPowScalarlistBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ForeachPowScalarlistBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.extend(self.self_.iter());
+        v
     }
 }
 
@@ -3892,6 +4911,29 @@ impl FusedDropoutBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FusedDropoutBackward> {
+        const OP: &str = "_fused_dropout";
+        Ok(FusedDropoutBackward {
+            p: cap::value::<f64>(OP, cap::arg(OP, a, 1)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for FusedDropoutBackward {
+    fn name(&self) -> &'static str {
+        "FusedDropoutBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FusedDropoutBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result1);
+        v
+    }
 }
 
 /// Backward of `_fused_moving_avg_obs_fq_helper(Tensor self, Tensor observer_on, Tensor fake_quant_on, Tensor(a!) running_min, Tensor(b!) running_max, Tensor(c!) scale, Tensor(d!) zero_point, float averaging_const, int quant_min, int quant_max, int ch_axis, bool per_row_fake_quant=False, bool symmetric_quant=False) -> (Tensor output, Tensor mask)`.
@@ -3909,6 +4951,28 @@ impl FusedMovingAvgObsFqHelperBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FusedMovingAvgObsFqHelperBackward> {
+        const OP: &str = "_fused_moving_avg_obs_fq_helper";
+        Ok(FusedMovingAvgObsFqHelperBackward {
+            mask: cap::tensor(OP, "mask", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for FusedMovingAvgObsFqHelperBackward {
+    fn name(&self) -> &'static str {
+        "FusedMovingAvgObsFqHelperBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FusedMovingAvgObsFqHelperBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.mask);
+        v
     }
 }
 
@@ -3939,6 +5003,33 @@ impl GridSampler2dCpuFallbackBackward {
         out.push(g_grid);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<GridSampler2dCpuFallbackBackward> {
+        const OP: &str = "_grid_sampler_2d_cpu_fallback";
+        Ok(GridSampler2dCpuFallbackBackward {
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 0)?)?,
+            grid: cap::tensor(OP, "grid", cap::arg(OP, a, 1)?)?,
+            interpolation_mode: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            padding_mode: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+            align_corners: cap::value::<bool>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for GridSampler2dCpuFallbackBackward {
+    fn name(&self) -> &'static str {
+        "GridSampler2dCpuFallbackBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        GridSampler2dCpuFallbackBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input);
+        v.push(&self.grid);
+        v
+    }
 }
 
 /// Backward of `_index_put_impl_(Tensor(a!) self, Tensor?[] indices, Tensor values, bool accumulate=False, bool unsafe=False) -> Tensor(a!)`.
@@ -3964,6 +5055,29 @@ impl IndexPutImplBackward {
         out.push(g_values);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<IndexPutImplBackward> {
+        const OP: &str = "_index_put_impl_";
+        Ok(IndexPutImplBackward {
+            indices: cap::value::<Vec<Option<Tensor>>>(OP, cap::arg(OP, a, 1)?)?,
+            values_info: return Err(cap::unsupported(OP, "values_info")),
+            accumulate: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for IndexPutImplBackward {
+    fn name(&self) -> &'static str {
+        "IndexPutImplBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        IndexPutImplBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_indices(Tensor(a) self) -> Tensor(a)`.
@@ -3976,6 +5090,26 @@ impl IndicesBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<IndicesBackward> {
+        const OP: &str = "_indices";
+        Ok(IndicesBackward {
+        })
+    }
+}
+
+impl BackwardFn for IndicesBackward {
+    fn name(&self) -> &'static str {
+        "IndicesBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        IndicesBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -3990,6 +5124,26 @@ impl IndicesCopyBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<IndicesCopyBackward> {
+        const OP: &str = "_indices_copy";
+        Ok(IndicesCopyBackward {
+        })
+    }
+}
+
+impl BackwardFn for IndicesCopyBackward {
+    fn name(&self) -> &'static str {
+        "IndicesCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        IndicesCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_is_all_true(Tensor self) -> Tensor`.
@@ -4003,6 +5157,26 @@ impl IsAllTrueBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<IsAllTrueBackward> {
+        const OP: &str = "_is_all_true";
+        Ok(IsAllTrueBackward {
+        })
+    }
+}
+
+impl BackwardFn for IsAllTrueBackward {
+    fn name(&self) -> &'static str {
+        "IsAllTrueBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        IsAllTrueBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_is_any_true(Tensor self) -> Tensor`.
@@ -4015,6 +5189,26 @@ impl IsAnyTrueBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<IsAnyTrueBackward> {
+        const OP: &str = "_is_any_true";
+        Ok(IsAnyTrueBackward {
+        })
+    }
+}
+
+impl BackwardFn for IsAnyTrueBackward {
+    fn name(&self) -> &'static str {
+        "IsAnyTrueBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        IsAnyTrueBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -4033,6 +5227,26 @@ impl LazyCloneBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LazyCloneBackward> {
+        const OP: &str = "_lazy_clone";
+        Ok(LazyCloneBackward {
+        })
+    }
+}
+
+impl BackwardFn for LazyCloneBackward {
+    fn name(&self) -> &'static str {
+        "LazyCloneBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LazyCloneBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -4058,6 +5272,34 @@ impl LinalgDetBackward {
         out.push(g_A);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LinalgDetBackward> {
+        const OP: &str = "_linalg_det";
+        Ok(LinalgDetBackward {
+            A: cap::tensor(OP, "A", cap::arg(OP, a, 0)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+            LU: cap::tensor(OP, "LU", cap::arg(OP, r, 1)?)?,
+            pivots: cap::tensor(OP, "pivots", cap::arg(OP, r, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LinalgDetBackward {
+    fn name(&self) -> &'static str {
+        "LinalgDetBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LinalgDetBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.A);
+        v.push(&self.result);
+        v.push(&self.LU);
+        v.push(&self.pivots);
+        v
+    }
 }
 
 /// Backward of `_linalg_eigh(Tensor A, str UPLO="L", bool compute_v=True) -> (Tensor eigenvalues, Tensor eigenvectors)`.
@@ -4077,6 +5319,30 @@ impl LinalgEighBackward {
         let mut out = Vec::new();
         out.push(g_A);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LinalgEighBackward> {
+        const OP: &str = "_linalg_eigh";
+        Ok(LinalgEighBackward {
+            eigenvalues: cap::tensor(OP, "eigenvalues", cap::arg(OP, r, 0)?)?,
+            eigenvectors: cap::tensor(OP, "eigenvectors", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LinalgEighBackward {
+    fn name(&self) -> &'static str {
+        "LinalgEighBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LinalgEighBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.eigenvalues);
+        v.push(&self.eigenvectors);
+        v
     }
 }
 
@@ -4101,6 +5367,34 @@ impl LinalgSlogdetBackward {
         let mut out = Vec::new();
         out.push(g_A);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LinalgSlogdetBackward> {
+        const OP: &str = "_linalg_slogdet";
+        Ok(LinalgSlogdetBackward {
+            A: cap::tensor(OP, "A", cap::arg(OP, a, 0)?)?,
+            sign: cap::tensor(OP, "sign", cap::arg(OP, r, 0)?)?,
+            LU: cap::tensor(OP, "LU", cap::arg(OP, r, 2)?)?,
+            pivots: cap::tensor(OP, "pivots", cap::arg(OP, r, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LinalgSlogdetBackward {
+    fn name(&self) -> &'static str {
+        "LinalgSlogdetBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LinalgSlogdetBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.A);
+        v.push(&self.sign);
+        v.push(&self.LU);
+        v.push(&self.pivots);
+        v
     }
 }
 
@@ -4131,6 +5425,35 @@ impl LinalgSolveExBackward {
         out.push(g_B);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LinalgSolveExBackward> {
+        const OP: &str = "_linalg_solve_ex";
+        Ok(LinalgSolveExBackward {
+            A: cap::tensor(OP, "A", cap::arg(OP, a, 0)?)?,
+            left: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+            LU: cap::tensor(OP, "LU", cap::arg(OP, r, 1)?)?,
+            pivots: cap::tensor(OP, "pivots", cap::arg(OP, r, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LinalgSolveExBackward {
+    fn name(&self) -> &'static str {
+        "LinalgSolveExBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LinalgSolveExBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.A);
+        v.push(&self.result);
+        v.push(&self.LU);
+        v.push(&self.pivots);
+        v
+    }
 }
 
 /// Backward of `_linalg_svd(Tensor A, bool full_matrices=False, bool compute_uv=True, *, str? driver=None) -> (Tensor U, Tensor S, Tensor Vh)`.
@@ -4157,6 +5480,34 @@ impl LinalgSvdBackward {
         out.push(g_A);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LinalgSvdBackward> {
+        const OP: &str = "_linalg_svd";
+        Ok(LinalgSvdBackward {
+            full_matrices: cap::value::<bool>(OP, cap::arg(OP, a, 1)?)?,
+            U: cap::tensor(OP, "U", cap::arg(OP, r, 0)?)?,
+            S_sym_argsize_minus_1: cap::size(OP, cap::arg(OP, r, 1)?, -1)?,
+            S: cap::tensor(OP, "S", cap::arg(OP, r, 1)?)?,
+            Vh: cap::tensor(OP, "Vh", cap::arg(OP, r, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LinalgSvdBackward {
+    fn name(&self) -> &'static str {
+        "LinalgSvdBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LinalgSvdBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.U);
+        v.push(&self.S);
+        v.push(&self.Vh);
+        v
+    }
 }
 
 /// Backward of `_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor`.
@@ -4180,6 +5531,30 @@ impl LogSoftmaxBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LogSoftmaxBackward> {
+        const OP: &str = "_log_softmax";
+        Ok(LogSoftmaxBackward {
+            self_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LogSoftmaxBackward {
+    fn name(&self) -> &'static str {
+        "LogSoftmaxBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LogSoftmaxBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result);
+        v
     }
 }
 
@@ -4205,6 +5580,31 @@ impl LogSoftmaxBackwardDataBackward {
         out.push(g_grad_output);
         out.push(g_output);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LogSoftmaxBackwardDataBackward> {
+        const OP: &str = "_log_softmax_backward_data";
+        Ok(LogSoftmaxBackwardDataBackward {
+            output: cap::tensor(OP, "output", cap::arg(OP, a, 1)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LogSoftmaxBackwardDataBackward {
+    fn name(&self) -> &'static str {
+        "LogSoftmaxBackwardDataBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LogSoftmaxBackwardDataBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.output);
+        v.push(&self.grad_output);
+        v
     }
 }
 
@@ -4251,6 +5651,44 @@ impl LstmMpsBackward {
         out.push(g_params);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LstmMpsBackward> {
+        const OP: &str = "_lstm_mps";
+        Ok(LstmMpsBackward {
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 0)?)?,
+            hx: cap::tensor_list(OP, "hx", cap::arg(OP, a, 1)?)?,
+            params: cap::tensor_list(OP, "params", cap::arg(OP, a, 2)?)?,
+            has_biases: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+            num_layers: cap::value::<i64>(OP, cap::arg(OP, a, 4)?)?,
+            dropout: cap::value::<f64>(OP, cap::arg(OP, a, 5)?)?,
+            train: cap::value::<bool>(OP, cap::arg(OP, a, 6)?)?,
+            bidirectional: cap::value::<bool>(OP, cap::arg(OP, a, 7)?)?,
+            batch_first: cap::value::<bool>(OP, cap::arg(OP, a, 8)?)?,
+            result3: cap::tensor(OP, "result3", cap::arg(OP, r, 3)?)?,
+            result4: cap::tensor(OP, "result4", cap::arg(OP, r, 4)?)?,
+            result5: cap::tensor(OP, "result5", cap::arg(OP, r, 5)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LstmMpsBackward {
+    fn name(&self) -> &'static str {
+        "LstmMpsBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LstmMpsBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input);
+        v.extend(self.hx.iter());
+        v.extend(self.params.iter());
+        v.push(&self.result3);
+        v.push(&self.result4);
+        v.push(&self.result5);
+        v
+    }
 }
 
 /// Backward of `_masked_softmax(Tensor self, Tensor mask, int? dim=None, int? mask_type=None) -> Tensor`.
@@ -4275,6 +5713,31 @@ impl MaskedSoftmaxBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MaskedSoftmaxBackward> {
+        const OP: &str = "_masked_softmax";
+        Ok(MaskedSoftmaxBackward {
+            mask: cap::tensor(OP, "mask", cap::arg(OP, a, 1)?)?,
+            dim: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MaskedSoftmaxBackward {
+    fn name(&self) -> &'static str {
+        "MaskedSoftmaxBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MaskedSoftmaxBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.mask);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `_mkldnn_reshape(Tensor self, int[] shape) -> Tensor`.
@@ -4292,6 +5755,27 @@ impl MkldnnReshapeBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MkldnnReshapeBackward> {
+        const OP: &str = "_mkldnn_reshape";
+        Ok(MkldnnReshapeBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MkldnnReshapeBackward {
+    fn name(&self) -> &'static str {
+        "MkldnnReshapeBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MkldnnReshapeBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -4326,6 +5810,34 @@ impl MpsConvolutionBackward {
         out.push(g_bias);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MpsConvolutionBackward> {
+        const OP: &str = "_mps_convolution";
+        Ok(MpsConvolutionBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+            groups: cap::value::<i64>(OP, cap::arg(OP, a, 6)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MpsConvolutionBackward {
+    fn name(&self) -> &'static str {
+        "MpsConvolutionBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MpsConvolutionBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.weight);
+        v
+    }
 }
 
 /// Backward of `_mps_convolution_transpose(Tensor self, Tensor weight, SymInt[] padding, SymInt[] output_padding, SymInt[] stride, SymInt[] dilation, SymInt groups) -> Tensor`.
@@ -4358,6 +5870,35 @@ impl MpsConvolutionTransposeBackward {
         out.push(g_self);
         out.push(g_weight);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MpsConvolutionTransposeBackward> {
+        const OP: &str = "_mps_convolution_transpose";
+        Ok(MpsConvolutionTransposeBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            output_padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+            groups: cap::value::<i64>(OP, cap::arg(OP, a, 6)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MpsConvolutionTransposeBackward {
+    fn name(&self) -> &'static str {
+        "MpsConvolutionTransposeBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MpsConvolutionTransposeBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.weight);
+        v
     }
 }
 
@@ -4396,6 +5937,40 @@ impl NativeBatchNormLegitBackward {
         out.push(g_bias);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NativeBatchNormLegitBackward> {
+        const OP: &str = "_native_batch_norm_legit";
+        Ok(NativeBatchNormLegitBackward {
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 0)?)?,
+            weight: cap::opt_tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            running_mean: cap::tensor(OP, "running_mean", cap::arg(OP, a, 3)?)?,
+            running_var: cap::tensor(OP, "running_var", cap::arg(OP, a, 4)?)?,
+            training: cap::value::<bool>(OP, cap::arg(OP, a, 5)?)?,
+            eps: cap::value::<f64>(OP, cap::arg(OP, a, 7)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+            result2: cap::tensor(OP, "result2", cap::arg(OP, r, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NativeBatchNormLegitBackward {
+    fn name(&self) -> &'static str {
+        "NativeBatchNormLegitBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NativeBatchNormLegitBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input);
+        v.extend(self.weight.iter());
+        v.push(&self.running_mean);
+        v.push(&self.running_var);
+        v.push(&self.result1);
+        v.push(&self.result2);
+        v
+    }
 }
 
 /// Backward of `_native_batch_norm_legit.no_stats(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps) -> (Tensor, Tensor, Tensor)`.
@@ -4428,6 +6003,36 @@ impl NativeBatchNormLegitNoStatsBackward {
         out.push(g_weight);
         out.push(g_bias);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NativeBatchNormLegitNoStatsBackward> {
+        const OP: &str = "_native_batch_norm_legit.no_stats";
+        Ok(NativeBatchNormLegitNoStatsBackward {
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 0)?)?,
+            weight: cap::opt_tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            training: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+            eps: cap::value::<f64>(OP, cap::arg(OP, a, 5)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+            result2: cap::tensor(OP, "result2", cap::arg(OP, r, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NativeBatchNormLegitNoStatsBackward {
+    fn name(&self) -> &'static str {
+        "NativeBatchNormLegitNoStatsBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NativeBatchNormLegitNoStatsBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input);
+        v.extend(self.weight.iter());
+        v.push(&self.result1);
+        v.push(&self.result2);
+        v
     }
 }
 
@@ -4464,6 +6069,39 @@ impl NativeBatchNormLegitNoTrainingBackward {
         out.push(g_bias);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NativeBatchNormLegitNoTrainingBackward> {
+        const OP: &str = "_native_batch_norm_legit_no_training";
+        Ok(NativeBatchNormLegitNoTrainingBackward {
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 0)?)?,
+            weight: cap::opt_tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            running_mean: cap::tensor(OP, "running_mean", cap::arg(OP, a, 3)?)?,
+            running_var: cap::tensor(OP, "running_var", cap::arg(OP, a, 4)?)?,
+            eps: cap::value::<f64>(OP, cap::arg(OP, a, 6)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+            result2: cap::tensor(OP, "result2", cap::arg(OP, r, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NativeBatchNormLegitNoTrainingBackward {
+    fn name(&self) -> &'static str {
+        "NativeBatchNormLegitNoTrainingBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NativeBatchNormLegitNoTrainingBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input);
+        v.extend(self.weight.iter());
+        v.push(&self.running_mean);
+        v.push(&self.running_var);
+        v.push(&self.result1);
+        v.push(&self.result2);
+        v
+    }
 }
 
 /// Backward of `_neg_view(Tensor(a) self) -> Tensor(a)`.
@@ -4482,6 +6120,26 @@ impl NegViewBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NegViewBackward> {
+        const OP: &str = "_neg_view";
+        Ok(NegViewBackward {
+        })
+    }
+}
+
+impl BackwardFn for NegViewBackward {
+    fn name(&self) -> &'static str {
+        "NegViewBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NegViewBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_neg_view(Tensor(a) self) -> Tensor(a)`.
@@ -4499,6 +6157,26 @@ impl NegViewCopyBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NegViewCopyBackward> {
+        const OP: &str = "_neg_view_copy";
+        Ok(NegViewCopyBackward {
+        })
+    }
+}
+
+impl BackwardFn for NegViewCopyBackward {
+    fn name(&self) -> &'static str {
+        "NegViewCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NegViewCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -4520,6 +6198,29 @@ impl NestedFromPaddedBackward {
         out.push(g_padded);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NestedFromPaddedBackward> {
+        const OP: &str = "_nested_from_padded";
+        Ok(NestedFromPaddedBackward {
+            padded: cap::tensor(OP, "padded", cap::arg(OP, a, 0)?)?,
+            fuse_transform_0213: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NestedFromPaddedBackward {
+    fn name(&self) -> &'static str {
+        "NestedFromPaddedBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NestedFromPaddedBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.padded);
+        v
+    }
 }
 
 /// Backward of `_nested_get_values(Tensor(a) self) -> Tensor(a)`.
@@ -4538,6 +6239,28 @@ impl NestedGetValuesBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NestedGetValuesBackward> {
+        const OP: &str = "_nested_get_values";
+        Ok(NestedGetValuesBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NestedGetValuesBackward {
+    fn name(&self) -> &'static str {
+        "NestedGetValuesBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NestedGetValuesBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `_nested_get_values(Tensor(a) self) -> Tensor(a)`.
@@ -4555,6 +6278,28 @@ impl NestedGetValuesCopyBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NestedGetValuesCopyBackward> {
+        const OP: &str = "_nested_get_values_copy";
+        Ok(NestedGetValuesCopyBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NestedGetValuesCopyBackward {
+    fn name(&self) -> &'static str {
+        "NestedGetValuesCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NestedGetValuesCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -4576,6 +6321,27 @@ impl NestedTensorFromMaskBackward {
         out.push(g_t);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NestedTensorFromMaskBackward> {
+        const OP: &str = "_nested_tensor_from_mask";
+        Ok(NestedTensorFromMaskBackward {
+            t_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NestedTensorFromMaskBackward {
+    fn name(&self) -> &'static str {
+        "NestedTensorFromMaskBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NestedTensorFromMaskBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_nested_tensor_from_tensor_list(Tensor[] list, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor`.
@@ -4593,6 +6359,28 @@ impl NestedTensorFromTensorListBackward {
         let mut out = Vec::new();
         out.extend(g_list);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NestedTensorFromTensorListBackward> {
+        const OP: &str = "_nested_tensor_from_tensor_list";
+        Ok(NestedTensorFromTensorListBackward {
+            list: cap::tensor_list(OP, "list", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NestedTensorFromTensorListBackward {
+    fn name(&self) -> &'static str {
+        "NestedTensorFromTensorListBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NestedTensorFromTensorListBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.extend(self.list.iter());
+        v
     }
 }
 
@@ -4612,6 +6400,26 @@ impl NestedViewFromBufferBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NestedViewFromBufferBackward> {
+        const OP: &str = "_nested_view_from_buffer";
+        Ok(NestedViewFromBufferBackward {
+        })
+    }
+}
+
+impl BackwardFn for NestedViewFromBufferBackward {
+    fn name(&self) -> &'static str {
+        "NestedViewFromBufferBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NestedViewFromBufferBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_nested_view_from_buffer(Tensor(a) self, Tensor nested_size, Tensor nested_strides, Tensor offsets) -> Tensor(a)`.
@@ -4629,6 +6437,26 @@ impl NestedViewFromBufferCopyBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NestedViewFromBufferCopyBackward> {
+        const OP: &str = "_nested_view_from_buffer_copy";
+        Ok(NestedViewFromBufferCopyBackward {
+        })
+    }
+}
+
+impl BackwardFn for NestedViewFromBufferCopyBackward {
+    fn name(&self) -> &'static str {
+        "NestedViewFromBufferCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NestedViewFromBufferCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -4648,6 +6476,26 @@ impl NestedViewFromJaggedBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NestedViewFromJaggedBackward> {
+        const OP: &str = "_nested_view_from_jagged";
+        Ok(NestedViewFromJaggedBackward {
+        })
+    }
+}
+
+impl BackwardFn for NestedViewFromJaggedBackward {
+    fn name(&self) -> &'static str {
+        "NestedViewFromJaggedBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NestedViewFromJaggedBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_nested_view_from_jagged(Tensor(a) self, Tensor offsets, Tensor dummy, Tensor? lengths=None, int ragged_idx=1) -> Tensor(a)`.
@@ -4666,6 +6514,26 @@ impl NestedViewFromJaggedCopyBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NestedViewFromJaggedCopyBackward> {
+        const OP: &str = "_nested_view_from_jagged_copy";
+        Ok(NestedViewFromJaggedCopyBackward {
+        })
+    }
+}
+
+impl BackwardFn for NestedViewFromJaggedCopyBackward {
+    fn name(&self) -> &'static str {
+        "NestedViewFromJaggedCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NestedViewFromJaggedCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_new_zeros_with_same_feature_meta(Tensor self, Tensor other, *, int self_num_batch_dims=0) -> Tensor`.
@@ -4678,6 +6546,26 @@ impl NewZerosWithSameFeatureMetaBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NewZerosWithSameFeatureMetaBackward> {
+        const OP: &str = "_new_zeros_with_same_feature_meta";
+        Ok(NewZerosWithSameFeatureMetaBackward {
+        })
+    }
+}
+
+impl BackwardFn for NewZerosWithSameFeatureMetaBackward {
+    fn name(&self) -> &'static str {
+        "NewZerosWithSameFeatureMetaBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NewZerosWithSameFeatureMetaBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -4710,6 +6598,33 @@ impl NnpackSpatialConvolutionBackward {
         out.push(g_bias);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NnpackSpatialConvolutionBackward> {
+        const OP: &str = "_nnpack_spatial_convolution";
+        Ok(NnpackSpatialConvolutionBackward {
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            bias_sym_sizes_opt: cap::sizes_opt(OP, cap::arg(OP, a, 2)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NnpackSpatialConvolutionBackward {
+    fn name(&self) -> &'static str {
+        "NnpackSpatialConvolutionBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NnpackSpatialConvolutionBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input);
+        v.push(&self.weight);
+        v
+    }
 }
 
 /// Backward of `_pack_padded_sequence(Tensor input, Tensor lengths, bool batch_first) -> (Tensor, Tensor)`.
@@ -4732,6 +6647,30 @@ impl PackPaddedSequenceBackward {
         out.push(g_input);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<PackPaddedSequenceBackward> {
+        const OP: &str = "_pack_padded_sequence";
+        Ok(PackPaddedSequenceBackward {
+            input_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            batch_first: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for PackPaddedSequenceBackward {
+    fn name(&self) -> &'static str {
+        "PackPaddedSequenceBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        PackPaddedSequenceBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result1);
+        v
+    }
 }
 
 /// Backward of `_pdist_backward(Tensor grad, Tensor self, float p, Tensor pdist) -> Tensor`.
@@ -4753,6 +6692,26 @@ impl PdistBackwardBackward {
         out.push(g_self);
         out.push(g_pdist);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<PdistBackwardBackward> {
+        const OP: &str = "_pdist_backward";
+        Ok(PdistBackwardBackward {
+        })
+    }
+}
+
+impl BackwardFn for PdistBackwardBackward {
+    fn name(&self) -> &'static str {
+        "PdistBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        PdistBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -4778,6 +6737,31 @@ impl PdistForwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<PdistForwardBackward> {
+        const OP: &str = "_pdist_forward";
+        Ok(PdistForwardBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            p: cap::value::<f64>(OP, cap::arg(OP, a, 1)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for PdistForwardBackward {
+    fn name(&self) -> &'static str {
+        "PdistForwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        PdistForwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `_pin_memory(Tensor self, Device? device=None) -> Tensor`.
@@ -4795,6 +6779,26 @@ impl PinMemoryBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<PinMemoryBackward> {
+        const OP: &str = "_pin_memory";
+        Ok(PinMemoryBackward {
+        })
+    }
+}
+
+impl BackwardFn for PinMemoryBackward {
+    fn name(&self) -> &'static str {
+        "PinMemoryBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        PinMemoryBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -4818,6 +6822,30 @@ impl PreluKernelBackward {
         out.push(g_self);
         out.push(g_weight);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<PreluKernelBackward> {
+        const OP: &str = "_prelu_kernel";
+        Ok(PreluKernelBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for PreluKernelBackward {
+    fn name(&self) -> &'static str {
+        "PreluKernelBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        PreluKernelBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.weight);
+        v
     }
 }
 
@@ -4855,6 +6883,36 @@ impl PreluKernelBackwardBackward {
         out.push(g_weight);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<PreluKernelBackwardBackward> {
+        const OP: &str = "_prelu_kernel_backward";
+        Ok(PreluKernelBackwardBackward {
+            grad_output_options: return Err(cap::unsupported(OP, "grad_output_options")),
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 1)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 2)?)?,
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 0)?)?,
+            self_options: return Err(cap::unsupported(OP, "self_options")),
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+            weight_options: return Err(cap::unsupported(OP, "weight_options")),
+        })
+    }
+}
+
+impl BackwardFn for PreluKernelBackwardBackward {
+    fn name(&self) -> &'static str {
+        "PreluKernelBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        PreluKernelBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.weight);
+        v.push(&self.grad_output);
+        v
+    }
 }
 
 /// Backward of `_reshape_alias(Tensor(a) self, SymInt[] size, SymInt[] stride) -> Tensor(a)`.
@@ -4872,6 +6930,27 @@ impl ReshapeAliasBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ReshapeAliasBackward> {
+        const OP: &str = "_reshape_alias";
+        Ok(ReshapeAliasBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ReshapeAliasBackward {
+    fn name(&self) -> &'static str {
+        "ReshapeAliasBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ReshapeAliasBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -4891,6 +6970,27 @@ impl ReshapeAliasCopyBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ReshapeAliasCopyBackward> {
+        const OP: &str = "_reshape_alias_copy";
+        Ok(ReshapeAliasCopyBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ReshapeAliasCopyBackward {
+    fn name(&self) -> &'static str {
+        "ReshapeAliasCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ReshapeAliasCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_reshape_copy(Tensor self, SymInt[] size) -> Tensor`.
@@ -4908,6 +7008,27 @@ impl ReshapeCopyBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ReshapeCopyBackward> {
+        const OP: &str = "_reshape_copy";
+        Ok(ReshapeCopyBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ReshapeCopyBackward {
+    fn name(&self) -> &'static str {
+        "ReshapeCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ReshapeCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -4953,6 +7074,45 @@ impl ScaledDotProductEfficientAttentionBackward {
         out.push(g_value);
         out.push(g_attn_bias);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ScaledDotProductEfficientAttentionBackward> {
+        const OP: &str = "_scaled_dot_product_efficient_attention";
+        Ok(ScaledDotProductEfficientAttentionBackward {
+            query: cap::tensor(OP, "query", cap::arg(OP, a, 0)?)?,
+            key: cap::tensor(OP, "key", cap::arg(OP, a, 1)?)?,
+            value: cap::tensor(OP, "value", cap::arg(OP, a, 2)?)?,
+            attn_bias: cap::opt_tensor(OP, "attn_bias", cap::arg(OP, a, 3)?)?,
+            dropout_p: cap::value::<f64>(OP, cap::arg(OP, a, 5)?)?,
+            is_causal: cap::value::<bool>(OP, cap::arg(OP, a, 6)?)?,
+            scale: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 7)?)?,
+            output: cap::tensor(OP, "output", cap::arg(OP, r, 0)?)?,
+            log_sumexp: cap::tensor(OP, "log_sumexp", cap::arg(OP, r, 1)?)?,
+            philox_seed: cap::tensor(OP, "philox_seed", cap::arg(OP, r, 2)?)?,
+            philox_offset: cap::tensor(OP, "philox_offset", cap::arg(OP, r, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ScaledDotProductEfficientAttentionBackward {
+    fn name(&self) -> &'static str {
+        "ScaledDotProductEfficientAttentionBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ScaledDotProductEfficientAttentionBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.query);
+        v.push(&self.key);
+        v.push(&self.value);
+        v.extend(self.attn_bias.iter());
+        v.push(&self.output);
+        v.push(&self.log_sumexp);
+        v.push(&self.philox_seed);
+        v.push(&self.philox_offset);
+        v
     }
 }
 
@@ -5003,6 +7163,49 @@ impl ScaledDotProductFlashAttentionBackward {
         out.push(g_value);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ScaledDotProductFlashAttentionBackward> {
+        const OP: &str = "_scaled_dot_product_flash_attention";
+        Ok(ScaledDotProductFlashAttentionBackward {
+            query: cap::tensor(OP, "query", cap::arg(OP, a, 0)?)?,
+            key: cap::tensor(OP, "key", cap::arg(OP, a, 1)?)?,
+            value: cap::tensor(OP, "value", cap::arg(OP, a, 2)?)?,
+            dropout_p: cap::value::<f64>(OP, cap::arg(OP, a, 3)?)?,
+            is_causal: cap::value::<bool>(OP, cap::arg(OP, a, 4)?)?,
+            scale: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 6)?)?,
+            output: cap::tensor(OP, "output", cap::arg(OP, r, 0)?)?,
+            logsumexp: cap::tensor(OP, "logsumexp", cap::arg(OP, r, 1)?)?,
+            cum_seq_q: cap::tensor(OP, "cum_seq_q", cap::arg(OP, r, 2)?)?,
+            cum_seq_k: cap::tensor(OP, "cum_seq_k", cap::arg(OP, r, 3)?)?,
+            max_q: cap::value::<i64>(OP, cap::arg(OP, r, 4)?)?,
+            max_k: cap::value::<i64>(OP, cap::arg(OP, r, 5)?)?,
+            philox_seed: cap::tensor(OP, "philox_seed", cap::arg(OP, r, 6)?)?,
+            philox_offset: cap::tensor(OP, "philox_offset", cap::arg(OP, r, 7)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ScaledDotProductFlashAttentionBackward {
+    fn name(&self) -> &'static str {
+        "ScaledDotProductFlashAttentionBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ScaledDotProductFlashAttentionBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.query);
+        v.push(&self.key);
+        v.push(&self.value);
+        v.push(&self.output);
+        v.push(&self.logsumexp);
+        v.push(&self.cum_seq_q);
+        v.push(&self.cum_seq_k);
+        v.push(&self.philox_seed);
+        v.push(&self.philox_offset);
+        v
+    }
 }
 
 /// Backward of `_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value, float dropout_p=0.0, bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor output, Tensor logsumexp)`.
@@ -5042,6 +7245,41 @@ impl ScaledDotProductFlashAttentionForCpuBackward {
         out.push(g_value);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ScaledDotProductFlashAttentionForCpuBackward> {
+        const OP: &str = "_scaled_dot_product_flash_attention_for_cpu";
+        Ok(ScaledDotProductFlashAttentionForCpuBackward {
+            query: cap::tensor(OP, "query", cap::arg(OP, a, 0)?)?,
+            key: cap::tensor(OP, "key", cap::arg(OP, a, 1)?)?,
+            value: cap::tensor(OP, "value", cap::arg(OP, a, 2)?)?,
+            dropout_p: cap::value::<f64>(OP, cap::arg(OP, a, 3)?)?,
+            is_causal: cap::value::<bool>(OP, cap::arg(OP, a, 4)?)?,
+            attn_mask: cap::opt_tensor(OP, "attn_mask", cap::arg(OP, a, 5)?)?,
+            scale: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 6)?)?,
+            output: cap::tensor(OP, "output", cap::arg(OP, r, 0)?)?,
+            logsumexp: cap::tensor(OP, "logsumexp", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ScaledDotProductFlashAttentionForCpuBackward {
+    fn name(&self) -> &'static str {
+        "ScaledDotProductFlashAttentionForCpuBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ScaledDotProductFlashAttentionForCpuBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.query);
+        v.push(&self.key);
+        v.push(&self.value);
+        v.extend(self.attn_mask.iter());
+        v.push(&self.output);
+        v.push(&self.logsumexp);
+        v
+    }
 }
 
 /// Backward of `_slow_conv2d_backward.output_mask(Tensor grad_output, Tensor self, Tensor weight, SymInt[2] kernel_size, SymInt[2] stride, SymInt[2] padding, bool[3] output_mask) -> (Tensor grad_input, Tensor grad_weight, Tensor grad_bias)`.
@@ -5072,6 +7310,34 @@ impl SlowConv2dBackwardOutputMaskBackward {
         out.push(g_self);
         out.push(g_weight);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SlowConv2dBackwardOutputMaskBackward> {
+        const OP: &str = "_slow_conv2d_backward.output_mask";
+        Ok(SlowConv2dBackwardOutputMaskBackward {
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 0)?)?,
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 1)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 2)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SlowConv2dBackwardOutputMaskBackward {
+    fn name(&self) -> &'static str {
+        "SlowConv2dBackwardOutputMaskBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SlowConv2dBackwardOutputMaskBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.grad_output);
+        v.push(&self.self_);
+        v.push(&self.weight);
+        v
     }
 }
 
@@ -5104,6 +7370,33 @@ impl SlowConv2dForwardBackward {
         out.push(g_bias);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SlowConv2dForwardBackward> {
+        const OP: &str = "_slow_conv2d_forward";
+        Ok(SlowConv2dForwardBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            kernel_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SlowConv2dForwardBackward {
+    fn name(&self) -> &'static str {
+        "SlowConv2dForwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SlowConv2dForwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.weight);
+        v
+    }
 }
 
 /// Backward of `_softmax(Tensor self, int dim, bool half_to_float) -> Tensor`.
@@ -5127,6 +7420,30 @@ impl SoftmaxBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SoftmaxBackward> {
+        const OP: &str = "_softmax";
+        Ok(SoftmaxBackward {
+            self_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SoftmaxBackward {
+    fn name(&self) -> &'static str {
+        "SoftmaxBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SoftmaxBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result);
+        v
     }
 }
 
@@ -5154,6 +7471,32 @@ impl SoftmaxBackwardDataBackward {
         out.push(g_grad_output);
         out.push(g_output);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SoftmaxBackwardDataBackward> {
+        const OP: &str = "_softmax_backward_data";
+        Ok(SoftmaxBackwardDataBackward {
+            output: cap::tensor(OP, "output", cap::arg(OP, a, 1)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            input_dtype: cap::value::<DType>(OP, cap::arg(OP, a, 3)?)?,
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SoftmaxBackwardDataBackward {
+    fn name(&self) -> &'static str {
+        "SoftmaxBackwardDataBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SoftmaxBackwardDataBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.output);
+        v.push(&self.grad_output);
+        v
     }
 }
 
@@ -5193,6 +7536,35 @@ impl SparseAddmmBackward {
         out.push(g_mat2);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SparseAddmmBackward> {
+        const OP: &str = "_sparse_addmm";
+        Ok(SparseAddmmBackward {
+            mat1: cap::tensor(OP, "mat1", cap::arg(OP, a, 1)?)?,
+            mat2: cap::tensor(OP, "mat2", cap::arg(OP, a, 2)?)?,
+            alpha: cap::value::<Scalar>(OP, cap::arg(OP, a, 4)?)?,
+            mat2_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 2)?)?,
+            mat2_sym_strides: cap::strides(OP, cap::arg(OP, a, 2)?)?,
+            mat2_layout: cap::layout(OP, cap::arg(OP, a, 2)?)?,
+            beta: cap::value::<Scalar>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SparseAddmmBackward {
+    fn name(&self) -> &'static str {
+        "SparseAddmmBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SparseAddmmBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.mat1);
+        v.push(&self.mat2);
+        v
+    }
 }
 
 /// Backward of `_sparse_coo_tensor_with_dims_and_tensors(int sparse_dim, int dense_dim, SymInt[] size, Tensor indices, Tensor values, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=False, bool? is_coalesced=None) -> Tensor`.
@@ -5212,6 +7584,28 @@ impl SparseCooTensorWithDimsAndTensorsBackward {
         let mut out = Vec::new();
         out.push(g_values);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SparseCooTensorWithDimsAndTensorsBackward> {
+        const OP: &str = "_sparse_coo_tensor_with_dims_and_tensors";
+        Ok(SparseCooTensorWithDimsAndTensorsBackward {
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SparseCooTensorWithDimsAndTensorsBackward {
+    fn name(&self) -> &'static str {
+        "SparseCooTensorWithDimsAndTensorsBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SparseCooTensorWithDimsAndTensorsBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result);
+        v
     }
 }
 
@@ -5236,6 +7630,31 @@ impl SparseLogSoftmaxBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SparseLogSoftmaxBackward> {
+        const OP: &str = "_sparse_log_softmax";
+        Ok(SparseLogSoftmaxBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SparseLogSoftmaxBackward {
+    fn name(&self) -> &'static str {
+        "SparseLogSoftmaxBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SparseLogSoftmaxBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
     }
 }
 
@@ -5264,6 +7683,33 @@ impl SparseMmReduceImplBackward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SparseMmReduceImplBackward> {
+        const OP: &str = "_sparse_mm_reduce_impl";
+        Ok(SparseMmReduceImplBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+            reduce: cap::value::<String>(OP, cap::arg(OP, a, 2)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SparseMmReduceImplBackward {
+    fn name(&self) -> &'static str {
+        "SparseMmReduceImplBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SparseMmReduceImplBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.other);
+        v.push(&self.result1);
+        v
+    }
 }
 
 /// Backward of `_sparse_softmax(Tensor self, int dim, bool half_to_float) -> Tensor`.
@@ -5288,6 +7734,31 @@ impl SparseSoftmaxBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SparseSoftmaxBackward> {
+        const OP: &str = "_sparse_softmax";
+        Ok(SparseSoftmaxBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SparseSoftmaxBackward {
+    fn name(&self) -> &'static str {
+        "SparseSoftmaxBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SparseSoftmaxBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `_sparse_sparse_matmul(Tensor self, Tensor other) -> Tensor`.
@@ -5311,6 +7782,30 @@ impl SparseSparseMatmulBackward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SparseSparseMatmulBackward> {
+        const OP: &str = "_sparse_sparse_matmul";
+        Ok(SparseSparseMatmulBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SparseSparseMatmulBackward {
+    fn name(&self) -> &'static str {
+        "SparseSparseMatmulBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SparseSparseMatmulBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.other);
+        v
+    }
 }
 
 /// Backward of `_sparse_sum.dim(Tensor self, int[1] dim) -> Tensor`.
@@ -5333,6 +7828,29 @@ impl SparseSumDimBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SparseSumDimBackward> {
+        const OP: &str = "_sparse_sum.dim";
+        Ok(SparseSumDimBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SparseSumDimBackward {
+    fn name(&self) -> &'static str {
+        "SparseSumDimBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SparseSumDimBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `_standard_gamma(Tensor self, Generator? generator=None) -> Tensor`.
@@ -5353,6 +7871,30 @@ impl StandardGammaBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<StandardGammaBackward> {
+        const OP: &str = "_standard_gamma";
+        Ok(StandardGammaBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for StandardGammaBackward {
+    fn name(&self) -> &'static str {
+        "StandardGammaBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        StandardGammaBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `_standard_gamma_grad(Tensor self, Tensor output) -> Tensor`.
@@ -5368,6 +7910,26 @@ impl StandardGammaGradBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<StandardGammaGradBackward> {
+        const OP: &str = "_standard_gamma_grad";
+        Ok(StandardGammaGradBackward {
+        })
+    }
+}
+
+impl BackwardFn for StandardGammaGradBackward {
+    fn name(&self) -> &'static str {
+        "StandardGammaGradBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        StandardGammaGradBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -5389,6 +7951,27 @@ impl TestAutogradMultipleDispatchFullcoverageBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<TestAutogradMultipleDispatchFullcoverageBackward> {
+        const OP: &str = "_test_autograd_multiple_dispatch.fullcoverage";
+        Ok(TestAutogradMultipleDispatchFullcoverageBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for TestAutogradMultipleDispatchFullcoverageBackward {
+    fn name(&self) -> &'static str {
+        "TestAutogradMultipleDispatchFullcoverageBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        TestAutogradMultipleDispatchFullcoverageBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_test_autograd_multiple_dispatch_view(Tensor(a) self) -> Tensor(a)`.
@@ -5406,6 +7989,28 @@ impl TestAutogradMultipleDispatchViewBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<TestAutogradMultipleDispatchViewBackward> {
+        const OP: &str = "_test_autograd_multiple_dispatch_view";
+        Ok(TestAutogradMultipleDispatchViewBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for TestAutogradMultipleDispatchViewBackward {
+    fn name(&self) -> &'static str {
+        "TestAutogradMultipleDispatchViewBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        TestAutogradMultipleDispatchViewBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -5425,6 +8030,28 @@ impl TestAutogradMultipleDispatchViewCopyBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<TestAutogradMultipleDispatchViewCopyBackward> {
+        const OP: &str = "_test_autograd_multiple_dispatch_view_copy";
+        Ok(TestAutogradMultipleDispatchViewCopyBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for TestAutogradMultipleDispatchViewCopyBackward {
+    fn name(&self) -> &'static str {
+        "TestAutogradMultipleDispatchViewCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        TestAutogradMultipleDispatchViewCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `_test_warn_in_autograd(Tensor self) -> Tensor`.
@@ -5440,6 +8067,26 @@ impl TestWarnInAutogradBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<TestWarnInAutogradBackward> {
+        const OP: &str = "_test_warn_in_autograd";
+        Ok(TestWarnInAutogradBackward {
+        })
+    }
+}
+
+impl BackwardFn for TestWarnInAutogradBackward {
+    fn name(&self) -> &'static str {
+        "TestWarnInAutogradBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        TestWarnInAutogradBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -5477,6 +8124,38 @@ impl ThnnFusedGruCellBackward {
         out.push(g_input_bias);
         out.push(g_hidden_bias);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ThnnFusedGruCellBackward> {
+        const OP: &str = "_thnn_fused_gru_cell";
+        Ok(ThnnFusedGruCellBackward {
+            input_gates: cap::tensor(OP, "input_gates", cap::arg(OP, a, 0)?)?,
+            hidden_gates: cap::tensor(OP, "hidden_gates", cap::arg(OP, a, 1)?)?,
+            hx: cap::tensor(OP, "hx", cap::arg(OP, a, 2)?)?,
+            input_bias: cap::opt_tensor(OP, "input_bias", cap::arg(OP, a, 3)?)?,
+            hidden_bias: cap::opt_tensor(OP, "hidden_bias", cap::arg(OP, a, 4)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ThnnFusedGruCellBackward {
+    fn name(&self) -> &'static str {
+        "ThnnFusedGruCellBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ThnnFusedGruCellBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input_gates);
+        v.push(&self.hidden_gates);
+        v.push(&self.hx);
+        v.extend(self.input_bias.iter());
+        v.extend(self.hidden_bias.iter());
+        v.push(&self.result1);
+        v
     }
 }
 
@@ -5517,6 +8196,40 @@ impl ThnnFusedLstmCellBackward {
         out.push(g_hidden_bias);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ThnnFusedLstmCellBackward> {
+        const OP: &str = "_thnn_fused_lstm_cell";
+        Ok(ThnnFusedLstmCellBackward {
+            input_gates: cap::tensor(OP, "input_gates", cap::arg(OP, a, 0)?)?,
+            hidden_gates: cap::tensor(OP, "hidden_gates", cap::arg(OP, a, 1)?)?,
+            cx: cap::tensor(OP, "cx", cap::arg(OP, a, 2)?)?,
+            input_bias: cap::opt_tensor(OP, "input_bias", cap::arg(OP, a, 3)?)?,
+            hidden_bias: cap::opt_tensor(OP, "hidden_bias", cap::arg(OP, a, 4)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+            result2: cap::tensor(OP, "result2", cap::arg(OP, r, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ThnnFusedLstmCellBackward {
+    fn name(&self) -> &'static str {
+        "ThnnFusedLstmCellBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ThnnFusedLstmCellBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input_gates);
+        v.push(&self.hidden_gates);
+        v.push(&self.cx);
+        v.extend(self.input_bias.iter());
+        v.extend(self.hidden_bias.iter());
+        v.push(&self.result1);
+        v.push(&self.result2);
+        v
+    }
 }
 
 /// Backward of `_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor`.
@@ -5534,6 +8247,27 @@ impl ToCopyBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ToCopyBackward> {
+        const OP: &str = "_to_copy";
+        Ok(ToCopyBackward {
+            self_options: return Err(cap::unsupported(OP, "self_options")),
+        })
+    }
+}
+
+impl BackwardFn for ToCopyBackward {
+    fn name(&self) -> &'static str {
+        "ToCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ToCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -5555,6 +8289,29 @@ impl ToDenseBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ToDenseBackward> {
+        const OP: &str = "_to_dense";
+        Ok(ToDenseBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            masked_grad: cap::value::<Option<bool>>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ToDenseBackward {
+    fn name(&self) -> &'static str {
+        "ToDenseBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ToDenseBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `_to_sparse(Tensor self, *, Layout? layout=None, int[2]? blocksize=None, int? dense_dim=None) -> Tensor`.
@@ -5574,6 +8331,28 @@ impl ToSparseBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ToSparseBackward> {
+        const OP: &str = "_to_sparse";
+        Ok(ToSparseBackward {
+            self_self_sym_blocksize_opt: return Err(cap::unsupported(OP, "self_self_sym_blocksize_opt")),
+            self_layout: cap::layout(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ToSparseBackward {
+    fn name(&self) -> &'static str {
+        "ToSparseBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ToSparseBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -5595,6 +8374,28 @@ impl ToSparseSparseDimBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ToSparseSparseDimBackward> {
+        const OP: &str = "_to_sparse.sparse_dim";
+        Ok(ToSparseSparseDimBackward {
+            self_self_sym_blocksize_opt: return Err(cap::unsupported(OP, "self_self_sym_blocksize_opt")),
+            self_layout: cap::layout(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ToSparseSparseDimBackward {
+    fn name(&self) -> &'static str {
+        "ToSparseSparseDimBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ToSparseSparseDimBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_to_sparse_bsc(Tensor self, int[2] blocksize, int? dense_dim=None) -> Tensor`.
@@ -5614,6 +8415,28 @@ impl ToSparseBscBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ToSparseBscBackward> {
+        const OP: &str = "_to_sparse_bsc";
+        Ok(ToSparseBscBackward {
+            self_self_sym_blocksize_opt: return Err(cap::unsupported(OP, "self_self_sym_blocksize_opt")),
+            self_layout: cap::layout(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ToSparseBscBackward {
+    fn name(&self) -> &'static str {
+        "ToSparseBscBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ToSparseBscBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -5635,6 +8458,28 @@ impl ToSparseBsrBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ToSparseBsrBackward> {
+        const OP: &str = "_to_sparse_bsr";
+        Ok(ToSparseBsrBackward {
+            self_self_sym_blocksize_opt: return Err(cap::unsupported(OP, "self_self_sym_blocksize_opt")),
+            self_layout: cap::layout(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ToSparseBsrBackward {
+    fn name(&self) -> &'static str {
+        "ToSparseBsrBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ToSparseBsrBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_to_sparse_csc(Tensor self, int? dense_dim=None) -> Tensor`.
@@ -5655,6 +8500,28 @@ impl ToSparseCscBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ToSparseCscBackward> {
+        const OP: &str = "_to_sparse_csc";
+        Ok(ToSparseCscBackward {
+            self_self_sym_blocksize_opt: return Err(cap::unsupported(OP, "self_self_sym_blocksize_opt")),
+            self_layout: cap::layout(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ToSparseCscBackward {
+    fn name(&self) -> &'static str {
+        "ToSparseCscBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ToSparseCscBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_to_sparse_csr(Tensor self, int? dense_dim=None) -> Tensor`.
@@ -5674,6 +8541,28 @@ impl ToSparseCsrBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ToSparseCsrBackward> {
+        const OP: &str = "_to_sparse_csr";
+        Ok(ToSparseCsrBackward {
+            self_self_sym_blocksize_opt: return Err(cap::unsupported(OP, "self_self_sym_blocksize_opt")),
+            self_layout: cap::layout(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ToSparseCsrBackward {
+    fn name(&self) -> &'static str {
+        "ToSparseCsrBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ToSparseCsrBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -5710,6 +8599,36 @@ impl TrilinearBackward {
         out.push(g_i3);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<TrilinearBackward> {
+        const OP: &str = "_trilinear";
+        Ok(TrilinearBackward {
+            i1: cap::tensor(OP, "i1", cap::arg(OP, a, 0)?)?,
+            i2: cap::tensor(OP, "i2", cap::arg(OP, a, 1)?)?,
+            i3: cap::tensor(OP, "i3", cap::arg(OP, a, 2)?)?,
+            expand1: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            expand2: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            expand3: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+            sumdim: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 6)?)?,
+        })
+    }
+}
+
+impl BackwardFn for TrilinearBackward {
+    fn name(&self) -> &'static str {
+        "TrilinearBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        TrilinearBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.i1);
+        v.push(&self.i2);
+        v.push(&self.i3);
+        v
+    }
 }
 
 /// Backward of `_unique(Tensor self, bool sorted=True, bool return_inverse=False) -> (Tensor, Tensor)`.
@@ -5726,6 +8645,26 @@ impl UniqueBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UniqueBackward> {
+        const OP: &str = "_unique";
+        Ok(UniqueBackward {
+        })
+    }
+}
+
+impl BackwardFn for UniqueBackward {
+    fn name(&self) -> &'static str {
+        "UniqueBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UniqueBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_unique2(Tensor self, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> (Tensor, Tensor, Tensor)`.
@@ -5741,6 +8680,26 @@ impl Unique2Backward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<Unique2Backward> {
+        const OP: &str = "_unique2";
+        Ok(Unique2Backward {
+        })
+    }
+}
+
+impl BackwardFn for Unique2Backward {
+    fn name(&self) -> &'static str {
+        "Unique2Backward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        Unique2Backward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -5763,6 +8722,29 @@ impl UnsafeIndexTensorBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UnsafeIndexTensorBackward> {
+        const OP: &str = "_unsafe_index.Tensor";
+        Ok(UnsafeIndexTensorBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            self_options: return Err(cap::unsupported(OP, "self_options")),
+            indices: cap::value::<Vec<Option<Tensor>>>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UnsafeIndexTensorBackward {
+    fn name(&self) -> &'static str {
+        "UnsafeIndexTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UnsafeIndexTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -5789,6 +8771,29 @@ impl UnsafeIndexPutBackward {
         out.push(g_values);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UnsafeIndexPutBackward> {
+        const OP: &str = "_unsafe_index_put";
+        Ok(UnsafeIndexPutBackward {
+            indices: cap::value::<Vec<Option<Tensor>>>(OP, cap::arg(OP, a, 1)?)?,
+            values_info: return Err(cap::unsupported(OP, "values_info")),
+            accumulate: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UnsafeIndexPutBackward {
+    fn name(&self) -> &'static str {
+        "UnsafeIndexPutBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UnsafeIndexPutBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_unsafe_view(Tensor self, SymInt[] size) -> Tensor`.
@@ -5806,6 +8811,27 @@ impl UnsafeViewBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UnsafeViewBackward> {
+        const OP: &str = "_unsafe_view";
+        Ok(UnsafeViewBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UnsafeViewBackward {
+    fn name(&self) -> &'static str {
+        "UnsafeViewBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UnsafeViewBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -5833,6 +8859,31 @@ impl UpsampleBicubic2dAaBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleBicubic2dAaBackward> {
+        const OP: &str = "_upsample_bicubic2d_aa";
+        Ok(UpsampleBicubic2dAaBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            align_corners: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+            scales_h: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 3)?)?,
+            scales_w: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleBicubic2dAaBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleBicubic2dAaBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleBicubic2dAaBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_upsample_bicubic2d_aa_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor`.
@@ -5856,6 +8907,30 @@ impl UpsampleBicubic2dAaBackwardBackward {
         let mut out = Vec::new();
         out.push(g_grad_output);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleBicubic2dAaBackwardBackward> {
+        const OP: &str = "_upsample_bicubic2d_aa_backward";
+        Ok(UpsampleBicubic2dAaBackwardBackward {
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            align_corners: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+            scales_h: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 4)?)?,
+            scales_w: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 5)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleBicubic2dAaBackwardBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleBicubic2dAaBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleBicubic2dAaBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -5883,6 +8958,31 @@ impl UpsampleBilinear2dAaBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleBilinear2dAaBackward> {
+        const OP: &str = "_upsample_bilinear2d_aa";
+        Ok(UpsampleBilinear2dAaBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            align_corners: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+            scales_h: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 3)?)?,
+            scales_w: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleBilinear2dAaBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleBilinear2dAaBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleBilinear2dAaBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_upsample_bilinear2d_aa_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor`.
@@ -5907,6 +9007,30 @@ impl UpsampleBilinear2dAaBackwardBackward {
         out.push(g_grad_output);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleBilinear2dAaBackwardBackward> {
+        const OP: &str = "_upsample_bilinear2d_aa_backward";
+        Ok(UpsampleBilinear2dAaBackwardBackward {
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            align_corners: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+            scales_h: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 4)?)?,
+            scales_w: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 5)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleBilinear2dAaBackwardBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleBilinear2dAaBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleBilinear2dAaBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_upsample_nearest_exact1d(Tensor self, SymInt[1] output_size, float? scales=None) -> Tensor`.
@@ -5929,6 +9053,29 @@ impl UpsampleNearestExact1dBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleNearestExact1dBackward> {
+        const OP: &str = "_upsample_nearest_exact1d";
+        Ok(UpsampleNearestExact1dBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            scales: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleNearestExact1dBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleNearestExact1dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleNearestExact1dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_upsample_nearest_exact1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor`.
@@ -5948,6 +9095,28 @@ impl UpsampleNearestExact1dBackwardBackward {
         let mut out = Vec::new();
         out.push(g_grad_output);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleNearestExact1dBackwardBackward> {
+        const OP: &str = "_upsample_nearest_exact1d_backward";
+        Ok(UpsampleNearestExact1dBackwardBackward {
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            scales: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleNearestExact1dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleNearestExact1dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleNearestExact1dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -5973,6 +9142,30 @@ impl UpsampleNearestExact2dBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleNearestExact2dBackward> {
+        const OP: &str = "_upsample_nearest_exact2d";
+        Ok(UpsampleNearestExact2dBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            scales_h: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 2)?)?,
+            scales_w: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleNearestExact2dBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleNearestExact2dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleNearestExact2dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_upsample_nearest_exact2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor`.
@@ -5994,6 +9187,29 @@ impl UpsampleNearestExact2dBackwardBackward {
         let mut out = Vec::new();
         out.push(g_grad_output);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleNearestExact2dBackwardBackward> {
+        const OP: &str = "_upsample_nearest_exact2d_backward";
+        Ok(UpsampleNearestExact2dBackwardBackward {
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            scales_h: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 3)?)?,
+            scales_w: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleNearestExact2dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleNearestExact2dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleNearestExact2dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -6021,6 +9237,31 @@ impl UpsampleNearestExact3dBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleNearestExact3dBackward> {
+        const OP: &str = "_upsample_nearest_exact3d";
+        Ok(UpsampleNearestExact3dBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            scales_d: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 2)?)?,
+            scales_h: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 3)?)?,
+            scales_w: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleNearestExact3dBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleNearestExact3dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleNearestExact3dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_upsample_nearest_exact3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor`.
@@ -6045,6 +9286,30 @@ impl UpsampleNearestExact3dBackwardBackward {
         out.push(g_grad_output);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleNearestExact3dBackwardBackward> {
+        const OP: &str = "_upsample_nearest_exact3d_backward";
+        Ok(UpsampleNearestExact3dBackwardBackward {
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            scales_d: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 3)?)?,
+            scales_h: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 4)?)?,
+            scales_w: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 5)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleNearestExact3dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleNearestExact3dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleNearestExact3dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_values(Tensor(a) self) -> Tensor(a)`.
@@ -6058,6 +9323,26 @@ impl ValuesBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ValuesBackward> {
+        const OP: &str = "_values";
+        Ok(ValuesBackward {
+        })
+    }
+}
+
+impl BackwardFn for ValuesBackward {
+    fn name(&self) -> &'static str {
+        "ValuesBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ValuesBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `_values(Tensor(a) self) -> Tensor(a)`.
@@ -6070,6 +9355,26 @@ impl ValuesCopyBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ValuesCopyBackward> {
+        const OP: &str = "_values_copy";
+        Ok(ValuesCopyBackward {
+        })
+    }
+}
+
+impl BackwardFn for ValuesCopyBackward {
+    fn name(&self) -> &'static str {
+        "ValuesCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ValuesCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -6098,6 +9403,33 @@ impl WeightNormInterfaceBackward {
         out.push(g_g);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<WeightNormInterfaceBackward> {
+        const OP: &str = "_weight_norm_interface";
+        Ok(WeightNormInterfaceBackward {
+            v: cap::tensor(OP, "v", cap::arg(OP, a, 0)?)?,
+            g: cap::tensor(OP, "g", cap::arg(OP, a, 1)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for WeightNormInterfaceBackward {
+    fn name(&self) -> &'static str {
+        "WeightNormInterfaceBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        WeightNormInterfaceBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.v);
+        v.push(&self.g);
+        v.push(&self.result1);
+        v
+    }
 }
 
 /// Backward of `abs(Tensor self) -> Tensor`.
@@ -6117,6 +9449,28 @@ impl AbsBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AbsBackward> {
+        const OP: &str = "abs";
+        Ok(AbsBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AbsBackward {
+    fn name(&self) -> &'static str {
+        "AbsBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AbsBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -6138,6 +9492,28 @@ impl AcosBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AcosBackward> {
+        const OP: &str = "acos";
+        Ok(AcosBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AcosBackward {
+    fn name(&self) -> &'static str {
+        "AcosBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AcosBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `acosh(Tensor self) -> Tensor`.
@@ -6156,6 +9532,28 @@ impl AcoshBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AcoshBackward> {
+        const OP: &str = "acosh";
+        Ok(AcoshBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AcoshBackward {
+    fn name(&self) -> &'static str {
+        "AcoshBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AcoshBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `acosh_(Tensor(a!) self) -> Tensor(a!)`.
@@ -6171,6 +9569,26 @@ impl AcoshBackward1 {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AcoshBackward1> {
+        const OP: &str = "acosh_";
+        Ok(AcoshBackward1 {
+        })
+    }
+}
+
+impl BackwardFn for AcoshBackward1 {
+    fn name(&self) -> &'static str {
+        "AcoshBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AcoshBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -6193,6 +9611,30 @@ impl AdaptiveMaxPool2dBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AdaptiveMaxPool2dBackward> {
+        const OP: &str = "adaptive_max_pool2d";
+        Ok(AdaptiveMaxPool2dBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AdaptiveMaxPool2dBackward {
+    fn name(&self) -> &'static str {
+        "AdaptiveMaxPool2dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AdaptiveMaxPool2dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result1);
+        v
     }
 }
 
@@ -6217,6 +9659,29 @@ impl AdaptiveMaxPool2dBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AdaptiveMaxPool2dBackwardBackward> {
+        const OP: &str = "adaptive_max_pool2d_backward";
+        Ok(AdaptiveMaxPool2dBackwardBackward {
+            indices: cap::tensor(OP, "indices", cap::arg(OP, a, 2)?)?,
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for AdaptiveMaxPool2dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "AdaptiveMaxPool2dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AdaptiveMaxPool2dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.indices);
+        v
+    }
 }
 
 /// Backward of `adaptive_max_pool3d(Tensor self, int[3] output_size) -> (Tensor, Tensor)`.
@@ -6238,6 +9703,30 @@ impl AdaptiveMaxPool3dBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AdaptiveMaxPool3dBackward> {
+        const OP: &str = "adaptive_max_pool3d";
+        Ok(AdaptiveMaxPool3dBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AdaptiveMaxPool3dBackward {
+    fn name(&self) -> &'static str {
+        "AdaptiveMaxPool3dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AdaptiveMaxPool3dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result1);
+        v
     }
 }
 
@@ -6262,6 +9751,29 @@ impl AdaptiveMaxPool3dBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AdaptiveMaxPool3dBackwardBackward> {
+        const OP: &str = "adaptive_max_pool3d_backward";
+        Ok(AdaptiveMaxPool3dBackwardBackward {
+            indices: cap::tensor(OP, "indices", cap::arg(OP, a, 2)?)?,
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for AdaptiveMaxPool3dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "AdaptiveMaxPool3dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AdaptiveMaxPool3dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.indices);
+        v
+    }
 }
 
 /// Backward of `add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor`.
@@ -6281,6 +9793,27 @@ impl AddScalarBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AddScalarBackward> {
+        const OP: &str = "add.Scalar";
+        Ok(AddScalarBackward {
+            self_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AddScalarBackward {
+    fn name(&self) -> &'static str {
+        "AddScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AddScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -6308,6 +9841,29 @@ impl AddTensorBackward {
         out.push(g_self);
         out.push(g_other);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AddTensorBackward> {
+        const OP: &str = "add.Tensor";
+        Ok(AddTensorBackward {
+            other_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 1)?)?,
+            alpha: cap::value::<Scalar>(OP, cap::arg(OP, a, 2)?)?,
+            self_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AddTensorBackward {
+    fn name(&self) -> &'static str {
+        "AddTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AddTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -6347,6 +9903,35 @@ impl AddbmmBackward {
         out.push(g_batch2);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AddbmmBackward> {
+        const OP: &str = "addbmm";
+        Ok(AddbmmBackward {
+            batch1_sym_argsize_0: cap::size(OP, cap::arg(OP, a, 1)?, 0)?,
+            batch1_sym_argsize_1: cap::size(OP, cap::arg(OP, a, 1)?, 1)?,
+            batch2_sym_argsize_2: cap::size(OP, cap::arg(OP, a, 2)?, 2)?,
+            batch2: cap::tensor(OP, "batch2", cap::arg(OP, a, 2)?)?,
+            alpha: cap::value::<Scalar>(OP, cap::arg(OP, a, 4)?)?,
+            batch1: cap::tensor(OP, "batch1", cap::arg(OP, a, 1)?)?,
+            beta: cap::value::<Scalar>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AddbmmBackward {
+    fn name(&self) -> &'static str {
+        "AddbmmBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AddbmmBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.batch2);
+        v.push(&self.batch1);
+        v
+    }
 }
 
 /// Backward of `addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor`.
@@ -6383,6 +9968,34 @@ impl AddcdivBackward {
         out.push(g_tensor2);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AddcdivBackward> {
+        const OP: &str = "addcdiv";
+        Ok(AddcdivBackward {
+            self_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 0)?)?,
+            tensor1_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 1)?)?,
+            tensor2: cap::tensor(OP, "tensor2", cap::arg(OP, a, 2)?)?,
+            value: cap::value::<Scalar>(OP, cap::arg(OP, a, 3)?)?,
+            tensor1: cap::tensor(OP, "tensor1", cap::arg(OP, a, 1)?)?,
+            tensor2_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AddcdivBackward {
+    fn name(&self) -> &'static str {
+        "AddcdivBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AddcdivBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.tensor2);
+        v.push(&self.tensor1);
+        v
+    }
 }
 
 /// Backward of `addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor`.
@@ -6418,6 +10031,34 @@ impl AddcmulBackward {
         out.push(g_tensor1);
         out.push(g_tensor2);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AddcmulBackward> {
+        const OP: &str = "addcmul";
+        Ok(AddcmulBackward {
+            self_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 0)?)?,
+            tensor1_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 1)?)?,
+            tensor2: cap::tensor(OP, "tensor2", cap::arg(OP, a, 2)?)?,
+            value: cap::value::<Scalar>(OP, cap::arg(OP, a, 3)?)?,
+            tensor1: cap::tensor(OP, "tensor1", cap::arg(OP, a, 1)?)?,
+            tensor2_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AddcmulBackward {
+    fn name(&self) -> &'static str {
+        "AddcmulBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AddcmulBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.tensor2);
+        v.push(&self.tensor1);
+        v
     }
 }
 
@@ -6463,6 +10104,38 @@ impl AddmmBackward {
         out.push(g_mat2);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AddmmBackward> {
+        const OP: &str = "addmm";
+        Ok(AddmmBackward {
+            mat1_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 1)?)?,
+            mat1_sym_strides: cap::strides(OP, cap::arg(OP, a, 1)?)?,
+            mat1_layout: cap::layout(OP, cap::arg(OP, a, 1)?)?,
+            mat2: cap::tensor(OP, "mat2", cap::arg(OP, a, 2)?)?,
+            alpha: cap::value::<Scalar>(OP, cap::arg(OP, a, 4)?)?,
+            mat1: cap::tensor(OP, "mat1", cap::arg(OP, a, 1)?)?,
+            mat2_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 2)?)?,
+            mat2_sym_strides: cap::strides(OP, cap::arg(OP, a, 2)?)?,
+            mat2_layout: cap::layout(OP, cap::arg(OP, a, 2)?)?,
+            beta: cap::value::<Scalar>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AddmmBackward {
+    fn name(&self) -> &'static str {
+        "AddmmBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AddmmBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.mat2);
+        v.push(&self.mat1);
+        v
+    }
 }
 
 /// Backward of `addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor`.
@@ -6494,6 +10167,32 @@ impl AddmvBackward {
         out.push(g_mat);
         out.push(g_vec);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AddmvBackward> {
+        const OP: &str = "addmv";
+        Ok(AddmvBackward {
+            vec: cap::tensor(OP, "vec", cap::arg(OP, a, 2)?)?,
+            alpha: cap::value::<Scalar>(OP, cap::arg(OP, a, 4)?)?,
+            beta: cap::value::<Scalar>(OP, cap::arg(OP, a, 3)?)?,
+            mat: cap::tensor(OP, "mat", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AddmvBackward {
+    fn name(&self) -> &'static str {
+        "AddmvBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AddmvBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.vec);
+        v.push(&self.mat);
+        v
     }
 }
 
@@ -6527,6 +10226,32 @@ impl AddrBackward {
         out.push(g_vec2);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AddrBackward> {
+        const OP: &str = "addr";
+        Ok(AddrBackward {
+            beta: cap::value::<Scalar>(OP, cap::arg(OP, a, 3)?)?,
+            vec2: cap::tensor(OP, "vec2", cap::arg(OP, a, 2)?)?,
+            alpha: cap::value::<Scalar>(OP, cap::arg(OP, a, 4)?)?,
+            vec1: cap::tensor(OP, "vec1", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AddrBackward {
+    fn name(&self) -> &'static str {
+        "AddrBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AddrBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.vec2);
+        v.push(&self.vec1);
+        v
+    }
 }
 
 /// Backward of `affine_grid_generator(Tensor theta, SymInt[] size, bool align_corners) -> Tensor`.
@@ -6547,6 +10272,28 @@ impl AffineGridGeneratorBackward {
         out.push(g_theta);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AffineGridGeneratorBackward> {
+        const OP: &str = "affine_grid_generator";
+        Ok(AffineGridGeneratorBackward {
+            size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            align_corners: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AffineGridGeneratorBackward {
+    fn name(&self) -> &'static str {
+        "AffineGridGeneratorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AffineGridGeneratorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `alias(Tensor(a) self) -> Tensor(a)`.
@@ -6564,6 +10311,26 @@ impl AliasBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AliasBackward> {
+        const OP: &str = "alias";
+        Ok(AliasBackward {
+        })
+    }
+}
+
+impl BackwardFn for AliasBackward {
+    fn name(&self) -> &'static str {
+        "AliasBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AliasBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -6583,6 +10350,26 @@ impl AliasCopyBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AliasCopyBackward> {
+        const OP: &str = "alias_copy";
+        Ok(AliasCopyBackward {
+        })
+    }
+}
+
+impl BackwardFn for AliasCopyBackward {
+    fn name(&self) -> &'static str {
+        "AliasCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AliasCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `all(Tensor self) -> Tensor`.
@@ -6595,6 +10382,26 @@ impl AllBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AllBackward> {
+        const OP: &str = "all";
+        Ok(AllBackward {
+        })
+    }
+}
+
+impl BackwardFn for AllBackward {
+    fn name(&self) -> &'static str {
+        "AllBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AllBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -6609,6 +10416,26 @@ impl AllDimBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AllDimBackward> {
+        const OP: &str = "all.dim";
+        Ok(AllDimBackward {
+        })
+    }
+}
+
+impl BackwardFn for AllDimBackward {
+    fn name(&self) -> &'static str {
+        "AllDimBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AllDimBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `all.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor`.
@@ -6621,6 +10448,26 @@ impl AllDimsBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AllDimsBackward> {
+        const OP: &str = "all.dims";
+        Ok(AllDimsBackward {
+        })
+    }
+}
+
+impl BackwardFn for AllDimsBackward {
+    fn name(&self) -> &'static str {
+        "AllDimsBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AllDimsBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -6646,6 +10493,32 @@ impl AmaxBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AmaxBackward> {
+        const OP: &str = "amax";
+        Ok(AmaxBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            keepdim: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AmaxBackward {
+    fn name(&self) -> &'static str {
+        "AmaxBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AmaxBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor`.
@@ -6670,6 +10543,32 @@ impl AminBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AminBackward> {
+        const OP: &str = "amin";
+        Ok(AminBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            keepdim: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AminBackward {
+    fn name(&self) -> &'static str {
+        "AminBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AminBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `angle(Tensor self) -> Tensor`.
@@ -6688,6 +10587,28 @@ impl AngleBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AngleBackward> {
+        const OP: &str = "angle";
+        Ok(AngleBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AngleBackward {
+    fn name(&self) -> &'static str {
+        "AngleBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AngleBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `any(Tensor self) -> Tensor`.
@@ -6700,6 +10621,26 @@ impl AnyBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AnyBackward> {
+        const OP: &str = "any";
+        Ok(AnyBackward {
+        })
+    }
+}
+
+impl BackwardFn for AnyBackward {
+    fn name(&self) -> &'static str {
+        "AnyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AnyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -6714,6 +10655,26 @@ impl AnyDimBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AnyDimBackward> {
+        const OP: &str = "any.dim";
+        Ok(AnyDimBackward {
+        })
+    }
+}
+
+impl BackwardFn for AnyDimBackward {
+    fn name(&self) -> &'static str {
+        "AnyDimBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AnyDimBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `any.dims(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor`.
@@ -6726,6 +10687,26 @@ impl AnyDimsBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AnyDimsBackward> {
+        const OP: &str = "any.dims";
+        Ok(AnyDimsBackward {
+        })
+    }
+}
+
+impl BackwardFn for AnyDimsBackward {
+    fn name(&self) -> &'static str {
+        "AnyDimsBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AnyDimsBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -6751,6 +10732,30 @@ impl AsStridedBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AsStridedBackward> {
+        const OP: &str = "as_strided";
+        Ok(AsStridedBackward {
+            self_geometry: return Err(cap::unsupported(OP, "self_geometry")),
+            size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            storage_offset: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AsStridedBackward {
+    fn name(&self) -> &'static str {
+        "AsStridedBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AsStridedBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `as_strided_(Tensor(a!) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a!)`.
@@ -6775,6 +10780,30 @@ impl AsStridedBackward1 {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AsStridedBackward1> {
+        const OP: &str = "as_strided_";
+        Ok(AsStridedBackward1 {
+            self_geometry: return Err(cap::unsupported(OP, "self_geometry")),
+            size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            storage_offset: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AsStridedBackward1 {
+    fn name(&self) -> &'static str {
+        "AsStridedBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AsStridedBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)`.
@@ -6798,6 +10827,30 @@ impl AsStridedCopyBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AsStridedCopyBackward> {
+        const OP: &str = "as_strided_copy";
+        Ok(AsStridedCopyBackward {
+            self_geometry: return Err(cap::unsupported(OP, "self_geometry")),
+            size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            storage_offset: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AsStridedCopyBackward {
+    fn name(&self) -> &'static str {
+        "AsStridedCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AsStridedCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -6828,6 +10881,31 @@ impl AsStridedScatterBackward {
         out.push(g_src);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AsStridedScatterBackward> {
+        const OP: &str = "as_strided_scatter";
+        Ok(AsStridedScatterBackward {
+            self_geometry: return Err(cap::unsupported(OP, "self_geometry")),
+            src_geometry: return Err(cap::unsupported(OP, "src_geometry")),
+            size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            storage_offset: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AsStridedScatterBackward {
+    fn name(&self) -> &'static str {
+        "AsStridedScatterBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AsStridedScatterBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `asin(Tensor self) -> Tensor`.
@@ -6847,6 +10925,28 @@ impl AsinBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AsinBackward> {
+        const OP: &str = "asin";
+        Ok(AsinBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AsinBackward {
+    fn name(&self) -> &'static str {
+        "AsinBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AsinBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -6868,6 +10968,28 @@ impl AsinhBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AsinhBackward> {
+        const OP: &str = "asinh";
+        Ok(AsinhBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AsinhBackward {
+    fn name(&self) -> &'static str {
+        "AsinhBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AsinhBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `asinh_(Tensor(a!) self) -> Tensor(a!)`.
@@ -6883,6 +11005,26 @@ impl AsinhBackward1 {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AsinhBackward1> {
+        const OP: &str = "asinh_";
+        Ok(AsinhBackward1 {
+        })
+    }
+}
+
+impl BackwardFn for AsinhBackward1 {
+    fn name(&self) -> &'static str {
+        "AsinhBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AsinhBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -6903,6 +11045,28 @@ impl AtanBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AtanBackward> {
+        const OP: &str = "atan";
+        Ok(AtanBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AtanBackward {
+    fn name(&self) -> &'static str {
+        "AtanBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AtanBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -6927,6 +11091,30 @@ impl Atan2Backward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<Atan2Backward> {
+        const OP: &str = "atan2";
+        Ok(Atan2Backward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for Atan2Backward {
+    fn name(&self) -> &'static str {
+        "Atan2Backward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        Atan2Backward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.other);
+        v
+    }
 }
 
 /// Backward of `atanh(Tensor self) -> Tensor`.
@@ -6947,6 +11135,28 @@ impl AtanhBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AtanhBackward> {
+        const OP: &str = "atanh";
+        Ok(AtanhBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AtanhBackward {
+    fn name(&self) -> &'static str {
+        "AtanhBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AtanhBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `atanh_(Tensor(a!) self) -> Tensor(a!)`.
@@ -6962,6 +11172,26 @@ impl AtanhBackward1 {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AtanhBackward1> {
+        const OP: &str = "atanh_";
+        Ok(AtanhBackward1 {
+        })
+    }
+}
+
+impl BackwardFn for AtanhBackward1 {
+    fn name(&self) -> &'static str {
+        "AtanhBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AtanhBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -6994,6 +11224,34 @@ impl AvgPool2dBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AvgPool2dBackward> {
+        const OP: &str = "avg_pool2d";
+        Ok(AvgPool2dBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            kernel_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            ceil_mode: cap::value::<bool>(OP, cap::arg(OP, a, 4)?)?,
+            count_include_pad: cap::value::<bool>(OP, cap::arg(OP, a, 5)?)?,
+            divisor_override: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 6)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AvgPool2dBackward {
+    fn name(&self) -> &'static str {
+        "AvgPool2dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AvgPool2dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -7030,6 +11288,33 @@ impl AvgPool2dBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AvgPool2dBackwardBackward> {
+        const OP: &str = "avg_pool2d_backward";
+        Ok(AvgPool2dBackwardBackward {
+            kernel_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            ceil_mode: cap::value::<bool>(OP, cap::arg(OP, a, 5)?)?,
+            count_include_pad: cap::value::<bool>(OP, cap::arg(OP, a, 6)?)?,
+            divisor_override: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 7)?)?,
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for AvgPool2dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "AvgPool2dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AvgPool2dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `avg_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor`.
@@ -7061,6 +11346,34 @@ impl AvgPool3dBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AvgPool3dBackward> {
+        const OP: &str = "avg_pool3d";
+        Ok(AvgPool3dBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            kernel_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            ceil_mode: cap::value::<bool>(OP, cap::arg(OP, a, 4)?)?,
+            count_include_pad: cap::value::<bool>(OP, cap::arg(OP, a, 5)?)?,
+            divisor_override: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 6)?)?,
+        })
+    }
+}
+
+impl BackwardFn for AvgPool3dBackward {
+    fn name(&self) -> &'static str {
+        "AvgPool3dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AvgPool3dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -7097,6 +11410,33 @@ impl AvgPool3dBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AvgPool3dBackwardBackward> {
+        const OP: &str = "avg_pool3d_backward";
+        Ok(AvgPool3dBackwardBackward {
+            kernel_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            ceil_mode: cap::value::<bool>(OP, cap::arg(OP, a, 5)?)?,
+            count_include_pad: cap::value::<bool>(OP, cap::arg(OP, a, 6)?)?,
+            divisor_override: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 7)?)?,
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for AvgPool3dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "AvgPool3dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        AvgPool3dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor`.
@@ -7129,6 +11469,32 @@ impl BaddbmmBackward {
         out.push(g_batch2);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<BaddbmmBackward> {
+        const OP: &str = "baddbmm";
+        Ok(BaddbmmBackward {
+            batch2: cap::tensor(OP, "batch2", cap::arg(OP, a, 2)?)?,
+            alpha: cap::value::<Scalar>(OP, cap::arg(OP, a, 4)?)?,
+            batch1: cap::tensor(OP, "batch1", cap::arg(OP, a, 1)?)?,
+            beta: cap::value::<Scalar>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for BaddbmmBackward {
+    fn name(&self) -> &'static str {
+        "BaddbmmBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        BaddbmmBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.batch2);
+        v.push(&self.batch1);
+        v
+    }
 }
 
 /// Backward of `bernoulli(Tensor self, *, Generator? generator=None) -> Tensor`.
@@ -7146,6 +11512,26 @@ impl BernoulliBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<BernoulliBackward> {
+        const OP: &str = "bernoulli";
+        Ok(BernoulliBackward {
+        })
+    }
+}
+
+impl BackwardFn for BernoulliBackward {
+    fn name(&self) -> &'static str {
+        "BernoulliBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        BernoulliBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -7170,6 +11556,27 @@ impl BernoulliTensorBackward {
         out.push(g_p);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<BernoulliTensorBackward> {
+        const OP: &str = "bernoulli_.Tensor";
+        Ok(BernoulliTensorBackward {
+            p_info: return Err(cap::unsupported(OP, "p_info")),
+        })
+    }
+}
+
+impl BackwardFn for BernoulliTensorBackward {
+    fn name(&self) -> &'static str {
+        "BernoulliTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        BernoulliTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `bernoulli_.float(Tensor(a!) self, float p=0.5, *, Generator? generator=None) -> Tensor(a!)`.
@@ -7187,6 +11594,26 @@ impl BernoulliFloatBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<BernoulliFloatBackward> {
+        const OP: &str = "bernoulli_.float";
+        Ok(BernoulliFloatBackward {
+        })
+    }
+}
+
+impl BackwardFn for BernoulliFloatBackward {
+    fn name(&self) -> &'static str {
+        "BernoulliFloatBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        BernoulliFloatBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -7216,6 +11643,33 @@ impl BinaryCrossEntropyBackward {
         out.push(g_self);
         out.push(g_target);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<BinaryCrossEntropyBackward> {
+        const OP: &str = "binary_cross_entropy";
+        Ok(BinaryCrossEntropyBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            target: cap::tensor(OP, "target", cap::arg(OP, a, 1)?)?,
+            weight: cap::opt_tensor(OP, "weight", cap::arg(OP, a, 2)?)?,
+            reduction: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for BinaryCrossEntropyBackward {
+    fn name(&self) -> &'static str {
+        "BinaryCrossEntropyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        BinaryCrossEntropyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.target);
+        v.extend(self.weight.iter());
+        v
     }
 }
 
@@ -7249,6 +11703,35 @@ impl BinaryCrossEntropyBackwardBackward {
         out.push(g_target);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<BinaryCrossEntropyBackwardBackward> {
+        const OP: &str = "binary_cross_entropy_backward";
+        Ok(BinaryCrossEntropyBackwardBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 1)?)?,
+            target: cap::tensor(OP, "target", cap::arg(OP, a, 2)?)?,
+            weight: cap::opt_tensor(OP, "weight", cap::arg(OP, a, 3)?)?,
+            reduction: cap::value::<i64>(OP, cap::arg(OP, a, 4)?)?,
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for BinaryCrossEntropyBackwardBackward {
+    fn name(&self) -> &'static str {
+        "BinaryCrossEntropyBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        BinaryCrossEntropyBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.target);
+        v.extend(self.weight.iter());
+        v.push(&self.grad_output);
+        v
+    }
 }
 
 /// Backward of `binary_cross_entropy_with_logits(Tensor self, Tensor target, Tensor? weight=None, Tensor? pos_weight=None, int reduction=Mean) -> Tensor`.
@@ -7278,6 +11761,35 @@ impl BinaryCrossEntropyWithLogitsBackward {
         out.push(g_target);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<BinaryCrossEntropyWithLogitsBackward> {
+        const OP: &str = "binary_cross_entropy_with_logits";
+        Ok(BinaryCrossEntropyWithLogitsBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            target: cap::tensor(OP, "target", cap::arg(OP, a, 1)?)?,
+            weight: cap::opt_tensor(OP, "weight", cap::arg(OP, a, 2)?)?,
+            pos_weight: cap::opt_tensor(OP, "pos_weight", cap::arg(OP, a, 3)?)?,
+            reduction: cap::value::<i64>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for BinaryCrossEntropyWithLogitsBackward {
+    fn name(&self) -> &'static str {
+        "BinaryCrossEntropyWithLogitsBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        BinaryCrossEntropyWithLogitsBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.target);
+        v.extend(self.weight.iter());
+        v.extend(self.pos_weight.iter());
+        v
+    }
 }
 
 /// Backward of `block_diag(Tensor[] tensors) -> Tensor`.
@@ -7297,6 +11809,28 @@ impl BlockDiagBackward {
         let mut out = Vec::new();
         out.extend(g_tensors);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<BlockDiagBackward> {
+        const OP: &str = "block_diag";
+        Ok(BlockDiagBackward {
+            tensors_args_sizes: cap::list_sizes(OP, cap::arg(OP, a, 0)?)?,
+            tensors_args_scalartypes: cap::list_scalar_types(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for BlockDiagBackward {
+    fn name(&self) -> &'static str {
+        "BlockDiagBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        BlockDiagBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -7323,6 +11857,30 @@ impl BmmBackward {
         out.push(g_mat2);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<BmmBackward> {
+        const OP: &str = "bmm";
+        Ok(BmmBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            mat2: cap::tensor(OP, "mat2", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for BmmBackward {
+    fn name(&self) -> &'static str {
+        "BmmBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        BmmBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.mat2);
+        v
+    }
 }
 
 /// Backward of `cat(Tensor[] tensors, int dim=0) -> Tensor`.
@@ -7345,6 +11903,29 @@ impl CatBackward {
         out.extend(g_tensors);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CatBackward> {
+        const OP: &str = "cat";
+        Ok(CatBackward {
+            tensors_args_sizes_symint: cap::list_sizes(OP, cap::arg(OP, a, 0)?)?,
+            tensors_args_scalartypes: cap::list_scalar_types(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CatBackward {
+    fn name(&self) -> &'static str {
+        "CatBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CatBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `cauchy_(Tensor(a!) self, float median=0, float sigma=1, *, Generator? generator=None) -> Tensor(a!)`.
@@ -7363,6 +11944,26 @@ impl CauchyBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CauchyBackward> {
+        const OP: &str = "cauchy_";
+        Ok(CauchyBackward {
+        })
+    }
+}
+
+impl BackwardFn for CauchyBackward {
+    fn name(&self) -> &'static str {
+        "CauchyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CauchyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `ccol_indices(Tensor(a) self) -> Tensor(a)`.
@@ -7376,6 +11977,26 @@ impl CcolIndicesBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CcolIndicesBackward> {
+        const OP: &str = "ccol_indices";
+        Ok(CcolIndicesBackward {
+        })
+    }
+}
+
+impl BackwardFn for CcolIndicesBackward {
+    fn name(&self) -> &'static str {
+        "CcolIndicesBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CcolIndicesBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `ccol_indices(Tensor(a) self) -> Tensor(a)`.
@@ -7388,6 +12009,26 @@ impl CcolIndicesCopyBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CcolIndicesCopyBackward> {
+        const OP: &str = "ccol_indices_copy";
+        Ok(CcolIndicesCopyBackward {
+        })
+    }
+}
+
+impl BackwardFn for CcolIndicesCopyBackward {
+    fn name(&self) -> &'static str {
+        "CcolIndicesCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CcolIndicesCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -7406,6 +12047,26 @@ impl CeilBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CeilBackward> {
+        const OP: &str = "ceil";
+        Ok(CeilBackward {
+        })
+    }
+}
+
+impl BackwardFn for CeilBackward {
+    fn name(&self) -> &'static str {
+        "CeilBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CeilBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -7427,6 +12088,29 @@ impl CeluBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CeluBackward> {
+        const OP: &str = "celu";
+        Ok(CeluBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            alpha: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CeluBackward {
+    fn name(&self) -> &'static str {
+        "CeluBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CeluBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `celu_(Tensor(a!) self, Scalar alpha=1.0) -> Tensor(a!)`.
@@ -7447,6 +12131,29 @@ impl CeluBackward1 {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CeluBackward1> {
+        const OP: &str = "celu_";
+        Ok(CeluBackward1 {
+            alpha: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CeluBackward1 {
+    fn name(&self) -> &'static str {
+        "CeluBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CeluBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `cholesky(Tensor self, bool upper=False) -> Tensor`.
@@ -7466,6 +12173,29 @@ impl CholeskyBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CholeskyBackward> {
+        const OP: &str = "cholesky";
+        Ok(CholeskyBackward {
+            upper: cap::value::<bool>(OP, cap::arg(OP, a, 1)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CholeskyBackward {
+    fn name(&self) -> &'static str {
+        "CholeskyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CholeskyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result);
+        v
     }
 }
 
@@ -7488,6 +12218,31 @@ impl CholeskyInverseBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CholeskyInverseBackward> {
+        const OP: &str = "cholesky_inverse";
+        Ok(CholeskyInverseBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            upper: cap::value::<bool>(OP, cap::arg(OP, a, 1)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CholeskyInverseBackward {
+    fn name(&self) -> &'static str {
+        "CholeskyInverseBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CholeskyInverseBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
     }
 }
 
@@ -7516,6 +12271,33 @@ impl CholeskySolveBackward {
         out.push(g_input2);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CholeskySolveBackward> {
+        const OP: &str = "cholesky_solve";
+        Ok(CholeskySolveBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            input2: cap::tensor(OP, "input2", cap::arg(OP, a, 1)?)?,
+            upper: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CholeskySolveBackward {
+    fn name(&self) -> &'static str {
+        "CholeskySolveBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CholeskySolveBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.input2);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor`.
@@ -7537,6 +12319,30 @@ impl ClampBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ClampBackward> {
+        const OP: &str = "clamp";
+        Ok(ClampBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            min: cap::value::<Option<Scalar>>(OP, cap::arg(OP, a, 1)?)?,
+            max: cap::value::<Option<Scalar>>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ClampBackward {
+    fn name(&self) -> &'static str {
+        "ClampBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ClampBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -7566,6 +12372,32 @@ impl ClampTensorBackward {
         out.push(g_max);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ClampTensorBackward> {
+        const OP: &str = "clamp.Tensor";
+        Ok(ClampTensorBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            min: cap::opt_tensor(OP, "min", cap::arg(OP, a, 1)?)?,
+            max: cap::opt_tensor(OP, "max", cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ClampTensorBackward {
+    fn name(&self) -> &'static str {
+        "ClampTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ClampTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.extend(self.min.iter());
+        v.extend(self.max.iter());
+        v
+    }
 }
 
 /// Backward of `clamp_max(Tensor self, Scalar max) -> Tensor`.
@@ -7585,6 +12417,29 @@ impl ClampMaxBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ClampMaxBackward> {
+        const OP: &str = "clamp_max";
+        Ok(ClampMaxBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            max: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ClampMaxBackward {
+    fn name(&self) -> &'static str {
+        "ClampMaxBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ClampMaxBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -7609,6 +12464,30 @@ impl ClampMaxTensorBackward {
         out.push(g_max);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ClampMaxTensorBackward> {
+        const OP: &str = "clamp_max.Tensor";
+        Ok(ClampMaxTensorBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            max: cap::tensor(OP, "max", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ClampMaxTensorBackward {
+    fn name(&self) -> &'static str {
+        "ClampMaxTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ClampMaxTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.max);
+        v
+    }
 }
 
 /// Backward of `clamp_min(Tensor self, Scalar min) -> Tensor`.
@@ -7628,6 +12507,29 @@ impl ClampMinBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ClampMinBackward> {
+        const OP: &str = "clamp_min";
+        Ok(ClampMinBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            min: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ClampMinBackward {
+    fn name(&self) -> &'static str {
+        "ClampMinBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ClampMinBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -7652,6 +12554,30 @@ impl ClampMinTensorBackward {
         out.push(g_min);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ClampMinTensorBackward> {
+        const OP: &str = "clamp_min.Tensor";
+        Ok(ClampMinTensorBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            min: cap::tensor(OP, "min", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ClampMinTensorBackward {
+    fn name(&self) -> &'static str {
+        "ClampMinTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ClampMinTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.min);
+        v
+    }
 }
 
 /// Backward of `clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor`.
@@ -7669,6 +12595,26 @@ impl CloneBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CloneBackward> {
+        const OP: &str = "clone";
+        Ok(CloneBackward {
+        })
+    }
+}
+
+impl BackwardFn for CloneBackward {
+    fn name(&self) -> &'static str {
+        "CloneBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CloneBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -7696,6 +12642,30 @@ impl Col2imBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<Col2imBackward> {
+        const OP: &str = "col2im";
+        Ok(Col2imBackward {
+            kernel_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+        })
+    }
+}
+
+impl BackwardFn for Col2imBackward {
+    fn name(&self) -> &'static str {
+        "Col2imBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        Col2imBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `col_indices(Tensor(a) self) -> Tensor(a)`.
@@ -7709,6 +12679,26 @@ impl ColIndicesBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ColIndicesBackward> {
+        const OP: &str = "col_indices";
+        Ok(ColIndicesBackward {
+        })
+    }
+}
+
+impl BackwardFn for ColIndicesBackward {
+    fn name(&self) -> &'static str {
+        "ColIndicesBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ColIndicesBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `col_indices(Tensor(a) self) -> Tensor(a)`.
@@ -7721,6 +12711,26 @@ impl ColIndicesCopyBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ColIndicesCopyBackward> {
+        const OP: &str = "col_indices_copy";
+        Ok(ColIndicesCopyBackward {
+        })
+    }
+}
+
+impl BackwardFn for ColIndicesCopyBackward {
+    fn name(&self) -> &'static str {
+        "ColIndicesCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ColIndicesCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -7745,6 +12755,30 @@ impl ComplexBackward {
         out.push(g_imag);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ComplexBackward> {
+        const OP: &str = "complex";
+        Ok(ComplexBackward {
+            imag: cap::tensor(OP, "imag", cap::arg(OP, a, 1)?)?,
+            real: cap::tensor(OP, "real", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ComplexBackward {
+    fn name(&self) -> &'static str {
+        "ComplexBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ComplexBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.imag);
+        v.push(&self.real);
+        v
+    }
 }
 
 /// Backward of `conj_physical_(Tensor(a!) self) -> Tensor(a!)`.
@@ -7760,6 +12794,26 @@ impl ConjPhysicalBackward1 {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ConjPhysicalBackward1> {
+        const OP: &str = "conj_physical_";
+        Ok(ConjPhysicalBackward1 {
+        })
+    }
+}
+
+impl BackwardFn for ConjPhysicalBackward1 {
+    fn name(&self) -> &'static str {
+        "ConjPhysicalBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ConjPhysicalBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -7778,6 +12832,27 @@ impl ConstantPadNdBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ConstantPadNdBackward> {
+        const OP: &str = "constant_pad_nd";
+        Ok(ConstantPadNdBackward {
+            pad: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ConstantPadNdBackward {
+    fn name(&self) -> &'static str {
+        "ConstantPadNdBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ConstantPadNdBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -7812,6 +12887,34 @@ impl ConvDepthwise3dBackward {
         out.push(g_bias);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ConvDepthwise3dBackward> {
+        const OP: &str = "conv_depthwise3d";
+        Ok(ConvDepthwise3dBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            bias_sym_sizes_opt: cap::sizes_opt(OP, cap::arg(OP, a, 3)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 6)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ConvDepthwise3dBackward {
+    fn name(&self) -> &'static str {
+        "ConvDepthwise3dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ConvDepthwise3dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.weight);
+        v
+    }
 }
 
 /// Backward of `conv_tbc(Tensor self, Tensor weight, Tensor bias, int pad=0) -> Tensor`.
@@ -7840,6 +12943,33 @@ impl ConvTbcBackward {
         out.push(g_weight);
         out.push(g_bias);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ConvTbcBackward> {
+        const OP: &str = "conv_tbc";
+        Ok(ConvTbcBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            bias: cap::tensor(OP, "bias", cap::arg(OP, a, 2)?)?,
+            pad: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ConvTbcBackward {
+    fn name(&self) -> &'static str {
+        "ConvTbcBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ConvTbcBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.weight);
+        v.push(&self.bias);
+        v
     }
 }
 
@@ -7880,6 +13010,37 @@ impl ConvolutionBackward1 {
         out.push(g_bias);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ConvolutionBackward1> {
+        const OP: &str = "convolution";
+        Ok(ConvolutionBackward1 {
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            bias_sym_sizes_opt: cap::sizes_opt(OP, cap::arg(OP, a, 2)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+            transposed: cap::value::<bool>(OP, cap::arg(OP, a, 6)?)?,
+            output_padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 7)?)?,
+            groups: cap::value::<i64>(OP, cap::arg(OP, a, 8)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ConvolutionBackward1 {
+    fn name(&self) -> &'static str {
+        "ConvolutionBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ConvolutionBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input);
+        v.push(&self.weight);
+        v
+    }
 }
 
 /// Backward of `convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)`.
@@ -7918,6 +13079,38 @@ impl ConvolutionBackwardBackward {
         out.push(g_input);
         out.push(g_weight);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ConvolutionBackwardBackward> {
+        const OP: &str = "convolution_backward";
+        Ok(ConvolutionBackwardBackward {
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 0)?)?,
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 1)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 2)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 6)?)?,
+            transposed: cap::value::<bool>(OP, cap::arg(OP, a, 7)?)?,
+            output_padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 8)?)?,
+            groups: cap::value::<i64>(OP, cap::arg(OP, a, 9)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ConvolutionBackwardBackward {
+    fn name(&self) -> &'static str {
+        "ConvolutionBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ConvolutionBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.grad_output);
+        v.push(&self.input);
+        v.push(&self.weight);
+        v
     }
 }
 
@@ -7958,6 +13151,38 @@ impl ConvolutionBackwardOverrideableBackward {
         out.push(g_weight);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ConvolutionBackwardOverrideableBackward> {
+        const OP: &str = "convolution_backward_overrideable";
+        Ok(ConvolutionBackwardOverrideableBackward {
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 0)?)?,
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 1)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 2)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+            transposed: cap::value::<bool>(OP, cap::arg(OP, a, 6)?)?,
+            output_padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 7)?)?,
+            groups: cap::value::<i64>(OP, cap::arg(OP, a, 8)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ConvolutionBackwardOverrideableBackward {
+    fn name(&self) -> &'static str {
+        "ConvolutionBackwardOverrideableBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ConvolutionBackwardOverrideableBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.grad_output);
+        v.push(&self.input);
+        v.push(&self.weight);
+        v
+    }
 }
 
 /// Backward of `convolution_overrideable(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor`.
@@ -7995,6 +13220,36 @@ impl ConvolutionOverrideableBackward {
         out.push(g_bias);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ConvolutionOverrideableBackward> {
+        const OP: &str = "convolution_overrideable";
+        Ok(ConvolutionOverrideableBackward {
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+            transposed: cap::value::<bool>(OP, cap::arg(OP, a, 6)?)?,
+            output_padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 7)?)?,
+            groups: cap::value::<i64>(OP, cap::arg(OP, a, 8)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ConvolutionOverrideableBackward {
+    fn name(&self) -> &'static str {
+        "ConvolutionOverrideableBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ConvolutionOverrideableBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input);
+        v.push(&self.weight);
+        v
+    }
 }
 
 /// Backward of `copysign.Scalar(Tensor self, Scalar other) -> Tensor`.
@@ -8014,6 +13269,30 @@ impl CopysignScalarBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CopysignScalarBackward> {
+        const OP: &str = "copysign.Scalar";
+        Ok(CopysignScalarBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CopysignScalarBackward {
+    fn name(&self) -> &'static str {
+        "CopysignScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CopysignScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
     }
 }
 
@@ -8040,6 +13319,31 @@ impl CopysignTensorBackward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CopysignTensorBackward> {
+        const OP: &str = "copysign.Tensor";
+        Ok(CopysignTensorBackward {
+            other_info: return Err(cap::unsupported(OP, "other_info")),
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CopysignTensorBackward {
+    fn name(&self) -> &'static str {
+        "CopysignTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CopysignTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `cos(Tensor self) -> Tensor`.
@@ -8059,6 +13363,28 @@ impl CosBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CosBackward> {
+        const OP: &str = "cos";
+        Ok(CosBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CosBackward {
+    fn name(&self) -> &'static str {
+        "CosBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CosBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -8080,6 +13406,28 @@ impl CoshBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CoshBackward> {
+        const OP: &str = "cosh";
+        Ok(CoshBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CoshBackward {
+    fn name(&self) -> &'static str {
+        "CoshBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CoshBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `count_nonzero(Tensor self, int? dim=None) -> Tensor`.
@@ -8092,6 +13440,26 @@ impl CountNonzeroBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CountNonzeroBackward> {
+        const OP: &str = "count_nonzero";
+        Ok(CountNonzeroBackward {
+        })
+    }
+}
+
+impl BackwardFn for CountNonzeroBackward {
+    fn name(&self) -> &'static str {
+        "CountNonzeroBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CountNonzeroBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -8106,6 +13474,26 @@ impl CountNonzeroDimIntlistBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CountNonzeroDimIntlistBackward> {
+        const OP: &str = "count_nonzero.dim_IntList";
+        Ok(CountNonzeroDimIntlistBackward {
+        })
+    }
+}
+
+impl BackwardFn for CountNonzeroDimIntlistBackward {
+    fn name(&self) -> &'static str {
+        "CountNonzeroDimIntlistBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CountNonzeroDimIntlistBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `crow_indices(Tensor(a) self) -> Tensor(a)`.
@@ -8119,6 +13507,26 @@ impl CrowIndicesBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CrowIndicesBackward> {
+        const OP: &str = "crow_indices";
+        Ok(CrowIndicesBackward {
+        })
+    }
+}
+
+impl BackwardFn for CrowIndicesBackward {
+    fn name(&self) -> &'static str {
+        "CrowIndicesBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CrowIndicesBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `crow_indices(Tensor(a) self) -> Tensor(a)`.
@@ -8131,6 +13539,26 @@ impl CrowIndicesCopyBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CrowIndicesCopyBackward> {
+        const OP: &str = "crow_indices_copy";
+        Ok(CrowIndicesCopyBackward {
+        })
+    }
+}
+
+impl BackwardFn for CrowIndicesCopyBackward {
+    fn name(&self) -> &'static str {
+        "CrowIndicesCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CrowIndicesCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -8157,6 +13585,30 @@ impl CudnnAffineGridGeneratorBackward {
         let mut out = Vec::new();
         out.push(g_theta);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CudnnAffineGridGeneratorBackward> {
+        const OP: &str = "cudnn_affine_grid_generator";
+        Ok(CudnnAffineGridGeneratorBackward {
+            N: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            C: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            H: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+            W: cap::value::<i64>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CudnnAffineGridGeneratorBackward {
+    fn name(&self) -> &'static str {
+        "CudnnAffineGridGeneratorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CudnnAffineGridGeneratorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -8196,6 +13648,42 @@ impl CudnnBatchNormBackward {
         out.push(g_weight);
         out.push(g_bias);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CudnnBatchNormBackward> {
+        const OP: &str = "cudnn_batch_norm";
+        Ok(CudnnBatchNormBackward {
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            running_mean: cap::opt_tensor(OP, "running_mean", cap::arg(OP, a, 3)?)?,
+            running_var: cap::opt_tensor(OP, "running_var", cap::arg(OP, a, 4)?)?,
+            training: cap::value::<bool>(OP, cap::arg(OP, a, 5)?)?,
+            epsilon: cap::value::<f64>(OP, cap::arg(OP, a, 7)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+            result2: cap::tensor(OP, "result2", cap::arg(OP, r, 2)?)?,
+            result3: cap::tensor(OP, "result3", cap::arg(OP, r, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CudnnBatchNormBackward {
+    fn name(&self) -> &'static str {
+        "CudnnBatchNormBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CudnnBatchNormBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input);
+        v.push(&self.weight);
+        v.extend(self.running_mean.iter());
+        v.extend(self.running_var.iter());
+        v.push(&self.result1);
+        v.push(&self.result2);
+        v.push(&self.result3);
+        v
     }
 }
 
@@ -8245,6 +13733,43 @@ impl CudnnBatchNormBackwardBackward {
         out.push(g_reserveSpace);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CudnnBatchNormBackwardBackward> {
+        const OP: &str = "cudnn_batch_norm_backward";
+        Ok(CudnnBatchNormBackwardBackward {
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 0)?)?,
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 1)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 2)?)?,
+            running_mean: cap::opt_tensor(OP, "running_mean", cap::arg(OP, a, 3)?)?,
+            running_var: cap::opt_tensor(OP, "running_var", cap::arg(OP, a, 4)?)?,
+            save_mean: cap::opt_tensor(OP, "save_mean", cap::arg(OP, a, 5)?)?,
+            save_var: cap::opt_tensor(OP, "save_var", cap::arg(OP, a, 6)?)?,
+            epsilon: cap::value::<f64>(OP, cap::arg(OP, a, 7)?)?,
+            reserveSpace: cap::tensor(OP, "reserveSpace", cap::arg(OP, a, 8)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CudnnBatchNormBackwardBackward {
+    fn name(&self) -> &'static str {
+        "CudnnBatchNormBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CudnnBatchNormBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input);
+        v.push(&self.grad_output);
+        v.push(&self.weight);
+        v.extend(self.running_mean.iter());
+        v.extend(self.running_var.iter());
+        v.extend(self.save_mean.iter());
+        v.extend(self.save_var.iter());
+        v.push(&self.reserveSpace);
+        v
+    }
 }
 
 /// Backward of `cudnn_convolution(Tensor self, Tensor weight, SymInt[] padding, SymInt[] stride, SymInt[] dilation, SymInt groups, bool benchmark, bool deterministic, bool allow_tf32) -> Tensor`.
@@ -8275,6 +13800,34 @@ impl CudnnConvolutionBackward {
         out.push(g_self);
         out.push(g_weight);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CudnnConvolutionBackward> {
+        const OP: &str = "cudnn_convolution";
+        Ok(CudnnConvolutionBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            groups: cap::value::<i64>(OP, cap::arg(OP, a, 5)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CudnnConvolutionBackward {
+    fn name(&self) -> &'static str {
+        "CudnnConvolutionBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CudnnConvolutionBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.weight);
+        v
     }
 }
 
@@ -8309,6 +13862,35 @@ impl CudnnConvolutionTransposeBackward {
         out.push(g_weight);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CudnnConvolutionTransposeBackward> {
+        const OP: &str = "cudnn_convolution_transpose";
+        Ok(CudnnConvolutionTransposeBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            output_padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+            groups: cap::value::<i64>(OP, cap::arg(OP, a, 6)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CudnnConvolutionTransposeBackward {
+    fn name(&self) -> &'static str {
+        "CudnnConvolutionTransposeBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CudnnConvolutionTransposeBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.weight);
+        v
+    }
 }
 
 /// Backward of `cudnn_grid_sampler(Tensor self, Tensor grid) -> Tensor output`.
@@ -8332,6 +13914,30 @@ impl CudnnGridSamplerBackward {
         out.push(g_grid);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CudnnGridSamplerBackward> {
+        const OP: &str = "cudnn_grid_sampler";
+        Ok(CudnnGridSamplerBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            grid: cap::tensor(OP, "grid", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CudnnGridSamplerBackward {
+    fn name(&self) -> &'static str {
+        "CudnnGridSamplerBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CudnnGridSamplerBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.grid);
+        v
+    }
 }
 
 /// Backward of `cummax(Tensor self, int dim) -> (Tensor values, Tensor indices)`.
@@ -8354,6 +13960,31 @@ impl CummaxBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CummaxBackward> {
+        const OP: &str = "cummax";
+        Ok(CummaxBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            indices: cap::tensor(OP, "indices", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CummaxBackward {
+    fn name(&self) -> &'static str {
+        "CummaxBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CummaxBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.indices);
+        v
+    }
 }
 
 /// Backward of `cummin(Tensor self, int dim) -> (Tensor values, Tensor indices)`.
@@ -8375,6 +14006,31 @@ impl CumminBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CumminBackward> {
+        const OP: &str = "cummin";
+        Ok(CumminBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            indices: cap::tensor(OP, "indices", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CumminBackward {
+    fn name(&self) -> &'static str {
+        "CumminBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CumminBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.indices);
+        v
     }
 }
 
@@ -8400,6 +14056,32 @@ impl CumprodBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CumprodBackward> {
+        const OP: &str = "cumprod";
+        Ok(CumprodBackward {
+            self_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 0)?)?,
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CumprodBackward {
+    fn name(&self) -> &'static str {
+        "CumprodBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CumprodBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor`.
@@ -8420,6 +14102,28 @@ impl CumsumBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CumsumBackward> {
+        const OP: &str = "cumsum";
+        Ok(CumsumBackward {
+            self_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for CumsumBackward {
+    fn name(&self) -> &'static str {
+        "CumsumBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        CumsumBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `deg2rad(Tensor self) -> Tensor`.
@@ -8435,6 +14139,26 @@ impl Deg2radBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<Deg2radBackward> {
+        const OP: &str = "deg2rad";
+        Ok(Deg2radBackward {
+        })
+    }
+}
+
+impl BackwardFn for Deg2radBackward {
+    fn name(&self) -> &'static str {
+        "Deg2radBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        Deg2radBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -8459,6 +14183,29 @@ impl DiagEmbedBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<DiagEmbedBackward> {
+        const OP: &str = "diag_embed";
+        Ok(DiagEmbedBackward {
+            offset: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            dim1: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            dim2: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for DiagEmbedBackward {
+    fn name(&self) -> &'static str {
+        "DiagEmbedBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        DiagEmbedBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -8486,6 +14233,30 @@ impl DiagonalBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<DiagonalBackward> {
+        const OP: &str = "diagonal";
+        Ok(DiagonalBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            offset: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            dim1: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            dim2: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for DiagonalBackward {
+    fn name(&self) -> &'static str {
+        "DiagonalBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        DiagonalBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `diagonal_backward(Tensor grad_output, SymInt[] input_sizes, int offset, int dim1, int dim2) -> Tensor`.
@@ -8509,6 +14280,29 @@ impl DiagonalBackwardBackward {
         let mut out = Vec::new();
         out.push(g_grad_output);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<DiagonalBackwardBackward> {
+        const OP: &str = "diagonal_backward";
+        Ok(DiagonalBackwardBackward {
+            offset: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            dim1: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+            dim2: cap::value::<i64>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for DiagonalBackwardBackward {
+    fn name(&self) -> &'static str {
+        "DiagonalBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        DiagonalBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -8535,6 +14329,30 @@ impl DiagonalCopyBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<DiagonalCopyBackward> {
+        const OP: &str = "diagonal_copy";
+        Ok(DiagonalCopyBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            offset: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            dim1: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            dim2: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for DiagonalCopyBackward {
+    fn name(&self) -> &'static str {
+        "DiagonalCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        DiagonalCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -8565,6 +14383,30 @@ impl DiagonalScatterBackward {
         out.push(g_src);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<DiagonalScatterBackward> {
+        const OP: &str = "diagonal_scatter";
+        Ok(DiagonalScatterBackward {
+            src_info: return Err(cap::unsupported(OP, "src_info")),
+            offset: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            dim1: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+            dim2: cap::value::<i64>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for DiagonalScatterBackward {
+    fn name(&self) -> &'static str {
+        "DiagonalScatterBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        DiagonalScatterBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `digamma(Tensor self) -> Tensor`.
@@ -8584,6 +14426,28 @@ impl DigammaBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<DigammaBackward> {
+        const OP: &str = "digamma";
+        Ok(DigammaBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for DigammaBackward {
+    fn name(&self) -> &'static str {
+        "DigammaBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        DigammaBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -8612,6 +14476,33 @@ impl DistBackward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<DistBackward> {
+        const OP: &str = "dist";
+        Ok(DistBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+            p: cap::value::<Scalar>(OP, cap::arg(OP, a, 2)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for DistBackward {
+    fn name(&self) -> &'static str {
+        "DistBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        DistBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.other);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `div.Scalar(Tensor self, Scalar other) -> Tensor`.
@@ -8631,6 +14522,28 @@ impl DivScalarBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<DivScalarBackward> {
+        const OP: &str = "div.Scalar";
+        Ok(DivScalarBackward {
+            self_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 0)?)?,
+            other: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for DivScalarBackward {
+    fn name(&self) -> &'static str {
+        "DivScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        DivScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -8653,6 +14566,29 @@ impl DivScalarModeBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<DivScalarModeBackward> {
+        const OP: &str = "div.Scalar_mode";
+        Ok(DivScalarModeBackward {
+            self_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 0)?)?,
+            other: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+            rounding_mode: cap::value::<Option<String>>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for DivScalarModeBackward {
+    fn name(&self) -> &'static str {
+        "DivScalarModeBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        DivScalarModeBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -8681,6 +14617,31 @@ impl DivTensorBackward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<DivTensorBackward> {
+        const OP: &str = "div.Tensor";
+        Ok(DivTensorBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+            self_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for DivTensorBackward {
+    fn name(&self) -> &'static str {
+        "DivTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        DivTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.other);
+        v
+    }
 }
 
 /// Backward of `div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor`.
@@ -8708,6 +14669,32 @@ impl DivTensorModeBackward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<DivTensorModeBackward> {
+        const OP: &str = "div.Tensor_mode";
+        Ok(DivTensorModeBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+            rounding_mode: cap::value::<Option<String>>(OP, cap::arg(OP, a, 2)?)?,
+            self_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for DivTensorModeBackward {
+    fn name(&self) -> &'static str {
+        "DivTensorModeBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        DivTensorModeBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.other);
+        v
+    }
 }
 
 /// Backward of `dot(Tensor self, Tensor tensor) -> Tensor`.
@@ -8732,6 +14719,30 @@ impl DotBackward {
         out.push(g_self);
         out.push(g_tensor);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<DotBackward> {
+        const OP: &str = "dot";
+        Ok(DotBackward {
+            tensor: cap::tensor(OP, "tensor", cap::arg(OP, a, 1)?)?,
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for DotBackward {
+    fn name(&self) -> &'static str {
+        "DotBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        DotBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.tensor);
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -8759,6 +14770,31 @@ impl EluBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<EluBackward> {
+        const OP: &str = "elu";
+        Ok(EluBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            alpha: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+            scale: cap::value::<Scalar>(OP, cap::arg(OP, a, 2)?)?,
+            input_scale: cap::value::<Scalar>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for EluBackward {
+    fn name(&self) -> &'static str {
+        "EluBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        EluBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `elu_(Tensor(a!) self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1) -> Tensor(a!)`.
@@ -8784,6 +14820,31 @@ impl EluBackward1 {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<EluBackward1> {
+        const OP: &str = "elu_";
+        Ok(EluBackward1 {
+            alpha: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+            scale: cap::value::<Scalar>(OP, cap::arg(OP, a, 2)?)?,
+            input_scale: cap::value::<Scalar>(OP, cap::arg(OP, a, 3)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for EluBackward1 {
+    fn name(&self) -> &'static str {
+        "EluBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        EluBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result);
+        v
     }
 }
 
@@ -8818,6 +14879,34 @@ impl EluBackwardBackward {
         out.push(g_self_or_result);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<EluBackwardBackward> {
+        const OP: &str = "elu_backward";
+        Ok(EluBackwardBackward {
+            alpha: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+            scale: cap::value::<Scalar>(OP, cap::arg(OP, a, 2)?)?,
+            input_scale: cap::value::<Scalar>(OP, cap::arg(OP, a, 3)?)?,
+            is_result: cap::value::<bool>(OP, cap::arg(OP, a, 4)?)?,
+            self_or_result: cap::tensor(OP, "self_or_result", cap::arg(OP, a, 5)?)?,
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for EluBackwardBackward {
+    fn name(&self) -> &'static str {
+        "EluBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        EluBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_or_result);
+        v.push(&self.grad_output);
+        v
+    }
 }
 
 /// Backward of `embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor`.
@@ -8844,6 +14933,32 @@ impl EmbeddingBackward {
         out.push(g_weight);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<EmbeddingBackward> {
+        const OP: &str = "embedding";
+        Ok(EmbeddingBackward {
+            weight_sym_argsize_0: cap::size(OP, cap::arg(OP, a, 0)?, 0)?,
+            indices: cap::tensor(OP, "indices", cap::arg(OP, a, 1)?)?,
+            padding_idx: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            scale_grad_by_freq: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+            sparse: cap::value::<bool>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for EmbeddingBackward {
+    fn name(&self) -> &'static str {
+        "EmbeddingBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        EmbeddingBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.indices);
+        v
+    }
 }
 
 /// Backward of `embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor`.
@@ -8864,6 +14979,29 @@ impl EmbeddingDenseBackwardBackward {
         out.push(g_grad_output);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<EmbeddingDenseBackwardBackward> {
+        const OP: &str = "embedding_dense_backward";
+        Ok(EmbeddingDenseBackwardBackward {
+            indices: cap::tensor(OP, "indices", cap::arg(OP, a, 1)?)?,
+            padding_idx: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for EmbeddingDenseBackwardBackward {
+    fn name(&self) -> &'static str {
+        "EmbeddingDenseBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        EmbeddingDenseBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.indices);
+        v
+    }
 }
 
 /// Backward of `embedding_renorm_(Tensor(a!) self, Tensor indices, float max_norm, float norm_type) -> Tensor(a!)`.
@@ -8880,6 +15018,26 @@ impl EmbeddingRenormBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<EmbeddingRenormBackward> {
+        const OP: &str = "embedding_renorm_";
+        Ok(EmbeddingRenormBackward {
+        })
+    }
+}
+
+impl BackwardFn for EmbeddingRenormBackward {
+    fn name(&self) -> &'static str {
+        "EmbeddingRenormBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        EmbeddingRenormBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `eq.Scalar(Tensor self, Scalar other) -> Tensor`.
@@ -8893,6 +15051,26 @@ impl EqScalarBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<EqScalarBackward> {
+        const OP: &str = "eq.Scalar";
+        Ok(EqScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for EqScalarBackward {
+    fn name(&self) -> &'static str {
+        "EqScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        EqScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `eq.Tensor(Tensor self, Tensor other) -> Tensor`.
@@ -8905,6 +15083,26 @@ impl EqTensorBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<EqTensorBackward> {
+        const OP: &str = "eq.Tensor";
+        Ok(EqTensorBackward {
+        })
+    }
+}
+
+impl BackwardFn for EqTensorBackward {
+    fn name(&self) -> &'static str {
+        "EqTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        EqTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -8923,6 +15121,27 @@ impl EqScalarBackward1 {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<EqScalarBackward1> {
+        const OP: &str = "eq_.Scalar";
+        Ok(EqScalarBackward1 {
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for EqScalarBackward1 {
+    fn name(&self) -> &'static str {
+        "EqScalarBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        EqScalarBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -8947,6 +15166,28 @@ impl EqTensorBackward1 {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<EqTensorBackward1> {
+        const OP: &str = "eq_.Tensor";
+        Ok(EqTensorBackward1 {
+            other_info: return Err(cap::unsupported(OP, "other_info")),
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for EqTensorBackward1 {
+    fn name(&self) -> &'static str {
+        "EqTensorBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        EqTensorBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `erf(Tensor self) -> Tensor`.
@@ -8964,6 +15205,28 @@ impl ErfBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ErfBackward> {
+        const OP: &str = "erf";
+        Ok(ErfBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ErfBackward {
+    fn name(&self) -> &'static str {
+        "ErfBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ErfBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -8983,6 +15246,28 @@ impl ErfcBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ErfcBackward> {
+        const OP: &str = "erfc";
+        Ok(ErfcBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ErfcBackward {
+    fn name(&self) -> &'static str {
+        "ErfcBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ErfcBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `erfinv(Tensor self) -> Tensor`.
@@ -9000,6 +15285,28 @@ impl ErfinvBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ErfinvBackward> {
+        const OP: &str = "erfinv";
+        Ok(ErfinvBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ErfinvBackward {
+    fn name(&self) -> &'static str {
+        "ErfinvBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ErfinvBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -9021,6 +15328,28 @@ impl ExpBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ExpBackward> {
+        const OP: &str = "exp";
+        Ok(ExpBackward {
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ExpBackward {
+    fn name(&self) -> &'static str {
+        "ExpBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ExpBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `exp2(Tensor self) -> Tensor`.
@@ -9038,6 +15367,28 @@ impl Exp2Backward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<Exp2Backward> {
+        const OP: &str = "exp2";
+        Ok(Exp2Backward {
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for Exp2Backward {
+    fn name(&self) -> &'static str {
+        "Exp2Backward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        Exp2Backward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result);
+        v
     }
 }
 
@@ -9059,6 +15410,27 @@ impl ExpandBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ExpandBackward> {
+        const OP: &str = "expand";
+        Ok(ExpandBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ExpandBackward {
+    fn name(&self) -> &'static str {
+        "ExpandBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ExpandBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)`.
@@ -9078,6 +15450,27 @@ impl ExpandCopyBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ExpandCopyBackward> {
+        const OP: &str = "expand_copy";
+        Ok(ExpandCopyBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ExpandCopyBackward {
+    fn name(&self) -> &'static str {
+        "ExpandCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ExpandCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -9099,6 +15492,28 @@ impl Expm1Backward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<Expm1Backward> {
+        const OP: &str = "expm1";
+        Ok(Expm1Backward {
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for Expm1Backward {
+    fn name(&self) -> &'static str {
+        "Expm1Backward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        Expm1Backward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `exponential_(Tensor(a!) self, float lambd=1, *, Generator? generator=None) -> Tensor(a!)`.
@@ -9116,6 +15531,26 @@ impl ExponentialBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ExponentialBackward> {
+        const OP: &str = "exponential_";
+        Ok(ExponentialBackward {
+        })
+    }
+}
+
+impl BackwardFn for ExponentialBackward {
+    fn name(&self) -> &'static str {
+        "ExponentialBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ExponentialBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -9135,6 +15570,28 @@ impl FakeQuantizePerChannelAffineCachemaskBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FakeQuantizePerChannelAffineCachemaskBackward> {
+        const OP: &str = "fake_quantize_per_channel_affine_cachemask";
+        Ok(FakeQuantizePerChannelAffineCachemaskBackward {
+            mask: cap::tensor(OP, "mask", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for FakeQuantizePerChannelAffineCachemaskBackward {
+    fn name(&self) -> &'static str {
+        "FakeQuantizePerChannelAffineCachemaskBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FakeQuantizePerChannelAffineCachemaskBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.mask);
+        v
+    }
 }
 
 /// Backward of `fake_quantize_per_tensor_affine_cachemask(Tensor self, float scale, int zero_point, int quant_min, int quant_max) -> (Tensor output, Tensor mask)`.
@@ -9153,6 +15610,28 @@ impl FakeQuantizePerTensorAffineCachemaskBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FakeQuantizePerTensorAffineCachemaskBackward> {
+        const OP: &str = "fake_quantize_per_tensor_affine_cachemask";
+        Ok(FakeQuantizePerTensorAffineCachemaskBackward {
+            mask: cap::tensor(OP, "mask", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for FakeQuantizePerTensorAffineCachemaskBackward {
+    fn name(&self) -> &'static str {
+        "FakeQuantizePerTensorAffineCachemaskBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FakeQuantizePerTensorAffineCachemaskBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.mask);
+        v
+    }
 }
 
 /// Backward of `fill.Scalar(Tensor self, Scalar value) -> Tensor`.
@@ -9170,6 +15649,26 @@ impl FillScalarBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FillScalarBackward> {
+        const OP: &str = "fill.Scalar";
+        Ok(FillScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for FillScalarBackward {
+    fn name(&self) -> &'static str {
+        "FillScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FillScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -9192,6 +15691,26 @@ impl FillTensorBackward {
         out.push(g_value);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FillTensorBackward> {
+        const OP: &str = "fill.Tensor";
+        Ok(FillTensorBackward {
+        })
+    }
+}
+
+impl BackwardFn for FillTensorBackward {
+    fn name(&self) -> &'static str {
+        "FillTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FillTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)`.
@@ -9209,6 +15728,26 @@ impl FillScalarBackward1 {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FillScalarBackward1> {
+        const OP: &str = "fill_.Scalar";
+        Ok(FillScalarBackward1 {
+        })
+    }
+}
+
+impl BackwardFn for FillScalarBackward1 {
+    fn name(&self) -> &'static str {
+        "FillScalarBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FillScalarBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -9231,6 +15770,26 @@ impl FillTensorBackward1 {
         out.push(g_value);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FillTensorBackward1> {
+        const OP: &str = "fill_.Tensor";
+        Ok(FillTensorBackward1 {
+        })
+    }
+}
+
+impl BackwardFn for FillTensorBackward1 {
+    fn name(&self) -> &'static str {
+        "FillTensorBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FillTensorBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `flip(Tensor self, int[] dims) -> Tensor`.
@@ -9251,6 +15810,27 @@ impl FlipBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FlipBackward> {
+        const OP: &str = "flip";
+        Ok(FlipBackward {
+            dims: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for FlipBackward {
+    fn name(&self) -> &'static str {
+        "FlipBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FlipBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `floor(Tensor self) -> Tensor`.
@@ -9268,6 +15848,26 @@ impl FloorBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FloorBackward> {
+        const OP: &str = "floor";
+        Ok(FloorBackward {
+        })
+    }
+}
+
+impl BackwardFn for FloorBackward {
+    fn name(&self) -> &'static str {
+        "FloorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FloorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -9292,6 +15892,30 @@ impl FmaxBackward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FmaxBackward> {
+        const OP: &str = "fmax";
+        Ok(FmaxBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for FmaxBackward {
+    fn name(&self) -> &'static str {
+        "FmaxBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FmaxBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.other);
+        v
+    }
 }
 
 /// Backward of `fmin(Tensor self, Tensor other) -> Tensor`.
@@ -9315,6 +15939,30 @@ impl FminBackward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FminBackward> {
+        const OP: &str = "fmin";
+        Ok(FminBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for FminBackward {
+    fn name(&self) -> &'static str {
+        "FminBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FminBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.other);
+        v
+    }
 }
 
 /// Backward of `fmod.Scalar(Tensor self, Scalar other) -> Tensor`.
@@ -9332,6 +15980,26 @@ impl FmodScalarBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FmodScalarBackward> {
+        const OP: &str = "fmod.Scalar";
+        Ok(FmodScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for FmodScalarBackward {
+    fn name(&self) -> &'static str {
+        "FmodScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FmodScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -9358,6 +16026,30 @@ impl FmodTensorBackward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FmodTensorBackward> {
+        const OP: &str = "fmod.Tensor";
+        Ok(FmodTensorBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for FmodTensorBackward {
+    fn name(&self) -> &'static str {
+        "FmodTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FmodTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.other);
+        v
+    }
 }
 
 /// Backward of `frac(Tensor self) -> Tensor`.
@@ -9375,6 +16067,26 @@ impl FracBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FracBackward> {
+        const OP: &str = "frac";
+        Ok(FracBackward {
+        })
+    }
+}
+
+impl BackwardFn for FracBackward {
+    fn name(&self) -> &'static str {
+        "FracBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FracBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -9402,6 +16114,32 @@ impl FractionalMaxPool2dBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FractionalMaxPool2dBackward> {
+        const OP: &str = "fractional_max_pool2d";
+        Ok(FractionalMaxPool2dBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            kernel_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for FractionalMaxPool2dBackward {
+    fn name(&self) -> &'static str {
+        "FractionalMaxPool2dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FractionalMaxPool2dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result1);
+        v
+    }
 }
 
 /// Backward of `fractional_max_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] output_size, Tensor indices) -> Tensor`.
@@ -9424,6 +16162,29 @@ impl FractionalMaxPool2dBackwardBackward {
         out.push(g_grad_output);
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FractionalMaxPool2dBackwardBackward> {
+        const OP: &str = "fractional_max_pool2d_backward";
+        Ok(FractionalMaxPool2dBackwardBackward {
+            indices: cap::tensor(OP, "indices", cap::arg(OP, a, 4)?)?,
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for FractionalMaxPool2dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "FractionalMaxPool2dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FractionalMaxPool2dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.indices);
+        v
     }
 }
 
@@ -9451,6 +16212,32 @@ impl FractionalMaxPool3dBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FractionalMaxPool3dBackward> {
+        const OP: &str = "fractional_max_pool3d";
+        Ok(FractionalMaxPool3dBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            kernel_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for FractionalMaxPool3dBackward {
+    fn name(&self) -> &'static str {
+        "FractionalMaxPool3dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FractionalMaxPool3dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result1);
+        v
+    }
 }
 
 /// Backward of `fractional_max_pool3d_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] output_size, Tensor indices) -> Tensor`.
@@ -9474,6 +16261,29 @@ impl FractionalMaxPool3dBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FractionalMaxPool3dBackwardBackward> {
+        const OP: &str = "fractional_max_pool3d_backward";
+        Ok(FractionalMaxPool3dBackwardBackward {
+            indices: cap::tensor(OP, "indices", cap::arg(OP, a, 4)?)?,
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for FractionalMaxPool3dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "FractionalMaxPool3dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FractionalMaxPool3dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.indices);
+        v
+    }
 }
 
 /// Backward of `frexp.Tensor(Tensor self) -> (Tensor mantissa, Tensor exponent)`.
@@ -9493,6 +16303,28 @@ impl FrexpTensorBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<FrexpTensorBackward> {
+        const OP: &str = "frexp.Tensor";
+        Ok(FrexpTensorBackward {
+            exponent: cap::tensor(OP, "exponent", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for FrexpTensorBackward {
+    fn name(&self) -> &'static str {
+        "FrexpTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        FrexpTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.exponent);
+        v
     }
 }
 
@@ -9518,6 +16350,32 @@ impl GatherBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<GatherBackward> {
+        const OP: &str = "gather";
+        Ok(GatherBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            index: cap::tensor(OP, "index", cap::arg(OP, a, 2)?)?,
+            sparse_grad: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for GatherBackward {
+    fn name(&self) -> &'static str {
+        "GatherBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        GatherBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.index);
+        v
+    }
 }
 
 /// Backward of `ge.Scalar(Tensor self, Scalar other) -> Tensor`.
@@ -9531,6 +16389,26 @@ impl GeScalarBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<GeScalarBackward> {
+        const OP: &str = "ge.Scalar";
+        Ok(GeScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for GeScalarBackward {
+    fn name(&self) -> &'static str {
+        "GeScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        GeScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `ge.Tensor(Tensor self, Tensor other) -> Tensor`.
@@ -9543,6 +16421,26 @@ impl GeTensorBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<GeTensorBackward> {
+        const OP: &str = "ge.Tensor";
+        Ok(GeTensorBackward {
+        })
+    }
+}
+
+impl BackwardFn for GeTensorBackward {
+    fn name(&self) -> &'static str {
+        "GeTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        GeTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -9561,6 +16459,27 @@ impl GeScalarBackward1 {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<GeScalarBackward1> {
+        const OP: &str = "ge_.Scalar";
+        Ok(GeScalarBackward1 {
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for GeScalarBackward1 {
+    fn name(&self) -> &'static str {
+        "GeScalarBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        GeScalarBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -9585,6 +16504,28 @@ impl GeTensorBackward1 {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<GeTensorBackward1> {
+        const OP: &str = "ge_.Tensor";
+        Ok(GeTensorBackward1 {
+            other_info: return Err(cap::unsupported(OP, "other_info")),
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for GeTensorBackward1 {
+    fn name(&self) -> &'static str {
+        "GeTensorBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        GeTensorBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `gelu(Tensor self, *, str approximate='none') -> Tensor`.
@@ -9604,6 +16545,29 @@ impl GeluBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<GeluBackward> {
+        const OP: &str = "gelu";
+        Ok(GeluBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            approximate: cap::value::<String>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for GeluBackward {
+    fn name(&self) -> &'static str {
+        "GeluBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        GeluBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -9630,6 +16594,31 @@ impl GeluBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<GeluBackwardBackward> {
+        const OP: &str = "gelu_backward";
+        Ok(GeluBackwardBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 1)?)?,
+            approximate: cap::value::<String>(OP, cap::arg(OP, a, 2)?)?,
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for GeluBackwardBackward {
+    fn name(&self) -> &'static str {
+        "GeluBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        GeluBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.grad_output);
+        v
+    }
 }
 
 /// Backward of `geometric_(Tensor(a!) self, float p, *, Generator? generator=None) -> Tensor(a!)`.
@@ -9648,6 +16637,26 @@ impl GeometricBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<GeometricBackward> {
+        const OP: &str = "geometric_";
+        Ok(GeometricBackward {
+        })
+    }
+}
+
+impl BackwardFn for GeometricBackward {
+    fn name(&self) -> &'static str {
+        "GeometricBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        GeometricBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `geqrf(Tensor self) -> (Tensor a, Tensor tau)`.
@@ -9663,6 +16672,26 @@ impl GeqrfBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<GeqrfBackward> {
+        const OP: &str = "geqrf";
+        Ok(GeqrfBackward {
+        })
+    }
+}
+
+impl BackwardFn for GeqrfBackward {
+    fn name(&self) -> &'static str {
+        "GeqrfBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        GeqrfBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -9685,6 +16714,29 @@ impl GluBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<GluBackward> {
+        const OP: &str = "glu";
+        Ok(GluBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for GluBackward {
+    fn name(&self) -> &'static str {
+        "GluBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        GluBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -9710,6 +16762,31 @@ impl GluBackwardBackward {
         out.push(g_grad_output);
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<GluBackwardBackward> {
+        const OP: &str = "glu_backward";
+        Ok(GluBackwardBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 1)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for GluBackwardBackward {
+    fn name(&self) -> &'static str {
+        "GluBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        GluBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.grad_output);
+        v
     }
 }
 
@@ -9740,6 +16817,33 @@ impl GridSampler2dBackward {
         out.push(g_grid);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<GridSampler2dBackward> {
+        const OP: &str = "grid_sampler_2d";
+        Ok(GridSampler2dBackward {
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 0)?)?,
+            grid: cap::tensor(OP, "grid", cap::arg(OP, a, 1)?)?,
+            interpolation_mode: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            padding_mode: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+            align_corners: cap::value::<bool>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for GridSampler2dBackward {
+    fn name(&self) -> &'static str {
+        "GridSampler2dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        GridSampler2dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input);
+        v.push(&self.grid);
+        v
+    }
 }
 
 /// Backward of `grid_sampler_3d(Tensor input, Tensor grid, int interpolation_mode, int padding_mode, bool align_corners) -> Tensor`.
@@ -9769,6 +16873,33 @@ impl GridSampler3dBackward {
         out.push(g_grid);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<GridSampler3dBackward> {
+        const OP: &str = "grid_sampler_3d";
+        Ok(GridSampler3dBackward {
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 0)?)?,
+            grid: cap::tensor(OP, "grid", cap::arg(OP, a, 1)?)?,
+            interpolation_mode: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            padding_mode: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+            align_corners: cap::value::<bool>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for GridSampler3dBackward {
+    fn name(&self) -> &'static str {
+        "GridSampler3dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        GridSampler3dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input);
+        v.push(&self.grid);
+        v
+    }
 }
 
 /// Backward of `gt.Scalar(Tensor self, Scalar other) -> Tensor`.
@@ -9782,6 +16913,26 @@ impl GtScalarBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<GtScalarBackward> {
+        const OP: &str = "gt.Scalar";
+        Ok(GtScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for GtScalarBackward {
+    fn name(&self) -> &'static str {
+        "GtScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        GtScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `gt.Tensor(Tensor self, Tensor other) -> Tensor`.
@@ -9794,6 +16945,26 @@ impl GtTensorBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<GtTensorBackward> {
+        const OP: &str = "gt.Tensor";
+        Ok(GtTensorBackward {
+        })
+    }
+}
+
+impl BackwardFn for GtTensorBackward {
+    fn name(&self) -> &'static str {
+        "GtTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        GtTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -9812,6 +16983,27 @@ impl GtScalarBackward1 {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<GtScalarBackward1> {
+        const OP: &str = "gt_.Scalar";
+        Ok(GtScalarBackward1 {
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for GtScalarBackward1 {
+    fn name(&self) -> &'static str {
+        "GtScalarBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        GtScalarBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -9836,6 +17028,28 @@ impl GtTensorBackward1 {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<GtTensorBackward1> {
+        const OP: &str = "gt_.Tensor";
+        Ok(GtTensorBackward1 {
+            other_info: return Err(cap::unsupported(OP, "other_info")),
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for GtTensorBackward1 {
+    fn name(&self) -> &'static str {
+        "GtTensorBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        GtTensorBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor`.
@@ -9857,6 +17071,29 @@ impl HardshrinkBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<HardshrinkBackward> {
+        const OP: &str = "hardshrink";
+        Ok(HardshrinkBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            lambd: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for HardshrinkBackward {
+    fn name(&self) -> &'static str {
+        "HardshrinkBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        HardshrinkBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -9883,6 +17120,29 @@ impl HardshrinkBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<HardshrinkBackwardBackward> {
+        const OP: &str = "hardshrink_backward";
+        Ok(HardshrinkBackwardBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 1)?)?,
+            lambd: cap::value::<Scalar>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for HardshrinkBackwardBackward {
+    fn name(&self) -> &'static str {
+        "HardshrinkBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        HardshrinkBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `hardsigmoid(Tensor self) -> Tensor`.
@@ -9903,6 +17163,28 @@ impl HardsigmoidBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<HardsigmoidBackward> {
+        const OP: &str = "hardsigmoid";
+        Ok(HardsigmoidBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for HardsigmoidBackward {
+    fn name(&self) -> &'static str {
+        "HardsigmoidBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        HardsigmoidBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `hardswish(Tensor self) -> Tensor`.
@@ -9922,6 +17204,28 @@ impl HardswishBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<HardswishBackward> {
+        const OP: &str = "hardswish";
+        Ok(HardswishBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for HardswishBackward {
+    fn name(&self) -> &'static str {
+        "HardswishBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        HardswishBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -9950,6 +17254,31 @@ impl HardswishBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<HardswishBackwardBackward> {
+        const OP: &str = "hardswish_backward";
+        Ok(HardswishBackwardBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 1)?)?,
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 0)?)?,
+            self_options: return Err(cap::unsupported(OP, "self_options")),
+        })
+    }
+}
+
+impl BackwardFn for HardswishBackwardBackward {
+    fn name(&self) -> &'static str {
+        "HardswishBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        HardswishBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.grad_output);
+        v
+    }
 }
 
 /// Backward of `hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor`.
@@ -9973,6 +17302,30 @@ impl HardtanhBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<HardtanhBackward> {
+        const OP: &str = "hardtanh";
+        Ok(HardtanhBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            min_val: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+            max_val: cap::value::<Scalar>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for HardtanhBackward {
+    fn name(&self) -> &'static str {
+        "HardtanhBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        HardtanhBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -10001,6 +17354,30 @@ impl HardtanhBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<HardtanhBackwardBackward> {
+        const OP: &str = "hardtanh_backward";
+        Ok(HardtanhBackwardBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 1)?)?,
+            min_val: cap::value::<Scalar>(OP, cap::arg(OP, a, 2)?)?,
+            max_val: cap::value::<Scalar>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for HardtanhBackwardBackward {
+    fn name(&self) -> &'static str {
+        "HardtanhBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        HardtanhBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `histc(Tensor self, int bins=100, Scalar min=0, Scalar max=0) -> Tensor`.
@@ -10013,6 +17390,26 @@ impl HistcBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<HistcBackward> {
+        const OP: &str = "histc";
+        Ok(HistcBackward {
+        })
+    }
+}
+
+impl BackwardFn for HistcBackward {
+    fn name(&self) -> &'static str {
+        "HistcBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        HistcBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -10042,6 +17439,32 @@ impl HuberLossBackward {
         out.push(g_self);
         out.push(g_target);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<HuberLossBackward> {
+        const OP: &str = "huber_loss";
+        Ok(HuberLossBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            target: cap::tensor(OP, "target", cap::arg(OP, a, 1)?)?,
+            reduction: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            delta: cap::value::<f64>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for HuberLossBackward {
+    fn name(&self) -> &'static str {
+        "HuberLossBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        HuberLossBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.target);
+        v
     }
 }
 
@@ -10075,6 +17498,34 @@ impl HuberLossBackwardBackward {
         out.push(g_target);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<HuberLossBackwardBackward> {
+        const OP: &str = "huber_loss_backward";
+        Ok(HuberLossBackwardBackward {
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 0)?)?,
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 1)?)?,
+            target: cap::tensor(OP, "target", cap::arg(OP, a, 2)?)?,
+            reduction: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+            delta: cap::value::<f64>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for HuberLossBackwardBackward {
+    fn name(&self) -> &'static str {
+        "HuberLossBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        HuberLossBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.grad_output);
+        v.push(&self.self_);
+        v.push(&self.target);
+        v
+    }
 }
 
 /// Backward of `hypot(Tensor self, Tensor other) -> Tensor`.
@@ -10102,6 +17553,32 @@ impl HypotBackward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<HypotBackward> {
+        const OP: &str = "hypot";
+        Ok(HypotBackward {
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for HypotBackward {
+    fn name(&self) -> &'static str {
+        "HypotBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        HypotBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.other);
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `i0(Tensor self) -> Tensor`.
@@ -10119,6 +17596,28 @@ impl I0Backward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<I0Backward> {
+        const OP: &str = "i0";
+        Ok(I0Backward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for I0Backward {
+    fn name(&self) -> &'static str {
+        "I0Backward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        I0Backward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -10145,6 +17644,30 @@ impl IgammaBackward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<IgammaBackward> {
+        const OP: &str = "igamma";
+        Ok(IgammaBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for IgammaBackward {
+    fn name(&self) -> &'static str {
+        "IgammaBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        IgammaBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.other);
+        v
+    }
 }
 
 /// Backward of `igammac(Tensor self, Tensor other) -> Tensor`.
@@ -10169,6 +17692,30 @@ impl IgammacBackward {
         out.push(g_self);
         out.push(g_other);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<IgammacBackward> {
+        const OP: &str = "igammac";
+        Ok(IgammacBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for IgammacBackward {
+    fn name(&self) -> &'static str {
+        "IgammacBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        IgammacBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.other);
+        v
     }
 }
 
@@ -10198,6 +17745,32 @@ impl Im2colBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<Im2colBackward> {
+        const OP: &str = "im2col";
+        Ok(Im2colBackward {
+            self_sym_argsize_minus_2: cap::size(OP, cap::arg(OP, a, 0)?, -2)?,
+            self_sym_argsize_minus_1: cap::size(OP, cap::arg(OP, a, 0)?, -1)?,
+            kernel_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for Im2colBackward {
+    fn name(&self) -> &'static str {
+        "Im2colBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        Im2colBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `index.Tensor(Tensor self, Tensor?[] indices) -> Tensor`.
@@ -10219,6 +17792,29 @@ impl IndexTensorBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<IndexTensorBackward> {
+        const OP: &str = "index.Tensor";
+        Ok(IndexTensorBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            self_options: return Err(cap::unsupported(OP, "self_options")),
+            indices: cap::value::<Vec<Option<Tensor>>>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for IndexTensorBackward {
+    fn name(&self) -> &'static str {
+        "IndexTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        IndexTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -10251,6 +17847,33 @@ impl IndexAddBackward {
         out.push(g_source);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<IndexAddBackward> {
+        const OP: &str = "index_add";
+        Ok(IndexAddBackward {
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            index: cap::tensor(OP, "index", cap::arg(OP, a, 2)?)?,
+            source_dim: cap::dim(OP, cap::arg(OP, a, 3)?)?,
+            source: cap::tensor(OP, "source", cap::arg(OP, a, 3)?)?,
+            alpha: cap::value::<Scalar>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for IndexAddBackward {
+    fn name(&self) -> &'static str {
+        "IndexAddBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        IndexAddBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.index);
+        v.push(&self.source);
+        v
+    }
 }
 
 /// Backward of `index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor`.
@@ -10280,6 +17903,32 @@ impl IndexCopyBackward {
         out.push(g_source);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<IndexCopyBackward> {
+        const OP: &str = "index_copy";
+        Ok(IndexCopyBackward {
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            index: cap::tensor(OP, "index", cap::arg(OP, a, 2)?)?,
+            source_dim: cap::dim(OP, cap::arg(OP, a, 3)?)?,
+            source: cap::tensor(OP, "source", cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for IndexCopyBackward {
+    fn name(&self) -> &'static str {
+        "IndexCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        IndexCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.index);
+        v.push(&self.source);
+        v
+    }
 }
 
 /// Backward of `index_fill.int_Scalar(Tensor self, int dim, Tensor index, Scalar value) -> Tensor`.
@@ -10301,6 +17950,29 @@ impl IndexFillIntScalarBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<IndexFillIntScalarBackward> {
+        const OP: &str = "index_fill.int_Scalar";
+        Ok(IndexFillIntScalarBackward {
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            index: cap::tensor(OP, "index", cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for IndexFillIntScalarBackward {
+    fn name(&self) -> &'static str {
+        "IndexFillIntScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        IndexFillIntScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.index);
+        v
     }
 }
 
@@ -10327,6 +17999,29 @@ impl IndexFillIntTensorBackward {
         out.push(g_value);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<IndexFillIntTensorBackward> {
+        const OP: &str = "index_fill.int_Tensor";
+        Ok(IndexFillIntTensorBackward {
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            index: cap::tensor(OP, "index", cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for IndexFillIntTensorBackward {
+    fn name(&self) -> &'static str {
+        "IndexFillIntTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        IndexFillIntTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.index);
+        v
+    }
 }
 
 /// Backward of `index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False) -> Tensor`.
@@ -10351,6 +18046,29 @@ impl IndexPutBackward {
         out.push(g_self);
         out.push(g_values);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<IndexPutBackward> {
+        const OP: &str = "index_put";
+        Ok(IndexPutBackward {
+            indices: cap::value::<Vec<Option<Tensor>>>(OP, cap::arg(OP, a, 1)?)?,
+            values_info: return Err(cap::unsupported(OP, "values_info")),
+            accumulate: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for IndexPutBackward {
+    fn name(&self) -> &'static str {
+        "IndexPutBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        IndexPutBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -10385,6 +18103,37 @@ impl IndexReduceBackward {
         out.push(g_source);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<IndexReduceBackward> {
+        const OP: &str = "index_reduce";
+        Ok(IndexReduceBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            index: cap::tensor(OP, "index", cap::arg(OP, a, 2)?)?,
+            source: cap::tensor(OP, "source", cap::arg(OP, a, 3)?)?,
+            reduce: cap::value::<String>(OP, cap::arg(OP, a, 4)?)?,
+            include_self: cap::value::<bool>(OP, cap::arg(OP, a, 5)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for IndexReduceBackward {
+    fn name(&self) -> &'static str {
+        "IndexReduceBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        IndexReduceBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.index);
+        v.push(&self.source);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `index_select(Tensor self, int dim, Tensor index) -> Tensor`.
@@ -10407,6 +18156,30 @@ impl IndexSelectBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<IndexSelectBackward> {
+        const OP: &str = "index_select";
+        Ok(IndexSelectBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            index: cap::tensor(OP, "index", cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for IndexSelectBackward {
+    fn name(&self) -> &'static str {
+        "IndexSelectBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        IndexSelectBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.index);
+        v
+    }
 }
 
 /// Backward of `indices(Tensor(a) self) -> Tensor(a)`.
@@ -10419,6 +18192,26 @@ impl IndicesBackward1 {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<IndicesBackward1> {
+        const OP: &str = "indices";
+        Ok(IndicesBackward1 {
+        })
+    }
+}
+
+impl BackwardFn for IndicesBackward1 {
+    fn name(&self) -> &'static str {
+        "IndicesBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        IndicesBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -10433,6 +18226,26 @@ impl IndicesCopyBackward1 {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<IndicesCopyBackward1> {
+        const OP: &str = "indices_copy";
+        Ok(IndicesCopyBackward1 {
+        })
+    }
+}
+
+impl BackwardFn for IndicesCopyBackward1 {
+    fn name(&self) -> &'static str {
+        "IndicesCopyBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        IndicesCopyBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `isnan(Tensor self) -> Tensor`.
@@ -10445,6 +18258,26 @@ impl IsnanBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<IsnanBackward> {
+        const OP: &str = "isnan";
+        Ok(IsnanBackward {
+        })
+    }
+}
+
+impl BackwardFn for IsnanBackward {
+    fn name(&self) -> &'static str {
+        "IsnanBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        IsnanBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -10470,6 +18303,31 @@ impl KthvalueBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<KthvalueBackward> {
+        const OP: &str = "kthvalue";
+        Ok(KthvalueBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            keepdim: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+            indices: cap::tensor(OP, "indices", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for KthvalueBackward {
+    fn name(&self) -> &'static str {
+        "KthvalueBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        KthvalueBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.indices);
+        v
+    }
 }
 
 /// Backward of `le.Scalar(Tensor self, Scalar other) -> Tensor`.
@@ -10483,6 +18341,26 @@ impl LeScalarBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LeScalarBackward> {
+        const OP: &str = "le.Scalar";
+        Ok(LeScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for LeScalarBackward {
+    fn name(&self) -> &'static str {
+        "LeScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LeScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `le.Tensor(Tensor self, Tensor other) -> Tensor`.
@@ -10495,6 +18373,26 @@ impl LeTensorBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LeTensorBackward> {
+        const OP: &str = "le.Tensor";
+        Ok(LeTensorBackward {
+        })
+    }
+}
+
+impl BackwardFn for LeTensorBackward {
+    fn name(&self) -> &'static str {
+        "LeTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LeTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -10513,6 +18411,27 @@ impl LeScalarBackward1 {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LeScalarBackward1> {
+        const OP: &str = "le_.Scalar";
+        Ok(LeScalarBackward1 {
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for LeScalarBackward1 {
+    fn name(&self) -> &'static str {
+        "LeScalarBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LeScalarBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -10537,6 +18456,28 @@ impl LeTensorBackward1 {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LeTensorBackward1> {
+        const OP: &str = "le_.Tensor";
+        Ok(LeTensorBackward1 {
+            other_info: return Err(cap::unsupported(OP, "other_info")),
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for LeTensorBackward1 {
+    fn name(&self) -> &'static str {
+        "LeTensorBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LeTensorBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor`.
@@ -10559,6 +18500,29 @@ impl LeakyReluBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LeakyReluBackward> {
+        const OP: &str = "leaky_relu";
+        Ok(LeakyReluBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            negative_slope: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LeakyReluBackward {
+    fn name(&self) -> &'static str {
+        "LeakyReluBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LeakyReluBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `leaky_relu_(Tensor(a!) self, Scalar negative_slope=0.01) -> Tensor(a!)`.
@@ -10580,6 +18544,29 @@ impl LeakyReluBackward1 {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LeakyReluBackward1> {
+        const OP: &str = "leaky_relu_";
+        Ok(LeakyReluBackward1 {
+            negative_slope: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LeakyReluBackward1 {
+    fn name(&self) -> &'static str {
+        "LeakyReluBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LeakyReluBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result);
+        v
     }
 }
 
@@ -10606,6 +18593,29 @@ impl LeakyReluBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LeakyReluBackwardBackward> {
+        const OP: &str = "leaky_relu_backward";
+        Ok(LeakyReluBackwardBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 1)?)?,
+            negative_slope: cap::value::<Scalar>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LeakyReluBackwardBackward {
+    fn name(&self) -> &'static str {
+        "LeakyReluBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LeakyReluBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor`.
@@ -10628,6 +18638,27 @@ impl LerpScalarBackward {
         out.push(g_self);
         out.push(g_end);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LerpScalarBackward> {
+        const OP: &str = "lerp.Scalar";
+        Ok(LerpScalarBackward {
+            weight: cap::value::<Scalar>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LerpScalarBackward {
+    fn name(&self) -> &'static str {
+        "LerpScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LerpScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -10659,6 +18690,32 @@ impl LerpTensorBackward {
         out.push(g_weight);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LerpTensorBackward> {
+        const OP: &str = "lerp.Tensor";
+        Ok(LerpTensorBackward {
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 2)?)?,
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            end: cap::tensor(OP, "end", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LerpTensorBackward {
+    fn name(&self) -> &'static str {
+        "LerpTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LerpTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.weight);
+        v.push(&self.self_);
+        v.push(&self.end);
+        v
+    }
 }
 
 /// Backward of `lgamma(Tensor self) -> Tensor`.
@@ -10676,6 +18733,28 @@ impl LgammaBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LgammaBackward> {
+        const OP: &str = "lgamma";
+        Ok(LgammaBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LgammaBackward {
+    fn name(&self) -> &'static str {
+        "LgammaBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LgammaBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -10695,6 +18774,26 @@ impl LiftBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LiftBackward> {
+        const OP: &str = "lift";
+        Ok(LiftBackward {
+        })
+    }
+}
+
+impl BackwardFn for LiftBackward {
+    fn name(&self) -> &'static str {
+        "LiftBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LiftBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `lift_fresh(Tensor(a) self) -> Tensor(a)`.
@@ -10713,6 +18812,26 @@ impl LiftFreshBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LiftFreshBackward> {
+        const OP: &str = "lift_fresh";
+        Ok(LiftFreshBackward {
+        })
+    }
+}
+
+impl BackwardFn for LiftFreshBackward {
+    fn name(&self) -> &'static str {
+        "LiftFreshBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LiftFreshBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `lift_fresh(Tensor(a) self) -> Tensor(a)`.
@@ -10730,6 +18849,26 @@ impl LiftFreshCopyBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LiftFreshCopyBackward> {
+        const OP: &str = "lift_fresh_copy";
+        Ok(LiftFreshCopyBackward {
+        })
+    }
+}
+
+impl BackwardFn for LiftFreshCopyBackward {
+    fn name(&self) -> &'static str {
+        "LiftFreshCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LiftFreshCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -10750,6 +18889,29 @@ impl LinalgCholeskyExBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LinalgCholeskyExBackward> {
+        const OP: &str = "linalg_cholesky_ex";
+        Ok(LinalgCholeskyExBackward {
+            upper: cap::value::<bool>(OP, cap::arg(OP, a, 1)?)?,
+            L: cap::tensor(OP, "L", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LinalgCholeskyExBackward {
+    fn name(&self) -> &'static str {
+        "LinalgCholeskyExBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LinalgCholeskyExBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.L);
+        v
     }
 }
 
@@ -10776,6 +18938,31 @@ impl LinalgCrossBackward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LinalgCrossBackward> {
+        const OP: &str = "linalg_cross";
+        Ok(LinalgCrossBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LinalgCrossBackward {
+    fn name(&self) -> &'static str {
+        "LinalgCrossBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LinalgCrossBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.other);
+        v
+    }
 }
 
 /// Backward of `linalg_eig(Tensor self) -> (Tensor eigenvalues, Tensor eigenvectors)`.
@@ -10797,6 +18984,31 @@ impl LinalgEigBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LinalgEigBackward> {
+        const OP: &str = "linalg_eig";
+        Ok(LinalgEigBackward {
+            self_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 0)?)?,
+            eigenvalues: cap::tensor(OP, "eigenvalues", cap::arg(OP, r, 0)?)?,
+            eigenvectors: cap::tensor(OP, "eigenvectors", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LinalgEigBackward {
+    fn name(&self) -> &'static str {
+        "LinalgEigBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LinalgEigBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.eigenvalues);
+        v.push(&self.eigenvectors);
+        v
     }
 }
 
@@ -10823,6 +19035,32 @@ impl LinalgHouseholderProductBackward {
         out.push(g_tau);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LinalgHouseholderProductBackward> {
+        const OP: &str = "linalg_householder_product";
+        Ok(LinalgHouseholderProductBackward {
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 0)?)?,
+            tau: cap::tensor(OP, "tau", cap::arg(OP, a, 1)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LinalgHouseholderProductBackward {
+    fn name(&self) -> &'static str {
+        "LinalgHouseholderProductBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LinalgHouseholderProductBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input);
+        v.push(&self.tau);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `linalg_inv_ex(Tensor A, *, bool check_errors=False) -> (Tensor inverse, Tensor info)`.
@@ -10840,6 +19078,28 @@ impl LinalgInvExBackward {
         let mut out = Vec::new();
         out.push(g_A);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LinalgInvExBackward> {
+        const OP: &str = "linalg_inv_ex";
+        Ok(LinalgInvExBackward {
+            inverse: cap::tensor(OP, "inverse", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LinalgInvExBackward {
+    fn name(&self) -> &'static str {
+        "LinalgInvExBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LinalgInvExBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.inverse);
+        v
     }
 }
 
@@ -10863,6 +19123,30 @@ impl LinalgLstsqBackward {
         out.push(g_self);
         out.push(g_b);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LinalgLstsqBackward> {
+        const OP: &str = "linalg_lstsq";
+        Ok(LinalgLstsqBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            b: cap::tensor(OP, "b", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LinalgLstsqBackward {
+    fn name(&self) -> &'static str {
+        "LinalgLstsqBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LinalgLstsqBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.b);
+        v
     }
 }
 
@@ -10888,6 +19172,33 @@ impl LinalgLuBackward {
         out.push(g_A);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LinalgLuBackward> {
+        const OP: &str = "linalg_lu";
+        Ok(LinalgLuBackward {
+            pivot: cap::value::<bool>(OP, cap::arg(OP, a, 1)?)?,
+            P: cap::tensor(OP, "P", cap::arg(OP, r, 0)?)?,
+            L: cap::tensor(OP, "L", cap::arg(OP, r, 1)?)?,
+            U: cap::tensor(OP, "U", cap::arg(OP, r, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LinalgLuBackward {
+    fn name(&self) -> &'static str {
+        "LinalgLuBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LinalgLuBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.P);
+        v.push(&self.L);
+        v.push(&self.U);
+        v
+    }
 }
 
 /// Backward of `linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False) -> (Tensor LU, Tensor pivots, Tensor info)`.
@@ -10909,6 +19220,31 @@ impl LinalgLuFactorExBackward {
         let mut out = Vec::new();
         out.push(g_A);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LinalgLuFactorExBackward> {
+        const OP: &str = "linalg_lu_factor_ex";
+        Ok(LinalgLuFactorExBackward {
+            pivot: cap::value::<bool>(OP, cap::arg(OP, a, 1)?)?,
+            LU: cap::tensor(OP, "LU", cap::arg(OP, r, 0)?)?,
+            pivots: cap::tensor(OP, "pivots", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LinalgLuFactorExBackward {
+    fn name(&self) -> &'static str {
+        "LinalgLuFactorExBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LinalgLuFactorExBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.LU);
+        v.push(&self.pivots);
+        v
     }
 }
 
@@ -10939,6 +19275,34 @@ impl LinalgLuSolveBackward {
         out.push(g_B);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LinalgLuSolveBackward> {
+        const OP: &str = "linalg_lu_solve";
+        Ok(LinalgLuSolveBackward {
+            LU: cap::tensor(OP, "LU", cap::arg(OP, a, 0)?)?,
+            pivots: cap::tensor(OP, "pivots", cap::arg(OP, a, 1)?)?,
+            left: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+            adjoint: cap::value::<bool>(OP, cap::arg(OP, a, 4)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LinalgLuSolveBackward {
+    fn name(&self) -> &'static str {
+        "LinalgLuSolveBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LinalgLuSolveBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.LU);
+        v.push(&self.pivots);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `linalg_matrix_exp(Tensor self) -> Tensor`.
@@ -10956,6 +19320,28 @@ impl LinalgMatrixExpBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LinalgMatrixExpBackward> {
+        const OP: &str = "linalg_matrix_exp";
+        Ok(LinalgMatrixExpBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LinalgMatrixExpBackward {
+    fn name(&self) -> &'static str {
+        "LinalgMatrixExpBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LinalgMatrixExpBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -10976,6 +19362,30 @@ impl LinalgPinvAtolRtolTensorBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LinalgPinvAtolRtolTensorBackward> {
+        const OP: &str = "linalg_pinv.atol_rtol_tensor";
+        Ok(LinalgPinvAtolRtolTensorBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LinalgPinvAtolRtolTensorBackward {
+    fn name(&self) -> &'static str {
+        "LinalgPinvAtolRtolTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LinalgPinvAtolRtolTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
     }
 }
 
@@ -10998,6 +19408,31 @@ impl LinalgQrBackward {
         let mut out = Vec::new();
         out.push(g_A);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LinalgQrBackward> {
+        const OP: &str = "linalg_qr";
+        Ok(LinalgQrBackward {
+            mode: cap::value::<String>(OP, cap::arg(OP, a, 1)?)?,
+            Q: cap::tensor(OP, "Q", cap::arg(OP, r, 0)?)?,
+            R: cap::tensor(OP, "R", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LinalgQrBackward {
+    fn name(&self) -> &'static str {
+        "LinalgQrBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LinalgQrBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.Q);
+        v.push(&self.R);
+        v
     }
 }
 
@@ -11028,6 +19463,33 @@ impl LinalgSolveTriangularBackward {
         out.push(g_B);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LinalgSolveTriangularBackward> {
+        const OP: &str = "linalg_solve_triangular";
+        Ok(LinalgSolveTriangularBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            upper: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+            left: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+            unitriangular: cap::value::<bool>(OP, cap::arg(OP, a, 4)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LinalgSolveTriangularBackward {
+    fn name(&self) -> &'static str {
+        "LinalgSolveTriangularBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LinalgSolveTriangularBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `linalg_vector_norm(Tensor self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor`.
@@ -11053,6 +19515,33 @@ impl LinalgVectorNormBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LinalgVectorNormBackward> {
+        const OP: &str = "linalg_vector_norm";
+        Ok(LinalgVectorNormBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            ord: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+            dim: cap::value::<Option<Vec<i64>>>(OP, cap::arg(OP, a, 2)?)?,
+            keepdim: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LinalgVectorNormBackward {
+    fn name(&self) -> &'static str {
+        "LinalgVectorNormBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LinalgVectorNormBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
     }
 }
 
@@ -11081,6 +19570,32 @@ impl LinearBackwardBackward {
         out.push(g_weight);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LinearBackwardBackward> {
+        const OP: &str = "linear_backward";
+        Ok(LinearBackwardBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 1)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LinearBackwardBackward {
+    fn name(&self) -> &'static str {
+        "LinearBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LinearBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.grad_output);
+        v.push(&self.weight);
+        v
+    }
 }
 
 /// Backward of `log(Tensor self) -> Tensor`.
@@ -11100,6 +19615,28 @@ impl LogBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LogBackward> {
+        const OP: &str = "log";
+        Ok(LogBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LogBackward {
+    fn name(&self) -> &'static str {
+        "LogBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LogBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -11121,6 +19658,28 @@ impl Log10Backward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<Log10Backward> {
+        const OP: &str = "log10";
+        Ok(Log10Backward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for Log10Backward {
+    fn name(&self) -> &'static str {
+        "Log10Backward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        Log10Backward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `log1p(Tensor self) -> Tensor`.
@@ -11138,6 +19697,28 @@ impl Log1pBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<Log1pBackward> {
+        const OP: &str = "log1p";
+        Ok(Log1pBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for Log1pBackward {
+    fn name(&self) -> &'static str {
+        "Log1pBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        Log1pBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -11159,6 +19740,28 @@ impl Log2Backward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<Log2Backward> {
+        const OP: &str = "log2";
+        Ok(Log2Backward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for Log2Backward {
+    fn name(&self) -> &'static str {
+        "Log2Backward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        Log2Backward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `log_normal_(Tensor(a!) self, float mean=1, float std=2, *, Generator? generator=None) -> Tensor(a!)`.
@@ -11176,6 +19779,26 @@ impl LogNormalBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LogNormalBackward> {
+        const OP: &str = "log_normal_";
+        Ok(LogNormalBackward {
+        })
+    }
+}
+
+impl BackwardFn for LogNormalBackward {
+    fn name(&self) -> &'static str {
+        "LogNormalBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LogNormalBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -11204,6 +19827,32 @@ impl LogSigmoidBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LogSigmoidBackwardBackward> {
+        const OP: &str = "log_sigmoid_backward";
+        Ok(LogSigmoidBackwardBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 1)?)?,
+            buffer: cap::tensor(OP, "buffer", cap::arg(OP, a, 2)?)?,
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LogSigmoidBackwardBackward {
+    fn name(&self) -> &'static str {
+        "LogSigmoidBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LogSigmoidBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.buffer);
+        v.push(&self.grad_output);
+        v
+    }
 }
 
 /// Backward of `log_sigmoid_forward(Tensor self) -> (Tensor output, Tensor buffer)`.
@@ -11225,6 +19874,30 @@ impl LogSigmoidForwardBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LogSigmoidForwardBackward> {
+        const OP: &str = "log_sigmoid_forward";
+        Ok(LogSigmoidForwardBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            buffer: cap::tensor(OP, "buffer", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LogSigmoidForwardBackward {
+    fn name(&self) -> &'static str {
+        "LogSigmoidForwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LogSigmoidForwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.buffer);
+        v
     }
 }
 
@@ -11251,6 +19924,30 @@ impl LogaddexpBackward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LogaddexpBackward> {
+        const OP: &str = "logaddexp";
+        Ok(LogaddexpBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LogaddexpBackward {
+    fn name(&self) -> &'static str {
+        "LogaddexpBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LogaddexpBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.other);
+        v
+    }
 }
 
 /// Backward of `logaddexp2(Tensor self, Tensor other) -> Tensor`.
@@ -11276,6 +19973,30 @@ impl Logaddexp2Backward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<Logaddexp2Backward> {
+        const OP: &str = "logaddexp2";
+        Ok(Logaddexp2Backward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for Logaddexp2Backward {
+    fn name(&self) -> &'static str {
+        "Logaddexp2Backward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        Logaddexp2Backward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.other);
+        v
+    }
 }
 
 /// Backward of `logcumsumexp(Tensor self, int dim) -> Tensor`.
@@ -11298,6 +20019,31 @@ impl LogcumsumexpBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LogcumsumexpBackward> {
+        const OP: &str = "logcumsumexp";
+        Ok(LogcumsumexpBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LogcumsumexpBackward {
+    fn name(&self) -> &'static str {
+        "LogcumsumexpBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LogcumsumexpBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `logit(Tensor self, float? eps=None) -> Tensor`.
@@ -11317,6 +20063,29 @@ impl LogitBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LogitBackward> {
+        const OP: &str = "logit";
+        Ok(LogitBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            eps: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LogitBackward {
+    fn name(&self) -> &'static str {
+        "LogitBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LogitBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -11342,6 +20111,32 @@ impl LogsumexpBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LogsumexpBackward> {
+        const OP: &str = "logsumexp";
+        Ok(LogsumexpBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            keepdim: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for LogsumexpBackward {
+    fn name(&self) -> &'static str {
+        "LogsumexpBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LogsumexpBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `lstm_mps_backward(Tensor? grad_y, Tensor? grad_hy, Tensor? grad_cy, Tensor z_state, Tensor cell_state_fwd, Tensor input, Tensor layersOutputs, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, float dropout, bool train, bool bidirectional, bool batch_first) -> (Tensor, Tensor[], Tensor[])`.
@@ -11354,6 +20149,26 @@ impl LstmMpsBackwardBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LstmMpsBackwardBackward> {
+        const OP: &str = "lstm_mps_backward";
+        Ok(LstmMpsBackwardBackward {
+        })
+    }
+}
+
+impl BackwardFn for LstmMpsBackwardBackward {
+    fn name(&self) -> &'static str {
+        "LstmMpsBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LstmMpsBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -11368,6 +20183,26 @@ impl LtScalarBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LtScalarBackward> {
+        const OP: &str = "lt.Scalar";
+        Ok(LtScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for LtScalarBackward {
+    fn name(&self) -> &'static str {
+        "LtScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LtScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `lt.Tensor(Tensor self, Tensor other) -> Tensor`.
@@ -11380,6 +20215,26 @@ impl LtTensorBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LtTensorBackward> {
+        const OP: &str = "lt.Tensor";
+        Ok(LtTensorBackward {
+        })
+    }
+}
+
+impl BackwardFn for LtTensorBackward {
+    fn name(&self) -> &'static str {
+        "LtTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LtTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -11398,6 +20253,27 @@ impl LtScalarBackward1 {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LtScalarBackward1> {
+        const OP: &str = "lt_.Scalar";
+        Ok(LtScalarBackward1 {
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for LtScalarBackward1 {
+    fn name(&self) -> &'static str {
+        "LtScalarBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LtScalarBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -11422,6 +20298,28 @@ impl LtTensorBackward1 {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LtTensorBackward1> {
+        const OP: &str = "lt_.Tensor";
+        Ok(LtTensorBackward1 {
+            other_info: return Err(cap::unsupported(OP, "other_info")),
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for LtTensorBackward1 {
+    fn name(&self) -> &'static str {
+        "LtTensorBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LtTensorBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `lu_unpack(Tensor LU_data, Tensor LU_pivots, bool unpack_data=True, bool unpack_pivots=True) -> (Tensor P, Tensor L, Tensor U)`.
@@ -11442,6 +20340,28 @@ impl LuUnpackBackward {
         out.push(g_LU_data);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LuUnpackBackward> {
+        const OP: &str = "lu_unpack";
+        Ok(LuUnpackBackward {
+            LU_data_sym_argsize_minus_2: cap::size(OP, cap::arg(OP, a, 0)?, -2)?,
+            LU_data_sym_argsize_minus_1: cap::size(OP, cap::arg(OP, a, 0)?, -1)?,
+        })
+    }
+}
+
+impl BackwardFn for LuUnpackBackward {
+    fn name(&self) -> &'static str {
+        "LuUnpackBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        LuUnpackBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor`.
@@ -11461,6 +20381,28 @@ impl MaskedFillScalarBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MaskedFillScalarBackward> {
+        const OP: &str = "masked_fill.Scalar";
+        Ok(MaskedFillScalarBackward {
+            mask: cap::tensor(OP, "mask", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MaskedFillScalarBackward {
+    fn name(&self) -> &'static str {
+        "MaskedFillScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MaskedFillScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.mask);
+        v
     }
 }
 
@@ -11484,6 +20426,28 @@ impl MaskedFillTensorBackward {
         out.push(g_self);
         out.push(g_value);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MaskedFillTensorBackward> {
+        const OP: &str = "masked_fill.Tensor";
+        Ok(MaskedFillTensorBackward {
+            mask: cap::tensor(OP, "mask", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MaskedFillTensorBackward {
+    fn name(&self) -> &'static str {
+        "MaskedFillTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MaskedFillTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.mask);
+        v
     }
 }
 
@@ -11510,6 +20474,29 @@ impl MaskedScatterBackward {
         out.push(g_source);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MaskedScatterBackward> {
+        const OP: &str = "masked_scatter";
+        Ok(MaskedScatterBackward {
+            mask: cap::tensor(OP, "mask", cap::arg(OP, a, 1)?)?,
+            source_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MaskedScatterBackward {
+    fn name(&self) -> &'static str {
+        "MaskedScatterBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MaskedScatterBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.mask);
+        v
+    }
 }
 
 /// Backward of `masked_scatter_backward(Tensor grad_output, Tensor mask, SymInt[] sizes) -> Tensor`.
@@ -11529,6 +20516,29 @@ impl MaskedScatterBackwardBackward {
         let mut out = Vec::new();
         out.push(g_grad_output);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MaskedScatterBackwardBackward> {
+        const OP: &str = "masked_scatter_backward";
+        Ok(MaskedScatterBackwardBackward {
+            grad_output_info: return Err(cap::unsupported(OP, "grad_output_info")),
+            mask: cap::tensor(OP, "mask", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MaskedScatterBackwardBackward {
+    fn name(&self) -> &'static str {
+        "MaskedScatterBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MaskedScatterBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.mask);
+        v
     }
 }
 
@@ -11550,6 +20560,30 @@ impl MaskedSelectBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MaskedSelectBackward> {
+        const OP: &str = "masked_select";
+        Ok(MaskedSelectBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            mask: cap::tensor(OP, "mask", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MaskedSelectBackward {
+    fn name(&self) -> &'static str {
+        "MaskedSelectBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MaskedSelectBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.mask);
+        v
+    }
 }
 
 /// Backward of `max(Tensor self) -> Tensor`.
@@ -11569,6 +20603,30 @@ impl MaxBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MaxBackward> {
+        const OP: &str = "max";
+        Ok(MaxBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MaxBackward {
+    fn name(&self) -> &'static str {
+        "MaxBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MaxBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
     }
 }
 
@@ -11594,6 +20652,31 @@ impl MaxDimBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MaxDimBackward> {
+        const OP: &str = "max.dim";
+        Ok(MaxDimBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            keepdim: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+            indices: cap::tensor(OP, "indices", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MaxDimBackward {
+    fn name(&self) -> &'static str {
+        "MaxDimBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MaxDimBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.indices);
+        v
+    }
 }
 
 /// Backward of `max_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> Tensor`.
@@ -11614,6 +20697,27 @@ impl MaxPool2dBackwardBackward {
         out.push(g_grad_output);
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MaxPool2dBackwardBackward> {
+        const OP: &str = "max_pool2d_backward";
+        Ok(MaxPool2dBackwardBackward {
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for MaxPool2dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "MaxPool2dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MaxPool2dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -11647,6 +20751,35 @@ impl MaxPool2dWithIndicesBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MaxPool2dWithIndicesBackward> {
+        const OP: &str = "max_pool2d_with_indices";
+        Ok(MaxPool2dWithIndicesBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            kernel_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            ceil_mode: cap::value::<bool>(OP, cap::arg(OP, a, 5)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MaxPool2dWithIndicesBackward {
+    fn name(&self) -> &'static str {
+        "MaxPool2dWithIndicesBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MaxPool2dWithIndicesBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result1);
+        v
+    }
 }
 
 /// Backward of `max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor`.
@@ -11669,6 +20802,29 @@ impl MaxPool2dWithIndicesBackwardBackward {
         out.push(g_grad_output);
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MaxPool2dWithIndicesBackwardBackward> {
+        const OP: &str = "max_pool2d_with_indices_backward";
+        Ok(MaxPool2dWithIndicesBackwardBackward {
+            indices: cap::tensor(OP, "indices", cap::arg(OP, a, 7)?)?,
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for MaxPool2dWithIndicesBackwardBackward {
+    fn name(&self) -> &'static str {
+        "MaxPool2dWithIndicesBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MaxPool2dWithIndicesBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.indices);
+        v
     }
 }
 
@@ -11702,6 +20858,35 @@ impl MaxPool3dWithIndicesBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MaxPool3dWithIndicesBackward> {
+        const OP: &str = "max_pool3d_with_indices";
+        Ok(MaxPool3dWithIndicesBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            kernel_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            ceil_mode: cap::value::<bool>(OP, cap::arg(OP, a, 5)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MaxPool3dWithIndicesBackward {
+    fn name(&self) -> &'static str {
+        "MaxPool3dWithIndicesBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MaxPool3dWithIndicesBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result1);
+        v
+    }
 }
 
 /// Backward of `max_pool3d_with_indices_backward(Tensor grad_output, Tensor self, int[3] kernel_size, int[3] stride, int[3] padding, int[3] dilation, bool ceil_mode, Tensor indices) -> Tensor`.
@@ -11725,6 +20910,29 @@ impl MaxPool3dWithIndicesBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MaxPool3dWithIndicesBackwardBackward> {
+        const OP: &str = "max_pool3d_with_indices_backward";
+        Ok(MaxPool3dWithIndicesBackwardBackward {
+            indices: cap::tensor(OP, "indices", cap::arg(OP, a, 7)?)?,
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for MaxPool3dWithIndicesBackwardBackward {
+    fn name(&self) -> &'static str {
+        "MaxPool3dWithIndicesBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MaxPool3dWithIndicesBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.indices);
+        v
+    }
 }
 
 /// Backward of `max_unpool2d(Tensor self, Tensor indices, SymInt[2] output_size) -> Tensor`.
@@ -11743,6 +20951,28 @@ impl MaxUnpool2dBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MaxUnpool2dBackward> {
+        const OP: &str = "max_unpool2d";
+        Ok(MaxUnpool2dBackward {
+            indices: cap::tensor(OP, "indices", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MaxUnpool2dBackward {
+    fn name(&self) -> &'static str {
+        "MaxUnpool2dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MaxUnpool2dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.indices);
+        v
+    }
 }
 
 /// Backward of `max_unpool3d(Tensor self, Tensor indices, SymInt[3] output_size, int[3] stride, int[3] padding) -> Tensor`.
@@ -11760,6 +20990,28 @@ impl MaxUnpool3dBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MaxUnpool3dBackward> {
+        const OP: &str = "max_unpool3d";
+        Ok(MaxUnpool3dBackward {
+            indices: cap::tensor(OP, "indices", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MaxUnpool3dBackward {
+    fn name(&self) -> &'static str {
+        "MaxUnpool3dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MaxUnpool3dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.indices);
+        v
     }
 }
 
@@ -11784,6 +21036,30 @@ impl MaximumBackward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MaximumBackward> {
+        const OP: &str = "maximum";
+        Ok(MaximumBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MaximumBackward {
+    fn name(&self) -> &'static str {
+        "MaximumBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MaximumBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.other);
+        v
+    }
 }
 
 /// Backward of `mean(Tensor self, *, ScalarType? dtype=None) -> Tensor`.
@@ -11805,6 +21081,28 @@ impl MeanBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MeanBackward> {
+        const OP: &str = "mean";
+        Ok(MeanBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            self_sym_numel: cap::numel(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MeanBackward {
+    fn name(&self) -> &'static str {
+        "MeanBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MeanBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -11830,6 +21128,30 @@ impl MeanDimBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MeanDimBackward> {
+        const OP: &str = "mean.dim";
+        Ok(MeanDimBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            self_sym_numel: cap::numel(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<Option<Vec<i64>>>(OP, cap::arg(OP, a, 1)?)?,
+            keepdim: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MeanDimBackward {
+    fn name(&self) -> &'static str {
+        "MeanDimBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MeanDimBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `median(Tensor self) -> Tensor`.
@@ -11849,6 +21171,30 @@ impl MedianBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MedianBackward> {
+        const OP: &str = "median";
+        Ok(MedianBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MedianBackward {
+    fn name(&self) -> &'static str {
+        "MedianBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MedianBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
     }
 }
 
@@ -11874,6 +21220,31 @@ impl MedianDimBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MedianDimBackward> {
+        const OP: &str = "median.dim";
+        Ok(MedianDimBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            keepdim: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+            indices: cap::tensor(OP, "indices", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MedianDimBackward {
+    fn name(&self) -> &'static str {
+        "MedianDimBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MedianDimBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.indices);
+        v
+    }
 }
 
 /// Backward of `min(Tensor self) -> Tensor`.
@@ -11893,6 +21264,30 @@ impl MinBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MinBackward> {
+        const OP: &str = "min";
+        Ok(MinBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MinBackward {
+    fn name(&self) -> &'static str {
+        "MinBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MinBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
     }
 }
 
@@ -11918,6 +21313,31 @@ impl MinDimBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MinDimBackward> {
+        const OP: &str = "min.dim";
+        Ok(MinDimBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            keepdim: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+            indices: cap::tensor(OP, "indices", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MinDimBackward {
+    fn name(&self) -> &'static str {
+        "MinDimBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MinDimBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.indices);
+        v
+    }
 }
 
 /// Backward of `minimum(Tensor self, Tensor other) -> Tensor`.
@@ -11940,6 +21360,30 @@ impl MinimumBackward {
         out.push(g_self);
         out.push(g_other);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MinimumBackward> {
+        const OP: &str = "minimum";
+        Ok(MinimumBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MinimumBackward {
+    fn name(&self) -> &'static str {
+        "MinimumBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MinimumBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.other);
+        v
     }
 }
 
@@ -11977,6 +21421,40 @@ impl MiopenBatchNormBackward {
         out.push(g_weight);
         out.push(g_bias);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MiopenBatchNormBackward> {
+        const OP: &str = "miopen_batch_norm";
+        Ok(MiopenBatchNormBackward {
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            running_mean: cap::opt_tensor(OP, "running_mean", cap::arg(OP, a, 3)?)?,
+            running_var: cap::opt_tensor(OP, "running_var", cap::arg(OP, a, 4)?)?,
+            training: cap::value::<bool>(OP, cap::arg(OP, a, 5)?)?,
+            epsilon: cap::value::<f64>(OP, cap::arg(OP, a, 7)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+            result2: cap::tensor(OP, "result2", cap::arg(OP, r, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MiopenBatchNormBackward {
+    fn name(&self) -> &'static str {
+        "MiopenBatchNormBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MiopenBatchNormBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input);
+        v.push(&self.weight);
+        v.extend(self.running_mean.iter());
+        v.extend(self.running_var.iter());
+        v.push(&self.result1);
+        v.push(&self.result2);
+        v
     }
 }
 
@@ -12021,6 +21499,41 @@ impl MiopenBatchNormBackwardBackward {
         out.push(g_save_var);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MiopenBatchNormBackwardBackward> {
+        const OP: &str = "miopen_batch_norm_backward";
+        Ok(MiopenBatchNormBackwardBackward {
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 0)?)?,
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 1)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 2)?)?,
+            running_mean: cap::opt_tensor(OP, "running_mean", cap::arg(OP, a, 3)?)?,
+            running_var: cap::opt_tensor(OP, "running_var", cap::arg(OP, a, 4)?)?,
+            save_mean: cap::opt_tensor(OP, "save_mean", cap::arg(OP, a, 5)?)?,
+            save_var: cap::opt_tensor(OP, "save_var", cap::arg(OP, a, 6)?)?,
+            epsilon: cap::value::<f64>(OP, cap::arg(OP, a, 7)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MiopenBatchNormBackwardBackward {
+    fn name(&self) -> &'static str {
+        "MiopenBatchNormBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MiopenBatchNormBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input);
+        v.push(&self.grad_output);
+        v.push(&self.weight);
+        v.extend(self.running_mean.iter());
+        v.extend(self.running_var.iter());
+        v.extend(self.save_mean.iter());
+        v.extend(self.save_var.iter());
+        v
+    }
 }
 
 /// Backward of `miopen_convolution(Tensor self, Tensor weight, Tensor? bias, SymInt[] padding, SymInt[] stride, SymInt[] dilation, SymInt groups, bool benchmark, bool deterministic) -> Tensor`.
@@ -12055,6 +21568,35 @@ impl MiopenConvolutionBackward {
         out.push(g_weight);
         out.push(g_bias);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MiopenConvolutionBackward> {
+        const OP: &str = "miopen_convolution";
+        Ok(MiopenConvolutionBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            bias_sym_sizes_opt: cap::sizes_opt(OP, cap::arg(OP, a, 2)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+            groups: cap::value::<i64>(OP, cap::arg(OP, a, 6)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MiopenConvolutionBackward {
+    fn name(&self) -> &'static str {
+        "MiopenConvolutionBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MiopenConvolutionBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.weight);
+        v
     }
 }
 
@@ -12093,6 +21635,36 @@ impl MiopenConvolutionTransposeBackward {
         out.push(g_bias);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MiopenConvolutionTransposeBackward> {
+        const OP: &str = "miopen_convolution_transpose";
+        Ok(MiopenConvolutionTransposeBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            bias_sym_sizes_opt: cap::sizes_opt(OP, cap::arg(OP, a, 2)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            output_padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 6)?)?,
+            groups: cap::value::<i64>(OP, cap::arg(OP, a, 7)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MiopenConvolutionTransposeBackward {
+    fn name(&self) -> &'static str {
+        "MiopenConvolutionTransposeBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MiopenConvolutionTransposeBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.weight);
+        v
+    }
 }
 
 /// Backward of `miopen_depthwise_convolution(Tensor self, Tensor weight, Tensor? bias, SymInt[] padding, SymInt[] stride, SymInt[] dilation, SymInt groups, bool benchmark, bool deterministic) -> Tensor`.
@@ -12127,6 +21699,35 @@ impl MiopenDepthwiseConvolutionBackward {
         out.push(g_weight);
         out.push(g_bias);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MiopenDepthwiseConvolutionBackward> {
+        const OP: &str = "miopen_depthwise_convolution";
+        Ok(MiopenDepthwiseConvolutionBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            bias_sym_sizes_opt: cap::sizes_opt(OP, cap::arg(OP, a, 2)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+            groups: cap::value::<i64>(OP, cap::arg(OP, a, 6)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MiopenDepthwiseConvolutionBackward {
+    fn name(&self) -> &'static str {
+        "MiopenDepthwiseConvolutionBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MiopenDepthwiseConvolutionBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.weight);
+        v
     }
 }
 
@@ -12185,6 +21786,51 @@ impl MiopenRnnBackward {
         out.push(g_cx);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MiopenRnnBackward> {
+        const OP: &str = "miopen_rnn";
+        Ok(MiopenRnnBackward {
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor_list(OP, "weight", cap::arg(OP, a, 1)?)?,
+            weight_stride0: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            hx: cap::tensor(OP, "hx", cap::arg(OP, a, 3)?)?,
+            cx: cap::opt_tensor(OP, "cx", cap::arg(OP, a, 4)?)?,
+            mode: cap::value::<i64>(OP, cap::arg(OP, a, 5)?)?,
+            hidden_size: cap::value::<i64>(OP, cap::arg(OP, a, 6)?)?,
+            num_layers: cap::value::<i64>(OP, cap::arg(OP, a, 7)?)?,
+            batch_first: cap::value::<bool>(OP, cap::arg(OP, a, 8)?)?,
+            dropout: cap::value::<f64>(OP, cap::arg(OP, a, 9)?)?,
+            train: cap::value::<bool>(OP, cap::arg(OP, a, 10)?)?,
+            bidirectional: cap::value::<bool>(OP, cap::arg(OP, a, 11)?)?,
+            batch_sizes: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 12)?)?,
+            dropout_state: cap::opt_tensor(OP, "dropout_state", cap::arg(OP, a, 13)?)?,
+            result0: cap::tensor(OP, "result0", cap::arg(OP, r, 0)?)?,
+            result3: cap::tensor(OP, "result3", cap::arg(OP, r, 3)?)?,
+            result4: cap::tensor(OP, "result4", cap::arg(OP, r, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MiopenRnnBackward {
+    fn name(&self) -> &'static str {
+        "MiopenRnnBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MiopenRnnBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input);
+        v.extend(self.weight.iter());
+        v.push(&self.hx);
+        v.extend(self.cx.iter());
+        v.extend(self.dropout_state.iter());
+        v.push(&self.result0);
+        v.push(&self.result3);
+        v.push(&self.result4);
+        v
+    }
 }
 
 /// Backward of `miopen_rnn_backward(Tensor input, Tensor[] weight, int weight_stride0, Tensor weight_buf, Tensor hx, Tensor? cx, Tensor output, Tensor? grad_output, Tensor? grad_hy, Tensor? grad_cy, int mode, int hidden_size, int num_layers, bool batch_first, float dropout, bool train, bool bidirectional, int[] batch_sizes, Tensor? dropout_state, Tensor reserve, bool[4] output_mask) -> (Tensor, Tensor, Tensor, Tensor[])`.
@@ -12197,6 +21843,26 @@ impl MiopenRnnBackwardBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MiopenRnnBackwardBackward> {
+        const OP: &str = "miopen_rnn_backward";
+        Ok(MiopenRnnBackwardBackward {
+        })
+    }
+}
+
+impl BackwardFn for MiopenRnnBackwardBackward {
+    fn name(&self) -> &'static str {
+        "MiopenRnnBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MiopenRnnBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -12215,6 +21881,28 @@ impl MishBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MishBackward> {
+        const OP: &str = "mish";
+        Ok(MishBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MishBackward {
+    fn name(&self) -> &'static str {
+        "MishBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MishBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -12235,6 +21923,28 @@ impl MkldnnAdaptiveAvgPool2dBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MkldnnAdaptiveAvgPool2dBackward> {
+        const OP: &str = "mkldnn_adaptive_avg_pool2d";
+        Ok(MkldnnAdaptiveAvgPool2dBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MkldnnAdaptiveAvgPool2dBackward {
+    fn name(&self) -> &'static str {
+        "MkldnnAdaptiveAvgPool2dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MkldnnAdaptiveAvgPool2dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -12271,6 +21981,35 @@ impl MkldnnConvolutionBackward {
         out.push(g_bias);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MkldnnConvolutionBackward> {
+        const OP: &str = "mkldnn_convolution";
+        Ok(MkldnnConvolutionBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            bias_sym_sizes_opt: cap::sizes_opt(OP, cap::arg(OP, a, 2)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+            groups: cap::value::<i64>(OP, cap::arg(OP, a, 6)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MkldnnConvolutionBackward {
+    fn name(&self) -> &'static str {
+        "MkldnnConvolutionBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MkldnnConvolutionBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.weight);
+        v
+    }
 }
 
 /// Backward of `mkldnn_linear(Tensor self, Tensor weight, Tensor? bias=None) -> Tensor`.
@@ -12295,6 +22034,30 @@ impl MkldnnLinearBackward {
         out.push(g_weight);
         out.push(g_bias);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MkldnnLinearBackward> {
+        const OP: &str = "mkldnn_linear";
+        Ok(MkldnnLinearBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MkldnnLinearBackward {
+    fn name(&self) -> &'static str {
+        "MkldnnLinearBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MkldnnLinearBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.weight);
+        v
     }
 }
 
@@ -12328,6 +22091,35 @@ impl MkldnnMaxPool2dBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MkldnnMaxPool2dBackward> {
+        const OP: &str = "mkldnn_max_pool2d";
+        Ok(MkldnnMaxPool2dBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            kernel_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            ceil_mode: cap::value::<bool>(OP, cap::arg(OP, a, 5)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MkldnnMaxPool2dBackward {
+    fn name(&self) -> &'static str {
+        "MkldnnMaxPool2dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MkldnnMaxPool2dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `mkldnn_max_pool3d(Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False) -> Tensor`.
@@ -12359,6 +22151,35 @@ impl MkldnnMaxPool3dBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MkldnnMaxPool3dBackward> {
+        const OP: &str = "mkldnn_max_pool3d";
+        Ok(MkldnnMaxPool3dBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            kernel_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            ceil_mode: cap::value::<bool>(OP, cap::arg(OP, a, 5)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MkldnnMaxPool3dBackward {
+    fn name(&self) -> &'static str {
+        "MkldnnMaxPool3dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MkldnnMaxPool3dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
     }
 }
 
@@ -12429,6 +22250,57 @@ impl MkldnnRnnLayerBackward {
         out.push(g_cx_);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MkldnnRnnLayerBackward> {
+        const OP: &str = "mkldnn_rnn_layer";
+        Ok(MkldnnRnnLayerBackward {
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 0)?)?,
+            weight0: cap::tensor(OP, "weight0", cap::arg(OP, a, 1)?)?,
+            weight1: cap::tensor(OP, "weight1", cap::arg(OP, a, 2)?)?,
+            weight2: cap::tensor(OP, "weight2", cap::arg(OP, a, 3)?)?,
+            weight3: cap::tensor(OP, "weight3", cap::arg(OP, a, 4)?)?,
+            hx_: cap::tensor(OP, "hx_", cap::arg(OP, a, 5)?)?,
+            cx_: cap::tensor(OP, "cx_", cap::arg(OP, a, 6)?)?,
+            reverse: cap::value::<bool>(OP, cap::arg(OP, a, 7)?)?,
+            batch_sizes: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 8)?)?,
+            mode: cap::value::<i64>(OP, cap::arg(OP, a, 9)?)?,
+            hidden_size: cap::value::<i64>(OP, cap::arg(OP, a, 10)?)?,
+            num_layers: cap::value::<i64>(OP, cap::arg(OP, a, 11)?)?,
+            has_biases: cap::value::<bool>(OP, cap::arg(OP, a, 12)?)?,
+            bidirectional: cap::value::<bool>(OP, cap::arg(OP, a, 13)?)?,
+            batch_first: cap::value::<bool>(OP, cap::arg(OP, a, 14)?)?,
+            train: cap::value::<bool>(OP, cap::arg(OP, a, 15)?)?,
+            result0: cap::tensor(OP, "result0", cap::arg(OP, r, 0)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+            result2: cap::tensor(OP, "result2", cap::arg(OP, r, 2)?)?,
+            result3: cap::tensor(OP, "result3", cap::arg(OP, r, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MkldnnRnnLayerBackward {
+    fn name(&self) -> &'static str {
+        "MkldnnRnnLayerBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MkldnnRnnLayerBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input);
+        v.push(&self.weight0);
+        v.push(&self.weight1);
+        v.push(&self.weight2);
+        v.push(&self.weight3);
+        v.push(&self.hx_);
+        v.push(&self.cx_);
+        v.push(&self.result0);
+        v.push(&self.result1);
+        v.push(&self.result2);
+        v.push(&self.result3);
+        v
+    }
 }
 
 /// Backward of `mkldnn_rnn_layer_backward(Tensor input, Tensor weight1, Tensor weight2, Tensor weight3, Tensor weight4, Tensor hx_, Tensor cx_tmp, Tensor output, Tensor hy_, Tensor cy_, Tensor? grad_output, Tensor? grad_hy, Tensor? grad_cy, bool reverse, int mode, int hidden_size, int num_layers, bool has_biases, bool train, bool bidirectional, int[] batch_sizes, bool batch_first, Tensor workspace) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)`.
@@ -12441,6 +22313,26 @@ impl MkldnnRnnLayerBackwardBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MkldnnRnnLayerBackwardBackward> {
+        const OP: &str = "mkldnn_rnn_layer_backward";
+        Ok(MkldnnRnnLayerBackwardBackward {
+        })
+    }
+}
+
+impl BackwardFn for MkldnnRnnLayerBackwardBackward {
+    fn name(&self) -> &'static str {
+        "MkldnnRnnLayerBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MkldnnRnnLayerBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -12479,6 +22371,36 @@ impl MmBackward {
         out.push(g_mat2);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MmBackward> {
+        const OP: &str = "mm";
+        Ok(MmBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            mat2_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 1)?)?,
+            mat2_sym_strides: cap::strides(OP, cap::arg(OP, a, 1)?)?,
+            mat2_layout: cap::layout(OP, cap::arg(OP, a, 1)?)?,
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            self_sym_strides: cap::strides(OP, cap::arg(OP, a, 0)?)?,
+            self_layout: cap::layout(OP, cap::arg(OP, a, 0)?)?,
+            mat2: cap::tensor(OP, "mat2", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MmBackward {
+    fn name(&self) -> &'static str {
+        "MmBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MmBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.mat2);
+        v
+    }
 }
 
 /// Backward of `mode(Tensor self, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)`.
@@ -12502,6 +22424,31 @@ impl ModeBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ModeBackward> {
+        const OP: &str = "mode";
+        Ok(ModeBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            keepdim: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+            indices: cap::tensor(OP, "indices", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ModeBackward {
+    fn name(&self) -> &'static str {
+        "ModeBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ModeBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.indices);
+        v
     }
 }
 
@@ -12538,6 +22485,36 @@ impl MpsConvolutionBackwardBackward {
         out.push(g_weight);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MpsConvolutionBackwardBackward> {
+        const OP: &str = "mps_convolution_backward";
+        Ok(MpsConvolutionBackwardBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 1)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 2)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+            groups: cap::value::<i64>(OP, cap::arg(OP, a, 6)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MpsConvolutionBackwardBackward {
+    fn name(&self) -> &'static str {
+        "MpsConvolutionBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MpsConvolutionBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.grad_output);
+        v.push(&self.weight);
+        v
+    }
 }
 
 /// Backward of `mse_loss(Tensor self, Tensor target, int reduction=Mean) -> Tensor`.
@@ -12564,6 +22541,31 @@ impl MseLossBackward {
         out.push(g_self);
         out.push(g_target);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MseLossBackward> {
+        const OP: &str = "mse_loss";
+        Ok(MseLossBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            target: cap::tensor(OP, "target", cap::arg(OP, a, 1)?)?,
+            reduction: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MseLossBackward {
+    fn name(&self) -> &'static str {
+        "MseLossBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MseLossBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.target);
+        v
     }
 }
 
@@ -12597,6 +22599,33 @@ impl MseLossBackwardBackward {
         out.push(g_target);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MseLossBackwardBackward> {
+        const OP: &str = "mse_loss_backward";
+        Ok(MseLossBackwardBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 1)?)?,
+            target: cap::tensor(OP, "target", cap::arg(OP, a, 2)?)?,
+            reduction: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MseLossBackwardBackward {
+    fn name(&self) -> &'static str {
+        "MseLossBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MseLossBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.target);
+        v.push(&self.grad_output);
+        v
+    }
 }
 
 /// Backward of `mul.Scalar(Tensor self, Scalar other) -> Tensor`.
@@ -12616,6 +22645,28 @@ impl MulScalarBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MulScalarBackward> {
+        const OP: &str = "mul.Scalar";
+        Ok(MulScalarBackward {
+            self_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 0)?)?,
+            other: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MulScalarBackward {
+    fn name(&self) -> &'static str {
+        "MulScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MulScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -12645,6 +22696,32 @@ impl MulTensorBackward {
         out.push(g_self);
         out.push(g_other);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MulTensorBackward> {
+        const OP: &str = "mul.Tensor";
+        Ok(MulTensorBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            other_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 1)?)?,
+            self_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MulTensorBackward {
+    fn name(&self) -> &'static str {
+        "MulTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MulTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.other);
+        v
     }
 }
 
@@ -12676,6 +22753,35 @@ impl MultiMarginLossBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MultiMarginLossBackward> {
+        const OP: &str = "multi_margin_loss";
+        Ok(MultiMarginLossBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            target: cap::tensor(OP, "target", cap::arg(OP, a, 1)?)?,
+            p: cap::value::<Scalar>(OP, cap::arg(OP, a, 2)?)?,
+            margin: cap::value::<Scalar>(OP, cap::arg(OP, a, 3)?)?,
+            weight: cap::opt_tensor(OP, "weight", cap::arg(OP, a, 4)?)?,
+            reduction: cap::value::<i64>(OP, cap::arg(OP, a, 5)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MultiMarginLossBackward {
+    fn name(&self) -> &'static str {
+        "MultiMarginLossBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MultiMarginLossBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.target);
+        v.extend(self.weight.iter());
+        v
+    }
 }
 
 /// Backward of `multilabel_margin_loss_forward(Tensor self, Tensor target, int reduction) -> (Tensor output, Tensor is_target)`.
@@ -12702,6 +22808,33 @@ impl MultilabelMarginLossForwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MultilabelMarginLossForwardBackward> {
+        const OP: &str = "multilabel_margin_loss_forward";
+        Ok(MultilabelMarginLossForwardBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            target: cap::tensor(OP, "target", cap::arg(OP, a, 1)?)?,
+            reduction: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            is_target: cap::tensor(OP, "is_target", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MultilabelMarginLossForwardBackward {
+    fn name(&self) -> &'static str {
+        "MultilabelMarginLossForwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MultilabelMarginLossForwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.target);
+        v.push(&self.is_target);
+        v
+    }
 }
 
 /// Backward of `multinomial(Tensor self, int num_samples, bool replacement=False, *, Generator? generator=None) -> Tensor`.
@@ -12714,6 +22847,26 @@ impl MultinomialBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MultinomialBackward> {
+        const OP: &str = "multinomial";
+        Ok(MultinomialBackward {
+        })
+    }
+}
+
+impl BackwardFn for MultinomialBackward {
+    fn name(&self) -> &'static str {
+        "MultinomialBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MultinomialBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -12740,6 +22893,30 @@ impl MvBackward {
         out.push(g_vec);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MvBackward> {
+        const OP: &str = "mv";
+        Ok(MvBackward {
+            vec: cap::tensor(OP, "vec", cap::arg(OP, a, 1)?)?,
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MvBackward {
+    fn name(&self) -> &'static str {
+        "MvBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MvBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.vec);
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `mvlgamma(Tensor self, int p) -> Tensor`.
@@ -12760,6 +22937,29 @@ impl MvlgammaBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MvlgammaBackward> {
+        const OP: &str = "mvlgamma";
+        Ok(MvlgammaBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            p: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for MvlgammaBackward {
+    fn name(&self) -> &'static str {
+        "MvlgammaBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        MvlgammaBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `nan_to_num(Tensor self, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor`.
@@ -12777,6 +22977,28 @@ impl NanToNumBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NanToNumBackward> {
+        const OP: &str = "nan_to_num";
+        Ok(NanToNumBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NanToNumBackward {
+    fn name(&self) -> &'static str {
+        "NanToNumBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NanToNumBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -12797,6 +23019,30 @@ impl NanmedianBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NanmedianBackward> {
+        const OP: &str = "nanmedian";
+        Ok(NanmedianBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NanmedianBackward {
+    fn name(&self) -> &'static str {
+        "NanmedianBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NanmedianBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
     }
 }
 
@@ -12822,6 +23068,31 @@ impl NanmedianDimBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NanmedianDimBackward> {
+        const OP: &str = "nanmedian.dim";
+        Ok(NanmedianDimBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            keepdim: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+            indices: cap::tensor(OP, "indices", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NanmedianDimBackward {
+    fn name(&self) -> &'static str {
+        "NanmedianDimBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NanmedianDimBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.indices);
+        v
+    }
 }
 
 /// Backward of `nansum(Tensor self, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor`.
@@ -12845,6 +23116,31 @@ impl NansumBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NansumBackward> {
+        const OP: &str = "nansum";
+        Ok(NansumBackward {
+            self_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 0)?)?,
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<Option<Vec<i64>>>(OP, cap::arg(OP, a, 1)?)?,
+            keepdim: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NansumBackward {
+    fn name(&self) -> &'static str {
+        "NansumBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NansumBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -12882,6 +23178,40 @@ impl NativeBatchNormBackward {
         out.push(g_weight);
         out.push(g_bias);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NativeBatchNormBackward> {
+        const OP: &str = "native_batch_norm";
+        Ok(NativeBatchNormBackward {
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 0)?)?,
+            weight: cap::opt_tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            running_mean: cap::opt_tensor(OP, "running_mean", cap::arg(OP, a, 3)?)?,
+            running_var: cap::opt_tensor(OP, "running_var", cap::arg(OP, a, 4)?)?,
+            training: cap::value::<bool>(OP, cap::arg(OP, a, 5)?)?,
+            eps: cap::value::<f64>(OP, cap::arg(OP, a, 7)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+            result2: cap::tensor(OP, "result2", cap::arg(OP, r, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NativeBatchNormBackward {
+    fn name(&self) -> &'static str {
+        "NativeBatchNormBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NativeBatchNormBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input);
+        v.extend(self.weight.iter());
+        v.extend(self.running_mean.iter());
+        v.extend(self.running_var.iter());
+        v.push(&self.result1);
+        v.push(&self.result2);
+        v
     }
 }
 
@@ -12928,6 +23258,42 @@ impl NativeBatchNormBackwardBackward {
         out.push(g_save_invstd);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NativeBatchNormBackwardBackward> {
+        const OP: &str = "native_batch_norm_backward";
+        Ok(NativeBatchNormBackwardBackward {
+            grad_out: cap::tensor(OP, "grad_out", cap::arg(OP, a, 0)?)?,
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 1)?)?,
+            weight: cap::opt_tensor(OP, "weight", cap::arg(OP, a, 2)?)?,
+            running_mean: cap::opt_tensor(OP, "running_mean", cap::arg(OP, a, 3)?)?,
+            running_var: cap::opt_tensor(OP, "running_var", cap::arg(OP, a, 4)?)?,
+            save_mean: cap::opt_tensor(OP, "save_mean", cap::arg(OP, a, 5)?)?,
+            save_invstd: cap::opt_tensor(OP, "save_invstd", cap::arg(OP, a, 6)?)?,
+            train: cap::value::<bool>(OP, cap::arg(OP, a, 7)?)?,
+            eps: cap::value::<f64>(OP, cap::arg(OP, a, 8)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NativeBatchNormBackwardBackward {
+    fn name(&self) -> &'static str {
+        "NativeBatchNormBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NativeBatchNormBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.grad_out);
+        v.push(&self.input);
+        v.extend(self.weight.iter());
+        v.extend(self.running_mean.iter());
+        v.extend(self.running_var.iter());
+        v.extend(self.save_mean.iter());
+        v.extend(self.save_invstd.iter());
+        v
+    }
 }
 
 /// Backward of `native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)`.
@@ -12949,6 +23315,30 @@ impl NativeDropoutBackward {
         let mut out = Vec::new();
         out.push(g_input);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NativeDropoutBackward> {
+        const OP: &str = "native_dropout";
+        Ok(NativeDropoutBackward {
+            p: cap::value::<f64>(OP, cap::arg(OP, a, 1)?)?,
+            train: cap::value::<Option<bool>>(OP, cap::arg(OP, a, 2)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NativeDropoutBackward {
+    fn name(&self) -> &'static str {
+        "NativeDropoutBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NativeDropoutBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result1);
+        v
     }
 }
 
@@ -12974,6 +23364,31 @@ impl NativeDropoutBackwardBackward {
         out.push(g_grad_output);
         out.push(g_mask);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NativeDropoutBackwardBackward> {
+        const OP: &str = "native_dropout_backward";
+        Ok(NativeDropoutBackwardBackward {
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 0)?)?,
+            mask: cap::tensor(OP, "mask", cap::arg(OP, a, 1)?)?,
+            scale: cap::value::<f64>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NativeDropoutBackwardBackward {
+    fn name(&self) -> &'static str {
+        "NativeDropoutBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NativeDropoutBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.grad_output);
+        v.push(&self.mask);
+        v
     }
 }
 
@@ -13014,6 +23429,39 @@ impl NativeGroupNormBackward {
         out.push(g_bias);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NativeGroupNormBackward> {
+        const OP: &str = "native_group_norm";
+        Ok(NativeGroupNormBackward {
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 0)?)?,
+            weight: cap::opt_tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            N: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+            C: cap::value::<i64>(OP, cap::arg(OP, a, 4)?)?,
+            HxW: cap::value::<i64>(OP, cap::arg(OP, a, 5)?)?,
+            group: cap::value::<i64>(OP, cap::arg(OP, a, 6)?)?,
+            eps: cap::value::<f64>(OP, cap::arg(OP, a, 7)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+            result2: cap::tensor(OP, "result2", cap::arg(OP, r, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NativeGroupNormBackward {
+    fn name(&self) -> &'static str {
+        "NativeGroupNormBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NativeGroupNormBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input);
+        v.extend(self.weight.iter());
+        v.push(&self.result1);
+        v.push(&self.result2);
+        v
+    }
 }
 
 /// Backward of `native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)`.
@@ -13046,6 +23494,37 @@ impl NativeLayerNormBackward {
         out.push(g_weight);
         out.push(g_bias);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NativeLayerNormBackward> {
+        const OP: &str = "native_layer_norm";
+        Ok(NativeLayerNormBackward {
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 0)?)?,
+            normalized_shape: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            weight: cap::opt_tensor(OP, "weight", cap::arg(OP, a, 2)?)?,
+            bias: cap::opt_tensor(OP, "bias", cap::arg(OP, a, 3)?)?,
+            result1: cap::tensor(OP, "result1", cap::arg(OP, r, 1)?)?,
+            result2: cap::tensor(OP, "result2", cap::arg(OP, r, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NativeLayerNormBackward {
+    fn name(&self) -> &'static str {
+        "NativeLayerNormBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NativeLayerNormBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.input);
+        v.extend(self.weight.iter());
+        v.extend(self.bias.iter());
+        v.push(&self.result1);
+        v.push(&self.result2);
+        v
     }
 }
 
@@ -13089,6 +23568,37 @@ impl NativeLayerNormBackwardBackward {
         out.push(g_bias);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NativeLayerNormBackwardBackward> {
+        const OP: &str = "native_layer_norm_backward";
+        Ok(NativeLayerNormBackwardBackward {
+            grad_out: cap::tensor(OP, "grad_out", cap::arg(OP, a, 0)?)?,
+            input: cap::tensor(OP, "input", cap::arg(OP, a, 1)?)?,
+            normalized_shape: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            mean: cap::tensor(OP, "mean", cap::arg(OP, a, 3)?)?,
+            rstd: cap::tensor(OP, "rstd", cap::arg(OP, a, 4)?)?,
+            weight: cap::opt_tensor(OP, "weight", cap::arg(OP, a, 5)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NativeLayerNormBackwardBackward {
+    fn name(&self) -> &'static str {
+        "NativeLayerNormBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NativeLayerNormBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.grad_out);
+        v.push(&self.input);
+        v.push(&self.mean);
+        v.push(&self.rstd);
+        v.extend(self.weight.iter());
+        v
+    }
 }
 
 /// Backward of `ne.Scalar(Tensor self, Scalar other) -> Tensor`.
@@ -13102,6 +23612,26 @@ impl NeScalarBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NeScalarBackward> {
+        const OP: &str = "ne.Scalar";
+        Ok(NeScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for NeScalarBackward {
+    fn name(&self) -> &'static str {
+        "NeScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NeScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `ne.Tensor(Tensor self, Tensor other) -> Tensor`.
@@ -13114,6 +23644,26 @@ impl NeTensorBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NeTensorBackward> {
+        const OP: &str = "ne.Tensor";
+        Ok(NeTensorBackward {
+        })
+    }
+}
+
+impl BackwardFn for NeTensorBackward {
+    fn name(&self) -> &'static str {
+        "NeTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NeTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -13132,6 +23682,27 @@ impl NeScalarBackward1 {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NeScalarBackward1> {
+        const OP: &str = "ne_.Scalar";
+        Ok(NeScalarBackward1 {
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for NeScalarBackward1 {
+    fn name(&self) -> &'static str {
+        "NeScalarBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NeScalarBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -13156,6 +23727,28 @@ impl NeTensorBackward1 {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NeTensorBackward1> {
+        const OP: &str = "ne_.Tensor";
+        Ok(NeTensorBackward1 {
+            other_info: return Err(cap::unsupported(OP, "other_info")),
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for NeTensorBackward1 {
+    fn name(&self) -> &'static str {
+        "NeTensorBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NeTensorBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `neg(Tensor self) -> Tensor`.
@@ -13173,6 +23766,26 @@ impl NegBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NegBackward> {
+        const OP: &str = "neg";
+        Ok(NegBackward {
+        })
+    }
+}
+
+impl BackwardFn for NegBackward {
+    fn name(&self) -> &'static str {
+        "NegBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NegBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -13192,6 +23805,26 @@ impl NextafterBackward {
         out.push(g_self);
         out.push(g_other);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NextafterBackward> {
+        const OP: &str = "nextafter";
+        Ok(NextafterBackward {
+        })
+    }
+}
+
+impl BackwardFn for NextafterBackward {
+    fn name(&self) -> &'static str {
+        "NextafterBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NextafterBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -13221,6 +23854,32 @@ impl NllLoss2dBackwardBackward {
         out.push(g_grad_output);
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NllLoss2dBackwardBackward> {
+        const OP: &str = "nll_loss2d_backward";
+        Ok(NllLoss2dBackwardBackward {
+            target: cap::tensor(OP, "target", cap::arg(OP, a, 2)?)?,
+            weight: cap::opt_tensor(OP, "weight", cap::arg(OP, a, 3)?)?,
+            reduction: cap::value::<i64>(OP, cap::arg(OP, a, 4)?)?,
+            ignore_index: cap::value::<i64>(OP, cap::arg(OP, a, 5)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NllLoss2dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "NllLoss2dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NllLoss2dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.target);
+        v.extend(self.weight.iter());
+        v
     }
 }
 
@@ -13252,6 +23911,36 @@ impl NllLoss2dForwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NllLoss2dForwardBackward> {
+        const OP: &str = "nll_loss2d_forward";
+        Ok(NllLoss2dForwardBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            target: cap::tensor(OP, "target", cap::arg(OP, a, 1)?)?,
+            weight: cap::opt_tensor(OP, "weight", cap::arg(OP, a, 2)?)?,
+            reduction: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+            ignore_index: cap::value::<i64>(OP, cap::arg(OP, a, 4)?)?,
+            total_weight: cap::tensor(OP, "total_weight", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NllLoss2dForwardBackward {
+    fn name(&self) -> &'static str {
+        "NllLoss2dForwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NllLoss2dForwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.target);
+        v.extend(self.weight.iter());
+        v.push(&self.total_weight);
+        v
+    }
 }
 
 /// Backward of `nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor`.
@@ -13280,6 +23969,32 @@ impl NllLossBackwardBackward {
         out.push(g_grad_output);
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NllLossBackwardBackward> {
+        const OP: &str = "nll_loss_backward";
+        Ok(NllLossBackwardBackward {
+            target: cap::tensor(OP, "target", cap::arg(OP, a, 2)?)?,
+            weight: cap::opt_tensor(OP, "weight", cap::arg(OP, a, 3)?)?,
+            reduction: cap::value::<i64>(OP, cap::arg(OP, a, 4)?)?,
+            ignore_index: cap::value::<i64>(OP, cap::arg(OP, a, 5)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NllLossBackwardBackward {
+    fn name(&self) -> &'static str {
+        "NllLossBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NllLossBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.target);
+        v.extend(self.weight.iter());
+        v
     }
 }
 
@@ -13311,6 +24026,36 @@ impl NllLossForwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NllLossForwardBackward> {
+        const OP: &str = "nll_loss_forward";
+        Ok(NllLossForwardBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            target: cap::tensor(OP, "target", cap::arg(OP, a, 1)?)?,
+            weight: cap::opt_tensor(OP, "weight", cap::arg(OP, a, 2)?)?,
+            reduction: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+            ignore_index: cap::value::<i64>(OP, cap::arg(OP, a, 4)?)?,
+            total_weight: cap::tensor(OP, "total_weight", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NllLossForwardBackward {
+    fn name(&self) -> &'static str {
+        "NllLossForwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NllLossForwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.target);
+        v.extend(self.weight.iter());
+        v.push(&self.total_weight);
+        v
+    }
 }
 
 /// Backward of `nonzero(Tensor self) -> Tensor`.
@@ -13323,6 +24068,26 @@ impl NonzeroBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NonzeroBackward> {
+        const OP: &str = "nonzero";
+        Ok(NonzeroBackward {
+        })
+    }
+}
+
+impl BackwardFn for NonzeroBackward {
+    fn name(&self) -> &'static str {
+        "NonzeroBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NonzeroBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -13345,6 +24110,31 @@ impl NormScalarBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NormScalarBackward> {
+        const OP: &str = "norm.Scalar";
+        Ok(NormScalarBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            p: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NormScalarBackward {
+    fn name(&self) -> &'static str {
+        "NormScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NormScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
     }
 }
 
@@ -13372,6 +24162,33 @@ impl NormScalaroptDimBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NormScalaroptDimBackward> {
+        const OP: &str = "norm.ScalarOpt_dim";
+        Ok(NormScalaroptDimBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            p: cap::value::<Option<Scalar>>(OP, cap::arg(OP, a, 1)?)?,
+            dim: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            keepdim: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NormScalaroptDimBackward {
+    fn name(&self) -> &'static str {
+        "NormScalaroptDimBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NormScalaroptDimBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `norm.ScalarOpt_dim_dtype(Tensor self, Scalar? p, int[1] dim, bool keepdim, *, ScalarType dtype) -> Tensor`.
@@ -13398,6 +24215,33 @@ impl NormScalaroptDimDtypeBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NormScalaroptDimDtypeBackward> {
+        const OP: &str = "norm.ScalarOpt_dim_dtype";
+        Ok(NormScalaroptDimDtypeBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            p: cap::value::<Option<Scalar>>(OP, cap::arg(OP, a, 1)?)?,
+            dim: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            keepdim: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NormScalaroptDimDtypeBackward {
+    fn name(&self) -> &'static str {
+        "NormScalaroptDimDtypeBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NormScalaroptDimDtypeBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `norm.ScalarOpt_dtype(Tensor self, Scalar? p, *, ScalarType dtype) -> Tensor`.
@@ -13419,6 +24263,31 @@ impl NormScalaroptDtypeBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NormScalaroptDtypeBackward> {
+        const OP: &str = "norm.ScalarOpt_dtype";
+        Ok(NormScalaroptDtypeBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            p: cap::value::<Option<Scalar>>(OP, cap::arg(OP, a, 1)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NormScalaroptDtypeBackward {
+    fn name(&self) -> &'static str {
+        "NormScalaroptDtypeBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NormScalaroptDtypeBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
     }
 }
 
@@ -13443,6 +24312,28 @@ impl NormalTensorTensorBackward {
         out.push(g_std);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NormalTensorTensorBackward> {
+        const OP: &str = "normal.Tensor_Tensor";
+        Ok(NormalTensorTensorBackward {
+            mean_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            std_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NormalTensorTensorBackward {
+    fn name(&self) -> &'static str {
+        "NormalTensorTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NormalTensorTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `normal.Tensor_float(Tensor mean, float std=1, *, Generator? generator=None) -> Tensor`.
@@ -13460,6 +24351,27 @@ impl NormalTensorFloatBackward {
         let mut out = Vec::new();
         out.push(g_mean);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NormalTensorFloatBackward> {
+        const OP: &str = "normal.Tensor_float";
+        Ok(NormalTensorFloatBackward {
+            mean_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NormalTensorFloatBackward {
+    fn name(&self) -> &'static str {
+        "NormalTensorFloatBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NormalTensorFloatBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -13479,6 +24391,27 @@ impl NormalFloatTensorBackward {
         out.push(g_std);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NormalFloatTensorBackward> {
+        const OP: &str = "normal.float_Tensor";
+        Ok(NormalFloatTensorBackward {
+            std_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for NormalFloatTensorBackward {
+    fn name(&self) -> &'static str {
+        "NormalFloatTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NormalFloatTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `normal_(Tensor(a!) self, float mean=0, float std=1, *, Generator? generator=None) -> Tensor(a!)`.
@@ -13496,6 +24429,26 @@ impl NormalBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NormalBackward> {
+        const OP: &str = "normal_";
+        Ok(NormalBackward {
+        })
+    }
+}
+
+impl BackwardFn for NormalBackward {
+    fn name(&self) -> &'static str {
+        "NormalBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        NormalBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -13530,6 +24483,36 @@ impl OrmqrBackward {
         out.push(g_input3);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<OrmqrBackward> {
+        const OP: &str = "ormqr";
+        Ok(OrmqrBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            input2: cap::tensor(OP, "input2", cap::arg(OP, a, 1)?)?,
+            input3: cap::tensor(OP, "input3", cap::arg(OP, a, 2)?)?,
+            left: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+            transpose: cap::value::<bool>(OP, cap::arg(OP, a, 4)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for OrmqrBackward {
+    fn name(&self) -> &'static str {
+        "OrmqrBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        OrmqrBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.input2);
+        v.push(&self.input3);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `permute(Tensor(a) self, int[] dims) -> Tensor(a)`.
@@ -13548,6 +24531,27 @@ impl PermuteBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<PermuteBackward> {
+        const OP: &str = "permute";
+        Ok(PermuteBackward {
+            dims: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for PermuteBackward {
+    fn name(&self) -> &'static str {
+        "PermuteBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        PermuteBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `permute(Tensor(a) self, int[] dims) -> Tensor(a)`.
@@ -13565,6 +24569,27 @@ impl PermuteCopyBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<PermuteCopyBackward> {
+        const OP: &str = "permute_copy";
+        Ok(PermuteCopyBackward {
+            dims: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for PermuteCopyBackward {
+    fn name(&self) -> &'static str {
+        "PermuteCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        PermuteCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -13586,6 +24611,27 @@ impl PixelShuffleBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<PixelShuffleBackward> {
+        const OP: &str = "pixel_shuffle";
+        Ok(PixelShuffleBackward {
+            upscale_factor: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for PixelShuffleBackward {
+    fn name(&self) -> &'static str {
+        "PixelShuffleBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        PixelShuffleBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `pixel_unshuffle(Tensor self, int downscale_factor) -> Tensor`.
@@ -13606,6 +24652,27 @@ impl PixelUnshuffleBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<PixelUnshuffleBackward> {
+        const OP: &str = "pixel_unshuffle";
+        Ok(PixelUnshuffleBackward {
+            downscale_factor: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for PixelUnshuffleBackward {
+    fn name(&self) -> &'static str {
+        "PixelUnshuffleBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        PixelUnshuffleBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `poisson(Tensor self, Generator? generator=None) -> Tensor`.
@@ -13623,6 +24690,27 @@ impl PoissonBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<PoissonBackward> {
+        const OP: &str = "poisson";
+        Ok(PoissonBackward {
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for PoissonBackward {
+    fn name(&self) -> &'static str {
+        "PoissonBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        PoissonBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -13644,6 +24732,28 @@ impl PolarBackward {
         out.push(g_abs);
         out.push(g_angle);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<PolarBackward> {
+        const OP: &str = "polar";
+        Ok(PolarBackward {
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for PolarBackward {
+    fn name(&self) -> &'static str {
+        "PolarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        PolarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result);
+        v
     }
 }
 
@@ -13667,6 +24777,29 @@ impl PolygammaBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<PolygammaBackward> {
+        const OP: &str = "polygamma";
+        Ok(PolygammaBackward {
+            n: cap::value::<i64>(OP, cap::arg(OP, a, 0)?)?,
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for PolygammaBackward {
+    fn name(&self) -> &'static str {
+        "PolygammaBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        PolygammaBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `polygamma_(Tensor(a!) self, int n) -> Tensor(a!)`.
@@ -13688,6 +24821,29 @@ impl PolygammaBackward1 {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<PolygammaBackward1> {
+        const OP: &str = "polygamma_";
+        Ok(PolygammaBackward1 {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            n: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for PolygammaBackward1 {
+    fn name(&self) -> &'static str {
+        "PolygammaBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        PolygammaBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -13711,6 +24867,31 @@ impl PowScalarBackward {
         out.push(g_exponent);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<PowScalarBackward> {
+        const OP: &str = "pow.Scalar";
+        Ok(PowScalarBackward {
+            self_: cap::value::<Scalar>(OP, cap::arg(OP, a, 0)?)?,
+            exponent: cap::tensor(OP, "exponent", cap::arg(OP, a, 1)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for PowScalarBackward {
+    fn name(&self) -> &'static str {
+        "PowScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        PowScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.exponent);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor`.
@@ -13730,6 +24911,29 @@ impl PowTensorScalarBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<PowTensorScalarBackward> {
+        const OP: &str = "pow.Tensor_Scalar";
+        Ok(PowTensorScalarBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            exponent: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for PowTensorScalarBackward {
+    fn name(&self) -> &'static str {
+        "PowTensorScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        PowTensorScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -13756,6 +24960,32 @@ impl PowTensorTensorBackward {
         out.push(g_exponent);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<PowTensorTensorBackward> {
+        const OP: &str = "pow.Tensor_Tensor";
+        Ok(PowTensorTensorBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            exponent: cap::tensor(OP, "exponent", cap::arg(OP, a, 1)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for PowTensorTensorBackward {
+    fn name(&self) -> &'static str {
+        "PowTensorTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        PowTensorTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.exponent);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `prod(Tensor self, *, ScalarType? dtype=None) -> Tensor`.
@@ -13775,6 +25005,30 @@ impl ProdBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ProdBackward> {
+        const OP: &str = "prod";
+        Ok(ProdBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ProdBackward {
+    fn name(&self) -> &'static str {
+        "ProdBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ProdBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
     }
 }
 
@@ -13799,6 +25053,32 @@ impl ProdDimIntBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ProdDimIntBackward> {
+        const OP: &str = "prod.dim_int";
+        Ok(ProdDimIntBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            keepdim: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ProdDimIntBackward {
+    fn name(&self) -> &'static str {
+        "ProdDimIntBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ProdDimIntBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
     }
 }
 
@@ -13827,6 +25107,32 @@ impl PutBackward {
         out.push(g_source);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<PutBackward> {
+        const OP: &str = "put";
+        Ok(PutBackward {
+            index: cap::tensor(OP, "index", cap::arg(OP, a, 1)?)?,
+            source_info: return Err(cap::unsupported(OP, "source_info")),
+            accumulate: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+            source: cap::tensor(OP, "source", cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for PutBackward {
+    fn name(&self) -> &'static str {
+        "PutBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        PutBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.index);
+        v.push(&self.source);
+        v
+    }
 }
 
 /// Backward of `rad2deg(Tensor self) -> Tensor`.
@@ -13842,6 +25148,26 @@ impl Rad2degBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<Rad2degBackward> {
+        const OP: &str = "rad2deg";
+        Ok(Rad2degBackward {
+        })
+    }
+}
+
+impl BackwardFn for Rad2degBackward {
+    fn name(&self) -> &'static str {
+        "Rad2degBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        Rad2degBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -13861,6 +25187,26 @@ impl RandomBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<RandomBackward> {
+        const OP: &str = "random_";
+        Ok(RandomBackward {
+        })
+    }
+}
+
+impl BackwardFn for RandomBackward {
+    fn name(&self) -> &'static str {
+        "RandomBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        RandomBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `random_.from(Tensor(a!) self, int from, int? to, *, Generator? generator=None) -> Tensor(a!)`.
@@ -13879,6 +25225,26 @@ impl RandomFromBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<RandomFromBackward> {
+        const OP: &str = "random_.from";
+        Ok(RandomFromBackward {
+        })
+    }
+}
+
+impl BackwardFn for RandomFromBackward {
+    fn name(&self) -> &'static str {
+        "RandomFromBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        RandomFromBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `random_.to(Tensor(a!) self, int to, *, Generator? generator=None) -> Tensor(a!)`.
@@ -13896,6 +25262,26 @@ impl RandomToBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<RandomToBackward> {
+        const OP: &str = "random_.to";
+        Ok(RandomToBackward {
+        })
+    }
+}
+
+impl BackwardFn for RandomToBackward {
+    fn name(&self) -> &'static str {
+        "RandomToBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        RandomToBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -13916,6 +25302,28 @@ impl ReciprocalBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ReciprocalBackward> {
+        const OP: &str = "reciprocal";
+        Ok(ReciprocalBackward {
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ReciprocalBackward {
+    fn name(&self) -> &'static str {
+        "ReciprocalBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ReciprocalBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result);
+        v
     }
 }
 
@@ -13938,6 +25346,29 @@ impl ReflectionPad1dBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ReflectionPad1dBackward> {
+        const OP: &str = "reflection_pad1d";
+        Ok(ReflectionPad1dBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ReflectionPad1dBackward {
+    fn name(&self) -> &'static str {
+        "ReflectionPad1dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ReflectionPad1dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -13964,6 +25395,28 @@ impl ReflectionPad1dBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ReflectionPad1dBackwardBackward> {
+        const OP: &str = "reflection_pad1d_backward";
+        Ok(ReflectionPad1dBackwardBackward {
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for ReflectionPad1dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "ReflectionPad1dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ReflectionPad1dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `reflection_pad2d(Tensor self, SymInt[4] padding) -> Tensor`.
@@ -13985,6 +25438,29 @@ impl ReflectionPad2dBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ReflectionPad2dBackward> {
+        const OP: &str = "reflection_pad2d";
+        Ok(ReflectionPad2dBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ReflectionPad2dBackward {
+    fn name(&self) -> &'static str {
+        "ReflectionPad2dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ReflectionPad2dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -14011,6 +25487,28 @@ impl ReflectionPad2dBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ReflectionPad2dBackwardBackward> {
+        const OP: &str = "reflection_pad2d_backward";
+        Ok(ReflectionPad2dBackwardBackward {
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for ReflectionPad2dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "ReflectionPad2dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ReflectionPad2dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `reflection_pad3d(Tensor self, SymInt[6] padding) -> Tensor`.
@@ -14032,6 +25530,29 @@ impl ReflectionPad3dBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ReflectionPad3dBackward> {
+        const OP: &str = "reflection_pad3d";
+        Ok(ReflectionPad3dBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ReflectionPad3dBackward {
+    fn name(&self) -> &'static str {
+        "ReflectionPad3dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ReflectionPad3dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -14058,6 +25579,28 @@ impl ReflectionPad3dBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ReflectionPad3dBackwardBackward> {
+        const OP: &str = "reflection_pad3d_backward";
+        Ok(ReflectionPad3dBackwardBackward {
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for ReflectionPad3dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "ReflectionPad3dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ReflectionPad3dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `relu(Tensor self) -> Tensor`.
@@ -14078,6 +25621,28 @@ impl ReluBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ReluBackward> {
+        const OP: &str = "relu";
+        Ok(ReluBackward {
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ReluBackward {
+    fn name(&self) -> &'static str {
+        "ReluBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ReluBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `remainder.Scalar(Tensor self, Scalar other) -> Tensor`.
@@ -14095,6 +25660,26 @@ impl RemainderScalarBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<RemainderScalarBackward> {
+        const OP: &str = "remainder.Scalar";
+        Ok(RemainderScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for RemainderScalarBackward {
+    fn name(&self) -> &'static str {
+        "RemainderScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        RemainderScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -14121,6 +25706,30 @@ impl RemainderTensorBackward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<RemainderTensorBackward> {
+        const OP: &str = "remainder.Tensor";
+        Ok(RemainderTensorBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for RemainderTensorBackward {
+    fn name(&self) -> &'static str {
+        "RemainderTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        RemainderTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.other);
+        v
+    }
 }
 
 /// Backward of `renorm(Tensor self, Scalar p, int dim, Scalar maxnorm) -> Tensor`.
@@ -14145,6 +25754,31 @@ impl RenormBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<RenormBackward> {
+        const OP: &str = "renorm";
+        Ok(RenormBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            p: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            maxnorm: cap::value::<Scalar>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for RenormBackward {
+    fn name(&self) -> &'static str {
+        "RenormBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        RenormBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `repeat(Tensor self, SymInt[] repeats) -> Tensor`.
@@ -14164,6 +25798,28 @@ impl RepeatBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<RepeatBackward> {
+        const OP: &str = "repeat";
+        Ok(RepeatBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            repeats: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for RepeatBackward {
+    fn name(&self) -> &'static str {
+        "RepeatBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        RepeatBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -14186,6 +25842,29 @@ impl ReplicationPad1dBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ReplicationPad1dBackward> {
+        const OP: &str = "replication_pad1d";
+        Ok(ReplicationPad1dBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ReplicationPad1dBackward {
+    fn name(&self) -> &'static str {
+        "ReplicationPad1dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ReplicationPad1dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -14212,6 +25891,28 @@ impl ReplicationPad1dBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ReplicationPad1dBackwardBackward> {
+        const OP: &str = "replication_pad1d_backward";
+        Ok(ReplicationPad1dBackwardBackward {
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for ReplicationPad1dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "ReplicationPad1dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ReplicationPad1dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `replication_pad2d(Tensor self, SymInt[4] padding) -> Tensor`.
@@ -14233,6 +25934,29 @@ impl ReplicationPad2dBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ReplicationPad2dBackward> {
+        const OP: &str = "replication_pad2d";
+        Ok(ReplicationPad2dBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ReplicationPad2dBackward {
+    fn name(&self) -> &'static str {
+        "ReplicationPad2dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ReplicationPad2dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -14259,6 +25983,28 @@ impl ReplicationPad2dBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ReplicationPad2dBackwardBackward> {
+        const OP: &str = "replication_pad2d_backward";
+        Ok(ReplicationPad2dBackwardBackward {
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for ReplicationPad2dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "ReplicationPad2dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ReplicationPad2dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `replication_pad3d(Tensor self, SymInt[6] padding) -> Tensor`.
@@ -14280,6 +26026,29 @@ impl ReplicationPad3dBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ReplicationPad3dBackward> {
+        const OP: &str = "replication_pad3d";
+        Ok(ReplicationPad3dBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ReplicationPad3dBackward {
+    fn name(&self) -> &'static str {
+        "ReplicationPad3dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ReplicationPad3dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -14306,6 +26075,28 @@ impl ReplicationPad3dBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ReplicationPad3dBackwardBackward> {
+        const OP: &str = "replication_pad3d_backward";
+        Ok(ReplicationPad3dBackwardBackward {
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for ReplicationPad3dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "ReplicationPad3dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ReplicationPad3dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `roll(Tensor self, SymInt[1] shifts, int[1] dims=[]) -> Tensor`.
@@ -14325,6 +26116,28 @@ impl RollBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<RollBackward> {
+        const OP: &str = "roll";
+        Ok(RollBackward {
+            shifts: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            dims: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for RollBackward {
+    fn name(&self) -> &'static str {
+        "RollBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        RollBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -14348,6 +26161,28 @@ impl Rot90Backward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<Rot90Backward> {
+        const OP: &str = "rot90";
+        Ok(Rot90Backward {
+            k: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            dims: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for Rot90Backward {
+    fn name(&self) -> &'static str {
+        "Rot90Backward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        Rot90Backward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `round(Tensor self) -> Tensor`.
@@ -14365,6 +26200,26 @@ impl RoundBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<RoundBackward> {
+        const OP: &str = "round";
+        Ok(RoundBackward {
+        })
+    }
+}
+
+impl BackwardFn for RoundBackward {
+    fn name(&self) -> &'static str {
+        "RoundBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        RoundBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -14384,6 +26239,26 @@ impl RoundDecimalsBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<RoundDecimalsBackward> {
+        const OP: &str = "round.decimals";
+        Ok(RoundDecimalsBackward {
+        })
+    }
+}
+
+impl BackwardFn for RoundDecimalsBackward {
+    fn name(&self) -> &'static str {
+        "RoundDecimalsBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        RoundDecimalsBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `row_indices(Tensor(a) self) -> Tensor(a)`.
@@ -14397,6 +26272,26 @@ impl RowIndicesBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<RowIndicesBackward> {
+        const OP: &str = "row_indices";
+        Ok(RowIndicesBackward {
+        })
+    }
+}
+
+impl BackwardFn for RowIndicesBackward {
+    fn name(&self) -> &'static str {
+        "RowIndicesBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        RowIndicesBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `row_indices(Tensor(a) self) -> Tensor(a)`.
@@ -14409,6 +26304,26 @@ impl RowIndicesCopyBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<RowIndicesCopyBackward> {
+        const OP: &str = "row_indices_copy";
+        Ok(RowIndicesCopyBackward {
+        })
+    }
+}
+
+impl BackwardFn for RowIndicesCopyBackward {
+    fn name(&self) -> &'static str {
+        "RowIndicesCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        RowIndicesCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -14438,6 +26353,33 @@ impl RreluWithNoiseBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<RreluWithNoiseBackward> {
+        const OP: &str = "rrelu_with_noise";
+        Ok(RreluWithNoiseBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            noise: cap::tensor(OP, "noise", cap::arg(OP, a, 1)?)?,
+            lower: cap::value::<Scalar>(OP, cap::arg(OP, a, 2)?)?,
+            upper: cap::value::<Scalar>(OP, cap::arg(OP, a, 3)?)?,
+            training: cap::value::<bool>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for RreluWithNoiseBackward {
+    fn name(&self) -> &'static str {
+        "RreluWithNoiseBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        RreluWithNoiseBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.noise);
+        v
+    }
 }
 
 /// Backward of `rrelu_with_noise_(Tensor(a!) self, Tensor noise, Scalar lower=0.125, Scalar upper=0.3333333333333333, bool training=False, Generator? generator=None) -> Tensor(a!)`.
@@ -14465,6 +26407,33 @@ impl RreluWithNoiseBackward1 {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<RreluWithNoiseBackward1> {
+        const OP: &str = "rrelu_with_noise_";
+        Ok(RreluWithNoiseBackward1 {
+            noise: cap::tensor(OP, "noise", cap::arg(OP, a, 1)?)?,
+            lower: cap::value::<Scalar>(OP, cap::arg(OP, a, 2)?)?,
+            upper: cap::value::<Scalar>(OP, cap::arg(OP, a, 3)?)?,
+            training: cap::value::<bool>(OP, cap::arg(OP, a, 4)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for RreluWithNoiseBackward1 {
+    fn name(&self) -> &'static str {
+        "RreluWithNoiseBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        RreluWithNoiseBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.noise);
+        v.push(&self.result);
+        v
     }
 }
 
@@ -14497,6 +26466,33 @@ impl RreluWithNoiseBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<RreluWithNoiseBackwardBackward> {
+        const OP: &str = "rrelu_with_noise_backward";
+        Ok(RreluWithNoiseBackwardBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 1)?)?,
+            noise: cap::tensor(OP, "noise", cap::arg(OP, a, 2)?)?,
+            lower: cap::value::<Scalar>(OP, cap::arg(OP, a, 3)?)?,
+            upper: cap::value::<Scalar>(OP, cap::arg(OP, a, 4)?)?,
+            training: cap::value::<bool>(OP, cap::arg(OP, a, 5)?)?,
+        })
+    }
+}
+
+impl BackwardFn for RreluWithNoiseBackwardBackward {
+    fn name(&self) -> &'static str {
+        "RreluWithNoiseBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        RreluWithNoiseBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.noise);
+        v
+    }
 }
 
 /// Backward of `rsqrt(Tensor self) -> Tensor`.
@@ -14516,6 +26512,28 @@ impl RsqrtBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<RsqrtBackward> {
+        const OP: &str = "rsqrt";
+        Ok(RsqrtBackward {
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for RsqrtBackward {
+    fn name(&self) -> &'static str {
+        "RsqrtBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        RsqrtBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result);
+        v
     }
 }
 
@@ -14538,6 +26556,28 @@ impl RsubScalarBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<RsubScalarBackward> {
+        const OP: &str = "rsub.Scalar";
+        Ok(RsubScalarBackward {
+            self_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 0)?)?,
+            alpha: cap::value::<Scalar>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for RsubScalarBackward {
+    fn name(&self) -> &'static str {
+        "RsubScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        RsubScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -14566,6 +26606,29 @@ impl RsubTensorBackward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<RsubTensorBackward> {
+        const OP: &str = "rsub.Tensor";
+        Ok(RsubTensorBackward {
+            other_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 1)?)?,
+            self_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 0)?)?,
+            alpha: cap::value::<Scalar>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for RsubTensorBackward {
+    fn name(&self) -> &'static str {
+        "RsubTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        RsubTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor`.
@@ -14591,6 +26654,29 @@ impl ScatterSrcBackward {
         out.push(g_src);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ScatterSrcBackward> {
+        const OP: &str = "scatter.src";
+        Ok(ScatterSrcBackward {
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            index: cap::tensor(OP, "index", cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ScatterSrcBackward {
+    fn name(&self) -> &'static str {
+        "ScatterSrcBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ScatterSrcBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.index);
+        v
+    }
 }
 
 /// Backward of `scatter.value(Tensor self, int dim, Tensor index, Scalar value) -> Tensor`.
@@ -14612,6 +26698,29 @@ impl ScatterValueBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ScatterValueBackward> {
+        const OP: &str = "scatter.value";
+        Ok(ScatterValueBackward {
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            index: cap::tensor(OP, "index", cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ScatterValueBackward {
+    fn name(&self) -> &'static str {
+        "ScatterValueBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ScatterValueBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.index);
+        v
     }
 }
 
@@ -14637,6 +26746,29 @@ impl ScatterAddBackward {
         out.push(g_self);
         out.push(g_src);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ScatterAddBackward> {
+        const OP: &str = "scatter_add";
+        Ok(ScatterAddBackward {
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            index: cap::tensor(OP, "index", cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ScatterAddBackward {
+    fn name(&self) -> &'static str {
+        "ScatterAddBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ScatterAddBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.index);
+        v
     }
 }
 
@@ -14671,6 +26803,37 @@ impl ScatterReduceTwoBackward {
         out.push(g_src);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ScatterReduceTwoBackward> {
+        const OP: &str = "scatter_reduce.two";
+        Ok(ScatterReduceTwoBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            index: cap::tensor(OP, "index", cap::arg(OP, a, 2)?)?,
+            src: cap::tensor(OP, "src", cap::arg(OP, a, 3)?)?,
+            reduce: cap::value::<String>(OP, cap::arg(OP, a, 4)?)?,
+            include_self: cap::value::<bool>(OP, cap::arg(OP, a, 5)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ScatterReduceTwoBackward {
+    fn name(&self) -> &'static str {
+        "ScatterReduceTwoBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ScatterReduceTwoBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.index);
+        v.push(&self.src);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `segment_reduce(Tensor data, str reduce, *, Tensor? lengths=None, Tensor? indices=None, Tensor? offsets=None, int axis=0, bool unsafe=False, Scalar? initial=None) -> Tensor`.
@@ -14701,6 +26864,37 @@ impl SegmentReduceBackward {
         out.push(g_data);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SegmentReduceBackward> {
+        const OP: &str = "segment_reduce";
+        Ok(SegmentReduceBackward {
+            data: cap::tensor(OP, "data", cap::arg(OP, a, 0)?)?,
+            reduce: cap::value::<String>(OP, cap::arg(OP, a, 1)?)?,
+            lengths: cap::opt_tensor(OP, "lengths", cap::arg(OP, a, 2)?)?,
+            offsets: cap::opt_tensor(OP, "offsets", cap::arg(OP, a, 4)?)?,
+            axis: cap::value::<i64>(OP, cap::arg(OP, a, 5)?)?,
+            initial: cap::value::<Option<Scalar>>(OP, cap::arg(OP, a, 7)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SegmentReduceBackward {
+    fn name(&self) -> &'static str {
+        "SegmentReduceBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SegmentReduceBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.data);
+        v.extend(self.lengths.iter());
+        v.extend(self.offsets.iter());
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)`.
@@ -14725,6 +26919,29 @@ impl SelectIntBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SelectIntBackward> {
+        const OP: &str = "select.int";
+        Ok(SelectIntBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            index: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SelectIntBackward {
+    fn name(&self) -> &'static str {
+        "SelectIntBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SelectIntBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `select_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt index) -> Tensor`.
@@ -14746,6 +26963,28 @@ impl SelectBackwardBackward {
         let mut out = Vec::new();
         out.push(g_grad_output);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SelectBackwardBackward> {
+        const OP: &str = "select_backward";
+        Ok(SelectBackwardBackward {
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            index: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SelectBackwardBackward {
+    fn name(&self) -> &'static str {
+        "SelectBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SelectBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -14770,6 +27009,29 @@ impl SelectCopyIntBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SelectCopyIntBackward> {
+        const OP: &str = "select_copy.int";
+        Ok(SelectCopyIntBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            index: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SelectCopyIntBackward {
+    fn name(&self) -> &'static str {
+        "SelectCopyIntBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SelectCopyIntBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -14798,6 +27060,29 @@ impl SelectScatterBackward {
         out.push(g_src);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SelectScatterBackward> {
+        const OP: &str = "select_scatter";
+        Ok(SelectScatterBackward {
+            src_info: return Err(cap::unsupported(OP, "src_info")),
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            index: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SelectScatterBackward {
+    fn name(&self) -> &'static str {
+        "SelectScatterBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SelectScatterBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `sgn(Tensor self) -> Tensor`.
@@ -14818,6 +27103,30 @@ impl SgnBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SgnBackward> {
+        const OP: &str = "sgn";
+        Ok(SgnBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SgnBackward {
+    fn name(&self) -> &'static str {
+        "SgnBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SgnBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `sigmoid(Tensor self) -> Tensor`.
@@ -14837,6 +27146,28 @@ impl SigmoidBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SigmoidBackward> {
+        const OP: &str = "sigmoid";
+        Ok(SigmoidBackward {
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SigmoidBackward {
+    fn name(&self) -> &'static str {
+        "SigmoidBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SigmoidBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result);
+        v
     }
 }
 
@@ -14863,6 +27194,30 @@ impl SigmoidBackwardBackward {
         out.push(g_output);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SigmoidBackwardBackward> {
+        const OP: &str = "sigmoid_backward";
+        Ok(SigmoidBackwardBackward {
+            output: cap::tensor(OP, "output", cap::arg(OP, a, 1)?)?,
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SigmoidBackwardBackward {
+    fn name(&self) -> &'static str {
+        "SigmoidBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SigmoidBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.output);
+        v.push(&self.grad_output);
+        v
+    }
 }
 
 /// Backward of `sign(Tensor self) -> Tensor`.
@@ -14881,6 +27236,26 @@ impl SignBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SignBackward> {
+        const OP: &str = "sign";
+        Ok(SignBackward {
+        })
+    }
+}
+
+impl BackwardFn for SignBackward {
+    fn name(&self) -> &'static str {
+        "SignBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SignBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `silu(Tensor self) -> Tensor`.
@@ -14898,6 +27273,28 @@ impl SiluBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SiluBackward> {
+        const OP: &str = "silu";
+        Ok(SiluBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SiluBackward {
+    fn name(&self) -> &'static str {
+        "SiluBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SiluBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -14919,6 +27316,28 @@ impl SinBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SinBackward> {
+        const OP: &str = "sin";
+        Ok(SinBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SinBackward {
+    fn name(&self) -> &'static str {
+        "SinBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SinBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `sinc(Tensor self) -> Tensor`.
@@ -14936,6 +27355,28 @@ impl SincBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SincBackward> {
+        const OP: &str = "sinc";
+        Ok(SincBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SincBackward {
+    fn name(&self) -> &'static str {
+        "SincBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SincBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -14956,6 +27397,28 @@ impl SinhBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SinhBackward> {
+        const OP: &str = "sinh";
+        Ok(SinhBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SinhBackward {
+    fn name(&self) -> &'static str {
+        "SinhBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SinhBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -14983,6 +27446,31 @@ impl SliceTensorBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SliceTensorBackward> {
+        const OP: &str = "slice.Tensor";
+        Ok(SliceTensorBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            start: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            end: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            step: cap::value::<i64>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SliceTensorBackward {
+    fn name(&self) -> &'static str {
+        "SliceTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SliceTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `slice_backward(Tensor grad_output, SymInt[] input_sizes, int dim, SymInt start, SymInt end, SymInt step) -> Tensor`.
@@ -15009,6 +27497,30 @@ impl SliceBackwardBackward {
         out.push(g_grad_output);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SliceBackwardBackward> {
+        const OP: &str = "slice_backward";
+        Ok(SliceBackwardBackward {
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            start: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+            end: cap::value::<i64>(OP, cap::arg(OP, a, 4)?)?,
+            step: cap::value::<i64>(OP, cap::arg(OP, a, 5)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SliceBackwardBackward {
+    fn name(&self) -> &'static str {
+        "SliceBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SliceBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)`.
@@ -15034,6 +27546,31 @@ impl SliceCopyTensorBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SliceCopyTensorBackward> {
+        const OP: &str = "slice_copy.Tensor";
+        Ok(SliceCopyTensorBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            start: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 2)?)?,
+            end: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            step: cap::value::<i64>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SliceCopyTensorBackward {
+    fn name(&self) -> &'static str {
+        "SliceCopyTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SliceCopyTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -15066,6 +27603,31 @@ impl SliceInverseBackward {
         out.push(g_src);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SliceInverseBackward> {
+        const OP: &str = "slice_inverse";
+        Ok(SliceInverseBackward {
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            start: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            end: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            step: cap::value::<i64>(OP, cap::arg(OP, a, 5)?)?,
+            self_info: return Err(cap::unsupported(OP, "self_info")),
+        })
+    }
+}
+
+impl BackwardFn for SliceInverseBackward {
+    fn name(&self) -> &'static str {
+        "SliceInverseBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SliceInverseBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor`.
@@ -15097,6 +27659,31 @@ impl SliceScatterBackward {
         out.push(g_src);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SliceScatterBackward> {
+        const OP: &str = "slice_scatter";
+        Ok(SliceScatterBackward {
+            src_info: return Err(cap::unsupported(OP, "src_info")),
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            start: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 3)?)?,
+            end: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            step: cap::value::<i64>(OP, cap::arg(OP, a, 5)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SliceScatterBackward {
+    fn name(&self) -> &'static str {
+        "SliceScatterBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SliceScatterBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `slow_conv3d_forward(Tensor self, Tensor weight, SymInt[3] kernel_size, Tensor? bias, SymInt[3] stride, SymInt[3] padding) -> Tensor`.
@@ -15127,6 +27714,33 @@ impl SlowConv3dForwardBackward {
         out.push(g_weight);
         out.push(g_bias);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SlowConv3dForwardBackward> {
+        const OP: &str = "slow_conv3d_forward";
+        Ok(SlowConv3dForwardBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            bias_sym_sizes_opt: cap::sizes_opt(OP, cap::arg(OP, a, 3)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SlowConv3dForwardBackward {
+    fn name(&self) -> &'static str {
+        "SlowConv3dForwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SlowConv3dForwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.weight);
+        v
     }
 }
 
@@ -15161,6 +27775,34 @@ impl SlowConvDilated2dBackward {
         out.push(g_bias);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SlowConvDilated2dBackward> {
+        const OP: &str = "slow_conv_dilated2d";
+        Ok(SlowConvDilated2dBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            bias_sym_sizes_opt: cap::sizes_opt(OP, cap::arg(OP, a, 3)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 6)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SlowConvDilated2dBackward {
+    fn name(&self) -> &'static str {
+        "SlowConvDilated2dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SlowConvDilated2dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.weight);
+        v
+    }
 }
 
 /// Backward of `slow_conv_dilated3d(Tensor self, Tensor weight, SymInt[3] kernel_size, Tensor? bias=None, SymInt[3] stride=1, SymInt[3] padding=0, SymInt[3] dilation=1) -> Tensor`.
@@ -15193,6 +27835,34 @@ impl SlowConvDilated3dBackward {
         out.push(g_weight);
         out.push(g_bias);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SlowConvDilated3dBackward> {
+        const OP: &str = "slow_conv_dilated3d";
+        Ok(SlowConvDilated3dBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            bias_sym_sizes_opt: cap::sizes_opt(OP, cap::arg(OP, a, 3)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 6)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SlowConvDilated3dBackward {
+    fn name(&self) -> &'static str {
+        "SlowConvDilated3dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SlowConvDilated3dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.weight);
+        v
     }
 }
 
@@ -15229,6 +27899,35 @@ impl SlowConvTranspose2dBackward {
         out.push(g_bias);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SlowConvTranspose2dBackward> {
+        const OP: &str = "slow_conv_transpose2d";
+        Ok(SlowConvTranspose2dBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            bias_sym_sizes_opt: cap::sizes_opt(OP, cap::arg(OP, a, 3)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+            output_padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 6)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 7)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SlowConvTranspose2dBackward {
+    fn name(&self) -> &'static str {
+        "SlowConvTranspose2dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SlowConvTranspose2dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.weight);
+        v
+    }
 }
 
 /// Backward of `slow_conv_transpose3d(Tensor self, Tensor weight, SymInt[3] kernel_size, Tensor? bias=None, SymInt[3] stride=1, SymInt[3] padding=0, SymInt[3] output_padding=0, SymInt[3] dilation=1) -> Tensor`.
@@ -15264,6 +27963,35 @@ impl SlowConvTranspose3dBackward {
         out.push(g_bias);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SlowConvTranspose3dBackward> {
+        const OP: &str = "slow_conv_transpose3d";
+        Ok(SlowConvTranspose3dBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            weight: cap::tensor(OP, "weight", cap::arg(OP, a, 1)?)?,
+            bias_sym_sizes_opt: cap::sizes_opt(OP, cap::arg(OP, a, 3)?)?,
+            stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 4)?)?,
+            padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 5)?)?,
+            output_padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 6)?)?,
+            dilation: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 7)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SlowConvTranspose3dBackward {
+    fn name(&self) -> &'static str {
+        "SlowConvTranspose3dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SlowConvTranspose3dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.weight);
+        v
+    }
 }
 
 /// Backward of `smooth_l1_loss(Tensor self, Tensor target, int reduction=Mean, float beta=1.0) -> Tensor`.
@@ -15292,6 +28020,32 @@ impl SmoothL1LossBackward {
         out.push(g_self);
         out.push(g_target);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SmoothL1LossBackward> {
+        const OP: &str = "smooth_l1_loss";
+        Ok(SmoothL1LossBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            target: cap::tensor(OP, "target", cap::arg(OP, a, 1)?)?,
+            reduction: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            beta: cap::value::<f64>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SmoothL1LossBackward {
+    fn name(&self) -> &'static str {
+        "SmoothL1LossBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SmoothL1LossBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.target);
+        v
     }
 }
 
@@ -15327,6 +28081,34 @@ impl SmoothL1LossBackwardBackward {
         out.push(g_target);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SmoothL1LossBackwardBackward> {
+        const OP: &str = "smooth_l1_loss_backward";
+        Ok(SmoothL1LossBackwardBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 1)?)?,
+            target: cap::tensor(OP, "target", cap::arg(OP, a, 2)?)?,
+            reduction: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+            beta: cap::value::<f64>(OP, cap::arg(OP, a, 4)?)?,
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SmoothL1LossBackwardBackward {
+    fn name(&self) -> &'static str {
+        "SmoothL1LossBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SmoothL1LossBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.target);
+        v.push(&self.grad_output);
+        v
+    }
 }
 
 /// Backward of `soft_margin_loss(Tensor self, Tensor target, int reduction=Mean) -> Tensor`.
@@ -15350,6 +28132,31 @@ impl SoftMarginLossBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SoftMarginLossBackward> {
+        const OP: &str = "soft_margin_loss";
+        Ok(SoftMarginLossBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            target: cap::tensor(OP, "target", cap::arg(OP, a, 1)?)?,
+            reduction: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SoftMarginLossBackward {
+    fn name(&self) -> &'static str {
+        "SoftMarginLossBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SoftMarginLossBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.target);
+        v
     }
 }
 
@@ -15378,6 +28185,33 @@ impl SoftMarginLossBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SoftMarginLossBackwardBackward> {
+        const OP: &str = "soft_margin_loss_backward";
+        Ok(SoftMarginLossBackwardBackward {
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 0)?)?,
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 1)?)?,
+            target: cap::tensor(OP, "target", cap::arg(OP, a, 2)?)?,
+            reduction: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SoftMarginLossBackwardBackward {
+    fn name(&self) -> &'static str {
+        "SoftMarginLossBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SoftMarginLossBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.grad_output);
+        v.push(&self.self_);
+        v.push(&self.target);
+        v
+    }
 }
 
 /// Backward of `softplus(Tensor self, Scalar beta=1, Scalar threshold=20) -> Tensor`.
@@ -15401,6 +28235,30 @@ impl SoftplusBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SoftplusBackward> {
+        const OP: &str = "softplus";
+        Ok(SoftplusBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            beta: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+            threshold: cap::value::<Scalar>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SoftplusBackward {
+    fn name(&self) -> &'static str {
+        "SoftplusBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SoftplusBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -15431,6 +28289,32 @@ impl SoftplusBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SoftplusBackwardBackward> {
+        const OP: &str = "softplus_backward";
+        Ok(SoftplusBackwardBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 1)?)?,
+            beta: cap::value::<Scalar>(OP, cap::arg(OP, a, 2)?)?,
+            threshold: cap::value::<Scalar>(OP, cap::arg(OP, a, 3)?)?,
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SoftplusBackwardBackward {
+    fn name(&self) -> &'static str {
+        "SoftplusBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SoftplusBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.grad_output);
+        v
+    }
 }
 
 /// Backward of `softshrink(Tensor self, Scalar lambd=0.5) -> Tensor`.
@@ -15452,6 +28336,29 @@ impl SoftshrinkBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SoftshrinkBackward> {
+        const OP: &str = "softshrink";
+        Ok(SoftshrinkBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            lambd: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SoftshrinkBackward {
+    fn name(&self) -> &'static str {
+        "SoftshrinkBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SoftshrinkBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -15478,6 +28385,29 @@ impl SoftshrinkBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SoftshrinkBackwardBackward> {
+        const OP: &str = "softshrink_backward";
+        Ok(SoftshrinkBackwardBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 1)?)?,
+            lambd: cap::value::<Scalar>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SoftshrinkBackwardBackward {
+    fn name(&self) -> &'static str {
+        "SoftshrinkBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SoftshrinkBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `sort(Tensor self, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)`.
@@ -15499,6 +28429,30 @@ impl SortBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SortBackward> {
+        const OP: &str = "sort";
+        Ok(SortBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            indices: cap::tensor(OP, "indices", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SortBackward {
+    fn name(&self) -> &'static str {
+        "SortBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SortBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.indices);
+        v
     }
 }
 
@@ -15522,6 +28476,30 @@ impl SortStableBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SortStableBackward> {
+        const OP: &str = "sort.stable";
+        Ok(SortStableBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            indices: cap::tensor(OP, "indices", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SortStableBackward {
+    fn name(&self) -> &'static str {
+        "SortStableBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SortStableBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.indices);
+        v
+    }
 }
 
 /// Backward of `sparse_compressed_tensor.comp_plain_value_size(Tensor compressed_indices, Tensor plain_indices, Tensor values, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=False) -> Tensor`.
@@ -15542,6 +28520,30 @@ impl SparseCompressedTensorCompPlainValueSizeBackward {
         out.push(g_values);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SparseCompressedTensorCompPlainValueSizeBackward> {
+        const OP: &str = "sparse_compressed_tensor.comp_plain_value_size";
+        Ok(SparseCompressedTensorCompPlainValueSizeBackward {
+            values: cap::tensor(OP, "values", cap::arg(OP, a, 2)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SparseCompressedTensorCompPlainValueSizeBackward {
+    fn name(&self) -> &'static str {
+        "SparseCompressedTensorCompPlainValueSizeBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SparseCompressedTensorCompPlainValueSizeBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.values);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `sparse_mask(Tensor self, Tensor mask) -> Tensor`.
@@ -15561,6 +28563,29 @@ impl SparseMaskBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SparseMaskBackward> {
+        const OP: &str = "sparse_mask";
+        Ok(SparseMaskBackward {
+            self_layout: cap::layout(OP, cap::arg(OP, a, 0)?)?,
+            mask: cap::tensor(OP, "mask", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SparseMaskBackward {
+    fn name(&self) -> &'static str {
+        "SparseMaskBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SparseMaskBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.mask);
+        v
     }
 }
 
@@ -15593,6 +28618,34 @@ impl SparseSampledAddmmBackward {
         out.push(g_mat2);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SparseSampledAddmmBackward> {
+        const OP: &str = "sparse_sampled_addmm";
+        Ok(SparseSampledAddmmBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            mat1: cap::tensor(OP, "mat1", cap::arg(OP, a, 1)?)?,
+            mat2: cap::tensor(OP, "mat2", cap::arg(OP, a, 2)?)?,
+            beta: cap::value::<Scalar>(OP, cap::arg(OP, a, 3)?)?,
+            alpha: cap::value::<Scalar>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SparseSampledAddmmBackward {
+    fn name(&self) -> &'static str {
+        "SparseSampledAddmmBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SparseSampledAddmmBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.mat1);
+        v.push(&self.mat2);
+        v
+    }
 }
 
 /// Backward of `special_airy_ai(Tensor x) -> Tensor`.
@@ -15605,6 +28658,26 @@ impl SpecialAiryAiBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialAiryAiBackward> {
+        const OP: &str = "special_airy_ai";
+        Ok(SpecialAiryAiBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialAiryAiBackward {
+    fn name(&self) -> &'static str {
+        "SpecialAiryAiBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialAiryAiBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -15619,6 +28692,26 @@ impl SpecialBesselJ0Backward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialBesselJ0Backward> {
+        const OP: &str = "special_bessel_j0";
+        Ok(SpecialBesselJ0Backward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialBesselJ0Backward {
+    fn name(&self) -> &'static str {
+        "SpecialBesselJ0Backward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialBesselJ0Backward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `special_bessel_j1(Tensor self) -> Tensor`.
@@ -15631,6 +28724,26 @@ impl SpecialBesselJ1Backward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialBesselJ1Backward> {
+        const OP: &str = "special_bessel_j1";
+        Ok(SpecialBesselJ1Backward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialBesselJ1Backward {
+    fn name(&self) -> &'static str {
+        "SpecialBesselJ1Backward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialBesselJ1Backward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -15645,6 +28758,26 @@ impl SpecialBesselY0Backward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialBesselY0Backward> {
+        const OP: &str = "special_bessel_y0";
+        Ok(SpecialBesselY0Backward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialBesselY0Backward {
+    fn name(&self) -> &'static str {
+        "SpecialBesselY0Backward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialBesselY0Backward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `special_bessel_y1(Tensor self) -> Tensor`.
@@ -15657,6 +28790,26 @@ impl SpecialBesselY1Backward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialBesselY1Backward> {
+        const OP: &str = "special_bessel_y1";
+        Ok(SpecialBesselY1Backward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialBesselY1Backward {
+    fn name(&self) -> &'static str {
+        "SpecialBesselY1Backward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialBesselY1Backward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -15671,6 +28824,26 @@ impl SpecialChebyshevPolynomialTBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialChebyshevPolynomialTBackward> {
+        const OP: &str = "special_chebyshev_polynomial_t";
+        Ok(SpecialChebyshevPolynomialTBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialChebyshevPolynomialTBackward {
+    fn name(&self) -> &'static str {
+        "SpecialChebyshevPolynomialTBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialChebyshevPolynomialTBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `special_chebyshev_polynomial_t.n_scalar(Tensor x, Scalar n) -> Tensor`.
@@ -15683,6 +28856,26 @@ impl SpecialChebyshevPolynomialTNScalarBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialChebyshevPolynomialTNScalarBackward> {
+        const OP: &str = "special_chebyshev_polynomial_t.n_scalar";
+        Ok(SpecialChebyshevPolynomialTNScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialChebyshevPolynomialTNScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialChebyshevPolynomialTNScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialChebyshevPolynomialTNScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -15697,6 +28890,26 @@ impl SpecialChebyshevPolynomialTXScalarBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialChebyshevPolynomialTXScalarBackward> {
+        const OP: &str = "special_chebyshev_polynomial_t.x_scalar";
+        Ok(SpecialChebyshevPolynomialTXScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialChebyshevPolynomialTXScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialChebyshevPolynomialTXScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialChebyshevPolynomialTXScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `special_chebyshev_polynomial_u(Tensor x, Tensor n) -> Tensor`.
@@ -15709,6 +28922,26 @@ impl SpecialChebyshevPolynomialUBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialChebyshevPolynomialUBackward> {
+        const OP: &str = "special_chebyshev_polynomial_u";
+        Ok(SpecialChebyshevPolynomialUBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialChebyshevPolynomialUBackward {
+    fn name(&self) -> &'static str {
+        "SpecialChebyshevPolynomialUBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialChebyshevPolynomialUBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -15723,6 +28956,26 @@ impl SpecialChebyshevPolynomialUNScalarBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialChebyshevPolynomialUNScalarBackward> {
+        const OP: &str = "special_chebyshev_polynomial_u.n_scalar";
+        Ok(SpecialChebyshevPolynomialUNScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialChebyshevPolynomialUNScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialChebyshevPolynomialUNScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialChebyshevPolynomialUNScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `special_chebyshev_polynomial_u.x_scalar(Scalar x, Tensor n) -> Tensor`.
@@ -15735,6 +28988,26 @@ impl SpecialChebyshevPolynomialUXScalarBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialChebyshevPolynomialUXScalarBackward> {
+        const OP: &str = "special_chebyshev_polynomial_u.x_scalar";
+        Ok(SpecialChebyshevPolynomialUXScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialChebyshevPolynomialUXScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialChebyshevPolynomialUXScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialChebyshevPolynomialUXScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -15749,6 +29022,26 @@ impl SpecialChebyshevPolynomialVBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialChebyshevPolynomialVBackward> {
+        const OP: &str = "special_chebyshev_polynomial_v";
+        Ok(SpecialChebyshevPolynomialVBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialChebyshevPolynomialVBackward {
+    fn name(&self) -> &'static str {
+        "SpecialChebyshevPolynomialVBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialChebyshevPolynomialVBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `special_chebyshev_polynomial_v.n_scalar(Tensor x, Scalar n) -> Tensor`.
@@ -15761,6 +29054,26 @@ impl SpecialChebyshevPolynomialVNScalarBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialChebyshevPolynomialVNScalarBackward> {
+        const OP: &str = "special_chebyshev_polynomial_v.n_scalar";
+        Ok(SpecialChebyshevPolynomialVNScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialChebyshevPolynomialVNScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialChebyshevPolynomialVNScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialChebyshevPolynomialVNScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -15775,6 +29088,26 @@ impl SpecialChebyshevPolynomialVXScalarBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialChebyshevPolynomialVXScalarBackward> {
+        const OP: &str = "special_chebyshev_polynomial_v.x_scalar";
+        Ok(SpecialChebyshevPolynomialVXScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialChebyshevPolynomialVXScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialChebyshevPolynomialVXScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialChebyshevPolynomialVXScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `special_chebyshev_polynomial_w(Tensor x, Tensor n) -> Tensor`.
@@ -15787,6 +29120,26 @@ impl SpecialChebyshevPolynomialWBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialChebyshevPolynomialWBackward> {
+        const OP: &str = "special_chebyshev_polynomial_w";
+        Ok(SpecialChebyshevPolynomialWBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialChebyshevPolynomialWBackward {
+    fn name(&self) -> &'static str {
+        "SpecialChebyshevPolynomialWBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialChebyshevPolynomialWBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -15801,6 +29154,26 @@ impl SpecialChebyshevPolynomialWNScalarBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialChebyshevPolynomialWNScalarBackward> {
+        const OP: &str = "special_chebyshev_polynomial_w.n_scalar";
+        Ok(SpecialChebyshevPolynomialWNScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialChebyshevPolynomialWNScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialChebyshevPolynomialWNScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialChebyshevPolynomialWNScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `special_chebyshev_polynomial_w.x_scalar(Scalar x, Tensor n) -> Tensor`.
@@ -15813,6 +29186,26 @@ impl SpecialChebyshevPolynomialWXScalarBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialChebyshevPolynomialWXScalarBackward> {
+        const OP: &str = "special_chebyshev_polynomial_w.x_scalar";
+        Ok(SpecialChebyshevPolynomialWXScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialChebyshevPolynomialWXScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialChebyshevPolynomialWXScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialChebyshevPolynomialWXScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -15834,6 +29227,28 @@ impl SpecialEntrBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialEntrBackward> {
+        const OP: &str = "special_entr";
+        Ok(SpecialEntrBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SpecialEntrBackward {
+    fn name(&self) -> &'static str {
+        "SpecialEntrBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialEntrBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `special_erfcx(Tensor self) -> Tensor`.
@@ -15854,6 +29269,30 @@ impl SpecialErfcxBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialErfcxBackward> {
+        const OP: &str = "special_erfcx";
+        Ok(SpecialErfcxBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SpecialErfcxBackward {
+    fn name(&self) -> &'static str {
+        "SpecialErfcxBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialErfcxBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `special_hermite_polynomial_h(Tensor x, Tensor n) -> Tensor`.
@@ -15866,6 +29305,26 @@ impl SpecialHermitePolynomialHBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialHermitePolynomialHBackward> {
+        const OP: &str = "special_hermite_polynomial_h";
+        Ok(SpecialHermitePolynomialHBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialHermitePolynomialHBackward {
+    fn name(&self) -> &'static str {
+        "SpecialHermitePolynomialHBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialHermitePolynomialHBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -15880,6 +29339,26 @@ impl SpecialHermitePolynomialHNScalarBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialHermitePolynomialHNScalarBackward> {
+        const OP: &str = "special_hermite_polynomial_h.n_scalar";
+        Ok(SpecialHermitePolynomialHNScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialHermitePolynomialHNScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialHermitePolynomialHNScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialHermitePolynomialHNScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `special_hermite_polynomial_h.x_scalar(Scalar x, Tensor n) -> Tensor`.
@@ -15892,6 +29371,26 @@ impl SpecialHermitePolynomialHXScalarBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialHermitePolynomialHXScalarBackward> {
+        const OP: &str = "special_hermite_polynomial_h.x_scalar";
+        Ok(SpecialHermitePolynomialHXScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialHermitePolynomialHXScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialHermitePolynomialHXScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialHermitePolynomialHXScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -15906,6 +29405,26 @@ impl SpecialHermitePolynomialHeBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialHermitePolynomialHeBackward> {
+        const OP: &str = "special_hermite_polynomial_he";
+        Ok(SpecialHermitePolynomialHeBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialHermitePolynomialHeBackward {
+    fn name(&self) -> &'static str {
+        "SpecialHermitePolynomialHeBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialHermitePolynomialHeBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `special_hermite_polynomial_he.n_scalar(Tensor x, Scalar n) -> Tensor`.
@@ -15919,6 +29438,26 @@ impl SpecialHermitePolynomialHeNScalarBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialHermitePolynomialHeNScalarBackward> {
+        const OP: &str = "special_hermite_polynomial_he.n_scalar";
+        Ok(SpecialHermitePolynomialHeNScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialHermitePolynomialHeNScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialHermitePolynomialHeNScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialHermitePolynomialHeNScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `special_hermite_polynomial_he.x_scalar(Scalar x, Tensor n) -> Tensor`.
@@ -15931,6 +29470,26 @@ impl SpecialHermitePolynomialHeXScalarBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialHermitePolynomialHeXScalarBackward> {
+        const OP: &str = "special_hermite_polynomial_he.x_scalar";
+        Ok(SpecialHermitePolynomialHeXScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialHermitePolynomialHeXScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialHermitePolynomialHeXScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialHermitePolynomialHeXScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -15954,6 +29513,30 @@ impl SpecialI0eBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialI0eBackward> {
+        const OP: &str = "special_i0e";
+        Ok(SpecialI0eBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SpecialI0eBackward {
+    fn name(&self) -> &'static str {
+        "SpecialI0eBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialI0eBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `special_i1(Tensor self) -> Tensor`.
@@ -15973,6 +29556,30 @@ impl SpecialI1Backward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialI1Backward> {
+        const OP: &str = "special_i1";
+        Ok(SpecialI1Backward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SpecialI1Backward {
+    fn name(&self) -> &'static str {
+        "SpecialI1Backward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialI1Backward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
     }
 }
 
@@ -15994,6 +29601,30 @@ impl SpecialI1eBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialI1eBackward> {
+        const OP: &str = "special_i1e";
+        Ok(SpecialI1eBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SpecialI1eBackward {
+    fn name(&self) -> &'static str {
+        "SpecialI1eBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialI1eBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `special_laguerre_polynomial_l(Tensor x, Tensor n) -> Tensor`.
@@ -16006,6 +29637,26 @@ impl SpecialLaguerrePolynomialLBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialLaguerrePolynomialLBackward> {
+        const OP: &str = "special_laguerre_polynomial_l";
+        Ok(SpecialLaguerrePolynomialLBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialLaguerrePolynomialLBackward {
+    fn name(&self) -> &'static str {
+        "SpecialLaguerrePolynomialLBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialLaguerrePolynomialLBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -16020,6 +29671,26 @@ impl SpecialLaguerrePolynomialLNScalarBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialLaguerrePolynomialLNScalarBackward> {
+        const OP: &str = "special_laguerre_polynomial_l.n_scalar";
+        Ok(SpecialLaguerrePolynomialLNScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialLaguerrePolynomialLNScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialLaguerrePolynomialLNScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialLaguerrePolynomialLNScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `special_laguerre_polynomial_l.x_scalar(Scalar x, Tensor n) -> Tensor`.
@@ -16032,6 +29703,26 @@ impl SpecialLaguerrePolynomialLXScalarBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialLaguerrePolynomialLXScalarBackward> {
+        const OP: &str = "special_laguerre_polynomial_l.x_scalar";
+        Ok(SpecialLaguerrePolynomialLXScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialLaguerrePolynomialLXScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialLaguerrePolynomialLXScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialLaguerrePolynomialLXScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -16046,6 +29737,26 @@ impl SpecialLegendrePolynomialPBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialLegendrePolynomialPBackward> {
+        const OP: &str = "special_legendre_polynomial_p";
+        Ok(SpecialLegendrePolynomialPBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialLegendrePolynomialPBackward {
+    fn name(&self) -> &'static str {
+        "SpecialLegendrePolynomialPBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialLegendrePolynomialPBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `special_legendre_polynomial_p.n_scalar(Tensor x, Scalar n) -> Tensor`.
@@ -16059,6 +29770,26 @@ impl SpecialLegendrePolynomialPNScalarBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialLegendrePolynomialPNScalarBackward> {
+        const OP: &str = "special_legendre_polynomial_p.n_scalar";
+        Ok(SpecialLegendrePolynomialPNScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialLegendrePolynomialPNScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialLegendrePolynomialPNScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialLegendrePolynomialPNScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `special_legendre_polynomial_p.x_scalar(Scalar x, Tensor n) -> Tensor`.
@@ -16071,6 +29802,26 @@ impl SpecialLegendrePolynomialPXScalarBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialLegendrePolynomialPXScalarBackward> {
+        const OP: &str = "special_legendre_polynomial_p.x_scalar";
+        Ok(SpecialLegendrePolynomialPXScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialLegendrePolynomialPXScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialLegendrePolynomialPXScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialLegendrePolynomialPXScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -16092,6 +29843,30 @@ impl SpecialLogNdtrBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialLogNdtrBackward> {
+        const OP: &str = "special_log_ndtr";
+        Ok(SpecialLogNdtrBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SpecialLogNdtrBackward {
+    fn name(&self) -> &'static str {
+        "SpecialLogNdtrBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialLogNdtrBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `special_modified_bessel_i0(Tensor self) -> Tensor`.
@@ -16104,6 +29879,26 @@ impl SpecialModifiedBesselI0Backward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialModifiedBesselI0Backward> {
+        const OP: &str = "special_modified_bessel_i0";
+        Ok(SpecialModifiedBesselI0Backward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialModifiedBesselI0Backward {
+    fn name(&self) -> &'static str {
+        "SpecialModifiedBesselI0Backward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialModifiedBesselI0Backward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -16118,6 +29913,26 @@ impl SpecialModifiedBesselI1Backward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialModifiedBesselI1Backward> {
+        const OP: &str = "special_modified_bessel_i1";
+        Ok(SpecialModifiedBesselI1Backward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialModifiedBesselI1Backward {
+    fn name(&self) -> &'static str {
+        "SpecialModifiedBesselI1Backward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialModifiedBesselI1Backward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `special_modified_bessel_k0(Tensor self) -> Tensor`.
@@ -16131,6 +29946,26 @@ impl SpecialModifiedBesselK0Backward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialModifiedBesselK0Backward> {
+        const OP: &str = "special_modified_bessel_k0";
+        Ok(SpecialModifiedBesselK0Backward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialModifiedBesselK0Backward {
+    fn name(&self) -> &'static str {
+        "SpecialModifiedBesselK0Backward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialModifiedBesselK0Backward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `special_modified_bessel_k1(Tensor self) -> Tensor`.
@@ -16143,6 +29978,26 @@ impl SpecialModifiedBesselK1Backward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialModifiedBesselK1Backward> {
+        const OP: &str = "special_modified_bessel_k1";
+        Ok(SpecialModifiedBesselK1Backward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialModifiedBesselK1Backward {
+    fn name(&self) -> &'static str {
+        "SpecialModifiedBesselK1Backward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialModifiedBesselK1Backward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -16162,6 +30017,28 @@ impl SpecialNdtriBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialNdtriBackward> {
+        const OP: &str = "special_ndtri";
+        Ok(SpecialNdtriBackward {
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SpecialNdtriBackward {
+    fn name(&self) -> &'static str {
+        "SpecialNdtriBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialNdtriBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `special_scaled_modified_bessel_k0(Tensor x) -> Tensor`.
@@ -16174,6 +30051,26 @@ impl SpecialScaledModifiedBesselK0Backward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialScaledModifiedBesselK0Backward> {
+        const OP: &str = "special_scaled_modified_bessel_k0";
+        Ok(SpecialScaledModifiedBesselK0Backward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialScaledModifiedBesselK0Backward {
+    fn name(&self) -> &'static str {
+        "SpecialScaledModifiedBesselK0Backward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialScaledModifiedBesselK0Backward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -16188,6 +30085,26 @@ impl SpecialScaledModifiedBesselK1Backward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialScaledModifiedBesselK1Backward> {
+        const OP: &str = "special_scaled_modified_bessel_k1";
+        Ok(SpecialScaledModifiedBesselK1Backward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialScaledModifiedBesselK1Backward {
+    fn name(&self) -> &'static str {
+        "SpecialScaledModifiedBesselK1Backward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialScaledModifiedBesselK1Backward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `special_shifted_chebyshev_polynomial_t(Tensor x, Tensor n) -> Tensor`.
@@ -16200,6 +30117,26 @@ impl SpecialShiftedChebyshevPolynomialTBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialShiftedChebyshevPolynomialTBackward> {
+        const OP: &str = "special_shifted_chebyshev_polynomial_t";
+        Ok(SpecialShiftedChebyshevPolynomialTBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialShiftedChebyshevPolynomialTBackward {
+    fn name(&self) -> &'static str {
+        "SpecialShiftedChebyshevPolynomialTBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialShiftedChebyshevPolynomialTBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -16214,6 +30151,26 @@ impl SpecialShiftedChebyshevPolynomialTNScalarBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialShiftedChebyshevPolynomialTNScalarBackward> {
+        const OP: &str = "special_shifted_chebyshev_polynomial_t.n_scalar";
+        Ok(SpecialShiftedChebyshevPolynomialTNScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialShiftedChebyshevPolynomialTNScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialShiftedChebyshevPolynomialTNScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialShiftedChebyshevPolynomialTNScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `special_shifted_chebyshev_polynomial_t.x_scalar(Scalar x, Tensor n) -> Tensor`.
@@ -16226,6 +30183,26 @@ impl SpecialShiftedChebyshevPolynomialTXScalarBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialShiftedChebyshevPolynomialTXScalarBackward> {
+        const OP: &str = "special_shifted_chebyshev_polynomial_t.x_scalar";
+        Ok(SpecialShiftedChebyshevPolynomialTXScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialShiftedChebyshevPolynomialTXScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialShiftedChebyshevPolynomialTXScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialShiftedChebyshevPolynomialTXScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -16240,6 +30217,26 @@ impl SpecialShiftedChebyshevPolynomialUBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialShiftedChebyshevPolynomialUBackward> {
+        const OP: &str = "special_shifted_chebyshev_polynomial_u";
+        Ok(SpecialShiftedChebyshevPolynomialUBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialShiftedChebyshevPolynomialUBackward {
+    fn name(&self) -> &'static str {
+        "SpecialShiftedChebyshevPolynomialUBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialShiftedChebyshevPolynomialUBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `special_shifted_chebyshev_polynomial_u.n_scalar(Tensor x, Scalar n) -> Tensor`.
@@ -16252,6 +30249,26 @@ impl SpecialShiftedChebyshevPolynomialUNScalarBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialShiftedChebyshevPolynomialUNScalarBackward> {
+        const OP: &str = "special_shifted_chebyshev_polynomial_u.n_scalar";
+        Ok(SpecialShiftedChebyshevPolynomialUNScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialShiftedChebyshevPolynomialUNScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialShiftedChebyshevPolynomialUNScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialShiftedChebyshevPolynomialUNScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -16266,6 +30283,26 @@ impl SpecialShiftedChebyshevPolynomialUXScalarBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialShiftedChebyshevPolynomialUXScalarBackward> {
+        const OP: &str = "special_shifted_chebyshev_polynomial_u.x_scalar";
+        Ok(SpecialShiftedChebyshevPolynomialUXScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialShiftedChebyshevPolynomialUXScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialShiftedChebyshevPolynomialUXScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialShiftedChebyshevPolynomialUXScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `special_shifted_chebyshev_polynomial_v(Tensor x, Tensor n) -> Tensor`.
@@ -16278,6 +30315,26 @@ impl SpecialShiftedChebyshevPolynomialVBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialShiftedChebyshevPolynomialVBackward> {
+        const OP: &str = "special_shifted_chebyshev_polynomial_v";
+        Ok(SpecialShiftedChebyshevPolynomialVBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialShiftedChebyshevPolynomialVBackward {
+    fn name(&self) -> &'static str {
+        "SpecialShiftedChebyshevPolynomialVBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialShiftedChebyshevPolynomialVBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -16292,6 +30349,26 @@ impl SpecialShiftedChebyshevPolynomialVNScalarBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialShiftedChebyshevPolynomialVNScalarBackward> {
+        const OP: &str = "special_shifted_chebyshev_polynomial_v.n_scalar";
+        Ok(SpecialShiftedChebyshevPolynomialVNScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialShiftedChebyshevPolynomialVNScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialShiftedChebyshevPolynomialVNScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialShiftedChebyshevPolynomialVNScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `special_shifted_chebyshev_polynomial_v.x_scalar(Scalar x, Tensor n) -> Tensor`.
@@ -16304,6 +30381,26 @@ impl SpecialShiftedChebyshevPolynomialVXScalarBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialShiftedChebyshevPolynomialVXScalarBackward> {
+        const OP: &str = "special_shifted_chebyshev_polynomial_v.x_scalar";
+        Ok(SpecialShiftedChebyshevPolynomialVXScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialShiftedChebyshevPolynomialVXScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialShiftedChebyshevPolynomialVXScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialShiftedChebyshevPolynomialVXScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -16318,6 +30415,26 @@ impl SpecialShiftedChebyshevPolynomialWBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialShiftedChebyshevPolynomialWBackward> {
+        const OP: &str = "special_shifted_chebyshev_polynomial_w";
+        Ok(SpecialShiftedChebyshevPolynomialWBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialShiftedChebyshevPolynomialWBackward {
+    fn name(&self) -> &'static str {
+        "SpecialShiftedChebyshevPolynomialWBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialShiftedChebyshevPolynomialWBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `special_shifted_chebyshev_polynomial_w.n_scalar(Tensor x, Scalar n) -> Tensor`.
@@ -16330,6 +30447,26 @@ impl SpecialShiftedChebyshevPolynomialWNScalarBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialShiftedChebyshevPolynomialWNScalarBackward> {
+        const OP: &str = "special_shifted_chebyshev_polynomial_w.n_scalar";
+        Ok(SpecialShiftedChebyshevPolynomialWNScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialShiftedChebyshevPolynomialWNScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialShiftedChebyshevPolynomialWNScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialShiftedChebyshevPolynomialWNScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -16344,6 +30481,26 @@ impl SpecialShiftedChebyshevPolynomialWXScalarBackward {
         let mut out = Vec::new();
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialShiftedChebyshevPolynomialWXScalarBackward> {
+        const OP: &str = "special_shifted_chebyshev_polynomial_w.x_scalar";
+        Ok(SpecialShiftedChebyshevPolynomialWXScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialShiftedChebyshevPolynomialWXScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialShiftedChebyshevPolynomialWXScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialShiftedChebyshevPolynomialWXScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `special_spherical_bessel_j0(Tensor x) -> Tensor`.
@@ -16356,6 +30513,26 @@ impl SpecialSphericalBesselJ0Backward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialSphericalBesselJ0Backward> {
+        const OP: &str = "special_spherical_bessel_j0";
+        Ok(SpecialSphericalBesselJ0Backward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialSphericalBesselJ0Backward {
+    fn name(&self) -> &'static str {
+        "SpecialSphericalBesselJ0Backward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialSphericalBesselJ0Backward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -16382,6 +30559,30 @@ impl SpecialXlog1pyBackward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialXlog1pyBackward> {
+        const OP: &str = "special_xlog1py";
+        Ok(SpecialXlog1pyBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SpecialXlog1pyBackward {
+    fn name(&self) -> &'static str {
+        "SpecialXlog1pyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialXlog1pyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.other);
+        v
+    }
 }
 
 /// Backward of `special_xlog1py.other_scalar(Tensor self, Scalar other) -> Tensor`.
@@ -16401,6 +30602,29 @@ impl SpecialXlog1pyOtherScalarBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialXlog1pyOtherScalarBackward> {
+        const OP: &str = "special_xlog1py.other_scalar";
+        Ok(SpecialXlog1pyOtherScalarBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            other: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SpecialXlog1pyOtherScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialXlog1pyOtherScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialXlog1pyOtherScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -16423,6 +30647,29 @@ impl SpecialXlog1pySelfScalarBackward {
         let mut out = Vec::new();
         out.push(g_other);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialXlog1pySelfScalarBackward> {
+        const OP: &str = "special_xlog1py.self_scalar";
+        Ok(SpecialXlog1pySelfScalarBackward {
+            self_: cap::value::<Scalar>(OP, cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SpecialXlog1pySelfScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialXlog1pySelfScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialXlog1pySelfScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.other);
+        v
     }
 }
 
@@ -16449,6 +30696,30 @@ impl SpecialZetaBackward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialZetaBackward> {
+        const OP: &str = "special_zeta";
+        Ok(SpecialZetaBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SpecialZetaBackward {
+    fn name(&self) -> &'static str {
+        "SpecialZetaBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialZetaBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.other);
+        v
+    }
 }
 
 /// Backward of `special_zeta.other_scalar(Tensor self, Scalar other) -> Tensor`.
@@ -16464,6 +30735,26 @@ impl SpecialZetaOtherScalarBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialZetaOtherScalarBackward> {
+        const OP: &str = "special_zeta.other_scalar";
+        Ok(SpecialZetaOtherScalarBackward {
+        })
+    }
+}
+
+impl BackwardFn for SpecialZetaOtherScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialZetaOtherScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialZetaOtherScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -16484,6 +30775,29 @@ impl SpecialZetaSelfScalarBackward {
         let mut out = Vec::new();
         out.push(g_other);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SpecialZetaSelfScalarBackward> {
+        const OP: &str = "special_zeta.self_scalar";
+        Ok(SpecialZetaSelfScalarBackward {
+            self_: cap::value::<Scalar>(OP, cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SpecialZetaSelfScalarBackward {
+    fn name(&self) -> &'static str {
+        "SpecialZetaSelfScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SpecialZetaSelfScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.other);
+        v
     }
 }
 
@@ -16509,6 +30823,30 @@ impl SplitTensorBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SplitTensorBackward> {
+        const OP: &str = "split.Tensor";
+        Ok(SplitTensorBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            self_options: return Err(cap::unsupported(OP, "self_options")),
+            split_size: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SplitTensorBackward {
+    fn name(&self) -> &'static str {
+        "SplitTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SplitTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]`.
@@ -16532,6 +30870,30 @@ impl SplitCopyTensorBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SplitCopyTensorBackward> {
+        const OP: &str = "split_copy.Tensor";
+        Ok(SplitCopyTensorBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            self_options: return Err(cap::unsupported(OP, "self_options")),
+            split_size: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SplitCopyTensorBackward {
+    fn name(&self) -> &'static str {
+        "SplitCopyTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SplitCopyTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -16557,6 +30919,30 @@ impl SplitWithSizesBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SplitWithSizesBackward> {
+        const OP: &str = "split_with_sizes";
+        Ok(SplitWithSizesBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            self_options: return Err(cap::unsupported(OP, "self_options")),
+            split_sizes: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SplitWithSizesBackward {
+    fn name(&self) -> &'static str {
+        "SplitWithSizesBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SplitWithSizesBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]`.
@@ -16581,6 +30967,30 @@ impl SplitWithSizesCopyBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SplitWithSizesCopyBackward> {
+        const OP: &str = "split_with_sizes_copy";
+        Ok(SplitWithSizesCopyBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            self_options: return Err(cap::unsupported(OP, "self_options")),
+            split_sizes: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SplitWithSizesCopyBackward {
+    fn name(&self) -> &'static str {
+        "SplitWithSizesCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SplitWithSizesCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `sqrt(Tensor self) -> Tensor`.
@@ -16601,6 +31011,28 @@ impl SqrtBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SqrtBackward> {
+        const OP: &str = "sqrt";
+        Ok(SqrtBackward {
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SqrtBackward {
+    fn name(&self) -> &'static str {
+        "SqrtBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SqrtBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `squeeze(Tensor(a) self) -> Tensor(a)`.
@@ -16618,6 +31050,27 @@ impl SqueezeBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SqueezeBackward> {
+        const OP: &str = "squeeze";
+        Ok(SqueezeBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SqueezeBackward {
+    fn name(&self) -> &'static str {
+        "SqueezeBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SqueezeBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -16639,6 +31092,28 @@ impl SqueezeDimBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SqueezeDimBackward> {
+        const OP: &str = "squeeze.dim";
+        Ok(SqueezeDimBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SqueezeDimBackward {
+    fn name(&self) -> &'static str {
+        "SqueezeDimBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SqueezeDimBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)`.
@@ -16659,6 +31134,28 @@ impl SqueezeDimsBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SqueezeDimsBackward> {
+        const OP: &str = "squeeze.dims";
+        Ok(SqueezeDimsBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SqueezeDimsBackward {
+    fn name(&self) -> &'static str {
+        "SqueezeDimsBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SqueezeDimsBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `squeeze_(Tensor(a!) self) -> Tensor(a!)`.
@@ -16676,6 +31173,27 @@ impl SqueezeBackward1 {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SqueezeBackward1> {
+        const OP: &str = "squeeze_";
+        Ok(SqueezeBackward1 {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SqueezeBackward1 {
+    fn name(&self) -> &'static str {
+        "SqueezeBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SqueezeBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -16697,6 +31215,28 @@ impl SqueezeDimBackward1 {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SqueezeDimBackward1> {
+        const OP: &str = "squeeze_.dim";
+        Ok(SqueezeDimBackward1 {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SqueezeDimBackward1 {
+    fn name(&self) -> &'static str {
+        "SqueezeDimBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SqueezeDimBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `squeeze_.dims(Tensor(a!) self, int[] dim) -> Tensor(a!)`.
@@ -16717,6 +31257,28 @@ impl SqueezeDimsBackward1 {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SqueezeDimsBackward1> {
+        const OP: &str = "squeeze_.dims";
+        Ok(SqueezeDimsBackward1 {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SqueezeDimsBackward1 {
+    fn name(&self) -> &'static str {
+        "SqueezeDimsBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SqueezeDimsBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `squeeze(Tensor(a) self) -> Tensor(a)`.
@@ -16734,6 +31296,27 @@ impl SqueezeCopyBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SqueezeCopyBackward> {
+        const OP: &str = "squeeze_copy";
+        Ok(SqueezeCopyBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SqueezeCopyBackward {
+    fn name(&self) -> &'static str {
+        "SqueezeCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SqueezeCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -16755,6 +31338,28 @@ impl SqueezeCopyDimBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SqueezeCopyDimBackward> {
+        const OP: &str = "squeeze_copy.dim";
+        Ok(SqueezeCopyDimBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SqueezeCopyDimBackward {
+    fn name(&self) -> &'static str {
+        "SqueezeCopyDimBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SqueezeCopyDimBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)`.
@@ -16775,6 +31380,28 @@ impl SqueezeCopyDimsBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SqueezeCopyDimsBackward> {
+        const OP: &str = "squeeze_copy.dims";
+        Ok(SqueezeCopyDimsBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SqueezeCopyDimsBackward {
+    fn name(&self) -> &'static str {
+        "SqueezeCopyDimsBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SqueezeCopyDimsBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `stack(Tensor[] tensors, int dim=0) -> Tensor`.
@@ -16794,6 +31421,28 @@ impl StackBackward {
         let mut out = Vec::new();
         out.extend(g_tensors);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<StackBackward> {
+        const OP: &str = "stack";
+        Ok(StackBackward {
+            tensors_args_scalartypes: cap::list_scalar_types(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for StackBackward {
+    fn name(&self) -> &'static str {
+        "StackBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        StackBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -16821,6 +31470,33 @@ impl StdCorrectionBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<StdCorrectionBackward> {
+        const OP: &str = "std.correction";
+        Ok(StdCorrectionBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<Option<Vec<i64>>>(OP, cap::arg(OP, a, 1)?)?,
+            correction: cap::value::<Option<Scalar>>(OP, cap::arg(OP, a, 2)?)?,
+            keepdim: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for StdCorrectionBackward {
+    fn name(&self) -> &'static str {
+        "StdCorrectionBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        StdCorrectionBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `std_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)`.
@@ -16847,6 +31523,33 @@ impl StdMeanCorrectionBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<StdMeanCorrectionBackward> {
+        const OP: &str = "std_mean.correction";
+        Ok(StdMeanCorrectionBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<Option<Vec<i64>>>(OP, cap::arg(OP, a, 1)?)?,
+            correction: cap::value::<Option<Scalar>>(OP, cap::arg(OP, a, 2)?)?,
+            keepdim: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+            result0: cap::tensor(OP, "result0", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for StdMeanCorrectionBackward {
+    fn name(&self) -> &'static str {
+        "StdMeanCorrectionBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        StdMeanCorrectionBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.result0);
+        v
+    }
 }
 
 /// Backward of `sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor`.
@@ -16866,6 +31569,27 @@ impl SubScalarBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SubScalarBackward> {
+        const OP: &str = "sub.Scalar";
+        Ok(SubScalarBackward {
+            self_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SubScalarBackward {
+    fn name(&self) -> &'static str {
+        "SubScalarBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SubScalarBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -16894,6 +31618,29 @@ impl SubTensorBackward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SubTensorBackward> {
+        const OP: &str = "sub.Tensor";
+        Ok(SubTensorBackward {
+            other_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 1)?)?,
+            alpha: cap::value::<Scalar>(OP, cap::arg(OP, a, 2)?)?,
+            self_scalar_type: cap::scalar_type(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SubTensorBackward {
+    fn name(&self) -> &'static str {
+        "SubTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SubTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `sum(Tensor self, *, ScalarType? dtype=None) -> Tensor`.
@@ -16913,6 +31660,27 @@ impl SumBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SumBackward> {
+        const OP: &str = "sum";
+        Ok(SumBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SumBackward {
+    fn name(&self) -> &'static str {
+        "SumBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SumBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -16936,6 +31704,29 @@ impl SumDimIntlistBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SumDimIntlistBackward> {
+        const OP: &str = "sum.dim_IntList";
+        Ok(SumDimIntlistBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<Option<Vec<i64>>>(OP, cap::arg(OP, a, 1)?)?,
+            keepdim: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for SumDimIntlistBackward {
+    fn name(&self) -> &'static str {
+        "SumDimIntlistBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        SumDimIntlistBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `t(Tensor(a) self) -> Tensor(a)`.
@@ -16953,6 +31744,26 @@ impl TBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<TBackward> {
+        const OP: &str = "t";
+        Ok(TBackward {
+        })
+    }
+}
+
+impl BackwardFn for TBackward {
+    fn name(&self) -> &'static str {
+        "TBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        TBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -16972,6 +31783,26 @@ impl TBackward1 {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<TBackward1> {
+        const OP: &str = "t_";
+        Ok(TBackward1 {
+        })
+    }
+}
+
+impl BackwardFn for TBackward1 {
+    fn name(&self) -> &'static str {
+        "TBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        TBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `t(Tensor(a) self) -> Tensor(a)`.
@@ -16989,6 +31820,26 @@ impl TCopyBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<TCopyBackward> {
+        const OP: &str = "t_copy";
+        Ok(TCopyBackward {
+        })
+    }
+}
+
+impl BackwardFn for TCopyBackward {
+    fn name(&self) -> &'static str {
+        "TCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        TCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -17010,6 +31861,30 @@ impl TakeBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<TakeBackward> {
+        const OP: &str = "take";
+        Ok(TakeBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            index: cap::tensor(OP, "index", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for TakeBackward {
+    fn name(&self) -> &'static str {
+        "TakeBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        TakeBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.index);
+        v
+    }
 }
 
 /// Backward of `tan(Tensor self) -> Tensor`.
@@ -17030,6 +31905,28 @@ impl TanBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<TanBackward> {
+        const OP: &str = "tan";
+        Ok(TanBackward {
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for TanBackward {
+    fn name(&self) -> &'static str {
+        "TanBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        TanBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result);
+        v
+    }
 }
 
 /// Backward of `tanh(Tensor self) -> Tensor`.
@@ -17049,6 +31946,28 @@ impl TanhBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<TanhBackward> {
+        const OP: &str = "tanh";
+        Ok(TanhBackward {
+            result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for TanhBackward {
+    fn name(&self) -> &'static str {
+        "TanhBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        TanhBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.result);
+        v
     }
 }
 
@@ -17075,6 +31994,30 @@ impl TanhBackwardBackward {
         out.push(g_output);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<TanhBackwardBackward> {
+        const OP: &str = "tanh_backward";
+        Ok(TanhBackwardBackward {
+            output: cap::tensor(OP, "output", cap::arg(OP, a, 1)?)?,
+            grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for TanhBackwardBackward {
+    fn name(&self) -> &'static str {
+        "TanhBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        TanhBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.output);
+        v.push(&self.grad_output);
+        v
+    }
 }
 
 /// Backward of `threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor`.
@@ -17097,6 +32040,29 @@ impl ThresholdBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ThresholdBackward> {
+        const OP: &str = "threshold";
+        Ok(ThresholdBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            threshold: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ThresholdBackward {
+    fn name(&self) -> &'static str {
+        "ThresholdBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ThresholdBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `threshold_(Tensor(a!) self, Scalar threshold, Scalar value) -> Tensor(a!)`.
@@ -17118,6 +32084,29 @@ impl ThresholdBackward1 {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ThresholdBackward1> {
+        const OP: &str = "threshold_";
+        Ok(ThresholdBackward1 {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            threshold: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ThresholdBackward1 {
+    fn name(&self) -> &'static str {
+        "ThresholdBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ThresholdBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -17144,6 +32133,29 @@ impl ThresholdBackwardBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ThresholdBackwardBackward> {
+        const OP: &str = "threshold_backward";
+        Ok(ThresholdBackwardBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 1)?)?,
+            threshold: cap::value::<Scalar>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ThresholdBackwardBackward {
+    fn name(&self) -> &'static str {
+        "ThresholdBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ThresholdBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `to_mkldnn(Tensor self, ScalarType? dtype=None) -> Tensor`.
@@ -17161,6 +32173,28 @@ impl ToMkldnnBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ToMkldnnBackward> {
+        const OP: &str = "to_mkldnn";
+        Ok(ToMkldnnBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ToMkldnnBackward {
+    fn name(&self) -> &'static str {
+        "ToMkldnnBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ToMkldnnBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -17181,6 +32215,28 @@ impl ToPaddedTensorBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ToPaddedTensorBackward> {
+        const OP: &str = "to_padded_tensor";
+        Ok(ToPaddedTensorBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ToPaddedTensorBackward {
+    fn name(&self) -> &'static str {
+        "ToPaddedTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ToPaddedTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -17204,6 +32260,30 @@ impl TopkBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<TopkBackward> {
+        const OP: &str = "topk";
+        Ok(TopkBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            indices: cap::tensor(OP, "indices", cap::arg(OP, r, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for TopkBackward {
+    fn name(&self) -> &'static str {
+        "TopkBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        TopkBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.indices);
+        v
+    }
 }
 
 /// Backward of `trace(Tensor self) -> Tensor`.
@@ -17221,6 +32301,27 @@ impl TraceBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<TraceBackward> {
+        const OP: &str = "trace";
+        Ok(TraceBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for TraceBackward {
+    fn name(&self) -> &'static str {
+        "TraceBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        TraceBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -17244,6 +32345,28 @@ impl TransposeIntBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<TransposeIntBackward> {
+        const OP: &str = "transpose.int";
+        Ok(TransposeIntBackward {
+            dim0: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            dim1: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for TransposeIntBackward {
+    fn name(&self) -> &'static str {
+        "TransposeIntBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        TransposeIntBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `transpose_(Tensor(a!) self, int dim0, int dim1) -> Tensor(a!)`.
@@ -17266,6 +32389,28 @@ impl TransposeBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<TransposeBackward> {
+        const OP: &str = "transpose_";
+        Ok(TransposeBackward {
+            dim0: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            dim1: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for TransposeBackward {
+    fn name(&self) -> &'static str {
+        "TransposeBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        TransposeBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)`.
@@ -17287,6 +32432,28 @@ impl TransposeCopyIntBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<TransposeCopyIntBackward> {
+        const OP: &str = "transpose_copy.int";
+        Ok(TransposeCopyIntBackward {
+            dim0: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            dim1: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for TransposeCopyIntBackward {
+    fn name(&self) -> &'static str {
+        "TransposeCopyIntBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        TransposeCopyIntBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -17319,6 +32486,35 @@ impl TriangularSolveBackward {
         out.push(g_A);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<TriangularSolveBackward> {
+        const OP: &str = "triangular_solve";
+        Ok(TriangularSolveBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            A: cap::tensor(OP, "A", cap::arg(OP, a, 1)?)?,
+            upper: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+            transpose: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+            unitriangular: cap::value::<bool>(OP, cap::arg(OP, a, 4)?)?,
+            solution: cap::tensor(OP, "solution", cap::arg(OP, r, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for TriangularSolveBackward {
+    fn name(&self) -> &'static str {
+        "TriangularSolveBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        TriangularSolveBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.A);
+        v.push(&self.solution);
+        v
+    }
 }
 
 /// Backward of `tril(Tensor self, int diagonal=0) -> Tensor`.
@@ -17338,6 +32534,27 @@ impl TrilBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<TrilBackward> {
+        const OP: &str = "tril";
+        Ok(TrilBackward {
+            diagonal: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for TrilBackward {
+    fn name(&self) -> &'static str {
+        "TrilBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        TrilBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -17359,6 +32576,27 @@ impl TriuBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<TriuBackward> {
+        const OP: &str = "triu";
+        Ok(TriuBackward {
+            diagonal: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for TriuBackward {
+    fn name(&self) -> &'static str {
+        "TriuBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        TriuBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `trunc(Tensor self) -> Tensor`.
@@ -17376,6 +32614,26 @@ impl TruncBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<TruncBackward> {
+        const OP: &str = "trunc";
+        Ok(TruncBackward {
+        })
+    }
+}
+
+impl BackwardFn for TruncBackward {
+    fn name(&self) -> &'static str {
+        "TruncBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        TruncBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -17395,6 +32653,27 @@ impl UnbindIntBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UnbindIntBackward> {
+        const OP: &str = "unbind.int";
+        Ok(UnbindIntBackward {
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UnbindIntBackward {
+    fn name(&self) -> &'static str {
+        "UnbindIntBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UnbindIntBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `unbind.int(Tensor(a -> *) self, int dim=0) -> Tensor(a)[]`.
@@ -17412,6 +32691,27 @@ impl UnbindCopyIntBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UnbindCopyIntBackward> {
+        const OP: &str = "unbind_copy.int";
+        Ok(UnbindCopyIntBackward {
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UnbindCopyIntBackward {
+    fn name(&self) -> &'static str {
+        "UnbindCopyIntBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UnbindCopyIntBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -17439,6 +32739,30 @@ impl UnfoldBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UnfoldBackward> {
+        const OP: &str = "unfold";
+        Ok(UnfoldBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            dimension: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            size: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            step: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UnfoldBackward {
+    fn name(&self) -> &'static str {
+        "UnfoldBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UnfoldBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `unfold_backward(Tensor grad_in, SymInt[] input_sizes, int dim, int size, int step) -> Tensor`.
@@ -17462,6 +32786,29 @@ impl UnfoldBackwardBackward {
         let mut out = Vec::new();
         out.push(g_grad_in);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UnfoldBackwardBackward> {
+        const OP: &str = "unfold_backward";
+        Ok(UnfoldBackwardBackward {
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            size: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+            step: cap::value::<i64>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UnfoldBackwardBackward {
+    fn name(&self) -> &'static str {
+        "UnfoldBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UnfoldBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -17489,6 +32836,30 @@ impl UnfoldCopyBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UnfoldCopyBackward> {
+        const OP: &str = "unfold_copy";
+        Ok(UnfoldCopyBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            dimension: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            size: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+            step: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UnfoldCopyBackward {
+    fn name(&self) -> &'static str {
+        "UnfoldCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UnfoldCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `uniform_(Tensor(a!) self, float from=0, float to=1, *, Generator? generator=None) -> Tensor(a!)`.
@@ -17507,6 +32878,26 @@ impl UniformBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UniformBackward> {
+        const OP: &str = "uniform_";
+        Ok(UniformBackward {
+        })
+    }
+}
+
+impl BackwardFn for UniformBackward {
+    fn name(&self) -> &'static str {
+        "UniformBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UniformBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `unique_consecutive(Tensor self, bool return_inverse=False, bool return_counts=False, int? dim=None) -> (Tensor, Tensor, Tensor)`.
@@ -17522,6 +32913,26 @@ impl UniqueConsecutiveBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UniqueConsecutiveBackward> {
+        const OP: &str = "unique_consecutive";
+        Ok(UniqueConsecutiveBackward {
+        })
+    }
+}
+
+impl BackwardFn for UniqueConsecutiveBackward {
+    fn name(&self) -> &'static str {
+        "UniqueConsecutiveBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UniqueConsecutiveBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -17539,6 +32950,26 @@ impl UniqueDimBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UniqueDimBackward> {
+        const OP: &str = "unique_dim";
+        Ok(UniqueDimBackward {
+        })
+    }
+}
+
+impl BackwardFn for UniqueDimBackward {
+    fn name(&self) -> &'static str {
+        "UniqueDimBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UniqueDimBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `unique_dim_consecutive(Tensor self, int dim, bool return_inverse=False, bool return_counts=False) -> (Tensor, Tensor, Tensor)`.
@@ -17554,6 +32985,26 @@ impl UniqueDimConsecutiveBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UniqueDimConsecutiveBackward> {
+        const OP: &str = "unique_dim_consecutive";
+        Ok(UniqueDimConsecutiveBackward {
+        })
+    }
+}
+
+impl BackwardFn for UniqueDimConsecutiveBackward {
+    fn name(&self) -> &'static str {
+        "UniqueDimConsecutiveBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UniqueDimConsecutiveBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -17579,6 +33030,30 @@ impl UnsafeSplitTensorBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UnsafeSplitTensorBackward> {
+        const OP: &str = "unsafe_split.Tensor";
+        Ok(UnsafeSplitTensorBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            self_options: return Err(cap::unsupported(OP, "self_options")),
+            split_size: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UnsafeSplitTensorBackward {
+    fn name(&self) -> &'static str {
+        "UnsafeSplitTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UnsafeSplitTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `unsafe_split_with_sizes(Tensor self, SymInt[] split_sizes, int dim=0) -> Tensor[]`.
@@ -17603,6 +33078,30 @@ impl UnsafeSplitWithSizesBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UnsafeSplitWithSizesBackward> {
+        const OP: &str = "unsafe_split_with_sizes";
+        Ok(UnsafeSplitWithSizesBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            self_options: return Err(cap::unsupported(OP, "self_options")),
+            split_sizes: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UnsafeSplitWithSizesBackward {
+    fn name(&self) -> &'static str {
+        "UnsafeSplitWithSizesBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UnsafeSplitWithSizesBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `unsqueeze(Tensor(a) self, int dim) -> Tensor(a)`.
@@ -17622,6 +33121,27 @@ impl UnsqueezeBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UnsqueezeBackward> {
+        const OP: &str = "unsqueeze";
+        Ok(UnsqueezeBackward {
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UnsqueezeBackward {
+    fn name(&self) -> &'static str {
+        "UnsqueezeBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UnsqueezeBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -17643,6 +33163,27 @@ impl UnsqueezeBackward1 {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UnsqueezeBackward1> {
+        const OP: &str = "unsqueeze_";
+        Ok(UnsqueezeBackward1 {
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UnsqueezeBackward1 {
+    fn name(&self) -> &'static str {
+        "UnsqueezeBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UnsqueezeBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `unsqueeze(Tensor(a) self, int dim) -> Tensor(a)`.
@@ -17662,6 +33203,27 @@ impl UnsqueezeCopyBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UnsqueezeCopyBackward> {
+        const OP: &str = "unsqueeze_copy";
+        Ok(UnsqueezeCopyBackward {
+            dim: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UnsqueezeCopyBackward {
+    fn name(&self) -> &'static str {
+        "UnsqueezeCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UnsqueezeCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -17689,6 +33251,31 @@ impl UpsampleBicubic2dBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleBicubic2dBackward> {
+        const OP: &str = "upsample_bicubic2d";
+        Ok(UpsampleBicubic2dBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            align_corners: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+            scales_h: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 3)?)?,
+            scales_w: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleBicubic2dBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleBicubic2dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleBicubic2dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `upsample_bicubic2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor`.
@@ -17712,6 +33299,30 @@ impl UpsampleBicubic2dBackwardBackward {
         let mut out = Vec::new();
         out.push(g_grad_output);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleBicubic2dBackwardBackward> {
+        const OP: &str = "upsample_bicubic2d_backward";
+        Ok(UpsampleBicubic2dBackwardBackward {
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            align_corners: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+            scales_h: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 4)?)?,
+            scales_w: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 5)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleBicubic2dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleBicubic2dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleBicubic2dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -17739,6 +33350,31 @@ impl UpsampleBilinear2dBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleBilinear2dBackward> {
+        const OP: &str = "upsample_bilinear2d";
+        Ok(UpsampleBilinear2dBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            align_corners: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+            scales_h: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 3)?)?,
+            scales_w: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleBilinear2dBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleBilinear2dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleBilinear2dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `upsample_bilinear2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, bool align_corners, float? scales_h=None, float? scales_w=None) -> Tensor`.
@@ -17762,6 +33398,30 @@ impl UpsampleBilinear2dBackwardBackward {
         let mut out = Vec::new();
         out.push(g_grad_output);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleBilinear2dBackwardBackward> {
+        const OP: &str = "upsample_bilinear2d_backward";
+        Ok(UpsampleBilinear2dBackwardBackward {
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            align_corners: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+            scales_h: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 4)?)?,
+            scales_w: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 5)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleBilinear2dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleBilinear2dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleBilinear2dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -17787,6 +33447,30 @@ impl UpsampleLinear1dBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleLinear1dBackward> {
+        const OP: &str = "upsample_linear1d";
+        Ok(UpsampleLinear1dBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            align_corners: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+            scales: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleLinear1dBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleLinear1dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleLinear1dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `upsample_linear1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, bool align_corners, float? scales=None) -> Tensor`.
@@ -17808,6 +33492,29 @@ impl UpsampleLinear1dBackwardBackward {
         let mut out = Vec::new();
         out.push(g_grad_output);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleLinear1dBackwardBackward> {
+        const OP: &str = "upsample_linear1d_backward";
+        Ok(UpsampleLinear1dBackwardBackward {
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            align_corners: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+            scales: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleLinear1dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleLinear1dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleLinear1dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -17831,6 +33538,29 @@ impl UpsampleNearest1dBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleNearest1dBackward> {
+        const OP: &str = "upsample_nearest1d";
+        Ok(UpsampleNearest1dBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            scales: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 2)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleNearest1dBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleNearest1dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleNearest1dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `upsample_nearest1d_backward(Tensor grad_output, SymInt[1] output_size, SymInt[3] input_size, float? scales=None) -> Tensor`.
@@ -17850,6 +33580,28 @@ impl UpsampleNearest1dBackwardBackward {
         let mut out = Vec::new();
         out.push(g_grad_output);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleNearest1dBackwardBackward> {
+        const OP: &str = "upsample_nearest1d_backward";
+        Ok(UpsampleNearest1dBackwardBackward {
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            scales: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleNearest1dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleNearest1dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleNearest1dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -17875,6 +33627,30 @@ impl UpsampleNearest2dBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleNearest2dBackward> {
+        const OP: &str = "upsample_nearest2d";
+        Ok(UpsampleNearest2dBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            scales_h: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 2)?)?,
+            scales_w: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleNearest2dBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleNearest2dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleNearest2dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `upsample_nearest2d_backward(Tensor grad_output, SymInt[2] output_size, SymInt[4] input_size, float? scales_h=None, float? scales_w=None) -> Tensor`.
@@ -17896,6 +33672,29 @@ impl UpsampleNearest2dBackwardBackward {
         let mut out = Vec::new();
         out.push(g_grad_output);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleNearest2dBackwardBackward> {
+        const OP: &str = "upsample_nearest2d_backward";
+        Ok(UpsampleNearest2dBackwardBackward {
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            scales_h: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 3)?)?,
+            scales_w: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleNearest2dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleNearest2dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleNearest2dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -17923,6 +33722,31 @@ impl UpsampleNearest3dBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleNearest3dBackward> {
+        const OP: &str = "upsample_nearest3d";
+        Ok(UpsampleNearest3dBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            scales_d: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 2)?)?,
+            scales_h: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 3)?)?,
+            scales_w: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 4)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleNearest3dBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleNearest3dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleNearest3dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `upsample_nearest3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor`.
@@ -17946,6 +33770,30 @@ impl UpsampleNearest3dBackwardBackward {
         let mut out = Vec::new();
         out.push(g_grad_output);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleNearest3dBackwardBackward> {
+        const OP: &str = "upsample_nearest3d_backward";
+        Ok(UpsampleNearest3dBackwardBackward {
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            scales_d: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 3)?)?,
+            scales_h: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 4)?)?,
+            scales_w: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 5)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleNearest3dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleNearest3dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleNearest3dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -17975,6 +33823,32 @@ impl UpsampleTrilinear3dBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleTrilinear3dBackward> {
+        const OP: &str = "upsample_trilinear3d";
+        Ok(UpsampleTrilinear3dBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            align_corners: cap::value::<bool>(OP, cap::arg(OP, a, 2)?)?,
+            scales_d: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 3)?)?,
+            scales_h: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 4)?)?,
+            scales_w: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 5)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleTrilinear3dBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleTrilinear3dBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleTrilinear3dBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `upsample_trilinear3d_backward(Tensor grad_output, SymInt[3] output_size, SymInt[5] input_size, bool align_corners, float? scales_d=None, float? scales_h=None, float? scales_w=None) -> Tensor`.
@@ -18001,6 +33875,31 @@ impl UpsampleTrilinear3dBackwardBackward {
         out.push(g_grad_output);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<UpsampleTrilinear3dBackwardBackward> {
+        const OP: &str = "upsample_trilinear3d_backward";
+        Ok(UpsampleTrilinear3dBackwardBackward {
+            output_size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
+            align_corners: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+            scales_d: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 4)?)?,
+            scales_h: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 5)?)?,
+            scales_w: cap::value::<Option<f64>>(OP, cap::arg(OP, a, 6)?)?,
+        })
+    }
+}
+
+impl BackwardFn for UpsampleTrilinear3dBackwardBackward {
+    fn name(&self) -> &'static str {
+        "UpsampleTrilinear3dBackwardBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        UpsampleTrilinear3dBackwardBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `values(Tensor(a) self) -> Tensor(a)`.
@@ -18019,6 +33918,28 @@ impl ValuesBackward1 {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ValuesBackward1> {
+        const OP: &str = "values";
+        Ok(ValuesBackward1 {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ValuesBackward1 {
+    fn name(&self) -> &'static str {
+        "ValuesBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ValuesBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `values(Tensor(a) self) -> Tensor(a)`.
@@ -18036,6 +33957,28 @@ impl ValuesCopyBackward1 {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ValuesCopyBackward1> {
+        const OP: &str = "values_copy";
+        Ok(ValuesCopyBackward1 {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ValuesCopyBackward1 {
+    fn name(&self) -> &'static str {
+        "ValuesCopyBackward1"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ValuesCopyBackward1::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -18061,6 +34004,31 @@ impl VarCorrectionBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<VarCorrectionBackward> {
+        const OP: &str = "var.correction";
+        Ok(VarCorrectionBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<Option<Vec<i64>>>(OP, cap::arg(OP, a, 1)?)?,
+            correction: cap::value::<Option<Scalar>>(OP, cap::arg(OP, a, 2)?)?,
+            keepdim: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for VarCorrectionBackward {
+    fn name(&self) -> &'static str {
+        "VarCorrectionBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        VarCorrectionBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
+    }
 }
 
 /// Backward of `var_mean.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> (Tensor, Tensor)`.
@@ -18084,6 +34052,31 @@ impl VarMeanCorrectionBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<VarMeanCorrectionBackward> {
+        const OP: &str = "var_mean.correction";
+        Ok(VarMeanCorrectionBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            dim: cap::value::<Option<Vec<i64>>>(OP, cap::arg(OP, a, 1)?)?,
+            correction: cap::value::<Option<Scalar>>(OP, cap::arg(OP, a, 2)?)?,
+            keepdim: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
+        })
+    }
+}
+
+impl BackwardFn for VarMeanCorrectionBackward {
+    fn name(&self) -> &'static str {
+        "VarMeanCorrectionBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        VarMeanCorrectionBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -18110,6 +34103,30 @@ impl VdotBackward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<VdotBackward> {
+        const OP: &str = "vdot";
+        Ok(VdotBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for VdotBackward {
+    fn name(&self) -> &'static str {
+        "VdotBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        VdotBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.other);
+        v
+    }
 }
 
 /// Backward of `view(Tensor(a) self, SymInt[] size) -> Tensor(a)`.
@@ -18128,6 +34145,27 @@ impl ViewBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ViewBackward> {
+        const OP: &str = "view";
+        Ok(ViewBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ViewBackward {
+    fn name(&self) -> &'static str {
+        "ViewBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ViewBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `view.dtype(Tensor(a) self, ScalarType dtype) -> Tensor(a)`.
@@ -18140,6 +34178,26 @@ impl ViewDtypeBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ViewDtypeBackward> {
+        const OP: &str = "view.dtype";
+        Ok(ViewDtypeBackward {
+        })
+    }
+}
+
+impl BackwardFn for ViewDtypeBackward {
+    fn name(&self) -> &'static str {
+        "ViewDtypeBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ViewDtypeBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -18157,6 +34215,26 @@ impl ViewAsComplexBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ViewAsComplexBackward> {
+        const OP: &str = "view_as_complex";
+        Ok(ViewAsComplexBackward {
+        })
+    }
+}
+
+impl BackwardFn for ViewAsComplexBackward {
+    fn name(&self) -> &'static str {
+        "ViewAsComplexBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ViewAsComplexBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `view_as_complex(Tensor(a) self) -> Tensor(a)`.
@@ -18172,6 +34250,26 @@ impl ViewAsComplexCopyBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ViewAsComplexCopyBackward> {
+        const OP: &str = "view_as_complex_copy";
+        Ok(ViewAsComplexCopyBackward {
+        })
+    }
+}
+
+impl BackwardFn for ViewAsComplexCopyBackward {
+    fn name(&self) -> &'static str {
+        "ViewAsComplexCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ViewAsComplexCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -18189,6 +34287,26 @@ impl ViewAsRealBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ViewAsRealBackward> {
+        const OP: &str = "view_as_real";
+        Ok(ViewAsRealBackward {
+        })
+    }
+}
+
+impl BackwardFn for ViewAsRealBackward {
+    fn name(&self) -> &'static str {
+        "ViewAsRealBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ViewAsRealBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `view_as_real(Tensor(a) self) -> Tensor(a)`.
@@ -18204,6 +34322,26 @@ impl ViewAsRealCopyBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ViewAsRealCopyBackward> {
+        const OP: &str = "view_as_real_copy";
+        Ok(ViewAsRealCopyBackward {
+        })
+    }
+}
+
+impl BackwardFn for ViewAsRealCopyBackward {
+    fn name(&self) -> &'static str {
+        "ViewAsRealCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ViewAsRealCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -18223,6 +34361,27 @@ impl ViewCopyBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ViewCopyBackward> {
+        const OP: &str = "view_copy";
+        Ok(ViewCopyBackward {
+            self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for ViewCopyBackward {
+    fn name(&self) -> &'static str {
+        "ViewCopyBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ViewCopyBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
 }
 
 /// Backward of `view.dtype(Tensor(a) self, ScalarType dtype) -> Tensor(a)`.
@@ -18235,6 +34394,26 @@ impl ViewCopyDtypeBackward {
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         let mut out = Vec::new();
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ViewCopyDtypeBackward> {
+        const OP: &str = "view_copy.dtype";
+        Ok(ViewCopyDtypeBackward {
+        })
+    }
+}
+
+impl BackwardFn for ViewCopyDtypeBackward {
+    fn name(&self) -> &'static str {
+        "ViewCopyDtypeBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ViewCopyDtypeBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
     }
 }
 
@@ -18257,6 +34436,28 @@ impl WhereSelfBackward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<WhereSelfBackward> {
+        const OP: &str = "where.self";
+        Ok(WhereSelfBackward {
+            condition: cap::tensor(OP, "condition", cap::arg(OP, a, 0)?)?,
+        })
+    }
+}
+
+impl BackwardFn for WhereSelfBackward {
+    fn name(&self) -> &'static str {
+        "WhereSelfBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        WhereSelfBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.condition);
+        v
+    }
 }
 
 /// Backward of `xlogy.Scalar_Other(Tensor self, Scalar other) -> Tensor`.
@@ -18276,6 +34477,29 @@ impl XlogyScalarOtherBackward {
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<XlogyScalarOtherBackward> {
+        const OP: &str = "xlogy.Scalar_Other";
+        Ok(XlogyScalarOtherBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            other: cap::value::<Scalar>(OP, cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for XlogyScalarOtherBackward {
+    fn name(&self) -> &'static str {
+        "XlogyScalarOtherBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        XlogyScalarOtherBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v
     }
 }
 
@@ -18298,6 +34522,29 @@ impl XlogyScalarSelfBackward {
         let mut out = Vec::new();
         out.push(g_other);
         Ok(out)
+    }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<XlogyScalarSelfBackward> {
+        const OP: &str = "xlogy.Scalar_Self";
+        Ok(XlogyScalarSelfBackward {
+            self_: cap::value::<Scalar>(OP, cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for XlogyScalarSelfBackward {
+    fn name(&self) -> &'static str {
+        "XlogyScalarSelfBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        XlogyScalarSelfBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.other);
+        v
     }
 }
 
@@ -18324,6 +34571,30 @@ impl XlogyTensorBackward {
         out.push(g_other);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<XlogyTensorBackward> {
+        const OP: &str = "xlogy.Tensor";
+        Ok(XlogyTensorBackward {
+            self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
+            other: cap::tensor(OP, "other", cap::arg(OP, a, 1)?)?,
+        })
+    }
+}
+
+impl BackwardFn for XlogyTensorBackward {
+    fn name(&self) -> &'static str {
+        "XlogyTensorBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        XlogyTensorBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v.push(&self.self_);
+        v.push(&self.other);
+        v
+    }
 }
 
 /// Backward of `zero_(Tensor(a!) self) -> Tensor(a!)`.
@@ -18342,4 +34613,4169 @@ impl ZeroBackward {
         out.push(g_self);
         Ok(out)
     }
+
+    /// The saved state of a recorded call: `a` the boxed arguments, `r` the boxed results.
+    pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ZeroBackward> {
+        const OP: &str = "zero_";
+        Ok(ZeroBackward {
+        })
+    }
 }
+
+impl BackwardFn for ZeroBackward {
+    fn name(&self) -> &'static str {
+        "ZeroBackward"
+    }
+    fn apply(&self, o: &dyn engine::Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        ZeroBackward::apply(self, o, grads)
+    }
+    fn saved_tensors(&self) -> Vec<&Tensor> {
+        let mut v: Vec<&Tensor> = Vec::new();
+        v
+    }
+}
+
+/// The recordable nodes by operator (sorted by operator name): differentiable input slots
+/// (boxed argument index, is a list) and the capture function.
+pub static NODES: [NodeInfo; 690] = [
+    NodeInfo {
+        op: "_adaptive_avg_pool2d",
+        node: "AdaptiveAvgPool2dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AdaptiveAvgPool2dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_adaptive_avg_pool2d_backward",
+        node: "AdaptiveAvgPool2dBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(AdaptiveAvgPool2dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_adaptive_avg_pool3d",
+        node: "AdaptiveAvgPool3dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AdaptiveAvgPool3dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_adaptive_avg_pool3d_backward",
+        node: "AdaptiveAvgPool3dBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(AdaptiveAvgPool3dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_cdist_backward",
+        node: "CdistBackwardBackward",
+        inputs: &[(0, false), (1, false), (2, false), (4, false), ],
+        capture: |a, r| Ok(Box::new(CdistBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_cdist_forward",
+        node: "CdistForwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(CdistForwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_coalesce",
+        node: "CoalesceBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(CoalesceBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_conj",
+        node: "ConjBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ConjBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_conj_copy",
+        node: "ConjCopyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ConjCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_conj_physical",
+        node: "ConjPhysicalBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ConjPhysicalBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_conv_depthwise2d",
+        node: "ConvDepthwise2dBackward",
+        inputs: &[(0, false), (1, false), (3, false), ],
+        capture: |a, r| Ok(Box::new(ConvDepthwise2dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_convolution",
+        node: "ConvolutionBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(ConvolutionBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_ctc_loss",
+        node: "CtcLossBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(CtcLossBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_ctc_loss.Tensor",
+        node: "CtcLossTensorBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(CtcLossTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_cudnn_ctc_loss",
+        node: "CudnnCtcLossBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(CudnnCtcLossBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_cudnn_ctc_loss.Tensor",
+        node: "CudnnCtcLossTensorBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(CudnnCtcLossTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_cudnn_rnn",
+        node: "CudnnRnnBackward",
+        inputs: &[(0, false), (1, true), (4, false), (5, false), ],
+        capture: |a, r| Ok(Box::new(CudnnRnnBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_cudnn_rnn_backward",
+        node: "CudnnRnnBackwardBackward",
+        inputs: &[(0, false), (1, true), (4, false), (5, false), (6, false), (7, false), (8, false), (9, false), ],
+        capture: |a, r| Ok(Box::new(CudnnRnnBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_efficient_attention_forward",
+        node: "EfficientAttentionForwardBackward",
+        inputs: &[(0, false), (1, false), (2, false), (3, false), ],
+        capture: |a, r| Ok(Box::new(EfficientAttentionForwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_efficientzerotensor",
+        node: "EfficientzerotensorBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(EfficientzerotensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_embedding_bag",
+        node: "EmbeddingBagBackward",
+        inputs: &[(0, false), (6, false), ],
+        capture: |a, r| Ok(Box::new(EmbeddingBagBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_embedding_bag_dense_backward",
+        node: "EmbeddingBagDenseBackwardBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(EmbeddingBagDenseBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_euclidean_dist",
+        node: "EuclideanDistBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(EuclideanDistBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_fake_quantize_learnable_per_channel_affine",
+        node: "FakeQuantizeLearnablePerChannelAffineBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(FakeQuantizeLearnablePerChannelAffineBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_fake_quantize_learnable_per_tensor_affine",
+        node: "FakeQuantizeLearnablePerTensorAffineBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(FakeQuantizeLearnablePerTensorAffineBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams",
+        node: "FakeQuantizePerTensorAffineCachemaskTensorQparamsBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(FakeQuantizePerTensorAffineCachemaskTensorQparamsBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_fft_c2c",
+        node: "FftC2cBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(FftC2cBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_fft_c2r",
+        node: "FftC2rBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(FftC2rBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_fft_r2c",
+        node: "FftR2cBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(FftR2cBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_flash_attention_forward",
+        node: "FlashAttentionForwardBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(FlashAttentionForwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_foreach_div.List",
+        node: "ForeachDivListBackward",
+        inputs: &[(0, true), (1, true), ],
+        capture: |a, r| Ok(Box::new(ForeachDivListBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_foreach_maximum.Scalar",
+        node: "ForeachMaximumScalarBackward",
+        inputs: &[(0, true), ],
+        capture: |a, r| Ok(Box::new(ForeachMaximumScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_foreach_maximum.ScalarList",
+        node: "ForeachMaximumScalarlistBackward",
+        inputs: &[(0, true), ],
+        capture: |a, r| Ok(Box::new(ForeachMaximumScalarlistBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_foreach_minimum.Scalar",
+        node: "ForeachMinimumScalarBackward",
+        inputs: &[(0, true), ],
+        capture: |a, r| Ok(Box::new(ForeachMinimumScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_foreach_minimum.ScalarList",
+        node: "ForeachMinimumScalarlistBackward",
+        inputs: &[(0, true), ],
+        capture: |a, r| Ok(Box::new(ForeachMinimumScalarlistBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_foreach_norm.Scalar",
+        node: "ForeachNormScalarBackward",
+        inputs: &[(0, true), ],
+        capture: |a, r| Ok(Box::new(ForeachNormScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_foreach_pow.List",
+        node: "ForeachPowListBackward",
+        inputs: &[(0, true), (1, true), ],
+        capture: |a, r| Ok(Box::new(ForeachPowListBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_foreach_pow.ScalarAndTensor",
+        node: "ForeachPowScalarandtensorBackward",
+        inputs: &[(1, true), ],
+        capture: |a, r| Ok(Box::new(ForeachPowScalarandtensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_foreach_pow.ScalarList",
+        node: "ForeachPowScalarlistBackward",
+        inputs: &[(0, true), ],
+        capture: |a, r| Ok(Box::new(ForeachPowScalarlistBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_fused_dropout",
+        node: "FusedDropoutBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(FusedDropoutBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_fused_moving_avg_obs_fq_helper",
+        node: "FusedMovingAvgObsFqHelperBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(FusedMovingAvgObsFqHelperBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_grid_sampler_2d_cpu_fallback",
+        node: "GridSampler2dCpuFallbackBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(GridSampler2dCpuFallbackBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_index_put_impl_",
+        node: "IndexPutImplBackward",
+        inputs: &[(0, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(IndexPutImplBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_indices",
+        node: "IndicesBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(IndicesBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_indices_copy",
+        node: "IndicesCopyBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(IndicesCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_is_all_true",
+        node: "IsAllTrueBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(IsAllTrueBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_is_any_true",
+        node: "IsAnyTrueBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(IsAnyTrueBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_lazy_clone",
+        node: "LazyCloneBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LazyCloneBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_linalg_det",
+        node: "LinalgDetBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LinalgDetBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_linalg_eigh",
+        node: "LinalgEighBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LinalgEighBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_linalg_slogdet",
+        node: "LinalgSlogdetBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LinalgSlogdetBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_linalg_solve_ex",
+        node: "LinalgSolveExBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(LinalgSolveExBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_linalg_svd",
+        node: "LinalgSvdBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LinalgSvdBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_log_softmax",
+        node: "LogSoftmaxBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LogSoftmaxBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_log_softmax_backward_data",
+        node: "LogSoftmaxBackwardDataBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(LogSoftmaxBackwardDataBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_lstm_mps",
+        node: "LstmMpsBackward",
+        inputs: &[(0, false), (1, true), (2, true), ],
+        capture: |a, r| Ok(Box::new(LstmMpsBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_masked_softmax",
+        node: "MaskedSoftmaxBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MaskedSoftmaxBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_mkldnn_reshape",
+        node: "MkldnnReshapeBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MkldnnReshapeBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_mps_convolution",
+        node: "MpsConvolutionBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(MpsConvolutionBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_mps_convolution_transpose",
+        node: "MpsConvolutionTransposeBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(MpsConvolutionTransposeBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_native_batch_norm_legit",
+        node: "NativeBatchNormLegitBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(NativeBatchNormLegitBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_native_batch_norm_legit.no_stats",
+        node: "NativeBatchNormLegitNoStatsBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(NativeBatchNormLegitNoStatsBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_native_batch_norm_legit_no_training",
+        node: "NativeBatchNormLegitNoTrainingBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(NativeBatchNormLegitNoTrainingBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_neg_view",
+        node: "NegViewBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NegViewBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_neg_view_copy",
+        node: "NegViewCopyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NegViewCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_nested_from_padded",
+        node: "NestedFromPaddedBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NestedFromPaddedBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_nested_get_values",
+        node: "NestedGetValuesBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NestedGetValuesBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_nested_get_values_copy",
+        node: "NestedGetValuesCopyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NestedGetValuesCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_nested_tensor_from_mask",
+        node: "NestedTensorFromMaskBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NestedTensorFromMaskBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_nested_tensor_from_tensor_list",
+        node: "NestedTensorFromTensorListBackward",
+        inputs: &[(0, true), ],
+        capture: |a, r| Ok(Box::new(NestedTensorFromTensorListBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_nested_view_from_buffer",
+        node: "NestedViewFromBufferBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NestedViewFromBufferBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_nested_view_from_buffer_copy",
+        node: "NestedViewFromBufferCopyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NestedViewFromBufferCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_nested_view_from_jagged",
+        node: "NestedViewFromJaggedBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NestedViewFromJaggedBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_nested_view_from_jagged_copy",
+        node: "NestedViewFromJaggedCopyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NestedViewFromJaggedCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_new_zeros_with_same_feature_meta",
+        node: "NewZerosWithSameFeatureMetaBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(NewZerosWithSameFeatureMetaBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_nnpack_spatial_convolution",
+        node: "NnpackSpatialConvolutionBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(NnpackSpatialConvolutionBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_pack_padded_sequence",
+        node: "PackPaddedSequenceBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(PackPaddedSequenceBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_pdist_backward",
+        node: "PdistBackwardBackward",
+        inputs: &[(0, false), (1, false), (3, false), ],
+        capture: |a, r| Ok(Box::new(PdistBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_pdist_forward",
+        node: "PdistForwardBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(PdistForwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_pin_memory",
+        node: "PinMemoryBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(PinMemoryBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_prelu_kernel",
+        node: "PreluKernelBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(PreluKernelBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_prelu_kernel_backward",
+        node: "PreluKernelBackwardBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(PreluKernelBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_reshape_alias",
+        node: "ReshapeAliasBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ReshapeAliasBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_reshape_alias_copy",
+        node: "ReshapeAliasCopyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ReshapeAliasCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_reshape_copy",
+        node: "ReshapeCopyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ReshapeCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_scaled_dot_product_efficient_attention",
+        node: "ScaledDotProductEfficientAttentionBackward",
+        inputs: &[(0, false), (1, false), (2, false), (3, false), ],
+        capture: |a, r| Ok(Box::new(ScaledDotProductEfficientAttentionBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_scaled_dot_product_flash_attention",
+        node: "ScaledDotProductFlashAttentionBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(ScaledDotProductFlashAttentionBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_scaled_dot_product_flash_attention_for_cpu",
+        node: "ScaledDotProductFlashAttentionForCpuBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(ScaledDotProductFlashAttentionForCpuBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_slow_conv2d_backward.output_mask",
+        node: "SlowConv2dBackwardOutputMaskBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(SlowConv2dBackwardOutputMaskBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_slow_conv2d_forward",
+        node: "SlowConv2dForwardBackward",
+        inputs: &[(0, false), (1, false), (3, false), ],
+        capture: |a, r| Ok(Box::new(SlowConv2dForwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_softmax",
+        node: "SoftmaxBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SoftmaxBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_softmax_backward_data",
+        node: "SoftmaxBackwardDataBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(SoftmaxBackwardDataBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_sparse_addmm",
+        node: "SparseAddmmBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(SparseAddmmBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_sparse_coo_tensor_with_dims_and_tensors",
+        node: "SparseCooTensorWithDimsAndTensorsBackward",
+        inputs: &[(4, false), ],
+        capture: |a, r| Ok(Box::new(SparseCooTensorWithDimsAndTensorsBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_sparse_log_softmax",
+        node: "SparseLogSoftmaxBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SparseLogSoftmaxBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_sparse_mm_reduce_impl",
+        node: "SparseMmReduceImplBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(SparseMmReduceImplBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_sparse_softmax",
+        node: "SparseSoftmaxBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SparseSoftmaxBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_sparse_sparse_matmul",
+        node: "SparseSparseMatmulBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(SparseSparseMatmulBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_sparse_sum.dim",
+        node: "SparseSumDimBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SparseSumDimBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_standard_gamma",
+        node: "StandardGammaBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(StandardGammaBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_standard_gamma_grad",
+        node: "StandardGammaGradBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(StandardGammaGradBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_test_autograd_multiple_dispatch.fullcoverage",
+        node: "TestAutogradMultipleDispatchFullcoverageBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(TestAutogradMultipleDispatchFullcoverageBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_test_autograd_multiple_dispatch_view",
+        node: "TestAutogradMultipleDispatchViewBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(TestAutogradMultipleDispatchViewBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_test_autograd_multiple_dispatch_view_copy",
+        node: "TestAutogradMultipleDispatchViewCopyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(TestAutogradMultipleDispatchViewCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_test_warn_in_autograd",
+        node: "TestWarnInAutogradBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(TestWarnInAutogradBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_thnn_fused_gru_cell",
+        node: "ThnnFusedGruCellBackward",
+        inputs: &[(0, false), (1, false), (2, false), (3, false), (4, false), ],
+        capture: |a, r| Ok(Box::new(ThnnFusedGruCellBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_thnn_fused_lstm_cell",
+        node: "ThnnFusedLstmCellBackward",
+        inputs: &[(0, false), (1, false), (2, false), (3, false), (4, false), ],
+        capture: |a, r| Ok(Box::new(ThnnFusedLstmCellBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_to_copy",
+        node: "ToCopyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ToCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_to_dense",
+        node: "ToDenseBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ToDenseBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_to_sparse",
+        node: "ToSparseBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ToSparseBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_to_sparse.sparse_dim",
+        node: "ToSparseSparseDimBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ToSparseSparseDimBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_to_sparse_bsc",
+        node: "ToSparseBscBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ToSparseBscBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_to_sparse_bsr",
+        node: "ToSparseBsrBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ToSparseBsrBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_to_sparse_csc",
+        node: "ToSparseCscBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ToSparseCscBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_to_sparse_csr",
+        node: "ToSparseCsrBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ToSparseCsrBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_trilinear",
+        node: "TrilinearBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(TrilinearBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_unique",
+        node: "UniqueBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UniqueBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_unique2",
+        node: "Unique2Backward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(Unique2Backward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_unsafe_index.Tensor",
+        node: "UnsafeIndexTensorBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UnsafeIndexTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_unsafe_index_put",
+        node: "UnsafeIndexPutBackward",
+        inputs: &[(0, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(UnsafeIndexPutBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_unsafe_view",
+        node: "UnsafeViewBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UnsafeViewBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_upsample_bicubic2d_aa",
+        node: "UpsampleBicubic2dAaBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleBicubic2dAaBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_upsample_bicubic2d_aa_backward",
+        node: "UpsampleBicubic2dAaBackwardBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleBicubic2dAaBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_upsample_bilinear2d_aa",
+        node: "UpsampleBilinear2dAaBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleBilinear2dAaBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_upsample_bilinear2d_aa_backward",
+        node: "UpsampleBilinear2dAaBackwardBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleBilinear2dAaBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_upsample_nearest_exact1d",
+        node: "UpsampleNearestExact1dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleNearestExact1dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_upsample_nearest_exact1d_backward",
+        node: "UpsampleNearestExact1dBackwardBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleNearestExact1dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_upsample_nearest_exact2d",
+        node: "UpsampleNearestExact2dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleNearestExact2dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_upsample_nearest_exact2d_backward",
+        node: "UpsampleNearestExact2dBackwardBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleNearestExact2dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_upsample_nearest_exact3d",
+        node: "UpsampleNearestExact3dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleNearestExact3dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_upsample_nearest_exact3d_backward",
+        node: "UpsampleNearestExact3dBackwardBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleNearestExact3dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_values",
+        node: "ValuesBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(ValuesBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_values_copy",
+        node: "ValuesCopyBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(ValuesCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "_weight_norm_interface",
+        node: "WeightNormInterfaceBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(WeightNormInterfaceBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "abs",
+        node: "AbsBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AbsBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "acos",
+        node: "AcosBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AcosBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "acosh",
+        node: "AcoshBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AcoshBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "acosh_",
+        node: "AcoshBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AcoshBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "adaptive_max_pool2d",
+        node: "AdaptiveMaxPool2dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AdaptiveMaxPool2dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "adaptive_max_pool2d_backward",
+        node: "AdaptiveMaxPool2dBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(AdaptiveMaxPool2dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "adaptive_max_pool3d",
+        node: "AdaptiveMaxPool3dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AdaptiveMaxPool3dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "adaptive_max_pool3d_backward",
+        node: "AdaptiveMaxPool3dBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(AdaptiveMaxPool3dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "add.Scalar",
+        node: "AddScalarBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AddScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "add.Tensor",
+        node: "AddTensorBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(AddTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "addbmm",
+        node: "AddbmmBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(AddbmmBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "addcdiv",
+        node: "AddcdivBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(AddcdivBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "addcmul",
+        node: "AddcmulBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(AddcmulBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "addmm",
+        node: "AddmmBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(AddmmBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "addmv",
+        node: "AddmvBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(AddmvBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "addr",
+        node: "AddrBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(AddrBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "affine_grid_generator",
+        node: "AffineGridGeneratorBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AffineGridGeneratorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "alias",
+        node: "AliasBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AliasBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "alias_copy",
+        node: "AliasCopyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AliasCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "all",
+        node: "AllBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(AllBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "all.dim",
+        node: "AllDimBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(AllDimBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "all.dims",
+        node: "AllDimsBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(AllDimsBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "amax",
+        node: "AmaxBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AmaxBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "amin",
+        node: "AminBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AminBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "angle",
+        node: "AngleBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AngleBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "any",
+        node: "AnyBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(AnyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "any.dim",
+        node: "AnyDimBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(AnyDimBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "any.dims",
+        node: "AnyDimsBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(AnyDimsBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "as_strided",
+        node: "AsStridedBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AsStridedBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "as_strided_",
+        node: "AsStridedBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AsStridedBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "as_strided_copy",
+        node: "AsStridedCopyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AsStridedCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "as_strided_scatter",
+        node: "AsStridedScatterBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(AsStridedScatterBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "asin",
+        node: "AsinBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AsinBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "asinh",
+        node: "AsinhBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AsinhBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "asinh_",
+        node: "AsinhBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AsinhBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "atan",
+        node: "AtanBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AtanBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "atan2",
+        node: "Atan2Backward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(Atan2Backward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "atanh",
+        node: "AtanhBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AtanhBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "atanh_",
+        node: "AtanhBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AtanhBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "avg_pool2d",
+        node: "AvgPool2dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AvgPool2dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "avg_pool2d_backward",
+        node: "AvgPool2dBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(AvgPool2dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "avg_pool3d",
+        node: "AvgPool3dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(AvgPool3dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "avg_pool3d_backward",
+        node: "AvgPool3dBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(AvgPool3dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "baddbmm",
+        node: "BaddbmmBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(BaddbmmBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "bernoulli",
+        node: "BernoulliBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(BernoulliBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "bernoulli_.Tensor",
+        node: "BernoulliTensorBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(BernoulliTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "bernoulli_.float",
+        node: "BernoulliFloatBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(BernoulliFloatBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "binary_cross_entropy",
+        node: "BinaryCrossEntropyBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(BinaryCrossEntropyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "binary_cross_entropy_backward",
+        node: "BinaryCrossEntropyBackwardBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(BinaryCrossEntropyBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "binary_cross_entropy_with_logits",
+        node: "BinaryCrossEntropyWithLogitsBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(BinaryCrossEntropyWithLogitsBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "block_diag",
+        node: "BlockDiagBackward",
+        inputs: &[(0, true), ],
+        capture: |a, r| Ok(Box::new(BlockDiagBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "bmm",
+        node: "BmmBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(BmmBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "cat",
+        node: "CatBackward",
+        inputs: &[(0, true), ],
+        capture: |a, r| Ok(Box::new(CatBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "cauchy_",
+        node: "CauchyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(CauchyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "ccol_indices",
+        node: "CcolIndicesBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(CcolIndicesBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "ccol_indices_copy",
+        node: "CcolIndicesCopyBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(CcolIndicesCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "ceil",
+        node: "CeilBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(CeilBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "celu",
+        node: "CeluBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(CeluBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "celu_",
+        node: "CeluBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(CeluBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "cholesky",
+        node: "CholeskyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(CholeskyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "cholesky_inverse",
+        node: "CholeskyInverseBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(CholeskyInverseBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "cholesky_solve",
+        node: "CholeskySolveBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(CholeskySolveBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "clamp",
+        node: "ClampBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ClampBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "clamp.Tensor",
+        node: "ClampTensorBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(ClampTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "clamp_max",
+        node: "ClampMaxBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ClampMaxBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "clamp_max.Tensor",
+        node: "ClampMaxTensorBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(ClampMaxTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "clamp_min",
+        node: "ClampMinBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ClampMinBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "clamp_min.Tensor",
+        node: "ClampMinTensorBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(ClampMinTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "clone",
+        node: "CloneBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(CloneBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "col2im",
+        node: "Col2imBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(Col2imBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "col_indices",
+        node: "ColIndicesBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(ColIndicesBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "col_indices_copy",
+        node: "ColIndicesCopyBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(ColIndicesCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "complex",
+        node: "ComplexBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(ComplexBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "conj_physical_",
+        node: "ConjPhysicalBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ConjPhysicalBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "constant_pad_nd",
+        node: "ConstantPadNdBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ConstantPadNdBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "conv_depthwise3d",
+        node: "ConvDepthwise3dBackward",
+        inputs: &[(0, false), (1, false), (3, false), ],
+        capture: |a, r| Ok(Box::new(ConvDepthwise3dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "conv_tbc",
+        node: "ConvTbcBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(ConvTbcBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "convolution",
+        node: "ConvolutionBackward1",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(ConvolutionBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "convolution_backward",
+        node: "ConvolutionBackwardBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(ConvolutionBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "convolution_backward_overrideable",
+        node: "ConvolutionBackwardOverrideableBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(ConvolutionBackwardOverrideableBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "convolution_overrideable",
+        node: "ConvolutionOverrideableBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(ConvolutionOverrideableBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "copysign.Scalar",
+        node: "CopysignScalarBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(CopysignScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "copysign.Tensor",
+        node: "CopysignTensorBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(CopysignTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "cos",
+        node: "CosBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(CosBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "cosh",
+        node: "CoshBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(CoshBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "count_nonzero",
+        node: "CountNonzeroBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(CountNonzeroBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "count_nonzero.dim_IntList",
+        node: "CountNonzeroDimIntlistBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(CountNonzeroDimIntlistBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "crow_indices",
+        node: "CrowIndicesBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(CrowIndicesBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "crow_indices_copy",
+        node: "CrowIndicesCopyBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(CrowIndicesCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "cudnn_affine_grid_generator",
+        node: "CudnnAffineGridGeneratorBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(CudnnAffineGridGeneratorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "cudnn_batch_norm",
+        node: "CudnnBatchNormBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(CudnnBatchNormBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "cudnn_batch_norm_backward",
+        node: "CudnnBatchNormBackwardBackward",
+        inputs: &[(0, false), (1, false), (2, false), (5, false), (6, false), (8, false), ],
+        capture: |a, r| Ok(Box::new(CudnnBatchNormBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "cudnn_convolution",
+        node: "CudnnConvolutionBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(CudnnConvolutionBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "cudnn_convolution_transpose",
+        node: "CudnnConvolutionTransposeBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(CudnnConvolutionTransposeBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "cudnn_grid_sampler",
+        node: "CudnnGridSamplerBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(CudnnGridSamplerBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "cummax",
+        node: "CummaxBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(CummaxBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "cummin",
+        node: "CumminBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(CumminBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "cumprod",
+        node: "CumprodBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(CumprodBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "cumsum",
+        node: "CumsumBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(CumsumBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "deg2rad",
+        node: "Deg2radBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(Deg2radBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "diag_embed",
+        node: "DiagEmbedBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(DiagEmbedBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "diagonal",
+        node: "DiagonalBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(DiagonalBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "diagonal_backward",
+        node: "DiagonalBackwardBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(DiagonalBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "diagonal_copy",
+        node: "DiagonalCopyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(DiagonalCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "diagonal_scatter",
+        node: "DiagonalScatterBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(DiagonalScatterBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "digamma",
+        node: "DigammaBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(DigammaBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "dist",
+        node: "DistBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(DistBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "div.Scalar",
+        node: "DivScalarBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(DivScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "div.Scalar_mode",
+        node: "DivScalarModeBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(DivScalarModeBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "div.Tensor",
+        node: "DivTensorBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(DivTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "div.Tensor_mode",
+        node: "DivTensorModeBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(DivTensorModeBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "dot",
+        node: "DotBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(DotBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "elu",
+        node: "EluBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(EluBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "elu_",
+        node: "EluBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(EluBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "elu_backward",
+        node: "EluBackwardBackward",
+        inputs: &[(0, false), (5, false), ],
+        capture: |a, r| Ok(Box::new(EluBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "embedding",
+        node: "EmbeddingBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(EmbeddingBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "embedding_dense_backward",
+        node: "EmbeddingDenseBackwardBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(EmbeddingDenseBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "embedding_renorm_",
+        node: "EmbeddingRenormBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(EmbeddingRenormBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "eq.Scalar",
+        node: "EqScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(EqScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "eq.Tensor",
+        node: "EqTensorBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(EqTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "eq_.Scalar",
+        node: "EqScalarBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(EqScalarBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "eq_.Tensor",
+        node: "EqTensorBackward1",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(EqTensorBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "erf",
+        node: "ErfBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ErfBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "erfc",
+        node: "ErfcBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ErfcBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "erfinv",
+        node: "ErfinvBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ErfinvBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "exp",
+        node: "ExpBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ExpBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "exp2",
+        node: "Exp2Backward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(Exp2Backward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "expand",
+        node: "ExpandBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ExpandBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "expand_copy",
+        node: "ExpandCopyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ExpandCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "expm1",
+        node: "Expm1Backward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(Expm1Backward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "exponential_",
+        node: "ExponentialBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ExponentialBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "fake_quantize_per_channel_affine_cachemask",
+        node: "FakeQuantizePerChannelAffineCachemaskBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(FakeQuantizePerChannelAffineCachemaskBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "fake_quantize_per_tensor_affine_cachemask",
+        node: "FakeQuantizePerTensorAffineCachemaskBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(FakeQuantizePerTensorAffineCachemaskBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "fill.Scalar",
+        node: "FillScalarBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(FillScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "fill.Tensor",
+        node: "FillTensorBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(FillTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "fill_.Scalar",
+        node: "FillScalarBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(FillScalarBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "fill_.Tensor",
+        node: "FillTensorBackward1",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(FillTensorBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "flip",
+        node: "FlipBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(FlipBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "floor",
+        node: "FloorBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(FloorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "fmax",
+        node: "FmaxBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(FmaxBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "fmin",
+        node: "FminBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(FminBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "fmod.Scalar",
+        node: "FmodScalarBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(FmodScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "fmod.Tensor",
+        node: "FmodTensorBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(FmodTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "frac",
+        node: "FracBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(FracBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "fractional_max_pool2d",
+        node: "FractionalMaxPool2dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(FractionalMaxPool2dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "fractional_max_pool2d_backward",
+        node: "FractionalMaxPool2dBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(FractionalMaxPool2dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "fractional_max_pool3d",
+        node: "FractionalMaxPool3dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(FractionalMaxPool3dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "fractional_max_pool3d_backward",
+        node: "FractionalMaxPool3dBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(FractionalMaxPool3dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "frexp.Tensor",
+        node: "FrexpTensorBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(FrexpTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "gather",
+        node: "GatherBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(GatherBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "ge.Scalar",
+        node: "GeScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(GeScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "ge.Tensor",
+        node: "GeTensorBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(GeTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "ge_.Scalar",
+        node: "GeScalarBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(GeScalarBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "ge_.Tensor",
+        node: "GeTensorBackward1",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(GeTensorBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "gelu",
+        node: "GeluBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(GeluBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "gelu_backward",
+        node: "GeluBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(GeluBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "geometric_",
+        node: "GeometricBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(GeometricBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "geqrf",
+        node: "GeqrfBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(GeqrfBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "glu",
+        node: "GluBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(GluBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "glu_backward",
+        node: "GluBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(GluBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "grid_sampler_2d",
+        node: "GridSampler2dBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(GridSampler2dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "grid_sampler_3d",
+        node: "GridSampler3dBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(GridSampler3dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "gt.Scalar",
+        node: "GtScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(GtScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "gt.Tensor",
+        node: "GtTensorBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(GtTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "gt_.Scalar",
+        node: "GtScalarBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(GtScalarBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "gt_.Tensor",
+        node: "GtTensorBackward1",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(GtTensorBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "hardshrink",
+        node: "HardshrinkBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(HardshrinkBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "hardshrink_backward",
+        node: "HardshrinkBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(HardshrinkBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "hardsigmoid",
+        node: "HardsigmoidBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(HardsigmoidBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "hardswish",
+        node: "HardswishBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(HardswishBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "hardswish_backward",
+        node: "HardswishBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(HardswishBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "hardtanh",
+        node: "HardtanhBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(HardtanhBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "hardtanh_backward",
+        node: "HardtanhBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(HardtanhBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "histc",
+        node: "HistcBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(HistcBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "huber_loss",
+        node: "HuberLossBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(HuberLossBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "huber_loss_backward",
+        node: "HuberLossBackwardBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(HuberLossBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "hypot",
+        node: "HypotBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(HypotBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "i0",
+        node: "I0Backward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(I0Backward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "igamma",
+        node: "IgammaBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(IgammaBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "igammac",
+        node: "IgammacBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(IgammacBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "im2col",
+        node: "Im2colBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(Im2colBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "index.Tensor",
+        node: "IndexTensorBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(IndexTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "index_add",
+        node: "IndexAddBackward",
+        inputs: &[(0, false), (3, false), ],
+        capture: |a, r| Ok(Box::new(IndexAddBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "index_copy",
+        node: "IndexCopyBackward",
+        inputs: &[(0, false), (3, false), ],
+        capture: |a, r| Ok(Box::new(IndexCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "index_fill.int_Scalar",
+        node: "IndexFillIntScalarBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(IndexFillIntScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "index_fill.int_Tensor",
+        node: "IndexFillIntTensorBackward",
+        inputs: &[(0, false), (3, false), ],
+        capture: |a, r| Ok(Box::new(IndexFillIntTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "index_put",
+        node: "IndexPutBackward",
+        inputs: &[(0, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(IndexPutBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "index_reduce",
+        node: "IndexReduceBackward",
+        inputs: &[(0, false), (3, false), ],
+        capture: |a, r| Ok(Box::new(IndexReduceBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "index_select",
+        node: "IndexSelectBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(IndexSelectBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "indices",
+        node: "IndicesBackward1",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(IndicesBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "indices_copy",
+        node: "IndicesCopyBackward1",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(IndicesCopyBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "isnan",
+        node: "IsnanBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(IsnanBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "kthvalue",
+        node: "KthvalueBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(KthvalueBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "le.Scalar",
+        node: "LeScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(LeScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "le.Tensor",
+        node: "LeTensorBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(LeTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "le_.Scalar",
+        node: "LeScalarBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LeScalarBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "le_.Tensor",
+        node: "LeTensorBackward1",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(LeTensorBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "leaky_relu",
+        node: "LeakyReluBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LeakyReluBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "leaky_relu_",
+        node: "LeakyReluBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LeakyReluBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "leaky_relu_backward",
+        node: "LeakyReluBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(LeakyReluBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "lerp.Scalar",
+        node: "LerpScalarBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(LerpScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "lerp.Tensor",
+        node: "LerpTensorBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(LerpTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "lgamma",
+        node: "LgammaBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LgammaBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "lift",
+        node: "LiftBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LiftBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "lift_fresh",
+        node: "LiftFreshBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LiftFreshBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "lift_fresh_copy",
+        node: "LiftFreshCopyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LiftFreshCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "linalg_cholesky_ex",
+        node: "LinalgCholeskyExBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LinalgCholeskyExBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "linalg_cross",
+        node: "LinalgCrossBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(LinalgCrossBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "linalg_eig",
+        node: "LinalgEigBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LinalgEigBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "linalg_householder_product",
+        node: "LinalgHouseholderProductBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(LinalgHouseholderProductBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "linalg_inv_ex",
+        node: "LinalgInvExBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LinalgInvExBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "linalg_lstsq",
+        node: "LinalgLstsqBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(LinalgLstsqBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "linalg_lu",
+        node: "LinalgLuBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LinalgLuBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "linalg_lu_factor_ex",
+        node: "LinalgLuFactorExBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LinalgLuFactorExBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "linalg_lu_solve",
+        node: "LinalgLuSolveBackward",
+        inputs: &[(0, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(LinalgLuSolveBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "linalg_matrix_exp",
+        node: "LinalgMatrixExpBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LinalgMatrixExpBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "linalg_pinv.atol_rtol_tensor",
+        node: "LinalgPinvAtolRtolTensorBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LinalgPinvAtolRtolTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "linalg_qr",
+        node: "LinalgQrBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LinalgQrBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "linalg_solve_triangular",
+        node: "LinalgSolveTriangularBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(LinalgSolveTriangularBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "linalg_vector_norm",
+        node: "LinalgVectorNormBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LinalgVectorNormBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "linear_backward",
+        node: "LinearBackwardBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(LinearBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "log",
+        node: "LogBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LogBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "log10",
+        node: "Log10Backward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(Log10Backward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "log1p",
+        node: "Log1pBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(Log1pBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "log2",
+        node: "Log2Backward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(Log2Backward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "log_normal_",
+        node: "LogNormalBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LogNormalBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "log_sigmoid_backward",
+        node: "LogSigmoidBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(LogSigmoidBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "log_sigmoid_forward",
+        node: "LogSigmoidForwardBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LogSigmoidForwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "logaddexp",
+        node: "LogaddexpBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(LogaddexpBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "logaddexp2",
+        node: "Logaddexp2Backward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(Logaddexp2Backward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "logcumsumexp",
+        node: "LogcumsumexpBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LogcumsumexpBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "logit",
+        node: "LogitBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LogitBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "logsumexp",
+        node: "LogsumexpBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LogsumexpBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "lstm_mps_backward",
+        node: "LstmMpsBackwardBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(LstmMpsBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "lt.Scalar",
+        node: "LtScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(LtScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "lt.Tensor",
+        node: "LtTensorBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(LtTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "lt_.Scalar",
+        node: "LtScalarBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LtScalarBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "lt_.Tensor",
+        node: "LtTensorBackward1",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(LtTensorBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "lu_unpack",
+        node: "LuUnpackBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(LuUnpackBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "masked_fill.Scalar",
+        node: "MaskedFillScalarBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MaskedFillScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "masked_fill.Tensor",
+        node: "MaskedFillTensorBackward",
+        inputs: &[(0, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(MaskedFillTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "masked_scatter",
+        node: "MaskedScatterBackward",
+        inputs: &[(0, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(MaskedScatterBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "masked_scatter_backward",
+        node: "MaskedScatterBackwardBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MaskedScatterBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "masked_select",
+        node: "MaskedSelectBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MaskedSelectBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "max",
+        node: "MaxBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MaxBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "max.dim",
+        node: "MaxDimBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MaxDimBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "max_pool2d_backward",
+        node: "MaxPool2dBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(MaxPool2dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "max_pool2d_with_indices",
+        node: "MaxPool2dWithIndicesBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MaxPool2dWithIndicesBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "max_pool2d_with_indices_backward",
+        node: "MaxPool2dWithIndicesBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(MaxPool2dWithIndicesBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "max_pool3d_with_indices",
+        node: "MaxPool3dWithIndicesBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MaxPool3dWithIndicesBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "max_pool3d_with_indices_backward",
+        node: "MaxPool3dWithIndicesBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(MaxPool3dWithIndicesBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "max_unpool2d",
+        node: "MaxUnpool2dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MaxUnpool2dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "max_unpool3d",
+        node: "MaxUnpool3dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MaxUnpool3dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "maximum",
+        node: "MaximumBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(MaximumBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "mean",
+        node: "MeanBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MeanBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "mean.dim",
+        node: "MeanDimBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MeanDimBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "median",
+        node: "MedianBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MedianBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "median.dim",
+        node: "MedianDimBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MedianDimBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "min",
+        node: "MinBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MinBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "min.dim",
+        node: "MinDimBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MinDimBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "minimum",
+        node: "MinimumBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(MinimumBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "miopen_batch_norm",
+        node: "MiopenBatchNormBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(MiopenBatchNormBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "miopen_batch_norm_backward",
+        node: "MiopenBatchNormBackwardBackward",
+        inputs: &[(0, false), (1, false), (2, false), (5, false), (6, false), ],
+        capture: |a, r| Ok(Box::new(MiopenBatchNormBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "miopen_convolution",
+        node: "MiopenConvolutionBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(MiopenConvolutionBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "miopen_convolution_transpose",
+        node: "MiopenConvolutionTransposeBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(MiopenConvolutionTransposeBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "miopen_depthwise_convolution",
+        node: "MiopenDepthwiseConvolutionBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(MiopenDepthwiseConvolutionBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "miopen_rnn",
+        node: "MiopenRnnBackward",
+        inputs: &[(0, false), (1, true), (3, false), (4, false), ],
+        capture: |a, r| Ok(Box::new(MiopenRnnBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "miopen_rnn_backward",
+        node: "MiopenRnnBackwardBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(MiopenRnnBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "mish",
+        node: "MishBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MishBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "mkldnn_adaptive_avg_pool2d",
+        node: "MkldnnAdaptiveAvgPool2dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MkldnnAdaptiveAvgPool2dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "mkldnn_convolution",
+        node: "MkldnnConvolutionBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(MkldnnConvolutionBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "mkldnn_linear",
+        node: "MkldnnLinearBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(MkldnnLinearBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "mkldnn_max_pool2d",
+        node: "MkldnnMaxPool2dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MkldnnMaxPool2dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "mkldnn_max_pool3d",
+        node: "MkldnnMaxPool3dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MkldnnMaxPool3dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "mkldnn_rnn_layer",
+        node: "MkldnnRnnLayerBackward",
+        inputs: &[(0, false), (1, false), (2, false), (3, false), (4, false), (5, false), (6, false), ],
+        capture: |a, r| Ok(Box::new(MkldnnRnnLayerBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "mkldnn_rnn_layer_backward",
+        node: "MkldnnRnnLayerBackwardBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(MkldnnRnnLayerBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "mm",
+        node: "MmBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(MmBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "mode",
+        node: "ModeBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ModeBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "mps_convolution_backward",
+        node: "MpsConvolutionBackwardBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(MpsConvolutionBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "mse_loss",
+        node: "MseLossBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(MseLossBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "mse_loss_backward",
+        node: "MseLossBackwardBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(MseLossBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "mul.Scalar",
+        node: "MulScalarBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MulScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "mul.Tensor",
+        node: "MulTensorBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(MulTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "multi_margin_loss",
+        node: "MultiMarginLossBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MultiMarginLossBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "multilabel_margin_loss_forward",
+        node: "MultilabelMarginLossForwardBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MultilabelMarginLossForwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "multinomial",
+        node: "MultinomialBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(MultinomialBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "mv",
+        node: "MvBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(MvBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "mvlgamma",
+        node: "MvlgammaBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(MvlgammaBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "nan_to_num",
+        node: "NanToNumBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NanToNumBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "nanmedian",
+        node: "NanmedianBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NanmedianBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "nanmedian.dim",
+        node: "NanmedianDimBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NanmedianDimBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "nansum",
+        node: "NansumBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NansumBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "native_batch_norm",
+        node: "NativeBatchNormBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(NativeBatchNormBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "native_batch_norm_backward",
+        node: "NativeBatchNormBackwardBackward",
+        inputs: &[(0, false), (1, false), (2, false), (5, false), (6, false), ],
+        capture: |a, r| Ok(Box::new(NativeBatchNormBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "native_dropout",
+        node: "NativeDropoutBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NativeDropoutBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "native_dropout_backward",
+        node: "NativeDropoutBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(NativeDropoutBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "native_group_norm",
+        node: "NativeGroupNormBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(NativeGroupNormBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "native_layer_norm",
+        node: "NativeLayerNormBackward",
+        inputs: &[(0, false), (2, false), (3, false), ],
+        capture: |a, r| Ok(Box::new(NativeLayerNormBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "native_layer_norm_backward",
+        node: "NativeLayerNormBackwardBackward",
+        inputs: &[(0, false), (1, false), (3, false), (4, false), (5, false), (6, false), ],
+        capture: |a, r| Ok(Box::new(NativeLayerNormBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "ne.Scalar",
+        node: "NeScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(NeScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "ne.Tensor",
+        node: "NeTensorBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(NeTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "ne_.Scalar",
+        node: "NeScalarBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NeScalarBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "ne_.Tensor",
+        node: "NeTensorBackward1",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(NeTensorBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "neg",
+        node: "NegBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NegBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "nextafter",
+        node: "NextafterBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(NextafterBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "nll_loss2d_backward",
+        node: "NllLoss2dBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(NllLoss2dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "nll_loss2d_forward",
+        node: "NllLoss2dForwardBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NllLoss2dForwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "nll_loss_backward",
+        node: "NllLossBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(NllLossBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "nll_loss_forward",
+        node: "NllLossForwardBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NllLossForwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "nonzero",
+        node: "NonzeroBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(NonzeroBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "norm.Scalar",
+        node: "NormScalarBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NormScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "norm.ScalarOpt_dim",
+        node: "NormScalaroptDimBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NormScalaroptDimBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "norm.ScalarOpt_dim_dtype",
+        node: "NormScalaroptDimDtypeBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NormScalaroptDimDtypeBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "norm.ScalarOpt_dtype",
+        node: "NormScalaroptDtypeBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NormScalaroptDtypeBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "normal.Tensor_Tensor",
+        node: "NormalTensorTensorBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(NormalTensorTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "normal.Tensor_float",
+        node: "NormalTensorFloatBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NormalTensorFloatBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "normal.float_Tensor",
+        node: "NormalFloatTensorBackward",
+        inputs: &[(1, false), ],
+        capture: |a, r| Ok(Box::new(NormalFloatTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "normal_",
+        node: "NormalBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(NormalBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "ormqr",
+        node: "OrmqrBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(OrmqrBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "permute",
+        node: "PermuteBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(PermuteBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "permute_copy",
+        node: "PermuteCopyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(PermuteCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "pixel_shuffle",
+        node: "PixelShuffleBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(PixelShuffleBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "pixel_unshuffle",
+        node: "PixelUnshuffleBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(PixelUnshuffleBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "poisson",
+        node: "PoissonBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(PoissonBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "polar",
+        node: "PolarBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(PolarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "polygamma",
+        node: "PolygammaBackward",
+        inputs: &[(1, false), ],
+        capture: |a, r| Ok(Box::new(PolygammaBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "polygamma_",
+        node: "PolygammaBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(PolygammaBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "pow.Scalar",
+        node: "PowScalarBackward",
+        inputs: &[(1, false), ],
+        capture: |a, r| Ok(Box::new(PowScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "pow.Tensor_Scalar",
+        node: "PowTensorScalarBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(PowTensorScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "pow.Tensor_Tensor",
+        node: "PowTensorTensorBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(PowTensorTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "prod",
+        node: "ProdBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ProdBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "prod.dim_int",
+        node: "ProdDimIntBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ProdDimIntBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "put",
+        node: "PutBackward",
+        inputs: &[(0, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(PutBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "rad2deg",
+        node: "Rad2degBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(Rad2degBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "random_",
+        node: "RandomBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(RandomBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "random_.from",
+        node: "RandomFromBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(RandomFromBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "random_.to",
+        node: "RandomToBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(RandomToBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "reciprocal",
+        node: "ReciprocalBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ReciprocalBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "reflection_pad1d",
+        node: "ReflectionPad1dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ReflectionPad1dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "reflection_pad1d_backward",
+        node: "ReflectionPad1dBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(ReflectionPad1dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "reflection_pad2d",
+        node: "ReflectionPad2dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ReflectionPad2dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "reflection_pad2d_backward",
+        node: "ReflectionPad2dBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(ReflectionPad2dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "reflection_pad3d",
+        node: "ReflectionPad3dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ReflectionPad3dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "reflection_pad3d_backward",
+        node: "ReflectionPad3dBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(ReflectionPad3dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "relu",
+        node: "ReluBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ReluBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "remainder.Scalar",
+        node: "RemainderScalarBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(RemainderScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "remainder.Tensor",
+        node: "RemainderTensorBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(RemainderTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "renorm",
+        node: "RenormBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(RenormBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "repeat",
+        node: "RepeatBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(RepeatBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "replication_pad1d",
+        node: "ReplicationPad1dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ReplicationPad1dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "replication_pad1d_backward",
+        node: "ReplicationPad1dBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(ReplicationPad1dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "replication_pad2d",
+        node: "ReplicationPad2dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ReplicationPad2dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "replication_pad2d_backward",
+        node: "ReplicationPad2dBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(ReplicationPad2dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "replication_pad3d",
+        node: "ReplicationPad3dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ReplicationPad3dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "replication_pad3d_backward",
+        node: "ReplicationPad3dBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(ReplicationPad3dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "roll",
+        node: "RollBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(RollBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "rot90",
+        node: "Rot90Backward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(Rot90Backward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "round",
+        node: "RoundBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(RoundBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "round.decimals",
+        node: "RoundDecimalsBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(RoundDecimalsBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "row_indices",
+        node: "RowIndicesBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(RowIndicesBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "row_indices_copy",
+        node: "RowIndicesCopyBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(RowIndicesCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "rrelu_with_noise",
+        node: "RreluWithNoiseBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(RreluWithNoiseBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "rrelu_with_noise_",
+        node: "RreluWithNoiseBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(RreluWithNoiseBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "rrelu_with_noise_backward",
+        node: "RreluWithNoiseBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(RreluWithNoiseBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "rsqrt",
+        node: "RsqrtBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(RsqrtBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "rsub.Scalar",
+        node: "RsubScalarBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(RsubScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "rsub.Tensor",
+        node: "RsubTensorBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(RsubTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "scatter.src",
+        node: "ScatterSrcBackward",
+        inputs: &[(0, false), (3, false), ],
+        capture: |a, r| Ok(Box::new(ScatterSrcBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "scatter.value",
+        node: "ScatterValueBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ScatterValueBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "scatter_add",
+        node: "ScatterAddBackward",
+        inputs: &[(0, false), (3, false), ],
+        capture: |a, r| Ok(Box::new(ScatterAddBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "scatter_reduce.two",
+        node: "ScatterReduceTwoBackward",
+        inputs: &[(0, false), (3, false), ],
+        capture: |a, r| Ok(Box::new(ScatterReduceTwoBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "segment_reduce",
+        node: "SegmentReduceBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SegmentReduceBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "select.int",
+        node: "SelectIntBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SelectIntBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "select_backward",
+        node: "SelectBackwardBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SelectBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "select_copy.int",
+        node: "SelectCopyIntBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SelectCopyIntBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "select_scatter",
+        node: "SelectScatterBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(SelectScatterBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "sgn",
+        node: "SgnBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SgnBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "sigmoid",
+        node: "SigmoidBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SigmoidBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "sigmoid_backward",
+        node: "SigmoidBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(SigmoidBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "sign",
+        node: "SignBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SignBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "silu",
+        node: "SiluBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SiluBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "sin",
+        node: "SinBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SinBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "sinc",
+        node: "SincBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SincBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "sinh",
+        node: "SinhBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SinhBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "slice.Tensor",
+        node: "SliceTensorBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SliceTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "slice_backward",
+        node: "SliceBackwardBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SliceBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "slice_copy.Tensor",
+        node: "SliceCopyTensorBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SliceCopyTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "slice_inverse",
+        node: "SliceInverseBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(SliceInverseBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "slice_scatter",
+        node: "SliceScatterBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(SliceScatterBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "slow_conv3d_forward",
+        node: "SlowConv3dForwardBackward",
+        inputs: &[(0, false), (1, false), (3, false), ],
+        capture: |a, r| Ok(Box::new(SlowConv3dForwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "slow_conv_dilated2d",
+        node: "SlowConvDilated2dBackward",
+        inputs: &[(0, false), (1, false), (3, false), ],
+        capture: |a, r| Ok(Box::new(SlowConvDilated2dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "slow_conv_dilated3d",
+        node: "SlowConvDilated3dBackward",
+        inputs: &[(0, false), (1, false), (3, false), ],
+        capture: |a, r| Ok(Box::new(SlowConvDilated3dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "slow_conv_transpose2d",
+        node: "SlowConvTranspose2dBackward",
+        inputs: &[(0, false), (1, false), (3, false), ],
+        capture: |a, r| Ok(Box::new(SlowConvTranspose2dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "slow_conv_transpose3d",
+        node: "SlowConvTranspose3dBackward",
+        inputs: &[(0, false), (1, false), (3, false), ],
+        capture: |a, r| Ok(Box::new(SlowConvTranspose3dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "smooth_l1_loss",
+        node: "SmoothL1LossBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(SmoothL1LossBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "smooth_l1_loss_backward",
+        node: "SmoothL1LossBackwardBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(SmoothL1LossBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "soft_margin_loss",
+        node: "SoftMarginLossBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SoftMarginLossBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "soft_margin_loss_backward",
+        node: "SoftMarginLossBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(SoftMarginLossBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "softplus",
+        node: "SoftplusBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SoftplusBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "softplus_backward",
+        node: "SoftplusBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(SoftplusBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "softshrink",
+        node: "SoftshrinkBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SoftshrinkBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "softshrink_backward",
+        node: "SoftshrinkBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(SoftshrinkBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "sort",
+        node: "SortBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SortBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "sort.stable",
+        node: "SortStableBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SortStableBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "sparse_compressed_tensor.comp_plain_value_size",
+        node: "SparseCompressedTensorCompPlainValueSizeBackward",
+        inputs: &[(2, false), ],
+        capture: |a, r| Ok(Box::new(SparseCompressedTensorCompPlainValueSizeBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "sparse_mask",
+        node: "SparseMaskBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SparseMaskBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "sparse_sampled_addmm",
+        node: "SparseSampledAddmmBackward",
+        inputs: &[(0, false), (1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(SparseSampledAddmmBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_airy_ai",
+        node: "SpecialAiryAiBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialAiryAiBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_bessel_j0",
+        node: "SpecialBesselJ0Backward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialBesselJ0Backward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_bessel_j1",
+        node: "SpecialBesselJ1Backward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialBesselJ1Backward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_bessel_y0",
+        node: "SpecialBesselY0Backward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialBesselY0Backward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_bessel_y1",
+        node: "SpecialBesselY1Backward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialBesselY1Backward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_chebyshev_polynomial_t",
+        node: "SpecialChebyshevPolynomialTBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialTBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_chebyshev_polynomial_t.n_scalar",
+        node: "SpecialChebyshevPolynomialTNScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialTNScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_chebyshev_polynomial_t.x_scalar",
+        node: "SpecialChebyshevPolynomialTXScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialTXScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_chebyshev_polynomial_u",
+        node: "SpecialChebyshevPolynomialUBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialUBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_chebyshev_polynomial_u.n_scalar",
+        node: "SpecialChebyshevPolynomialUNScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialUNScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_chebyshev_polynomial_u.x_scalar",
+        node: "SpecialChebyshevPolynomialUXScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialUXScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_chebyshev_polynomial_v",
+        node: "SpecialChebyshevPolynomialVBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialVBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_chebyshev_polynomial_v.n_scalar",
+        node: "SpecialChebyshevPolynomialVNScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialVNScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_chebyshev_polynomial_v.x_scalar",
+        node: "SpecialChebyshevPolynomialVXScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialVXScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_chebyshev_polynomial_w",
+        node: "SpecialChebyshevPolynomialWBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialWBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_chebyshev_polynomial_w.n_scalar",
+        node: "SpecialChebyshevPolynomialWNScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialWNScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_chebyshev_polynomial_w.x_scalar",
+        node: "SpecialChebyshevPolynomialWXScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialWXScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_entr",
+        node: "SpecialEntrBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SpecialEntrBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_erfcx",
+        node: "SpecialErfcxBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SpecialErfcxBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_hermite_polynomial_h",
+        node: "SpecialHermitePolynomialHBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialHermitePolynomialHBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_hermite_polynomial_h.n_scalar",
+        node: "SpecialHermitePolynomialHNScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialHermitePolynomialHNScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_hermite_polynomial_h.x_scalar",
+        node: "SpecialHermitePolynomialHXScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialHermitePolynomialHXScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_hermite_polynomial_he",
+        node: "SpecialHermitePolynomialHeBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialHermitePolynomialHeBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_hermite_polynomial_he.n_scalar",
+        node: "SpecialHermitePolynomialHeNScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialHermitePolynomialHeNScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_hermite_polynomial_he.x_scalar",
+        node: "SpecialHermitePolynomialHeXScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialHermitePolynomialHeXScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_i0e",
+        node: "SpecialI0eBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SpecialI0eBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_i1",
+        node: "SpecialI1Backward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SpecialI1Backward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_i1e",
+        node: "SpecialI1eBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SpecialI1eBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_laguerre_polynomial_l",
+        node: "SpecialLaguerrePolynomialLBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialLaguerrePolynomialLBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_laguerre_polynomial_l.n_scalar",
+        node: "SpecialLaguerrePolynomialLNScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialLaguerrePolynomialLNScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_laguerre_polynomial_l.x_scalar",
+        node: "SpecialLaguerrePolynomialLXScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialLaguerrePolynomialLXScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_legendre_polynomial_p",
+        node: "SpecialLegendrePolynomialPBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialLegendrePolynomialPBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_legendre_polynomial_p.n_scalar",
+        node: "SpecialLegendrePolynomialPNScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialLegendrePolynomialPNScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_legendre_polynomial_p.x_scalar",
+        node: "SpecialLegendrePolynomialPXScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialLegendrePolynomialPXScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_log_ndtr",
+        node: "SpecialLogNdtrBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SpecialLogNdtrBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_modified_bessel_i0",
+        node: "SpecialModifiedBesselI0Backward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialModifiedBesselI0Backward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_modified_bessel_i1",
+        node: "SpecialModifiedBesselI1Backward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialModifiedBesselI1Backward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_modified_bessel_k0",
+        node: "SpecialModifiedBesselK0Backward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialModifiedBesselK0Backward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_modified_bessel_k1",
+        node: "SpecialModifiedBesselK1Backward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialModifiedBesselK1Backward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_ndtri",
+        node: "SpecialNdtriBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SpecialNdtriBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_scaled_modified_bessel_k0",
+        node: "SpecialScaledModifiedBesselK0Backward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialScaledModifiedBesselK0Backward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_scaled_modified_bessel_k1",
+        node: "SpecialScaledModifiedBesselK1Backward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialScaledModifiedBesselK1Backward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_shifted_chebyshev_polynomial_t",
+        node: "SpecialShiftedChebyshevPolynomialTBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialTBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_shifted_chebyshev_polynomial_t.n_scalar",
+        node: "SpecialShiftedChebyshevPolynomialTNScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialTNScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_shifted_chebyshev_polynomial_t.x_scalar",
+        node: "SpecialShiftedChebyshevPolynomialTXScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialTXScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_shifted_chebyshev_polynomial_u",
+        node: "SpecialShiftedChebyshevPolynomialUBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialUBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_shifted_chebyshev_polynomial_u.n_scalar",
+        node: "SpecialShiftedChebyshevPolynomialUNScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialUNScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_shifted_chebyshev_polynomial_u.x_scalar",
+        node: "SpecialShiftedChebyshevPolynomialUXScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialUXScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_shifted_chebyshev_polynomial_v",
+        node: "SpecialShiftedChebyshevPolynomialVBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialVBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_shifted_chebyshev_polynomial_v.n_scalar",
+        node: "SpecialShiftedChebyshevPolynomialVNScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialVNScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_shifted_chebyshev_polynomial_v.x_scalar",
+        node: "SpecialShiftedChebyshevPolynomialVXScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialVXScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_shifted_chebyshev_polynomial_w",
+        node: "SpecialShiftedChebyshevPolynomialWBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialWBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_shifted_chebyshev_polynomial_w.n_scalar",
+        node: "SpecialShiftedChebyshevPolynomialWNScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialWNScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_shifted_chebyshev_polynomial_w.x_scalar",
+        node: "SpecialShiftedChebyshevPolynomialWXScalarBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialWXScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_spherical_bessel_j0",
+        node: "SpecialSphericalBesselJ0Backward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(SpecialSphericalBesselJ0Backward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_xlog1py",
+        node: "SpecialXlog1pyBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(SpecialXlog1pyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_xlog1py.other_scalar",
+        node: "SpecialXlog1pyOtherScalarBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SpecialXlog1pyOtherScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_xlog1py.self_scalar",
+        node: "SpecialXlog1pySelfScalarBackward",
+        inputs: &[(1, false), ],
+        capture: |a, r| Ok(Box::new(SpecialXlog1pySelfScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_zeta",
+        node: "SpecialZetaBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(SpecialZetaBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_zeta.other_scalar",
+        node: "SpecialZetaOtherScalarBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SpecialZetaOtherScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "special_zeta.self_scalar",
+        node: "SpecialZetaSelfScalarBackward",
+        inputs: &[(1, false), ],
+        capture: |a, r| Ok(Box::new(SpecialZetaSelfScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "split.Tensor",
+        node: "SplitTensorBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SplitTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "split_copy.Tensor",
+        node: "SplitCopyTensorBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SplitCopyTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "split_with_sizes",
+        node: "SplitWithSizesBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SplitWithSizesBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "split_with_sizes_copy",
+        node: "SplitWithSizesCopyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SplitWithSizesCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "sqrt",
+        node: "SqrtBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SqrtBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "squeeze",
+        node: "SqueezeBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SqueezeBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "squeeze.dim",
+        node: "SqueezeDimBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SqueezeDimBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "squeeze.dims",
+        node: "SqueezeDimsBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SqueezeDimsBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "squeeze_",
+        node: "SqueezeBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SqueezeBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "squeeze_.dim",
+        node: "SqueezeDimBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SqueezeDimBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "squeeze_.dims",
+        node: "SqueezeDimsBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SqueezeDimsBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "squeeze_copy",
+        node: "SqueezeCopyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SqueezeCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "squeeze_copy.dim",
+        node: "SqueezeCopyDimBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SqueezeCopyDimBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "squeeze_copy.dims",
+        node: "SqueezeCopyDimsBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SqueezeCopyDimsBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "stack",
+        node: "StackBackward",
+        inputs: &[(0, true), ],
+        capture: |a, r| Ok(Box::new(StackBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "std.correction",
+        node: "StdCorrectionBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(StdCorrectionBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "std_mean.correction",
+        node: "StdMeanCorrectionBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(StdMeanCorrectionBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "sub.Scalar",
+        node: "SubScalarBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SubScalarBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "sub.Tensor",
+        node: "SubTensorBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(SubTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "sum",
+        node: "SumBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SumBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "sum.dim_IntList",
+        node: "SumDimIntlistBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(SumDimIntlistBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "t",
+        node: "TBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(TBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "t_",
+        node: "TBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(TBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "t_copy",
+        node: "TCopyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(TCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "take",
+        node: "TakeBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(TakeBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "tan",
+        node: "TanBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(TanBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "tanh",
+        node: "TanhBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(TanhBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "tanh_backward",
+        node: "TanhBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(TanhBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "threshold",
+        node: "ThresholdBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ThresholdBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "threshold_",
+        node: "ThresholdBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ThresholdBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "threshold_backward",
+        node: "ThresholdBackwardBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(ThresholdBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "to_mkldnn",
+        node: "ToMkldnnBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ToMkldnnBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "to_padded_tensor",
+        node: "ToPaddedTensorBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ToPaddedTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "topk",
+        node: "TopkBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(TopkBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "trace",
+        node: "TraceBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(TraceBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "transpose.int",
+        node: "TransposeIntBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(TransposeIntBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "transpose_",
+        node: "TransposeBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(TransposeBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "transpose_copy.int",
+        node: "TransposeCopyIntBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(TransposeCopyIntBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "triangular_solve",
+        node: "TriangularSolveBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(TriangularSolveBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "tril",
+        node: "TrilBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(TrilBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "triu",
+        node: "TriuBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(TriuBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "trunc",
+        node: "TruncBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(TruncBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "unbind.int",
+        node: "UnbindIntBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UnbindIntBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "unbind_copy.int",
+        node: "UnbindCopyIntBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UnbindCopyIntBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "unfold",
+        node: "UnfoldBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UnfoldBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "unfold_backward",
+        node: "UnfoldBackwardBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UnfoldBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "unfold_copy",
+        node: "UnfoldCopyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UnfoldCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "uniform_",
+        node: "UniformBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UniformBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "unique_consecutive",
+        node: "UniqueConsecutiveBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UniqueConsecutiveBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "unique_dim",
+        node: "UniqueDimBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UniqueDimBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "unique_dim_consecutive",
+        node: "UniqueDimConsecutiveBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UniqueDimConsecutiveBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "unsafe_split.Tensor",
+        node: "UnsafeSplitTensorBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UnsafeSplitTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "unsafe_split_with_sizes",
+        node: "UnsafeSplitWithSizesBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UnsafeSplitWithSizesBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "unsqueeze",
+        node: "UnsqueezeBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UnsqueezeBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "unsqueeze_",
+        node: "UnsqueezeBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UnsqueezeBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "unsqueeze_copy",
+        node: "UnsqueezeCopyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UnsqueezeCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "upsample_bicubic2d",
+        node: "UpsampleBicubic2dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleBicubic2dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "upsample_bicubic2d_backward",
+        node: "UpsampleBicubic2dBackwardBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleBicubic2dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "upsample_bilinear2d",
+        node: "UpsampleBilinear2dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleBilinear2dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "upsample_bilinear2d_backward",
+        node: "UpsampleBilinear2dBackwardBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleBilinear2dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "upsample_linear1d",
+        node: "UpsampleLinear1dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleLinear1dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "upsample_linear1d_backward",
+        node: "UpsampleLinear1dBackwardBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleLinear1dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "upsample_nearest1d",
+        node: "UpsampleNearest1dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleNearest1dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "upsample_nearest1d_backward",
+        node: "UpsampleNearest1dBackwardBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleNearest1dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "upsample_nearest2d",
+        node: "UpsampleNearest2dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleNearest2dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "upsample_nearest2d_backward",
+        node: "UpsampleNearest2dBackwardBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleNearest2dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "upsample_nearest3d",
+        node: "UpsampleNearest3dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleNearest3dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "upsample_nearest3d_backward",
+        node: "UpsampleNearest3dBackwardBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleNearest3dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "upsample_trilinear3d",
+        node: "UpsampleTrilinear3dBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleTrilinear3dBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "upsample_trilinear3d_backward",
+        node: "UpsampleTrilinear3dBackwardBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(UpsampleTrilinear3dBackwardBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "values",
+        node: "ValuesBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ValuesBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "values_copy",
+        node: "ValuesCopyBackward1",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ValuesCopyBackward1::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "var.correction",
+        node: "VarCorrectionBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(VarCorrectionBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "var_mean.correction",
+        node: "VarMeanCorrectionBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(VarMeanCorrectionBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "vdot",
+        node: "VdotBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(VdotBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "view",
+        node: "ViewBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ViewBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "view.dtype",
+        node: "ViewDtypeBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(ViewDtypeBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "view_as_complex",
+        node: "ViewAsComplexBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ViewAsComplexBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "view_as_complex_copy",
+        node: "ViewAsComplexCopyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ViewAsComplexCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "view_as_real",
+        node: "ViewAsRealBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ViewAsRealBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "view_as_real_copy",
+        node: "ViewAsRealCopyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ViewAsRealCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "view_copy",
+        node: "ViewCopyBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ViewCopyBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "view_copy.dtype",
+        node: "ViewCopyDtypeBackward",
+        inputs: &[],
+        capture: |a, r| Ok(Box::new(ViewCopyDtypeBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "where.self",
+        node: "WhereSelfBackward",
+        inputs: &[(1, false), (2, false), ],
+        capture: |a, r| Ok(Box::new(WhereSelfBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "xlogy.Scalar_Other",
+        node: "XlogyScalarOtherBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(XlogyScalarOtherBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "xlogy.Scalar_Self",
+        node: "XlogyScalarSelfBackward",
+        inputs: &[(1, false), ],
+        capture: |a, r| Ok(Box::new(XlogyScalarSelfBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "xlogy.Tensor",
+        node: "XlogyTensorBackward",
+        inputs: &[(0, false), (1, false), ],
+        capture: |a, r| Ok(Box::new(XlogyTensorBackward::capture(a, r)?)),
+    },
+    NodeInfo {
+        op: "zero_",
+        node: "ZeroBackward",
+        inputs: &[(0, false), ],
+        capture: |a, r| Ok(Box::new(ZeroBackward::capture(a, r)?)),
+    },
+];

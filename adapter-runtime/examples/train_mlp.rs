@@ -57,10 +57,14 @@ fn run() -> Result<(), String> {
     let init = io::load_safetensors(&args.init).map_err(|e| e.to_string())?;
     let data = io::load_safetensors(&args.data).map_err(|e| e.to_string())?;
     let rt = Runtime::simulator().map_err(|e| e.to_string())?;
-    train::train_mlp(&rt, Device::Npu(0), &init, &data, args.steps, args.lr, |i, loss| {
+    let (_, _, mem) = train::train_mlp_autograd(&rt, Device::Npu(0), &init, &data, args.steps, args.lr, |i, loss| {
         println!("{{\"step\": {i}, \"loss\": {loss}}}");
     })
     .map_err(|e| e.to_string())?;
+    eprintln!(
+        "device memory: peak {} bytes, {} bytes live after the last backward",
+        mem.peak_bytes, mem.after_backward_bytes
+    );
     Ok(())
 }
 

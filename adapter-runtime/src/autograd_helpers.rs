@@ -9,7 +9,7 @@ use crate::ivalue::Layout;
 use crate::tensor::Tensor;
 
 /// `at::sum_to`: sums `x` down to `sizes` (leading dimensions, and dimensions where `sizes` has 1).
-pub fn sum_to<O: AtenOps + ?Sized>(_o: &O, x: &Tensor, sizes: &[i64]) -> Result<Tensor> {
+pub fn sum_to<O: AtenOps + ?Sized>(o: &O, x: &Tensor, sizes: &[i64]) -> Result<Tensor> {
     let xs: Vec<i64> = x.sizes().iter().map(|&s| s as i64).collect();
     if xs == sizes {
         return Ok(x.clone());
@@ -26,7 +26,7 @@ pub fn sum_to<O: AtenOps + ?Sized>(_o: &O, x: &Tensor, sizes: &[i64]) -> Result<
             return Err(Error::InvalidArgument(format!("sum_to: cannot reduce {xs:?} to {sizes:?}")));
         }
     }
-    let r = crate::ops::sum(x, Some(&dims), true, None)?;
+    let r = aten::sum_dim_intlist(o, x, Some(&dims), true, None)?;
     r.reshape(sizes)
 }
 

@@ -116,9 +116,11 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("relu", 1, relu),
     ("relu_", 1, relu_),
     ("rsqrt", 1, rsqrt),
+    ("scalar_tensor", 5, scalar_tensor),
     ("scatter_add", 4, scatter_add),
     ("scatter_add_", 4, scatter_add_),
     ("select.int", 3, select_int),
+    ("select_backward", 4, select_backward),
     ("sigmoid", 1, sigmoid),
     ("sigmoid_backward", 2, sigmoid_backward),
     ("silu", 1, silu),
@@ -753,6 +755,18 @@ fn expand(a: Args) -> Out {
 fn select_int(a: Args) -> Out {
     args!("select.int", a, 3);
     one(tn(OP, a, 0)?.select(int(OP, a, 1)?, int(OP, a, 2)?)?)
+}
+fn select_backward(a: Args) -> Out {
+    args!("select_backward", a, 4);
+    let g = tn(OP, a, 0)?;
+    let z = Tensor::zeros(&sizes(OP, ints(OP, a, 1)?)?, g.dtype());
+    z.select(int(OP, a, 2)?, int(OP, a, 3)?)?.copy_(g)?;
+    one(place_like(z, g)?)
+}
+fn scalar_tensor(a: Args) -> Out {
+    args!("scalar_tensor", a, 5);
+    let d = odt(OP, a, 1)?.unwrap_or(crate::dtype::DEFAULT_FLOAT);
+    one(place(Tensor::full(&[], sc(OP, a, 0)?, d), odev(OP, a, 3)?)?)
 }
 fn slice_tensor(a: Args) -> Out {
     args!("slice.Tensor", a, 5);

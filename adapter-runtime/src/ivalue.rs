@@ -369,6 +369,16 @@ from_ivalue_impls! {
     Scalar => Scalar,
     DType => DType,
     Opaque => Opaque,
+    Vec<Option<Tensor>> => OptTensorList,
+    Vec<f64> => FloatList,
+    Vec<bool> => BoolList,
+    Vec<Scalar> => ScalarList,
+    String => Str,
+    Vec<String> => StrList,
+    Layout => Layout,
+    MemoryFormat => MemoryFormat,
+    Device => Device,
+    Generator => Generator,
 }
 
 impl FromIValue for Vec<i64> {

@@ -23,6 +23,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod autograd;
 pub mod autograd_helpers;
 pub mod boxed;
 pub mod device;

@@ -21,6 +21,15 @@ pub(crate) enum StorageData {
 pub(crate) struct StorageImpl {
     pub(crate) data: StorageData,
     pub(crate) nbytes: usize,
+    /// Version counter shared by every view of the storage: bumped by in-place writes, read by
+    /// autograd to detect saved tensors modified before backward (as PyTorch's).
+    pub(crate) version: std::sync::atomic::AtomicU64,
+}
+
+impl StorageImpl {
+    pub(crate) fn new(data: StorageData, nbytes: usize) -> StorageImpl {
+        StorageImpl { data, nbytes, version: std::sync::atomic::AtomicU64::new(0) }
+    }
 }
 
 /// A strided view of a storage.
@@ -31,6 +40,9 @@ pub struct Tensor {
     pub(crate) strides: Vec<usize>,
     pub(crate) offset: usize,
     pub(crate) dtype: DType,
+    /// Autograd metadata (`None`: does not require grad). Shared by clones of this handle, not
+    /// by views made with the methods below (views recorded by autograd get their own).
+    pub(crate) autograd: Option<Arc<crate::autograd::AutogradMeta>>,
 }
 
 impl std::fmt::Debug for Tensor {
@@ -91,7 +103,7 @@ impl Element for bool {
 
 fn host_storage(bytes: Vec<u8>) -> Arc<StorageImpl> {
     let nbytes = bytes.len();
-    Arc::new(StorageImpl { data: StorageData::Host(RwLock::new(bytes)), nbytes })
+    Arc::new(StorageImpl::new(StorageData::Host(RwLock::new(bytes)), nbytes))
 }
 
 fn read_lock(l: &RwLock<Vec<u8>>) -> RwLockReadGuard<'_, Vec<u8>> {
@@ -116,6 +128,7 @@ impl Tensor {
             strides: shape::contiguous_strides(sizes),
             offset: 0,
             dtype,
+            autograd: None,
         })
     }
 
@@ -178,6 +191,7 @@ impl Tensor {
             strides: shape::contiguous_strides(sizes),
             offset: 0,
             dtype,
+            autograd: None,
         }
     }
 
@@ -261,7 +275,7 @@ impl Tensor {
     }
 
     fn with_meta(&self, sizes: Vec<usize>, strides: Vec<usize>, offset: usize) -> Tensor {
-        Tensor { storage: self.storage.clone(), sizes, strides, offset, dtype: self.dtype }
+        Tensor { storage: self.storage.clone(), sizes, strides, offset, dtype: self.dtype, autograd: None }
     }
 
     // ------------------------------------------------------------ views
@@ -630,11 +644,12 @@ impl Tensor {
         }
         let nbytes = bytes.len();
         Ok(Tensor {
-            storage: Arc::new(StorageImpl { data: StorageData::Device(block), nbytes }),
+            storage: Arc::new(StorageImpl::new(StorageData::Device(block), nbytes)),
             sizes: self.sizes.clone(),
             strides: shape::contiguous_strides(&self.sizes),
             offset: 0,
             dtype: self.dtype,
+            autograd: None,
         })
     }
 
@@ -644,11 +659,12 @@ impl Tensor {
         let nbytes = shape::numel(sizes) * dtype.size();
         let block = ctx.allocate(nbytes)?;
         Ok(Tensor {
-            storage: Arc::new(StorageImpl { data: StorageData::Device(block), nbytes }),
+            storage: Arc::new(StorageImpl::new(StorageData::Device(block), nbytes)),
             sizes: sizes.to_vec(),
             strides: shape::contiguous_strides(sizes),
             offset: 0,
             dtype,
+            autograd: None,
         })
     }
 
@@ -681,6 +697,7 @@ impl Tensor {
         if n == 0 {
             return Ok(());
         }
+        self.bump_version();
         let sb = src.gather_bytes()?;
         let es = self.dtype.size();
         let offs = shape::element_offsets(&self.sizes, &self.strides, 0);
@@ -716,6 +733,17 @@ impl Tensor {
     /// `Tensor.fill_(value)`.
     pub fn fill_(&self, value: Scalar) -> Result<()> {
         self.copy_(&Tensor::scalar_of(value, self.dtype))
+    }
+
+    /// The storage's version counter (bumped by every in-place write to any view of it).
+    pub fn version(&self) -> u64 {
+        self.storage.version.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Records an in-place write (the generated front-ends call it for in-place and `out=`
+    /// arguments; `copy_` calls it itself).
+    pub fn bump_version(&self) {
+        self.storage.version.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
     /// Device pointer of the first element (device tensors only).

@@ -1,6 +1,8 @@
-//! A two-layer MLP trained with full-batch SGD on the device, gradients
-//! through the backward operators called explicitly (no autograd yet).
-//! Shared by `examples/train_mlp.rs` and its golden test.
+//! A two-layer MLP trained with full-batch SGD on the device. [`train_mlp`]
+//! takes its gradients from autograd ([`crate::autograd`], the generated
+//! backward nodes); [`train_mlp_explicit`] calls the backward operators by
+//! hand (the cross-check: both must give the same losses). Shared by
+//! `examples/train_mlp.rs` and its golden test.
 //!
 //! Model: `logits = fc2(relu(fc1(x)))`, loss = mean cross-entropy
 //! (`_log_softmax` + `nll_loss_forward`), as `torch.nn.functional.cross_entropy`.
@@ -84,11 +86,90 @@ pub fn check_inputs(
     Ok((n, d, h, c))
 }
 
+/// What a training run reports besides the losses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StepMemory {
+    /// Peak device bytes in use during the run (caching allocator, live blocks).
+    pub peak_bytes: usize,
+    /// Device bytes in use after the last step's backward, with the step's activations dropped:
+    /// the parameters, their gradients, the inputs.
+    pub after_backward_bytes: usize,
+}
+
 /// Trains for `steps` full-batch SGD steps with learning rate `lr` on
-/// logical device `device`, calling `on_step(i, loss)` with each step's
-/// loss before its update. Returns the losses and the trained parameters
-/// (on the host).
+/// logical device `device` with gradients from autograd, calling
+/// `on_step(i, loss)` with each step's loss before its update. Returns the
+/// losses and the trained parameters (on the host).
 pub fn train_mlp(
+    rt: &Runtime,
+    device: Device,
+    init: &BTreeMap<String, Tensor>,
+    data: &BTreeMap<String, Tensor>,
+    steps: usize,
+    lr: f64,
+    on_step: impl FnMut(usize, f64),
+) -> Result<(Vec<f64>, BTreeMap<String, Tensor>)> {
+    train_mlp_autograd(rt, device, init, data, steps, lr, on_step).map(|(l, p, _)| (l, p))
+}
+
+/// [`train_mlp`], also reporting device memory ([`StepMemory`]).
+pub fn train_mlp_autograd(
+    rt: &Runtime,
+    device: Device,
+    init: &BTreeMap<String, Tensor>,
+    data: &BTreeMap<String, Tensor>,
+    steps: usize,
+    lr: f64,
+    mut on_step: impl FnMut(usize, f64),
+) -> Result<(Vec<f64>, BTreeMap<String, Tensor>, StepMemory)> {
+    use crate::generated::ops::ag;
+    let o = &crate::kernels::npu_ops::NpuOps;
+    check_inputs(init, data)?;
+    let dev = |t: &Tensor| t.to_device(rt, device)?.clone_contiguous();
+    let param = |name: &str| -> Result<Tensor> { Ok(dev(get(init, "init", name)?)?.requires_grad_(true)) };
+    let (w1, b1, w2, b2) = (param(PARAMS[0])?, param(PARAMS[1])?, param(PARAMS[2])?, param(PARAMS[3])?);
+    let x = dev(get(data, "data", "x")?)?;
+    let y = dev(get(data, "data", "y")?)?;
+    let ctx = rt.context(device)?;
+    let mut mem = StepMemory::default();
+    let mut losses = Vec::with_capacity(steps);
+    let one = Scalar::Int(1);
+    for step in 0..steps {
+        let loss = {
+            let h = ag::relu(o, &ag::addmm(o, &b1, &x, &ag::t(o, &w1)?, one, one)?)?;
+            let logits = ag::addmm(o, &b2, &h, &ag::t(o, &w2)?, one, one)?;
+            let lsm = ag::_log_softmax(o, &logits, 1, false)?;
+            ag::nll_loss_forward(o, &lsm, &y, None, 1, -100)?.0
+        };
+        let l = loss.item()?.to_f64();
+        on_step(step, l);
+        losses.push(l);
+        loss.backward(o)?;
+        drop(loss);
+        // queued kernels hold their buffers until the stream has run them
+        ctx.synchronize()?;
+        mem.after_backward_bytes = ctx.stats().allocated_bytes;
+        // SGD: p += (-lr) * p.grad, in place, outside the graph
+        let _no_grad = crate::autograd::no_grad();
+        for p in [&w1, &b1, &w2, &b2] {
+            let g = p.grad().ok_or_else(|| Error::InvalidArgument("a parameter got no gradient".into()))?;
+            // `add_.Tensor` is not in the generated selection (in-place): the runtime's kernel
+            crate::boxed::call("add_.Tensor", vec![p.detach().into(), g.into(), Scalar::Float(-lr).into()])?;
+            p.bump_version();
+            p.zero_grad();
+        }
+    }
+    mem.peak_bytes = ctx.stats().peak_allocated_bytes;
+    let mut params = BTreeMap::new();
+    for (name, t) in PARAMS.iter().zip([&w1, &b1, &w2, &b2]) {
+        params.insert(name.to_string(), t.to_cpu()?.detach());
+    }
+    Ok((losses, params, mem))
+}
+
+/// [`train_mlp`] with the backward operators called explicitly (no autograd): the reference the
+/// autograd path is checked against.
+pub fn train_mlp_explicit(
     rt: &Runtime,
     device: Device,
     init: &BTreeMap<String, Tensor>,

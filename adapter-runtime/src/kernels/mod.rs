@@ -30,7 +30,7 @@ pub mod elementwise;
 pub mod index;
 pub mod matmul;
 pub mod nn;
-mod npu_ops;
+pub mod npu_ops;
 pub mod reduce;
 pub mod registry;
 

@@ -35,6 +35,10 @@ fn one(op: &'static str, args: Vec<IValue>) -> Result<Tensor> {
     Tensor::from_ivalue(op, r)
 }
 
+/// The hand-written backward formulas this adapter supplies: none yet (the generated hooks
+/// return `Error::Unsupported`, naming the formula to write).
+impl crate::generated::autograd::BackwardHooks for NpuOps {}
+
 impl AtenOps for NpuOps {
     fn mm(&self, self_: &Tensor, mat2: &Tensor) -> Result<Tensor> {
         one("mm", vec![self_.into(), mat2.into()])
@@ -74,6 +78,31 @@ impl AtenOps for NpuOps {
         dtype: Option<DType>,
     ) -> Result<Tensor> {
         one("sum.dim_IntList", vec![self_.into(), dim.map(<[i64]>::to_vec).into(), keepdim.into(), dtype.into()])
+    }
+    fn nll_loss_backward(
+        &self,
+        grad_output: &Tensor,
+        self_: &Tensor,
+        target: &Tensor,
+        weight: Option<&Tensor>,
+        reduction: i64,
+        ignore_index: i64,
+        total_weight: &Tensor,
+    ) -> Result<Tensor> {
+        let args = vec![
+            grad_output.into(),
+            self_.into(),
+            target.into(),
+            weight.cloned().into(),
+            reduction.into(),
+            ignore_index.into(),
+            total_weight.into(),
+        ];
+        one("nll_loss_backward", args)
+    }
+    /// A view: no kernel, no copy.
+    fn t(&self, self_: &Tensor) -> Result<Tensor> {
+        self_.t()
     }
     fn nll_loss_forward(
         &self,

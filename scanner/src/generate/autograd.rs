@@ -492,6 +492,12 @@ pub struct FieldCtx {
     pub ty: String,
     /// The saved variable of the IR (`self_sym_sizes`, `result`).
     pub saved: String,
+    /// The Rust expression that captures it from the boxed call (`a`: arguments, `r`: results), or
+    /// a `return Err(..)` when the engine cannot capture it.
+    pub capture: String,
+    /// Whether the field holds tensors (`Tensor`, `Option<Tensor>`, `Vec<Tensor>`): the engine
+    /// tracks their versions.
+    pub tensors: Option<&'static str>,
 }
 
 /// How one formula group is computed.
@@ -529,6 +535,9 @@ pub struct NodeCtx {
     pub groups: Vec<GroupCtx>,
     /// Differentiable inputs in argument order: (variable, is a list).
     pub outputs: Vec<(String, bool)>,
+    /// The boxed argument index of each differentiable input (`args_with_derivatives`), and
+    /// whether it is a list.
+    pub input_slots: Vec<(usize, bool)>,
     pub uses_grad: bool,
 }
 
@@ -564,6 +573,64 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// The expression that captures saved value `s` (owned Rust type `ty`) from the boxed call:
+/// `a[i]` for an argument, `r[j]` for a result, a `cap::` helper for a derived value
+/// (`self_sym_sizes`). Values the engine cannot capture give a `return Err(..)` (the node is then
+/// usable only when built by hand).
+fn capture_expr(s: &str, ty: &str, args: &[&Argument], outs: &[(String, Type, usize)]) -> String {
+    let direct = |v: String| match ty {
+        "Tensor" => format!("cap::tensor(OP, {s:?}, {v})?"),
+        "Option<Tensor>" => format!("cap::opt_tensor(OP, {s:?}, {v})?"),
+        "Vec<Tensor>" => format!("cap::tensor_list(OP, {s:?}, {v})?"),
+        "Opaque" => format!("return Err(cap::unsupported(OP, {s:?}))"),
+        _ => format!("cap::value::<{ty}>(OP, {v})?"),
+    };
+    if let Some(i) = args.iter().position(|a| a.name == s) {
+        return direct(format!("cap::arg(OP, a, {i})?"));
+    }
+    if let Some((_, _, j)) = outs.iter().find(|(n, _, _)| n == s) {
+        return direct(format!("cap::arg(OP, r, {j})?"));
+    }
+    // derived: the longest argument / result name that prefixes `s`
+    let mut best: Option<(usize, String)> = None;
+    for (i, a) in args.iter().enumerate() {
+        if s.starts_with(&format!("{}_", a.name)) && best.as_ref().is_none_or(|(l, _)| a.name.len() > *l) {
+            best = Some((a.name.len(), format!("cap::arg(OP, a, {i})?")));
+        }
+    }
+    for (n, _, j) in outs {
+        if s.starts_with(&format!("{n}_")) && best.as_ref().is_none_or(|(l, _)| n.len() > *l) {
+            best = Some((n.len(), format!("cap::arg(OP, r, {j})?")));
+        }
+    }
+    let Some((len, v)) = best else { return format!("return Err(cap::unsupported(OP, {s:?}))") };
+    let suffix = &s[len + 1..];
+    let call = match suffix {
+        "sym_sizes" | "sizes" => format!("cap::sizes(OP, {v})?"),
+        "sym_strides" | "strides" => format!("cap::strides(OP, {v})?"),
+        "sym_sizes_opt" => format!("cap::sizes_opt(OP, {v})?"),
+        "scalar_type" => format!("cap::scalar_type(OP, {v})?"),
+        "layout" => format!("cap::layout(OP, {v})?"),
+        "dim" => format!("cap::dim(OP, {v})?"),
+        "sym_numel" => format!("cap::numel(OP, {v})?"),
+        "args_sizes" | "args_sizes_symint" if ty == "Vec<Vec<i64>>" => format!("cap::list_sizes(OP, {v})?"),
+        "args_scalartypes" => format!("cap::list_scalar_types(OP, {v})?"),
+        x if x.starts_with("sym_argsize_") => {
+            let k = &x["sym_argsize_".len()..];
+            let k = match k.strip_prefix("minus_") {
+                Some(m) => m.parse::<i64>().ok().map(|m| -m),
+                None => k.parse::<i64>().ok(),
+            };
+            match k {
+                Some(k) => format!("cap::size(OP, {v}, {k})?"),
+                None => format!("return Err(cap::unsupported(OP, {s:?}))"),
+            }
+        }
+        _ => format!("return Err(cap::unsupported(OP, {s:?}))"),
+    };
+    call
+}
+
 /// Builds the backward nodes of the selected operators' `Default` derivative entries.
 pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected: &BTreeSet<String>) -> Autograd {
     let index = OpIndex::new(functions, selected);
@@ -585,16 +652,19 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
         }
         // saved state
         let args: Vec<&Argument> = f.func.arguments.positional.iter().chain(&f.func.arguments.kwarg_only).collect();
-        let mut outs: Vec<(String, Type)> = Vec::new();
+        let mut outs: Vec<(String, Type, usize)> = Vec::new();
         for (i, r) in f.func.returns.iter().enumerate() {
             if let Some(n) = &r.name {
-                outs.push((n.clone(), r.ty.clone()));
+                outs.push((n.clone(), r.ty.clone(), i));
             }
             let alias = if f.func.returns.len() == 1 { "result".to_string() } else { format!("result{i}") };
-            outs.push((alias, r.ty.clone()));
+            outs.push((alias, r.ty.clone(), i));
         }
-        let known: Vec<(String, Type)> =
-            args.iter().map(|a| (a.name.clone(), a.ty.clone())).chain(outs.iter().cloned()).collect();
+        let known: Vec<(String, Type)> = args
+            .iter()
+            .map(|a| (a.name.clone(), a.ty.clone()))
+            .chain(outs.iter().map(|(n, t, _)| (n.clone(), t.clone())))
+            .collect();
         let mut vars: HashMap<String, (String, Ty)> = HashMap::new();
         vars.insert("grad".into(), ("grad".into(), Ty::Tensor));
         let mut fields = Vec::new();
@@ -618,7 +688,14 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
                 continue;
             }
             vars.insert(s.clone(), (format!("self.{fname}"), t));
-            fields.push(FieldCtx { name: fname, ty, saved: s.clone() });
+            let capture = capture_expr(s, &ty, &args, &outs);
+            let tensors = match ty.as_str() {
+                "Tensor" => Some("one"),
+                "Option<Tensor>" => Some("opt"),
+                "Vec<Tensor>" => Some("list"),
+                _ => None,
+            };
+            fields.push(FieldCtx { name: fname, ty, saved: s.clone(), capture, tensors });
         }
         let env = Env { vars, ops: &index };
         let is_list = |input: &str| args.iter().any(|a| a.name == input && matches!(a.ty, Type::List { .. }));
@@ -683,7 +760,21 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
                 None => ("None".to_string(), false),
             })
             .collect();
-        out.nodes.push(NodeCtx { name, op: q, schema: one_line(&d.schema), fields, groups, outputs, uses_grad });
+        let input_slots = d
+            .args_with_derivatives
+            .iter()
+            .filter_map(|n| args.iter().position(|a| a.name == *n).map(|i| (i, is_list(n))))
+            .collect();
+        out.nodes.push(NodeCtx {
+            name,
+            op: q,
+            schema: one_line(&d.schema),
+            fields,
+            groups,
+            outputs,
+            input_slots,
+            uses_grad,
+        });
     }
     out
 }

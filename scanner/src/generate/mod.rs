@@ -158,7 +158,14 @@ pub fn render_all(inputs: &Inputs) -> Result<(Vec<GeneratedFile>, usize)> {
     let cfg = &inputs.cfg.config;
     let version = &inputs.snapshot.meta.version;
     let sha = &inputs.snapshot.meta.content_sha256;
-    let m = model(inputs)?;
+    let mut m = model(inputs)?;
+    let selected = m.ops.iter().map(|o| o.qualified.clone()).collect();
+    let ag = autograd::autograd_model(inputs, &selected);
+    // functional operators with a backward node get an autograd front-end (`ag::`)
+    let recorded: std::collections::HashSet<&str> = ag.nodes.iter().map(|n| n.op.as_str()).collect();
+    for op in &mut m.ops {
+        op.autograd = recorded.contains(op.qualified.as_str()) && op.mutated.is_empty();
+    }
     let ops = &m.ops;
     let mut files = Vec::new();
     let ops_text = render(
@@ -191,8 +198,6 @@ pub fn render_all(inputs: &Inputs) -> Result<(Vec<GeneratedFile>, usize)> {
         "driver.rs",
     )?;
     files.push(GeneratedFile { path: "driver.rs".into(), text: drv_text });
-    let selected = ops.iter().map(|o| o.qualified.clone()).collect();
-    let ag = autograd::autograd_model(inputs, &selected);
     let ag_text = autograd::render(version, &ag).map_err(|e| Error::Usage(format!("rendering autograd.rs: {e}")))?;
     files.push(GeneratedFile { path: "autograd.rs".into(), text: ag_text });
     let modules = ["autograd", "driver", "ops", "recipes"];

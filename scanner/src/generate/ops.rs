@@ -95,6 +95,11 @@ impl Body {
 #[derive(Debug, Clone)]
 pub struct OpCtx {
     pub qualified: String,
+    /// Whether the operator gets an autograd front-end (`ag::`): functional, with a backward node.
+    pub autograd: bool,
+    /// Statements bumping the version counters of the tensors the operator writes (in-place and
+    /// `out=` arguments), run after the call: autograd's saved-tensor check reads them.
+    pub bumps: Vec<String>,
     pub schema: String,
     pub method: String,
     pub params: Vec<ParamCtx>,
@@ -309,6 +314,21 @@ pub fn op_ctx(f: &NativeFunction, reason: Reason, env: &OpEnv) -> OpCtx {
 
     let mutated: Vec<String> =
         args.iter().enumerate().filter(|(_, (a, _))| a.is_write()).map(|(i, _)| i.to_string()).collect();
+    let bumps: Vec<String> = args
+        .iter()
+        .enumerate()
+        .filter(|(_, (a, _))| a.is_write())
+        .map(|(i, _)| {
+            let p = &ps[i];
+            if p.ty.starts_with("Option<") {
+                format!("if let Some(t) = {} {{ t.bump_version(); }}", p.name)
+            } else if p.ty.contains("[Tensor]") || p.ty.starts_with("Vec<") {
+                format!("for t in {}.iter() {{ t.bump_version(); }}", p.name)
+            } else {
+                format!("{}.bump_version();", p.name)
+            }
+        })
+        .collect();
     let n_ret = f.func.returns.len();
     let unbox_result = unbox_result(f, &ps, n_ret);
     let box_result = match n_ret {
@@ -346,6 +366,8 @@ pub fn op_ctx(f: &NativeFunction, reason: Reason, env: &OpEnv) -> OpCtx {
         box_result,
         doc,
         qualified: q,
+        autograd: false,
+        bumps,
     }
 }
 

@@ -1,0 +1,591 @@
+//! Reverse-mode autograd over the generated backward nodes.
+//!
+//! * **Recording.** The generated autograd front-ends (`generated::ops::ag::<op>`) run the
+//!   operator with recording off, then, when gradient mode is on and a differentiable input
+//!   requires grad, call [`record`]: it looks the operator up in `generated::autograd::NODES`,
+//!   captures the node's saved state from the boxed call (tensors saved *detached*, so a node
+//!   never keeps its own outputs' graph alive), connects one edge per differentiable input (to the
+//!   input's `grad_fn`, or to the leaf's gradient accumulator) and gives every floating output a
+//!   `grad_fn` pointing at the node.
+//! * **Backward.** [`backward`] counts dependencies over the graph reachable from the roots, then
+//!   runs nodes in topological order (ties by recording order, newest first, as PyTorch's
+//!   sequence numbers), summing gradients that meet at a node input, reducing each gradient to its
+//!   input's shape (the generated nodes return broadcast-shaped gradients) and accumulating into
+//!   leaves' `.grad()`.
+//! * **Saved tensors.** Released as soon as a node has run unless `retain_graph`; running a
+//!   released node again is the error PyTorch gives. Before a node runs, the version counter of
+//!   every tensor it saved is compared with the version at save time: an in-place write in
+//!   between is an error naming the node and both versions.
+//! * **Gradient mode.** [`no_grad`] returns a guard that turns recording off on this thread.
+//!
+//! Hand-written backward formulas are the `BackwardHooks` methods of the adapter's ops object; the
+//! engine calls nodes with the [`Ops`] object passed to [`backward`].
+
+use std::cell::Cell;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::dtype::{DType, Scalar};
+use crate::error::{Error, Result};
+use crate::generated::autograd::{BackwardHooks, NODES};
+use crate::generated::ops::{AtenOps, aten};
+use crate::ivalue::{FromIValue, IValue, Layout};
+use crate::tensor::Tensor;
+
+/// What the engine needs from the adapter: the operators and the hand-written backward hooks.
+pub trait Ops: AtenOps + BackwardHooks {}
+impl<T: AtenOps + BackwardHooks + ?Sized> Ops for T {}
+
+/// A generated backward node (`generated::autograd::<Op>Backward`) as the engine sees it.
+pub trait BackwardFn: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// One gradient per differentiable input (a list input gives one per element).
+    fn apply(&self, o: &dyn Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>>;
+    /// The tensors the node saved (their versions are checked before it runs).
+    fn saved_tensors(&self) -> Vec<&Tensor>;
+}
+
+/// Signature of a generated capture function: boxed arguments, boxed results -> node.
+pub type Capture = fn(&[IValue], &[IValue]) -> Result<Box<dyn BackwardFn>>;
+
+/// A recordable operator (one row of `generated::autograd::NODES`).
+pub struct NodeInfo {
+    pub op: &'static str,
+    pub node: &'static str,
+    /// Differentiable inputs: (boxed argument index, is a tensor list).
+    pub inputs: &'static [(usize, bool)],
+    pub capture: Capture,
+}
+
+/// The node of `op`, if the generator made one.
+pub fn node_info(op: &str) -> Option<&'static NodeInfo> {
+    NODES.binary_search_by(|n| n.op.cmp(op)).ok().map(|i| &NODES[i])
+}
+
+// ------------------------------------------------------------------------------------------
+// gradient mode
+// ------------------------------------------------------------------------------------------
+
+thread_local! {
+    static GRAD_ENABLED: Cell<bool> = const { Cell::new(true) };
+}
+
+/// Whether calls are recorded on this thread.
+pub fn is_grad_enabled() -> bool {
+    GRAD_ENABLED.with(Cell::get)
+}
+
+/// Restores the previous gradient mode when dropped.
+#[must_use = "recording is off only while the guard lives"]
+pub struct GradModeGuard(bool);
+
+impl Drop for GradModeGuard {
+    fn drop(&mut self) {
+        GRAD_ENABLED.with(|g| g.set(self.0));
+    }
+}
+
+/// Turns recording off until the guard is dropped (`torch.no_grad()`).
+pub fn no_grad() -> GradModeGuard {
+    GradModeGuard(GRAD_ENABLED.with(|g| g.replace(false)))
+}
+
+/// Turns recording on until the guard is dropped (`torch.enable_grad()`).
+pub fn enable_grad() -> GradModeGuard {
+    GradModeGuard(GRAD_ENABLED.with(|g| g.replace(true)))
+}
+
+// ------------------------------------------------------------------------------------------
+// graph
+// ------------------------------------------------------------------------------------------
+
+/// Autograd metadata of a tensor that requires grad.
+pub struct AutogradMeta {
+    /// The node that produced the tensor and which of its outputs it is (`None`: a leaf).
+    grad_fn: Option<(Arc<Node>, usize)>,
+    /// Accumulated gradient (leaves).
+    grad: Mutex<Option<Tensor>>,
+}
+
+impl std::fmt::Debug for AutogradMeta {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.grad_fn {
+            Some((n, i)) => write!(f, "AutogradMeta(grad_fn={}[{i}])", n.name),
+            None => write!(f, "AutogradMeta(leaf)"),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Where a gradient flows.
+#[derive(Clone)]
+enum Edge {
+    /// Input `usize` of a node (the output number of the tensor it came from).
+    Node(Arc<Node>, usize),
+    /// A leaf's gradient accumulator.
+    Leaf(Arc<AutogradMeta>),
+}
+
+/// One recorded call.
+pub struct Node {
+    seq: u64,
+    name: &'static str,
+    op: &'static str,
+    /// `None` once released (after backward without `retain_graph`).
+    f: Mutex<Option<Box<dyn BackwardFn>>>,
+    /// Per gradient the node returns: where it goes, and the input's sizes and dtype.
+    next: Vec<Option<(Edge, Vec<usize>, DType)>>,
+    /// Versions of the saved tensors at save time (same order as `saved_tensors()`).
+    versions: Vec<u64>,
+    /// Number of forward outputs (gradient slots).
+    n_outputs: usize,
+}
+
+impl Node {
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+    pub fn op(&self) -> &'static str {
+        self.op
+    }
+    /// Whether the saved state was released.
+    pub fn is_released(&self) -> bool {
+        lock(&self.f).is_none()
+    }
+}
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+impl Tensor {
+    /// Whether gradients flow to or through this tensor.
+    pub fn requires_grad(&self) -> bool {
+        self.autograd.is_some()
+    }
+
+    /// A leaf handle that requires grad (`requires_grad_(true)`), or a detached one (`false`).
+    /// Shares storage with `self`.
+    pub fn requires_grad_(&self, on: bool) -> Tensor {
+        let mut t = self.clone();
+        t.autograd = on.then(|| Arc::new(AutogradMeta { grad_fn: None, grad: Mutex::new(None) }));
+        t
+    }
+
+    /// The same data without autograd history (`detach()`).
+    pub fn detach(&self) -> Tensor {
+        let mut t = self.clone();
+        t.autograd = None;
+        t
+    }
+
+    /// Whether the tensor is a leaf (requires grad, made by the user rather than recorded).
+    pub fn is_leaf(&self) -> bool {
+        self.autograd.as_ref().is_none_or(|m| m.grad_fn.is_none())
+    }
+
+    /// The name of the node that produced the tensor (`MmBackward`), if recorded.
+    pub fn grad_fn(&self) -> Option<Arc<Node>> {
+        self.autograd.as_ref().and_then(|m| m.grad_fn.as_ref().map(|(n, _)| n.clone()))
+    }
+
+    /// The accumulated gradient of a leaf.
+    pub fn grad(&self) -> Option<Tensor> {
+        self.autograd.as_ref().and_then(|m| lock(&m.grad).clone())
+    }
+
+    /// Clears the accumulated gradient (`.grad = None`).
+    pub fn zero_grad(&self) {
+        if let Some(m) = &self.autograd {
+            *lock(&m.grad) = None;
+        }
+    }
+
+    /// `loss.backward()` for a one-element tensor: seeds the gradient with one.
+    pub fn backward(&self, o: &dyn Ops) -> Result<()> {
+        backward(o, std::slice::from_ref(self), None, false)
+    }
+}
+
+/// Whether any differentiable tensor argument of `op` requires grad.
+pub fn any_requires_grad(op: &str, args: &[IValue]) -> bool {
+    let Some(info) = node_info(op) else { return false };
+    info.inputs.iter().any(|&(i, _)| match args.get(i) {
+        Some(IValue::Tensor(t)) => t.requires_grad(),
+        Some(IValue::TensorList(ts)) => ts.iter().any(Tensor::requires_grad),
+        Some(IValue::OptTensorList(ts)) => ts.iter().flatten().any(Tensor::requires_grad),
+        _ => false,
+    })
+}
+
+fn edge_of(t: &Tensor) -> Option<(Edge, Vec<usize>, DType)> {
+    let m = t.autograd.as_ref()?;
+    let e = match &m.grad_fn {
+        Some((n, i)) => Edge::Node(n.clone(), *i),
+        None => Edge::Leaf(m.clone()),
+    };
+    Some((e, t.sizes().to_vec(), t.dtype()))
+}
+
+/// Records a call of `op` (boxed arguments `args`, boxed results `outs`) and returns the results
+/// with autograd metadata attached to the floating-point tensors.
+pub fn record(op: &'static str, args: &[IValue], mut outs: Vec<IValue>) -> Result<Vec<IValue>> {
+    let Some(info) = node_info(op) else {
+        return Err(Error::Unsupported(format!("autograd: `{op}` has no derivatives.yaml entry in this build")));
+    };
+    let mut next = Vec::new();
+    for &(i, list) in info.inputs {
+        match (args.get(i), list) {
+            (Some(IValue::Tensor(t)), false) => next.push(edge_of(t)),
+            (Some(IValue::TensorList(ts)), true) => next.extend(ts.iter().map(edge_of)),
+            (Some(IValue::OptTensorList(ts)), true) => next.extend(ts.iter().map(|t| t.as_ref().and_then(edge_of))),
+            _ => next.push(None),
+        }
+    }
+    if next.iter().all(Option::is_none) {
+        return Ok(outs);
+    }
+    let f = (info.capture)(args, &outs)?;
+    let versions = f.saved_tensors().iter().map(|t| t.version()).collect();
+    let n_outputs = outs.iter().map(|v| if let IValue::TensorList(ts) = v { ts.len() } else { 1 }).sum();
+    let node = Arc::new(Node {
+        seq: SEQ.fetch_add(1, Ordering::Relaxed),
+        name: info.node,
+        op,
+        f: Mutex::new(Some(f)),
+        next,
+        versions,
+        n_outputs,
+    });
+    let mut k = 0;
+    let attach = |t: &mut Tensor, k: usize| {
+        if t.dtype().is_floating() {
+            t.autograd = Some(Arc::new(AutogradMeta { grad_fn: Some((node.clone(), k)), grad: Mutex::new(None) }));
+        }
+    };
+    for v in &mut outs {
+        match v {
+            IValue::Tensor(t) => {
+                attach(t, k);
+                k += 1;
+            }
+            IValue::TensorList(ts) => {
+                for t in ts {
+                    attach(t, k);
+                    k += 1;
+                }
+            }
+            _ => k += 1,
+        }
+    }
+    Ok(outs)
+}
+
+fn add<O: Ops + ?Sized>(o: &O, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let _g = no_grad();
+    aten::add_tensor(o, a, b, Scalar::Int(1))
+}
+
+/// Reduces a gradient to its input's sizes (summing broadcast dimensions) and dtype.
+fn fit<O: Ops + ?Sized>(o: &O, g: Tensor, sizes: &[usize], dtype: DType) -> Result<Tensor> {
+    let g = if g.sizes() == sizes {
+        g
+    } else {
+        let target: Vec<i64> = sizes.iter().map(|&s| s as i64).collect();
+        let r = crate::autograd_helpers::sum_to(o, &g, &target)?;
+        if r.sizes() != sizes {
+            return Err(Error::InvalidArgument(format!(
+                "autograd: gradient of shape {:?} does not fit an input of shape {sizes:?}",
+                g.sizes()
+            )));
+        }
+        r
+    };
+    if g.dtype() == dtype { Ok(g) } else { g.to_dtype(dtype) }
+}
+
+/// `torch.autograd.backward(roots, grad_tensors, retain_graph)`: computes the gradients of the
+/// roots with respect to the leaves of their graph and accumulates them into the leaves' `.grad()`.
+/// `grads` seeds each root (default: one, for one-element roots).
+pub fn backward(o: &dyn Ops, roots: &[Tensor], grads: Option<&[Tensor]>, retain_graph: bool) -> Result<()> {
+    let _no_grad = no_grad();
+    // seed
+    let mut seeds: Vec<(Edge, Tensor)> = Vec::new();
+    for (i, r) in roots.iter().enumerate() {
+        let Some((edge, sizes, dtype)) = edge_of(r) else {
+            return Err(Error::InvalidArgument(format!(
+                "element {i} of tensors does not require grad and does not have a grad_fn"
+            )));
+        };
+        let g = match grads.and_then(|g| g.get(i)) {
+            Some(g) => {
+                if g.sizes() != r.sizes() {
+                    return Err(Error::InvalidArgument(format!(
+                        "grad of shape {:?} given for a root of shape {:?}",
+                        g.sizes(),
+                        r.sizes()
+                    )));
+                }
+                g.detach()
+            }
+            None => {
+                if r.numel() != 1 {
+                    return Err(Error::InvalidArgument(
+                        "grad can be implicitly created only for scalar outputs".into(),
+                    ));
+                }
+                let one = Tensor::full(&sizes, Scalar::Int(1), dtype);
+                match r.device_ctx() {
+                    Some(ctx) => one.to_ctx(ctx)?,
+                    None => one,
+                }
+            }
+        };
+        seeds.push((edge, g));
+    }
+    // dependencies: number of edges into each node reachable from the roots
+    let mut deps: HashMap<*const Node, usize> = HashMap::new();
+    let mut stack: Vec<Arc<Node>> = Vec::new();
+    let mut seen: HashMap<*const Node, ()> = HashMap::new();
+    for (e, _) in &seeds {
+        if let Edge::Node(n, _) = e
+            && seen.insert(Arc::as_ptr(n), ()).is_none()
+        {
+            stack.push(n.clone());
+        }
+    }
+    while let Some(n) = stack.pop() {
+        for (e, _, _) in n.next.iter().flatten() {
+            if let Edge::Node(m, _) = e {
+                *deps.entry(Arc::as_ptr(m)).or_default() += 1;
+                if seen.insert(Arc::as_ptr(m), ()).is_none() {
+                    stack.push(m.clone());
+                }
+            }
+        }
+    }
+    // input buffers and the ready queue (newest first)
+    struct Ready(u64, Arc<Node>);
+    impl PartialEq for Ready {
+        fn eq(&self, o: &Ready) -> bool {
+            self.0 == o.0
+        }
+    }
+    impl Eq for Ready {}
+    impl PartialOrd for Ready {
+        fn partial_cmp(&self, o: &Ready) -> Option<std::cmp::Ordering> {
+            Some(self.cmp(o))
+        }
+    }
+    impl Ord for Ready {
+        fn cmp(&self, o: &Ready) -> std::cmp::Ordering {
+            self.0.cmp(&o.0)
+        }
+    }
+    let mut buffers: HashMap<*const Node, Vec<Option<Tensor>>> = HashMap::new();
+    let mut ready: BinaryHeap<Ready> = BinaryHeap::new();
+    let mut queued: HashMap<*const Node, ()> = HashMap::new();
+    let deliver =
+        |o: &dyn Ops, buffers: &mut HashMap<*const Node, Vec<Option<Tensor>>>, edge: &Edge, g: Tensor| -> Result<()> {
+            match edge {
+                Edge::Leaf(m) => {
+                    let mut slot = lock(&m.grad);
+                    *slot = Some(match slot.take() {
+                        Some(old) => add(o, &old, &g)?,
+                        None => g,
+                    });
+                }
+                Edge::Node(n, i) => {
+                    let b = buffers.entry(Arc::as_ptr(n)).or_insert_with(|| vec![None; n.n_outputs]);
+                    if let Some(slot) = b.get_mut(*i) {
+                        *slot = Some(match slot.take() {
+                            Some(old) => add(o, &old, &g)?,
+                            None => g,
+                        });
+                    }
+                }
+            }
+            Ok(())
+        };
+    for (e, g) in seeds {
+        deliver(o, &mut buffers, &e, g)?;
+        if let Edge::Node(n, _) = &e
+            && deps.get(&Arc::as_ptr(n)).copied().unwrap_or(0) == 0
+            && queued.insert(Arc::as_ptr(n), ()).is_none()
+        {
+            ready.push(Ready(n.seq, n.clone()));
+        }
+    }
+    while let Some(Ready(_, node)) = ready.pop() {
+        let key = Arc::as_ptr(&node);
+        let inputs = buffers.remove(&key).unwrap_or_else(|| vec![None; node.n_outputs]);
+        let results = {
+            let mut f = lock(&node.f);
+            let Some(func) = f.as_ref() else {
+                return Err(Error::InvalidArgument(format!(
+                    "Trying to backward through the graph a second time (or directly access saved tensors after they have already been freed): {} was released. Specify retain_graph=true the first time.",
+                    node.name
+                )));
+            };
+            for (k, (t, v)) in func.saved_tensors().iter().zip(&node.versions).enumerate() {
+                let now = t.version();
+                if now != *v {
+                    return Err(Error::InvalidArgument(format!(
+                        "one of the variables needed for gradient computation has been modified by an inplace operation: saved tensor {k} of {} ({}) is at version {now}; expected version {v} instead",
+                        node.name, node.op
+                    )));
+                }
+            }
+            let r = func.apply(o, &inputs)?;
+            if !retain_graph {
+                *f = None;
+            }
+            r
+        };
+        for (g, slot) in results.into_iter().zip(&node.next) {
+            let (Some(g), Some((edge, sizes, dtype))) = (g, slot) else { continue };
+            let g = fit(o, g, sizes, *dtype)?;
+            deliver(o, &mut buffers, edge, g)?;
+        }
+        for (edge, _, _) in node.next.iter().flatten() {
+            if let Edge::Node(m, _) = edge {
+                let p = Arc::as_ptr(m);
+                let d = deps.get_mut(&p).ok_or_else(|| Error::InvalidArgument("autograd: graph changed".into()))?;
+                *d -= 1;
+                if *d == 0 && queued.insert(p, ()).is_none() {
+                    ready.push(Ready(m.seq, m.clone()));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Calls `op` by name with boxed arguments through the generated front-ends and records it when a
+/// differentiable input requires grad (the boxed twin of the `ag::` front-ends). Recording needs
+/// every argument, schema defaults included.
+pub fn call<O: Ops + ?Sized>(o: &O, op: &str, args: &[IValue]) -> Result<Vec<IValue>> {
+    let outs = {
+        let _g = no_grad();
+        crate::generated::ops::call_boxed(o, op, args)?
+    };
+    let Some(info) = node_info(op) else { return Ok(outs) };
+    if !is_grad_enabled() || !any_requires_grad(op, args) {
+        return Ok(outs);
+    }
+    record(info.op, args, outs)
+}
+
+/// `torch.autograd.grad`-style helper: the gradients of `root` with respect to `inputs` (leaves
+/// that require grad), without touching their `.grad()`.
+pub fn grad(o: &dyn Ops, root: &Tensor, inputs: &[Tensor], retain_graph: bool) -> Result<Vec<Option<Tensor>>> {
+    let saved: Vec<Option<Tensor>> = inputs.iter().map(|t| t.grad()).collect();
+    for t in inputs {
+        t.zero_grad();
+    }
+    let r = backward(o, std::slice::from_ref(root), None, retain_graph);
+    let out = inputs.iter().map(|t| t.grad()).collect();
+    for (t, s) in inputs.iter().zip(saved) {
+        if let Some(m) = &t.autograd {
+            *lock(&m.grad) = s;
+        }
+    }
+    r.map(|()| out)
+}
+
+// ------------------------------------------------------------------------------------------
+// capture helpers for the generated nodes
+// ------------------------------------------------------------------------------------------
+
+/// Capture helpers the generated `capture` functions call.
+pub mod cap {
+    use super::*;
+
+    fn want<'a>(op: &str, what: &str, v: &'a IValue) -> Result<&'a Tensor> {
+        match v {
+            IValue::Tensor(t) => Ok(t),
+            other => Err(Error::InvalidArgument(format!("{op}: saved `{what}` is {}, not a Tensor", other.kind()))),
+        }
+    }
+
+    /// Boxed value `i` (an argument or a result); a call recorded with fewer values than the
+    /// schema has (trailing defaults omitted) is an error, not a panic.
+    pub fn arg<'a>(op: &str, v: &'a [IValue], i: usize) -> Result<&'a IValue> {
+        v.get(i).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "autograd: `{op}` was recorded with {} values; pass every argument (schema defaults included)",
+                v.len()
+            ))
+        })
+    }
+
+    /// A saved tensor: detached (the node must not keep the graph of its outputs alive).
+    pub fn tensor(op: &str, what: &str, v: &IValue) -> Result<Tensor> {
+        Ok(want(op, what, v)?.detach())
+    }
+    pub fn opt_tensor(op: &str, what: &str, v: &IValue) -> Result<Option<Tensor>> {
+        match v {
+            IValue::None => Ok(None),
+            v => tensor(op, what, v).map(Some),
+        }
+    }
+    pub fn tensor_list(op: &str, what: &str, v: &IValue) -> Result<Vec<Tensor>> {
+        match v {
+            IValue::TensorList(ts) => Ok(ts.iter().map(Tensor::detach).collect()),
+            other => Err(Error::InvalidArgument(format!("{op}: saved `{what}` is {}, not Tensor[]", other.kind()))),
+        }
+    }
+    pub fn value<T: FromIValue>(op: &str, v: &IValue) -> Result<T> {
+        T::from_ivalue(op, v.clone())
+    }
+    fn ints(xs: &[usize]) -> Vec<i64> {
+        xs.iter().map(|&x| x as i64).collect()
+    }
+    pub fn sizes(op: &str, v: &IValue) -> Result<Vec<i64>> {
+        Ok(ints(want(op, "sizes", v)?.sizes()))
+    }
+    pub fn sizes_opt(op: &str, v: &IValue) -> Result<Option<Vec<i64>>> {
+        match v {
+            IValue::None => Ok(None),
+            v => sizes(op, v).map(Some),
+        }
+    }
+    pub fn strides(op: &str, v: &IValue) -> Result<Vec<i64>> {
+        Ok(ints(want(op, "strides", v)?.strides()))
+    }
+    pub fn scalar_type(op: &str, v: &IValue) -> Result<DType> {
+        Ok(want(op, "scalar_type", v)?.dtype())
+    }
+    pub fn layout(op: &str, v: &IValue) -> Result<Layout> {
+        want(op, "layout", v).map(|_| Layout::Strided)
+    }
+    pub fn dim(op: &str, v: &IValue) -> Result<i64> {
+        Ok(want(op, "dim", v)?.dim() as i64)
+    }
+    pub fn numel(op: &str, v: &IValue) -> Result<i64> {
+        Ok(want(op, "numel", v)?.numel() as i64)
+    }
+    pub fn size(op: &str, v: &IValue, k: i64) -> Result<i64> {
+        Ok(want(op, "size", v)?.size(k)? as i64)
+    }
+    pub fn list_sizes(op: &str, v: &IValue) -> Result<Vec<Vec<i64>>> {
+        match v {
+            IValue::TensorList(ts) => Ok(ts.iter().map(|t| ints(t.sizes())).collect()),
+            other => Err(Error::InvalidArgument(format!("{op}: expected Tensor[], got {}", other.kind()))),
+        }
+    }
+    pub fn list_scalar_types(op: &str, v: &IValue) -> Result<Vec<DType>> {
+        match v {
+            IValue::TensorList(ts) => Ok(ts.iter().map(Tensor::dtype).collect()),
+            other => Err(Error::InvalidArgument(format!("{op}: expected Tensor[], got {}", other.kind()))),
+        }
+    }
+    /// A saved value the generator cannot capture from the boxed call.
+    pub fn unsupported(op: &str, what: &str) -> Error {
+        Error::Unsupported(format!(
+            "autograd: cannot record `{op}`: its backward saves `{what}`, which the engine does not capture"
+        ))
+    }
+}
