@@ -61,9 +61,8 @@ impl Baseline {
                     return Err(err(format!("{TORCH_FORMAT} version {} is not supported (expected 1)", t.version)));
                 }
                 for o in &t.ops {
-                    if !(o.cpu_time_total_us.is_finite() && o.cpu_time_total_us >= 0.0)
-                        || !(o.self_cpu_time_total_us.is_finite() && o.self_cpu_time_total_us >= 0.0)
-                    {
+                    let ok = |x: f64| x.is_finite() && x >= 0.0;
+                    if !ok(o.cpu_time_total_us) || !ok(o.self_cpu_time_total_us) {
                         return Err(err(format!("{}: times must be finite and non-negative", o.op)));
                     }
                 }
