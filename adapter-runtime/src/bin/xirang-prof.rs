@@ -114,7 +114,7 @@ fn run(cli: Cli) -> Result<u8, ProfileError> {
             }
         }
         Cmd::Compare { base, new, threshold, min_us, format } => {
-            if !(threshold.is_finite() && threshold > 0.0) || !(min_us.is_finite() && min_us >= 0.0) {
+            if !(threshold.is_finite() && threshold > 0.0 && min_us.is_finite() && min_us >= 0.0) {
                 eprintln!("xirang-prof: --threshold must be positive and --min-us non-negative");
                 return Ok(2);
             }
