@@ -7,12 +7,15 @@
 //! cargo run --release --example train_mlp -- -i W -d D -n N -l LR      # short form
 //! ```
 //!
+//! With `XIRANG_PROFILE=FILE` the run is profiled per operator call and the
+//! profile is written to FILE (read it with `xirang-prof`).
+//!
 //! W: safetensors with f32 `fc1.weight` [H, D], `fc1.bias` [H],
 //! `fc2.weight` [C, H], `fc2.bias` [C]; D: f32 `x` [N, D], i64 `y` [N].
 
 use std::process::ExitCode;
 
-use xirang_runtime::{Device, Runtime, io, train};
+use xirang_runtime::{Device, Runtime, io, profile, train};
 
 struct Args {
     init: String,
@@ -57,6 +60,7 @@ fn run() -> Result<(), String> {
     let init = io::load_safetensors(&args.init).map_err(|e| e.to_string())?;
     let data = io::load_safetensors(&args.data).map_err(|e| e.to_string())?;
     let rt = Runtime::simulator().map_err(|e| e.to_string())?;
+    let guard = profile::from_env().map_err(|e| format!("XIRANG_PROFILE: {e}"))?;
     let (_, _, mem) = train::train_mlp_autograd(&rt, Device::Npu(0), &init, &data, args.steps, args.lr, |i, loss| {
         println!("{{\"step\": {i}, \"loss\": {loss}}}");
     })
@@ -65,6 +69,11 @@ fn run() -> Result<(), String> {
         "device memory: peak {} bytes, {} bytes live after the last backward",
         mem.peak_bytes, mem.after_backward_bytes
     );
+    if let Some(g) = guard {
+        let path = g.path().display().to_string();
+        let p = g.finish().map_err(|e| format!("XIRANG_PROFILE: {e}"))?;
+        eprintln!("train_mlp: profile of {} operator calls written to {path}", p.calls.len());
+    }
     Ok(())
 }
 

@@ -203,6 +203,7 @@ impl DeviceContext {
                 s.alloc_count += 1;
                 s.allocated_bytes += key.1;
                 s.peak_allocated_bytes = s.peak_allocated_bytes.max(s.allocated_bytes);
+                crate::profile::on_alloc(key.1);
                 return Ok(Block { ctx: self.clone(), ptr: key.2, size: key.1, stream });
             }
         }
@@ -237,6 +238,8 @@ impl DeviceContext {
         s.reserved_bytes += rounded;
         s.peak_allocated_bytes = s.peak_allocated_bytes.max(s.allocated_bytes);
         s.peak_reserved_bytes = s.peak_reserved_bytes.max(s.reserved_bytes);
+        drop(g);
+        crate::profile::on_alloc(rounded);
         Ok(Block { ctx: self.clone(), ptr, size: rounded, stream })
     }
 

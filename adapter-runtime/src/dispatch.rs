@@ -196,10 +196,17 @@ thread_local! {
 
 /// Runs one operator call through the dispatcher: the frame starts as
 /// [`Tier::Native`]; default bodies re-mark it; the final tier is counted.
+///
+/// When a profiling session runs ([`crate::profile`]), the call is also
+/// recorded there; otherwise that costs one relaxed atomic load.
 pub fn call<R>(op: &'static str, f: impl FnOnce() -> Result<R>) -> Result<R> {
     FRAMES.with(|fr| fr.borrow_mut().push(Tier::Native));
+    let profiled = crate::profile::enabled() && crate::profile::enter(op);
     let out = f();
     let tier = FRAMES.with(|fr| fr.borrow_mut().pop()).unwrap_or(Tier::Native);
+    if profiled {
+        crate::profile::exit(tier);
+    }
     record(op, tier);
     out
 }

@@ -17,6 +17,8 @@
 //! * [`boxed`]: calling an operator by name through the tiers.
 //! * [`host_registry`]: boxed host implementations by operator name.
 //! * [`io`]: safetensors files.
+//! * [`profile`]: operator-level profiling (`XIRANG_PROFILE`), reports,
+//!   baseline comparison and the tuning advisor (`xirang-prof`).
 //! * [`train`]: the MLP training loop of `examples/train_mlp.rs`.
 //! * [`ops`]: host reference implementations (the CPU-fallback tier); on
 //!   device tensors they copy to host, compute, and copy back.
@@ -41,6 +43,7 @@ pub mod io;
 pub mod ivalue;
 pub mod kernels;
 pub mod ops;
+pub mod profile;
 pub mod runtime;
 pub mod shape;
 pub mod tensor;

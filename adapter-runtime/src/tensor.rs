@@ -496,6 +496,7 @@ impl Tensor {
         if self.is_contiguous() {
             return Ok(self.clone());
         }
+        crate::profile::on_contiguous_copy(self.numel() * self.dtype.size());
         self.clone_contiguous()
     }
 
@@ -528,6 +529,7 @@ impl Tensor {
                         b.ptr + lo as u64,
                         ctx.current_stream(),
                     )?;
+                    crate::profile::on_copy(crate::profile::CopyDir::DeviceToHost, hi - lo);
                 }
                 Ok(f(&buf))
             }
@@ -641,6 +643,7 @@ impl Tensor {
         let block = ctx.allocate(bytes.len())?;
         if !bytes.is_empty() {
             ctx.driver.memcpy_h2d_async(ctx.physical_id(), block.ptr, &bytes, block.stream)?;
+            crate::profile::on_copy(crate::profile::CopyDir::HostToDevice, bytes.len());
         }
         let nbytes = bytes.len();
         Ok(Tensor {
@@ -725,6 +728,7 @@ impl Tensor {
                 write(&mut buf);
                 let ctx = &b.ctx;
                 ctx.driver.memcpy_h2d_async(ctx.physical_id(), b.ptr + (lo * es) as u64, &buf, ctx.current_stream())?;
+                crate::profile::on_copy(crate::profile::CopyDir::HostToDevice, buf.len());
                 Ok(())
             }
         }

@@ -91,9 +91,11 @@ pub(crate) fn launch(
     keep: Vec<Tensor>,
     body: impl FnOnce(&dyn KernelMemory) -> Result<()> + Send + 'static,
 ) -> Result<()> {
+    let stream = ctx.current_stream();
+    crate::profile::on_launch(ctx, stream);
     ctx.driver.launch_kernel(
         ctx.physical_id(),
-        ctx.current_stream(),
+        stream,
         Box::new(move |mem| {
             let _keep = keep;
             body(mem)

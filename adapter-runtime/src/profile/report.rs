@@ -1,0 +1,235 @@
+//! Renderings of a profile: summary table (terminal, markdown), Chrome
+//! trace-event JSON (Perfetto, `chrome://tracing`), folded stacks and a
+//! flame graph SVG (inferno).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+
+use serde_json::json;
+
+use super::model::{OpStats, Profile};
+use super::{ProfileError, Result};
+
+/// Summary formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Markdown,
+}
+
+/// `1234567` ns -> `1.235 ms`.
+pub fn fmt_ns(ns: u64) -> String {
+    let n = ns as f64;
+    if ns >= 1_000_000_000 {
+        format!("{:.3} s", n / 1e9)
+    } else if ns >= 1_000_000 {
+        format!("{:.3} ms", n / 1e6)
+    } else if ns >= 1_000 {
+        format!("{:.1} us", n / 1e3)
+    } else {
+        format!("{ns} ns")
+    }
+}
+
+/// `1536` -> `1.5 KiB`.
+pub fn fmt_bytes(b: u64) -> String {
+    let n = b as f64;
+    if b >= 1 << 30 {
+        format!("{:.1} GiB", n / (1u64 << 30) as f64)
+    } else if b >= 1 << 20 {
+        format!("{:.1} MiB", n / (1u64 << 20) as f64)
+    } else if b >= 1 << 10 {
+        format!("{:.1} KiB", n / 1024.0)
+    } else {
+        format!("{b} B")
+    }
+}
+
+fn tiers(s: &OpStats) -> String {
+    let mut v = Vec::new();
+    for (n, name) in [(s.native, "native"), (s.recipe, "recipe"), (s.fallback, "fallback")] {
+        if n > 0 {
+            v.push(format!("{name} {n}"));
+        }
+    }
+    v.join(", ")
+}
+
+const HEADERS: [&str; 11] =
+    ["operator", "calls", "tiers", "host", "host %", "self", "device", "alloc", "h2d", "d2h", "launches"];
+
+fn rows(p: &Profile) -> Vec<[String; 11]> {
+    let total = p.top_level_ns().max(1) as f64;
+    p.by_operator()
+        .iter()
+        .map(|s| {
+            [
+                s.op.clone(),
+                s.calls.to_string(),
+                tiers(s),
+                fmt_ns(s.host_ns),
+                format!("{:.1}", 100.0 * s.host_ns as f64 / total),
+                fmt_ns(s.self_ns),
+                if s.device_ns > 0 { fmt_ns(s.device_ns) } else { "-".into() },
+                fmt_bytes(s.alloc_bytes),
+                fmt_bytes(s.h2d_bytes),
+                fmt_bytes(s.d2h_bytes),
+                s.launches.to_string(),
+            ]
+        })
+        .collect()
+}
+
+/// The per-operator summary (sorted by host time, nested calls included).
+pub fn summary(p: &Profile, format: Format) -> String {
+    let rows = rows(p);
+    let calls = p.calls.len();
+    let top = p.calls.iter().filter(|c| c.parent.is_none()).count();
+    let head = format!(
+        "{calls} operator calls ({top} from the program, {} nested), {} operators, host time {}",
+        calls - top,
+        rows.len(),
+        fmt_ns(p.top_level_ns())
+    );
+    let mut out = String::new();
+    match format {
+        Format::Markdown => {
+            let _ = writeln!(out, "### Operator profile\n\n{head}\n");
+            let _ = writeln!(out, "| {} |", HEADERS.join(" | "));
+            let _ = writeln!(
+                out,
+                "|{}",
+                HEADERS.iter().enumerate().map(|(i, _)| if i < 3 { " --- |" } else { " ---: |" }).collect::<String>()
+            );
+            for r in &rows {
+                let cells: Vec<String> =
+                    r.iter().enumerate().map(|(i, c)| if i == 0 { format!("`{c}`") } else { c.clone() }).collect();
+                let _ = writeln!(out, "| {} |", cells.join(" | "));
+            }
+        }
+        Format::Table => {
+            let _ = writeln!(out, "{head}\n");
+            let mut w: Vec<usize> = HEADERS.iter().map(|h| h.len()).collect();
+            for r in &rows {
+                for (i, c) in r.iter().enumerate() {
+                    w[i] = w[i].max(c.chars().count());
+                }
+            }
+            let line = |cells: &[String]| {
+                let mut l = String::new();
+                for (i, c) in cells.iter().enumerate() {
+                    if i > 0 {
+                        l.push_str("  ");
+                    }
+                    if i < 3 {
+                        let _ = write!(l, "{c:<width$}", width = w[i]);
+                    } else {
+                        let _ = write!(l, "{c:>width$}", width = w[i]);
+                    }
+                }
+                l.trim_end().to_string()
+            };
+            let h: Vec<String> = HEADERS.iter().map(|s| s.to_string()).collect();
+            let _ = writeln!(out, "{}", line(&h));
+            let _ = writeln!(out, "{}", w.iter().map(|n| "-".repeat(*n)).collect::<Vec<_>>().join("  "));
+            for r in &rows {
+                let _ = writeln!(out, "{}", line(r));
+            }
+        }
+    }
+    for w in &p.warnings {
+        let _ = writeln!(out, "\nwarning: {w}");
+    }
+    out
+}
+
+/// Chrome trace-event JSON: one complete (`"ph": "X"`) event per call, `ts`
+/// and `dur` in microseconds, `pid` 1, `tid` the profiler thread number,
+/// `cat` the tier, `args` the counters.
+pub fn chrome_trace(p: &Profile) -> String {
+    let mut events = Vec::with_capacity(p.calls.len() + 2);
+    events.push(json!({"name": "process_name", "ph": "M", "pid": 1, "tid": 0, "args": {"name": "xirang"}}));
+    let mut tids: Vec<u32> = p.calls.iter().map(|c| c.tid).collect();
+    tids.sort_unstable();
+    tids.dedup();
+    for t in tids {
+        events.push(
+            json!({"name": "thread_name", "ph": "M", "pid": 1, "tid": t, "args": {"name": format!("host thread {t}")}}),
+        );
+    }
+    for c in &p.calls {
+        let mut args = json!({
+            "tier": c.tier,
+            "alloc_bytes": c.alloc_bytes,
+            "h2d_bytes": c.h2d_bytes,
+            "d2h_bytes": c.d2h_bytes,
+            "launches": c.launches,
+            "self_us": c.self_ns as f64 / 1e3,
+        });
+        if let Some(d) = c.device_ns {
+            args["device_us"] = json!(d as f64 / 1e3);
+        }
+        if c.contiguous_copies > 0 {
+            args["contiguous_copies"] = json!(c.contiguous_copies);
+            args["contiguous_bytes"] = json!(c.contiguous_bytes);
+        }
+        events.push(json!({
+            "name": c.op,
+            "cat": c.tier,
+            "ph": "X",
+            "pid": 1,
+            "tid": c.tid,
+            "ts": c.start_ns as f64 / 1e3,
+            "dur": c.host_ns as f64 / 1e3,
+            "args": args,
+        }));
+    }
+    let doc =
+        json!({"traceEvents": events, "displayTimeUnit": "ns", "otherData": {"producer": "xirang-runtime profile"}});
+    let mut s = serde_json::to_string(&doc).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// Folded stacks (`outer;inner self_ns`), one line per distinct stack,
+/// sorted; frames are `op [tier]`, weights are self host time in ns.
+pub fn folded(p: &Profile) -> String {
+    let by_id: HashMap<u64, usize> = p.calls.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
+    let mut stacks: BTreeMap<String, u64> = BTreeMap::new();
+    for c in &p.calls {
+        let mut frames = vec![format!("{} [{}]", c.op, c.tier)];
+        let mut parent = c.parent;
+        while let Some(id) = parent {
+            let Some(&i) = by_id.get(&id) else { break };
+            let pc = &p.calls[i];
+            frames.push(format!("{} [{}]", pc.op, pc.tier));
+            parent = pc.parent;
+        }
+        frames.reverse();
+        let key =
+            frames.iter().map(|f| f.replace([';', ' '], "_").replacen("_[", " [", 1)).collect::<Vec<_>>().join(";");
+        *stacks.entry(key).or_default() += c.self_ns.max(1);
+    }
+    let mut out = String::new();
+    for (k, v) in stacks {
+        let _ = writeln!(out, "{k} {v}");
+    }
+    out
+}
+
+/// A flame graph SVG of the folded stacks (inferno; deterministic colours).
+pub fn flamegraph(p: &Profile, title: &str) -> Result<String> {
+    let folded = folded(p);
+    let mut opts = inferno::flamegraph::Options::default();
+    opts.title = title.to_string();
+    opts.count_name = "ns".to_string();
+    opts.hash = true;
+    opts.deterministic = true;
+    let mut svg = Vec::new();
+    if folded.is_empty() {
+        return Err(ProfileError::Flamegraph("the profile has no calls".into()));
+    }
+    inferno::flamegraph::from_lines(&mut opts, folded.lines(), &mut svg)
+        .map_err(|e| ProfileError::Flamegraph(e.to_string()))?;
+    String::from_utf8(svg).map_err(|e| ProfileError::Flamegraph(e.to_string()))
+}

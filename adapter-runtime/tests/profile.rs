@@ -1,0 +1,383 @@
+//! The operator profiler on `train_mlp` (committed goldens): trace-event
+//! JSON, flame graph, advice for operators forced onto the fallback tier,
+//! comparison against the committed PyTorch baseline, bad input files.
+//!
+//! A profiling session is process-wide, so every test here holds `LOCK`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use serde_json::Value;
+use xirang_runtime::dispatch::{self, FallbackMode, Policy, Tier};
+use xirang_runtime::profile::{self, Profile, advise, compare, report};
+use xirang_runtime::{Device, Runtime, io, train};
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+const STEPS: usize = 20;
+
+/// Profiles `train_mlp` on the goldens with `force` on the fallback tier.
+fn profile_train(force: &[&str]) -> Profile {
+    dispatch::set_policy(Policy {
+        mode: FallbackMode::Silent,
+        force_fallback: force.iter().map(|s| s.to_string()).collect(),
+        ..Policy::default()
+    });
+    let init = io::load_safetensors(root().join("goldens/mlp_init.safetensors")).unwrap();
+    let data = io::load_safetensors(root().join("goldens/mlp_data.safetensors")).unwrap();
+    let rt = Runtime::simulator().unwrap();
+    profile::start().unwrap();
+    let r = train::train_mlp(&rt, Device::Npu(0), &init, &data, STEPS, 0.1, |_, _| {});
+    let p = profile::stop().unwrap();
+    dispatch::set_policy(Policy { mode: FallbackMode::Silent, ..Policy::default() });
+    r.unwrap();
+    p
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("xirang-profile-test-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d.join(name)
+}
+
+/// Checks a Chrome trace-event document: required keys and types of every
+/// event, and that complete events nest properly on each thread.
+fn validate_trace(doc: &Value) -> usize {
+    let events = doc["traceEvents"].as_array().expect("traceEvents is an array");
+    let mut per_tid: BTreeMap<u64, Vec<(f64, f64, String)>> = BTreeMap::new();
+    let mut complete = 0;
+    for e in events {
+        let o = e.as_object().expect("event is an object");
+        let ph = o["ph"].as_str().expect("ph is a string");
+        assert!(o["name"].is_string(), "name: {e}");
+        assert!(o["pid"].is_u64() && o["tid"].is_u64(), "pid/tid are integers: {e}");
+        match ph {
+            "M" => assert!(o["args"]["name"].is_string(), "metadata event names something: {e}"),
+            "X" => {
+                complete += 1;
+                let ts = o["ts"].as_f64().expect("ts is a number");
+                let dur = o["dur"].as_f64().expect("dur is a number");
+                assert!(ts >= 0.0 && dur >= 0.0, "{e}");
+                assert!(o["cat"].is_string());
+                let args = o["args"].as_object().expect("args is an object");
+                let tier = args["tier"].as_str().unwrap();
+                assert!(["native", "recipe", "fallback"].contains(&tier), "{e}");
+                for k in ["alloc_bytes", "h2d_bytes", "d2h_bytes", "launches"] {
+                    assert!(args[k].is_u64(), "args.{k} is a count: {e}");
+                }
+                per_tid.entry(o["tid"].as_u64().unwrap()).or_default().push((
+                    ts,
+                    ts + dur,
+                    o["name"].as_str().unwrap().to_string(),
+                ));
+            }
+            other => panic!("unexpected phase {other}"),
+        }
+    }
+    // nesting: sorted by start (longer first on ties), every event either
+    // starts after the enclosing one ends or ends inside it
+    const EPS: f64 = 1e-3;
+    for (tid, mut v) in per_tid {
+        v.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.total_cmp(&a.1)));
+        let mut stack: Vec<(f64, f64, String)> = Vec::new();
+        let mut last_start = f64::NEG_INFINITY;
+        for ev in v {
+            assert!(ev.0 >= last_start, "timestamps are monotonic on thread {tid}");
+            last_start = ev.0;
+            while stack.last().is_some_and(|top| ev.0 >= top.1 - EPS && ev.1 > top.1 + EPS) {
+                stack.pop();
+            }
+            if let Some(top) = stack.last() {
+                assert!(ev.1 <= top.1 + EPS, "thread {tid}: {} overlaps {} without nesting", ev.2, top.2);
+            }
+            stack.push(ev);
+        }
+    }
+    complete
+}
+
+#[test]
+fn train_mlp_trace_validates_against_the_trace_event_format() {
+    let _g = lock();
+    let p = profile_train(&[]);
+    // every operator of the loop, once per step (addmm and mm more)
+    let ops = p.by_operator();
+    let calls: BTreeMap<&str, u64> = ops.iter().map(|s| (s.op.as_str(), s.calls)).collect();
+    assert_eq!(calls["addmm"], 2 * STEPS as u64);
+    assert_eq!(calls["mm"], 3 * STEPS as u64);
+    assert_eq!(calls["relu"], STEPS as u64);
+    assert_eq!(calls["add_.Tensor"], 4 * STEPS as u64);
+    assert!(p.calls.iter().all(|c| c.tier == "native"), "no forced fallback: everything native");
+    // device time, allocator bytes and launches of native calls
+    let addmm: Vec<_> = p.calls.iter().filter(|c| c.op == "addmm").collect();
+    assert!(addmm.iter().all(|c| c.launches >= 1 && c.device_ns.is_some() && c.alloc_bytes > 0), "{:?}", addmm[0]);
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+
+    let trace = report::chrome_trace(&p);
+    let doc: Value = serde_json::from_str(&trace).unwrap();
+    assert_eq!(validate_trace(&doc), p.calls.len());
+    println!("train_mlp trace: {} calls, {} bytes of trace JSON", p.calls.len(), trace.len());
+
+    // round trip through the file format
+    let path = tmp("train.json");
+    p.write(&path).unwrap();
+    assert_eq!(Profile::read(&path).unwrap(), p);
+    let table = report::summary(&p, report::Format::Table);
+    assert!(table.lines().any(|l| l.starts_with("addmm ")), "{table}");
+    let md = report::summary(&p, report::Format::Markdown);
+    assert!(md.contains("| `addmm` | 40 | native 40 |"), "{md}");
+}
+
+#[test]
+fn train_mlp_flamegraph_is_valid_xml_with_frames() {
+    let _g = lock();
+    let p = profile_train(&[]);
+    let svg = report::flamegraph(&p, "train_mlp").unwrap();
+    let mut reader = quick_xml::Reader::from_str(&svg);
+    let (mut groups, mut titles, mut depth, mut root) = (0, Vec::new(), 0i64, None);
+    let mut in_title = false;
+    loop {
+        match reader.read_event().expect("flame graph SVG is well-formed XML") {
+            quick_xml::events::Event::Start(e) => {
+                depth += 1;
+                let name = String::from_utf8(e.name().as_ref().to_vec()).unwrap();
+                root.get_or_insert(name.clone());
+                if name == "g" {
+                    groups += 1;
+                }
+                in_title = name == "title";
+            }
+            quick_xml::events::Event::End(_) => {
+                depth -= 1;
+                in_title = false;
+            }
+            quick_xml::events::Event::Text(t) if in_title => {
+                titles.push(String::from_utf8_lossy(t.as_ref()).to_string())
+            }
+            quick_xml::events::Event::Eof => break,
+            _ => {}
+        }
+    }
+    assert_eq!(depth, 0, "balanced elements");
+    assert_eq!(root.as_deref(), Some("svg"));
+    assert!(groups > 10, "{groups} frame groups");
+    for op in ["addmm [native]", "mm [native]", "add_.Tensor [native]"] {
+        assert!(titles.iter().any(|t| t.starts_with(op)), "a frame for {op}: {titles:?}");
+    }
+}
+
+#[test]
+fn advice_names_the_operators_forced_onto_the_fallback_tier() {
+    let _g = lock();
+    let p = profile_train(&["addmm", "threshold_backward"]);
+    let tiers: BTreeMap<&str, BTreeSet<&str>> = p.calls.iter().fold(BTreeMap::new(), |mut m, c| {
+        m.entry(c.op.as_str()).or_default().insert(c.tier.as_str());
+        m
+    });
+    assert_eq!(tiers["addmm"], BTreeSet::from(["fallback"]));
+    assert_eq!(tiers["mm"], BTreeSet::from(["native"]));
+    // the fallback copies between host and device
+    let a = p.calls.iter().find(|c| c.op == "addmm").unwrap();
+    assert!(a.h2d_bytes > 0 && a.d2h_bytes > 0, "{a:?}");
+
+    let rules = advise::Rules::builtin().unwrap();
+    let advice = advise::advise(&p, &rules);
+    let text = advise::render(&advice, false);
+    println!("{text}");
+    let fallback: BTreeSet<&str> =
+        advice.iter().filter(|a| a.rule == "fallback-hot").map(|a| a.subject.as_str()).collect();
+    assert_eq!(fallback, BTreeSet::from(["addmm", "threshold_backward"]), "{text}");
+    let addmm = advice.iter().find(|a| a.subject == "addmm").unwrap();
+    assert!(addmm.message.contains("addmm ran 40 time(s) on the CPU fallback"), "{}", addmm.message);
+    assert!(addmm.saving_ns > 0);
+    // the four SGD updates in a row are a fusion candidate
+    assert!(
+        advice.iter().any(|a| a.rule == "elementwise-fusion" && a.subject.contains("add_.Tensor -> add_.Tensor")),
+        "{text}"
+    );
+    // deterministic order: by saving, then rule, then subject
+    assert!(advice.windows(2).all(|w| w[0].saving_ns >= w[1].saving_ns));
+}
+
+#[test]
+fn nested_calls_are_a_stack_and_aggregate_per_operator() {
+    let _g = lock();
+    profile::start().unwrap();
+    assert!(matches!(profile::start(), Err(profile::ProfileError::AlreadyRunning)));
+    for _ in 0..3 {
+        dispatch::call("x.outer", || {
+            dispatch::mark(Tier::Recipe);
+            dispatch::call("x.inner", || Ok(()))?;
+            dispatch::call("x.inner", || Ok(()))
+        })
+        .unwrap();
+    }
+    let p = profile::stop().unwrap();
+    assert!(matches!(profile::stop(), Err(profile::ProfileError::NotRunning)));
+    assert_eq!(p.calls.len(), 9);
+    let outer: Vec<_> = p.calls.iter().filter(|c| c.op == "x.outer").collect();
+    for c in p.calls.iter().filter(|c| c.op == "x.inner") {
+        let parent = outer.iter().find(|o| Some(o.id) == c.parent).expect("inner has an outer parent");
+        assert_eq!(c.depth, 1);
+        assert!(c.start_ns >= parent.start_ns && c.start_ns + c.host_ns <= parent.start_ns + parent.host_ns);
+        assert_eq!(c.tier, "native");
+    }
+    assert!(outer.iter().all(|o| o.tier == "recipe" && o.parent.is_none() && o.self_ns <= o.host_ns));
+    let stats = p.by_operator();
+    let inner = stats.iter().find(|s| s.op == "x.inner").unwrap();
+    assert_eq!((inner.calls, inner.native), (6, 6));
+    let folded = report::folded(&p);
+    assert!(folded.contains("x.outer [recipe];x.inner [native] "), "{folded}");
+    // the recipe rule sees the recipe and what it calls
+    let rules = advise::Rules::parse(
+        "[[rule]]\nid = \"r\"\nkind = \"recipe\"\nmessage = \"{op} via {children}\"\n",
+        std::path::Path::new("inline"),
+    )
+    .unwrap();
+    let a = advise::advise(&p, &rules);
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0].message, "x.outer via x.inner");
+    // with no session, calls are not recorded
+    dispatch::call("x.unrecorded", || Ok(())).unwrap();
+}
+
+#[test]
+fn guard_writes_the_profile_when_dropped() {
+    let _g = lock();
+    let path = tmp("guard.json");
+    {
+        let _guard = profile::Guard::to_file(&path).unwrap();
+        dispatch::call("x.guarded", || Ok(())).unwrap();
+    }
+    let p = Profile::read(&path).unwrap();
+    assert_eq!(p.calls.len(), 1);
+    assert_eq!(p.calls[0].op, "x.guarded");
+}
+
+#[test]
+fn comparison_with_the_pytorch_baseline_and_with_a_previous_profile() {
+    let _g = lock();
+    let p = profile_train(&[]);
+    let base = compare::Baseline::read(root().join("profile/baselines/train_mlp_torch_cpu.json")).unwrap();
+    let c = compare::compare(&base, &p, 1.2, 0);
+    assert_eq!(c.baseline, "torch");
+    for op in ["addmm", "mm", "relu", "_log_softmax", "nll_loss_forward", "sum", "add_", "threshold_backward"] {
+        let r = c.rows.iter().find(|r| r.op == op).unwrap_or_else(|| panic!("{op} in the comparison"));
+        assert!(r.ratio.is_some() && r.base_calls > 0 && r.new_calls > 0, "{r:?}");
+    }
+    let add = c.rows.iter().find(|r| r.op == "add_").unwrap();
+    assert_eq!((add.base_calls, add.new_calls), (80, 80));
+    println!("{}", compare::render(&c, report::Format::Table));
+
+    // against itself: ratio 1, nothing flagged
+    let same = compare::compare(&compare::Baseline::Xirang(p.clone()), &p, 1.2, 0);
+    assert_eq!(same.regressions().count(), 0);
+    assert!(same.rows.iter().all(|r| r.ratio.is_some_and(|x| (x - 1.0).abs() < 1e-9)));
+    // mm made 3x slower is flagged, and only mm
+    let mut slow = p.clone();
+    for c in slow.calls.iter_mut().filter(|c| c.op == "mm") {
+        c.host_ns *= 3;
+        c.self_ns *= 3;
+    }
+    let c = compare::compare(&compare::Baseline::Xirang(p), &slow, 1.2, 0);
+    let flagged: Vec<&str> = c.regressions().map(|r| r.op.as_str()).collect();
+    assert_eq!(flagged, ["mm"]);
+    assert!(compare::render(&c, report::Format::Markdown).contains("| `mm` |"));
+}
+
+#[test]
+fn malformed_profiles_baselines_and_rules_are_errors() {
+    let _g = lock();
+    for (text, want) in [
+        ("", "EOF"),
+        ("[]", "no `format` field"),
+        (r#"{"format": "other"}"#, "format is `other`"),
+        (r#"{"format": "xirang-profile", "version": 9, "calls": []}"#, "version 9"),
+        (r#"{"format": "xirang-profile", "version": 1}"#, "missing field `calls`"),
+        (
+            r#"{"format": "xirang-profile", "version": 1, "calls": [{"id": 0, "parent": 7, "depth": 1, "tid": 1, "op": "a", "tier": "native", "start_ns": 0, "host_ns": 1, "self_ns": 1, "device_ns": null, "alloc_bytes": 0, "h2d_bytes": 0, "d2h_bytes": 0, "launches": 0, "contiguous_copies": 0, "contiguous_bytes": 0}]}"#,
+            "parent 7 does not exist",
+        ),
+        (
+            r#"{"format": "xirang-profile", "version": 1, "calls": [{"id": 0, "parent": null, "depth": 0, "tid": 1, "op": "a", "tier": "gpu", "start_ns": 0, "host_ns": 1, "self_ns": 1, "device_ns": null, "alloc_bytes": 0, "h2d_bytes": 0, "d2h_bytes": 0, "launches": 0, "contiguous_copies": 0, "contiguous_bytes": 0}]}"#,
+            "unknown tier `gpu`",
+        ),
+    ] {
+        let e = Profile::parse(text.as_bytes()).unwrap_err();
+        assert!(e.contains(want), "{text}: {e}");
+    }
+    let path = tmp("bad.json");
+    std::fs::write(&path, r#"{"format": "torch-profile", "version": 1, "source": "x", "ops": [{"op": "aten::mm"}]}"#)
+        .unwrap();
+    let e = compare::Baseline::read(&path).unwrap_err().to_string();
+    assert!(e.contains("bad.json") && e.contains("missing field"), "{e}");
+    assert!(Profile::read(tmp("missing.json")).is_err());
+    for (rules, want) in [
+        ("[[rule]]\nid = \"a\"\nkind = \"fallback\"\nmessage = \"{nope}\"\n", "unknown placeholder {nope}"),
+        ("[[rule]]\nid = \"a\"\nkind = \"teleport\"\nmessage = \"\"\n", "teleport"),
+        ("[[rule]]\nid = \"a\"\nkind = \"fallback\"\nmin_share = 2.0\nmessage = \"\"\n", "min_share"),
+        ("[[rule]]\nid = \"a\"\nkind = \"fallback\"\nmessage = \"{op\"\n", "unclosed"),
+        ("rule = 3", "invalid type"),
+    ] {
+        let e = advise::Rules::parse(rules, std::path::Path::new("r.toml")).unwrap_err().to_string();
+        assert!(e.contains(want), "{rules}: {e}");
+    }
+}
+
+#[test]
+fn cli_subcommands_and_exit_codes() {
+    let _g = lock();
+    let exe = env!("CARGO_BIN_EXE_xirang-prof");
+    let p = profile_train(&["addmm"]);
+    let path = tmp("cli.json");
+    p.write(&path).unwrap();
+    let run = |args: &[&str]| {
+        let o = std::process::Command::new(exe).args(args).output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).to_string(),
+            String::from_utf8_lossy(&o.stderr).to_string(),
+        )
+    };
+    let f = path.to_str().unwrap();
+    let (code, out, _) = run(&["summary", f, "--format", "markdown"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("`addmm`"), "{out}");
+    let trace = tmp("cli-trace.json");
+    assert_eq!(run(&["trace", f, "--out", trace.to_str().unwrap()]).0, Some(0));
+    validate_trace(&serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap());
+    let svg = tmp("cli.svg");
+    assert_eq!(run(&["flamegraph", f, "--out", svg.to_str().unwrap()]).0, Some(0));
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    let (code, out, _) = run(&["advise", f]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("[fallback-hot] addmm ran 40 time(s)"), "{out}");
+    // compare: the forced-fallback run against a native run regresses addmm
+    let native = tmp("cli-native.json");
+    profile_train(&[]).write(&native).unwrap();
+    let (code, out, _) = run(&["compare", native.to_str().unwrap(), f, "--threshold", "1.5"]);
+    assert_eq!(code, Some(4), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("addmm ") && l.ends_with("REGRESSION")), "{out}");
+    assert_eq!(run(&["compare", f, f]).0, Some(0));
+    let torch = root().join("profile/baselines/train_mlp_torch_cpu.json");
+    assert!(matches!(run(&["compare", torch.to_str().unwrap(), f, "--threshold", "1e9"]).0, Some(0)));
+    // errors and usage
+    let bad = tmp("cli-bad.json");
+    std::fs::write(&bad, "{").unwrap();
+    let (code, _, err) = run(&["summary", bad.to_str().unwrap()]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("cli-bad.json") && err.contains("not a valid xirang profile"), "{err}");
+    assert_eq!(run(&["summary"]).0, Some(2));
+    assert_eq!(run(&["compare", f, f, "--threshold", "-1"]).0, Some(2));
+    let (_, help, _) = run(&["--help"]);
+    assert!(help.contains("Exit codes"), "{help}");
+}
