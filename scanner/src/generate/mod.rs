@@ -7,6 +7,7 @@
 
 pub mod autograd;
 pub mod config;
+pub mod custom;
 pub mod driver;
 pub mod ops;
 pub mod recipes;
@@ -155,6 +156,14 @@ pub fn model(inputs: &Inputs) -> Result<Model> {
 
 /// Renders every generated file, sorted by path.
 pub fn render_all(inputs: &Inputs) -> Result<(Vec<GeneratedFile>, usize)> {
+    render_all_with(inputs, None)
+}
+
+/// [`render_all`] with the custom-operator file's text given (`new-op`) instead of read from disk.
+pub fn render_all_with(
+    inputs: &Inputs,
+    custom_file: Option<&crate::error::SourceFile>,
+) -> Result<(Vec<GeneratedFile>, usize)> {
     let cfg = &inputs.cfg.config;
     let version = &inputs.snapshot.meta.version;
     let sha = &inputs.snapshot.meta.content_sha256;
@@ -195,7 +204,11 @@ pub fn render_all(inputs: &Inputs) -> Result<(Vec<GeneratedFile>, usize)> {
     let ag = autograd::autograd_model(inputs, &selected);
     let ag_text = autograd::render(version, &ag).map_err(|e| Error::Usage(format!("rendering autograd.rs: {e}")))?;
     files.push(GeneratedFile { path: "autograd.rs".into(), text: ag_text });
-    let modules = ["autograd", "driver", "ops", "recipes"];
+    files.push(GeneratedFile {
+        path: "custom.rs".into(),
+        text: custom::render_generated(inputs, &selected, custom_file)?,
+    });
+    let modules = ["autograd", "custom", "driver", "ops", "recipes"];
     let mod_text = render(
         &ModTemplate {
             adapter: &cfg.adapter.name,
