@@ -9,6 +9,7 @@ pub mod autograd;
 pub mod config;
 pub mod custom;
 pub mod driver;
+pub mod newop;
 pub mod ops;
 pub mod recipes;
 pub mod types;
