@@ -414,14 +414,14 @@ fn test_text(op: &CustomOp, ctx: &CustomCtx) -> std::result::Result<String, Stri
              \x20   let base = values(x)?;\n\
              \x20   assert_eq!(analytic.len(), base.len(), \"gradient of `{{name}}`: number of elements\");\n\
              \x20   let h = 1e-6;\n\
-             \x20   for i in 0..base.len() {{\n\
+             \x20   for (i, &want) in analytic.iter().enumerate() {{\n\
              \x20       let mut plus = base.clone();\n\
              \x20       plus[i] += h;\n\
              \x20       let mut minus = base.clone();\n\
              \x20       minus[i] -= h;\n\
              \x20       let numeric = (f(&Tensor::from_vec(plus, x.sizes())?)? - f(&Tensor::from_vec(minus, x.sizes())?)?) / (2.0 * h);\n\
-             \x20       let err = (numeric - analytic[i]).abs();\n\
-             \x20       assert!(err <= 1e-5 * (1.0 + numeric.abs()), \"d/d{{name}}[{{i}}]: finite differences {{numeric}}, backward node {{}}\", analytic[i]);\n\
+             \x20       let err = (numeric - want).abs();\n\
+             \x20       assert!(err <= 1e-5 * (1.0 + numeric.abs()), \"d/d{{name}}[{{i}}]: finite differences {{numeric}}, backward node {{want}}\");\n\
              \x20   }}\n\
              \x20   Ok(())\n\
              }}\n\
