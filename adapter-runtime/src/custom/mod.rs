@@ -15,4 +15,10 @@ use crate::kernels::NpuOps;
 #[allow(unused_imports)]
 use crate::tensor::Tensor;
 
-impl CustomOps for NpuOps {}
+mod scaled_gelu;
+
+impl CustomOps for NpuOps {
+    fn scaled_gelu(&self, self_: &Tensor, scale: f64) -> Result<Tensor> {
+        scaled_gelu::scaled_gelu(self, self_, scale)
+    }
+}
