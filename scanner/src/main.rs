@@ -159,8 +159,8 @@ adapter-runtime/src/custom/mod.rs, and the tests adapter-runtime/tests/custom_<n
 gradient check in f64, comparison with the reference).\n\n\
 Formulas are C++ expressions as in derivatives.yaml: `grad` (the output's gradient), `result`, the \
 arguments, existing operators (`tanh(self)`, `at::mul(a, b)`, `self.exp()`), + - * / and literals.\n\n\
-Example:\n  xirang-scan new-op \"xirang::scaled_tanh(Tensor self, float scale=1.0) -> Tensor\" \\\n    \
---grad \"self: tanh_backward(grad * scale, tanh(self))\" --reference \"tanh(self) * scale\"\n\n\
+Example:\n  xirang-scan new-op \"xirang::scaled_gelu(Tensor self, float scale=1.0) -> Tensor\" \\\n    \
+--grad \"self: gelu_backward(grad * scale, self)\" --reference \"gelu(self) * scale\"\n\n\
 Without a schema, on a terminal, it asks for the schema, the gradient rules and the reference."
     )]
     NewOp {
