@@ -6,6 +6,7 @@
 //! `crate::generated`). Regenerate with `xirang-scan generate`; CI runs `generate --check`.
 
 pub mod autograd;
+pub mod custom;
 pub mod driver;
 pub mod ops;
 pub mod recipes;

@@ -15,6 +15,7 @@
 //!   per-operator counters and the fallback policy.
 //! * [`ivalue`]: boxed arguments/results and the schema-type mapping.
 //! * [`boxed`]: calling an operator by name through the tiers.
+//! * [`custom`]: kernels of the adapter's custom operators (`xirang-scan new-op`).
 //! * [`host_registry`]: boxed host implementations by operator name.
 //! * [`io`]: safetensors files.
 //! * [`profile`]: operator-level profiling (`XIRANG_PROFILE`), reports,
@@ -28,6 +29,8 @@
 pub mod autograd;
 pub mod autograd_helpers;
 pub mod boxed;
+/// Kernels of the custom operators (`generated/custom.rs`); maintained by `xirang-scan new-op`.
+pub mod custom;
 pub mod device;
 pub mod dispatch;
 pub mod driver;

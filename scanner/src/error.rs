@@ -125,6 +125,9 @@ pub enum Error {
     #[diagnostic(code(xirang::usage))]
     Usage(String),
     #[error(transparent)]
+    #[diagnostic(transparent)]
+    CustomOp(#[from] Box<crate::generate::custom::CustomOpError>),
+    #[error(transparent)]
     #[diagnostic(code(xirang::headers))]
     Headers(#[from] xirang_headers::HeaderError),
 }

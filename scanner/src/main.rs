@@ -143,6 +143,42 @@ present (with --fail-on info), 32 an allow-list entry has expired (with any --fa
         #[arg(long, value_name = "VERSION")]
         pytorch: Option<String>,
     },
+    /// Add a custom operator with its gradient rule: custom-operator file, generated/, kernel
+    /// skeleton and tests (all or nothing)
+    #[command(
+        name = "new-op",
+        long_about = "Adds a custom operator to the adapter.\n\n\
+Validates the schema (the native_functions.yaml schema language, with a namespace), checks the name \
+against the target PyTorch's operators, the other custom operators and the Rust method names, validates \
+each gradient formula against the schema (unknown variables, differentiable Tensor inputs without a \
+formula, formulas for non-differentiable inputs) and the reference formula, then writes as one group \
+(on any error nothing is written): the entry in the custom-operator file (xirang.toml [operators] \
+custom, default custom_ops.yaml), generated/ (generated/custom.rs), the kernel skeleton \
+adapter-runtime/src/custom/<name>.rs (returns a \"not implemented\" error until written), \
+adapter-runtime/src/custom/mod.rs, and the tests adapter-runtime/tests/custom_<name>.rs (finite-difference \
+gradient check in f64, comparison with the reference).\n\n\
+Formulas are C++ expressions as in derivatives.yaml: `grad` (the output's gradient), `result`, the \
+arguments, existing operators (`tanh(self)`, `at::mul(a, b)`, `self.exp()`), + - * / and literals.\n\n\
+Example:\n  xirang-scan new-op \"xirang::scaled_gelu(Tensor self, float scale=1.0) -> Tensor\" \\\n    \
+--grad \"self: gelu_backward(grad * scale, self)\" --reference \"gelu(self) * scale\"\n\n\
+Without a schema, on a terminal, it asks for the schema, the gradient rules and the reference."
+    )]
+    NewOp {
+        /// `namespace::name(args) -> returns`, e.g. "xirang::scaled_gelu(Tensor self, float scale=1.0) -> Tensor"
+        schema: Option<String>,
+        /// A gradient rule "<input>: <formula>" (repeat for each differentiable input)
+        #[arg(long = "grad", value_name = "RULE")]
+        grads: Vec<String>,
+        /// The same function written with existing operators (the tests compare the kernel with it)
+        #[arg(long, value_name = "FORMULA")]
+        reference: Option<String>,
+        /// Adapter configuration (default: xirang.toml in the current folder or a parent)
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Validate and list the files that would be written, without writing
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -391,6 +427,38 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 summary.folder.display()
             );
         }
+        Command::NewOp { schema, grads, reference, config, dry_run } => {
+            use xirang_scan::generate;
+            let cfg = match &config {
+                Some(p) => generate::config::LoadedConfig::load(p)?,
+                None => {
+                    generate::config::LoadedConfig::discover(&std::env::current_dir().map_err(|e| Error::io(".", e))?)?
+                }
+            };
+            let req = match schema {
+                Some(schema) => generate::newop::NewOp { schema, grads, reference },
+                None => prompt_new_op(grads, reference)?,
+            };
+            let st = match &store_flag {
+                Some(_) => store()?,
+                None => Store::discover(Some(&cfg.path("schemas"))).or_else(|_| store())?,
+            };
+            let inputs = generate::Inputs::load(cfg, &st)?;
+            let plan =
+                if dry_run { generate::newop::plan(&inputs, &req)? } else { generate::newop::run(&inputs, &req)? };
+            for w in &plan.writes {
+                println!("{} {}", if dry_run { "would write" } else { "wrote" }, w.path);
+            }
+            if !dry_run {
+                let stem = plan.writes.iter().rev().find_map(|w| {
+                    w.path.strip_prefix("adapter-runtime/tests/").and_then(|p| p.strip_suffix(".rs")).map(String::from)
+                });
+                println!("added `{}`", plan.qualified);
+                if let Some(t) = stem {
+                    println!("next: write the kernel, then `cargo test -p xirang-runtime --test {t}`");
+                }
+            }
+        }
         Command::Diffs { check } => {
             let st = store()?;
             let rules = diff::RuleSet::builtin();
@@ -437,6 +505,47 @@ fn release_folders(folder: &std::path::Path) -> Result<Vec<(Version, PathBuf)>, 
         .collect();
     entries.sort();
     Ok(entries)
+}
+
+/// `new-op` without a schema: ask on the terminal.
+fn prompt_new_op(grads: Vec<String>, reference: Option<String>) -> Result<xirang_scan::generate::newop::NewOp, Error> {
+    use std::io::{BufRead, IsTerminal};
+    if !std::io::stdin().is_terminal() {
+        return Err(Error::Usage(
+            "new-op: give the schema, e.g. `xirang-scan new-op \"xirang::my_op(Tensor self) -> Tensor\" --grad \"self: grad\"` \
+             (it is asked for only on a terminal)"
+                .into(),
+        ));
+    }
+    let stdin = std::io::stdin();
+    let mut lines = stdin.lock().lines();
+    let mut ask = |q: &str| -> Result<String, Error> {
+        print!("{q}");
+        std::io::stdout().flush().map_err(|e| Error::io("<stdout>", e))?;
+        match lines.next() {
+            Some(l) => l.map(|s| s.trim().to_string()).map_err(|e| Error::io("<stdin>", e)),
+            None => Ok(String::new()),
+        }
+    };
+    let schema = ask("schema (namespace::name(args) -> returns): ")?;
+    if schema.is_empty() {
+        return Err(Error::Usage("new-op: no schema given".into()));
+    }
+    let mut grads = grads;
+    if grads.is_empty() {
+        loop {
+            let g = ask("gradient rule `<input>: <formula>` (empty line to finish): ")?;
+            if g.is_empty() {
+                break;
+            }
+            grads.push(g);
+        }
+    }
+    let reference = match reference {
+        Some(r) => Some(r),
+        None => Some(ask("reference formula in existing operators (empty: none): ")?).filter(|r| !r.is_empty()),
+    };
+    Ok(xirang_scan::generate::newop::NewOp { schema, grads, reference })
 }
 
 fn store_for_write(explicit: Option<&std::path::Path>) -> Result<Store, Error> {

@@ -247,6 +247,7 @@ fn default_code(a: &Argument) -> Option<String> {
         (Type::Base(BaseTy::Float), DefaultValue::Float(x)) => format!("{x:?}"),
         (Type::Base(BaseTy::Scalar), DefaultValue::Int(i)) => format!("Scalar::Int({i})"),
         (Type::Base(BaseTy::Scalar), DefaultValue::Float(x)) => format!("Scalar::Float({x:?})"),
+        (Type::Base(BaseTy::Str), DefaultValue::Str(x)) => format!("{x:?}"),
         (Type::List { elem, .. }, DefaultValue::List(xs))
             if matches!(**elem, Type::Base(BaseTy::Int | BaseTy::SymInt)) =>
         {

@@ -142,6 +142,10 @@ pub struct OperatorsTable {
     /// Operators left out (qualified names, or base names for every overload).
     #[serde(default)]
     pub exclude: Vec<String>,
+    /// The custom-operator file (`custom:` and `custom_derivatives:`; default `custom_ops.yaml`,
+    /// a missing file means none). `xirang-scan new-op` adds operators to it.
+    #[serde(default)]
+    pub custom: Option<String>,
 }
 
 fn default_select() -> String {
@@ -153,7 +157,7 @@ fn yes() -> bool {
 
 impl Default for OperatorsTable {
     fn default() -> Self {
-        OperatorsTable { select: default_select(), core: true, include: Vec::new(), exclude: Vec::new() }
+        OperatorsTable { select: default_select(), core: true, include: Vec::new(), exclude: Vec::new(), custom: None }
     }
 }
 

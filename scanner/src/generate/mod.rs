@@ -7,7 +7,9 @@
 
 pub mod autograd;
 pub mod config;
+pub mod custom;
 pub mod driver;
+pub mod newop;
 pub mod ops;
 pub mod recipes;
 pub mod types;
@@ -155,6 +157,14 @@ pub fn model(inputs: &Inputs) -> Result<Model> {
 
 /// Renders every generated file, sorted by path.
 pub fn render_all(inputs: &Inputs) -> Result<(Vec<GeneratedFile>, usize)> {
+    render_all_with(inputs, None)
+}
+
+/// [`render_all`] with the custom-operator file's text given (`new-op`) instead of read from disk.
+pub fn render_all_with(
+    inputs: &Inputs,
+    custom_file: Option<&crate::error::SourceFile>,
+) -> Result<(Vec<GeneratedFile>, usize)> {
     let cfg = &inputs.cfg.config;
     let version = &inputs.snapshot.meta.version;
     let sha = &inputs.snapshot.meta.content_sha256;
@@ -200,7 +210,11 @@ pub fn render_all(inputs: &Inputs) -> Result<(Vec<GeneratedFile>, usize)> {
     files.push(GeneratedFile { path: "driver.rs".into(), text: drv_text });
     let ag_text = autograd::render(version, &ag).map_err(|e| Error::Usage(format!("rendering autograd.rs: {e}")))?;
     files.push(GeneratedFile { path: "autograd.rs".into(), text: ag_text });
-    let modules = ["autograd", "driver", "ops", "recipes"];
+    files.push(GeneratedFile {
+        path: "custom.rs".into(),
+        text: custom::render_generated(inputs, &selected, custom_file)?,
+    });
+    let modules = ["autograd", "custom", "driver", "ops", "recipes"];
     let mod_text = render(
         &ModTemplate {
             adapter: &cfg.adapter.name,
