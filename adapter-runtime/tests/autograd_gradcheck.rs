@@ -73,6 +73,8 @@ fn cases() -> Vec<(&'static str, Vec<A>)> {
             ],
         ),
         ("t", vec![T(&[2, 3])]),
+        // a hand-written hook (`NpuOps::hook_silu_self`)
+        ("silu", vec![T(&[2, 3])]),
         ("add.Scalar", vec![T(&[2, 3]), V(|| IValue::Scalar(Scalar::Float(0.5))), V(one)]),
         ("sub.Scalar", vec![T(&[2, 3]), V(|| IValue::Scalar(Scalar::Float(0.5))), V(one)]),
         ("rsub.Scalar", vec![T(&[2, 3]), V(|| IValue::Scalar(Scalar::Float(0.5))), V(one)]),

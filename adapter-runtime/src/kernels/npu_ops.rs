@@ -35,9 +35,27 @@ fn one(op: &'static str, args: Vec<IValue>) -> Result<Tensor> {
     Tensor::from_ivalue(op, r)
 }
 
-/// The hand-written backward formulas this adapter supplies: none yet (the generated hooks
-/// return `Error::Unsupported`, naming the formula to write).
-impl crate::generated::autograd::BackwardHooks for NpuOps {}
+/// The hand-written backward formulas this adapter supplies (the other generated hooks return
+/// `Error::Unsupported`, naming the formula to write). The drift report lists these methods as
+/// places to edit when upstream changes the operator's derivative.
+impl crate::generated::autograd::BackwardHooks for NpuOps {
+    /// `silu: self: "GradMode::is_enabled() ? infinitely_differentiable_silu_backward(grad, self)
+    /// : silu_backward(grad, self)"` (the translator does not take the conditional).
+    fn hook_silu_self(
+        &self,
+        node: &crate::generated::autograd::SiluBackward,
+        grads: &[Option<Tensor>],
+    ) -> Result<Option<Tensor>> {
+        use crate::generated::ops::aten;
+        let Some(Some(g)) = grads.first() else { return Ok(None) };
+        // d silu(x) / dx = s(x) * (1 + x * (1 - s(x))), s = sigmoid
+        let x = &node.self_;
+        let s = aten::sigmoid(self, x)?;
+        let one = Scalar::Int(1);
+        let u = aten::add_scalar(self, &aten::mul_tensor(self, x, &aten::rsub_scalar(self, &s, one, one)?)?, one, one)?;
+        aten::mul_tensor(self, g, &aten::mul_tensor(self, &s, &u)?).map(Some)
+    }
+}
 
 impl AtenOps for NpuOps {
     fn mm(&self, self_: &Tensor, mat2: &Tensor) -> Result<Tensor> {

@@ -25,6 +25,9 @@ use crate::schema::OperatorName;
 pub const MARKER: &str = "xirang-kernel:";
 /// The generated trait whose impl methods are kernels.
 pub const TRAIT_NAME: &str = "AtenOps";
+/// The generated trait of hand-written backward formulas (`hook_<method>_<inputs>`): a hook is
+/// reported as a kernel of its operator, so a formula change upstream lands on it.
+pub const HOOKS_TRAIT: &str = "BackwardHooks";
 
 /// One hand-written kernel.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -69,7 +72,11 @@ pub fn index_dir_with(
     method_ops: impl FnOnce() -> HashMap<String, String>,
 ) -> Result<AdapterIndex, Error> {
     let sources = kernel_sources(dir, root)?;
-    let map = if sources.iter().any(|(_, t)| t.contains(TRAIT_NAME)) { method_ops() } else { HashMap::new() };
+    let map = if sources.iter().any(|(_, t)| t.contains(TRAIT_NAME) || t.contains(HOOKS_TRAIT)) {
+        method_ops()
+    } else {
+        HashMap::new()
+    };
     index_sources(&sources, &map)
 }
 
@@ -82,7 +89,7 @@ fn kernel_sources(dir: &Path, root: &Path) -> Result<Vec<(String, String)>, Erro
     for path in files {
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
         // a file that mentions neither the marker nor the trait holds no kernel: skip the parse
-        if !text.contains(MARKER) && !text.contains(TRAIT_NAME) {
+        if !text.contains(MARKER) && !text.contains(TRAIT_NAME) && !text.contains(HOOKS_TRAIT) {
             continue;
         }
         let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().replace('\\', "/");
@@ -150,7 +157,15 @@ struct Walker<'a> {
 }
 
 /// The impl block a brace group is the body of: (is `impl AtenOps for ...`, self type text).
-type ImplCtx = (bool, String);
+type ImplCtx = (ImplKind, String);
+
+/// Which generated trait an impl block implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ImplKind {
+    Other,
+    Aten,
+    Hooks,
+}
 
 fn line_of(span: Span) -> u32 {
     span.start().line as u32
@@ -206,8 +221,12 @@ fn impl_header(toks: &[TokenTree], mut i: usize) -> Option<(usize, ImplCtx)> {
         match t {
             TokenTree::Group(g) if g.delimiter() == Delimiter::Brace => {
                 let self_ty = last.filter(|_| path_type).unwrap_or_else(|| "?".into());
-                let is_aten = in_self && trait_last.as_deref() == Some(TRAIT_NAME);
-                return Some((i, (is_aten, self_ty)));
+                let kind = match trait_last.as_deref() {
+                    Some(TRAIT_NAME) if in_self => ImplKind::Aten,
+                    Some(HOOKS_TRAIT) if in_self => ImplKind::Hooks,
+                    _ => ImplKind::Other,
+                };
+                return Some((i, (kind, self_ty)));
             }
             TokenTree::Punct(p) if p.as_char() == ';' => return None,
             _ if done => {}
@@ -231,6 +250,20 @@ fn impl_header(toks: &[TokenTree], mut i: usize) -> Option<(usize, ImplCtx)> {
         i += 1;
     }
     None
+}
+
+/// The operator of a backward hook method `hook_<method>_<inputs>`: the longest operator method
+/// name it starts with (the hook's name itself when none matches).
+fn hook_op(hook: &str, method_ops: &HashMap<String, String>) -> String {
+    let rest = hook.strip_prefix("hook_").unwrap_or(hook);
+    let mut best: Option<&str> = None;
+    for (i, _) in rest.match_indices('_') {
+        let m = &rest[..i];
+        if let Some(op) = method_ops.get(m).or_else(|| method_ops.get(&format!("r#{m}"))) {
+            best = Some(op);
+        }
+    }
+    best.map(str::to_string).unwrap_or_else(|| hook.to_string())
 }
 
 impl Walker<'_> {
@@ -319,15 +352,21 @@ impl Walker<'_> {
                     self.out.push(Kernel { op, item: format!("fn {method}"), file: file.clone(), line });
                 }
             }
-            Some((is_aten, self_ty)) => {
+            Some((kind, self_ty)) => {
                 let mut marked = marked;
-                if *is_aten {
+                let trait_op = match kind {
                     // `r#where` is spelled `r#where` by the naming scheme and by the lexer
-                    let op = self.method_ops.get(&method).cloned().unwrap_or_else(|| method.clone());
+                    ImplKind::Aten => {
+                        Some((TRAIT_NAME, self.method_ops.get(&method).cloned().unwrap_or_else(|| method.clone())))
+                    }
+                    ImplKind::Hooks => Some((HOOKS_TRAIT, hook_op(&method, self.method_ops))),
+                    ImplKind::Other => None,
+                };
+                if let Some((tr, op)) = trait_op {
                     marked.retain(|m| *m != op);
                     self.out.push(Kernel {
                         op,
-                        item: format!("impl {TRAIT_NAME} for {self_ty}::{method}"),
+                        item: format!("impl {tr} for {self_ty}::{method}"),
                         file: file.clone(),
                         line,
                     });
@@ -412,6 +451,31 @@ impl Other for Dev { fn relu(&self) {} }
                 ("abs".to_string(), "fn inner".to_string(), 8),
                 ("neg".to_string(), "impl AtenOps for ?::neg".to_string(), 5),
                 ("relu".to_string(), "impl AtenOps for Dev::relu".to_string(), 3),
+            ]
+        );
+    }
+
+    #[test]
+    fn backward_hooks_are_kernels_of_their_operator() {
+        let src = r#"
+impl BackwardHooks for NpuOps {
+    fn hook_silu_self(&self) {}
+    fn hook_native_layer_norm_input_weight_bias(&self) {}
+}
+"#;
+        let ops: Vec<OperatorName> =
+            ["silu", "native_layer_norm", "native"].iter().map(|s| OperatorName::parse(s).unwrap()).collect();
+        let mut ks = index_source("h.rs", src, &method_map(&ops)).unwrap();
+        ks.sort();
+        let got: Vec<(String, String)> = ks.iter().map(|k| (k.op.clone(), k.item.clone())).collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "native_layer_norm".into(),
+                    "impl BackwardHooks for NpuOps::hook_native_layer_norm_input_weight_bias".into()
+                ),
+                ("silu".into(), "impl BackwardHooks for NpuOps::hook_silu_self".into()),
             ]
         );
     }

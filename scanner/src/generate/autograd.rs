@@ -606,7 +606,7 @@ fn capture_expr(s: &str, ty: &str, args: &[&Argument], outs: &[(String, Type, us
     }
     let Some((len, v)) = best else { return format!("return Err(cap::unsupported(OP, {s:?}))") };
     let suffix = &s[len + 1..];
-    let call = match suffix {
+    match suffix {
         "sym_sizes" | "sizes" => format!("cap::sizes(OP, {v})?"),
         "sym_strides" | "strides" => format!("cap::strides(OP, {v})?"),
         "sym_sizes_opt" => format!("cap::sizes_opt(OP, {v})?"),
@@ -628,8 +628,7 @@ fn capture_expr(s: &str, ty: &str, args: &[&Argument], outs: &[(String, Type, us
             }
         }
         _ => format!("return Err(cap::unsupported(OP, {s:?}))"),
-    };
-    call
+    }
 }
 
 /// Builds the backward nodes of the selected operators' `Default` derivative entries.
