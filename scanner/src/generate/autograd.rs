@@ -556,8 +556,10 @@ impl Autograd {
     }
 }
 
-fn camel(snake: &str) -> String {
+/// `scaled_gelu` / `r#where` -> `ScaledGelu` / `Where` (node and struct names).
+pub(crate) fn camel(snake: &str) -> String {
     snake
+        .trim_start_matches("r#")
         .split('_')
         .filter(|p| !p.is_empty())
         .map(|p| {

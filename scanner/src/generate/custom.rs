@@ -33,7 +33,7 @@ use crate::registry::NativeFunction;
 use crate::schema::{Argument, BaseTy, FunctionSchema, OperatorName, Type};
 use crate::yaml::{Node, Value};
 
-use super::autograd::{Env, OpIndex, Ty, owned_ty};
+use super::autograd::{Env, OpIndex, Ty, camel, owned_ty};
 use super::ops::{OpEnv, ParamCtx, Reason, op_ctx};
 use super::types::arg_name;
 
@@ -406,21 +406,6 @@ pub struct Conflict {
     pub kind: ConflictKind,
     pub message: String,
     pub help: String,
-}
-
-fn camel(snake: &str) -> String {
-    snake
-        .trim_start_matches("r#")
-        .split('_')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let mut c = p.chars();
-            match c.next() {
-                Some(f) => f.to_ascii_uppercase().to_string() + c.as_str(),
-                None => String::new(),
-            }
-        })
-        .collect()
 }
 
 /// The name-conflict detector. `ops`: (namespace, operator name, argument names) of the custom
