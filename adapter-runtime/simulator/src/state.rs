@@ -6,8 +6,8 @@
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::ffi::CString;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Sender, channel};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, Sender, TryRecvError, channel};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -461,40 +461,77 @@ pub(crate) fn with_device_slice<T>(addr: u64, len: u64, f: impl FnOnce(&mut [u8]
 
 pub(crate) type Task = Box<dyn FnOnce() -> R<()> + Send>;
 
+/// Completion tracking of one stream. The submitting thread and the worker only touch atomics on
+/// the hot path; the mutex and condition variable are used only when someone waits.
 #[derive(Default)]
 struct Progress {
-    submitted: u64,
-    completed: u64,
-    error: Option<Fail>,
+    submitted: AtomicU64,
+    completed: AtomicU64,
+    /// Threads blocked in `wait_idle` (the worker notifies only when there are some).
+    waiters: AtomicUsize,
+    error: Mutex<Option<Fail>>,
+    lock: Mutex<()>,
+    cv: Condvar,
 }
+
+/// How long an idle stream worker polls its queue before it blocks. A device's command processor
+/// polls too; blocking after every kernel would make each launch pay a thread wake-up (a futex
+/// system call on the submitting thread), which dominates the launch of a tiny kernel.
+const WORKER_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
 
 pub(crate) struct Stream {
     pub id: u64,
     pub slot: usize,
     tx: Mutex<Option<Sender<Task>>>,
-    progress: Arc<(Mutex<Progress>, Condvar)>,
+    progress: Arc<Progress>,
     worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The next task: polls for up to [`WORKER_SPIN`], then blocks. `None` when the stream is closed.
+fn next_task(rx: &Receiver<Task>) -> Option<Task> {
+    match rx.try_recv() {
+        Ok(t) => return Some(t),
+        Err(TryRecvError::Disconnected) => return None,
+        Err(TryRecvError::Empty) => {}
+    }
+    let start = Instant::now();
+    while start.elapsed() < WORKER_SPIN {
+        for _ in 0..64 {
+            std::hint::spin_loop();
+        }
+        match rx.try_recv() {
+            Ok(t) => return Some(t),
+            Err(TryRecvError::Disconnected) => return None,
+            Err(TryRecvError::Empty) => std::thread::yield_now(),
+        }
+    }
+    rx.recv().ok()
 }
 
 impl Stream {
     fn spawn(id: u64, slot: usize) -> R<Arc<Stream>> {
         let (tx, rx) = channel::<Task>();
-        let progress: Arc<(Mutex<Progress>, Condvar)> = Arc::default();
+        let progress: Arc<Progress> = Arc::default();
         let p = progress.clone();
         let worker = std::thread::Builder::new()
             .name(format!("acl-sim-stream-{id}"))
             .spawn(move || {
-                while let Ok(task) = rx.recv() {
+                while let Some(task) = next_task(&rx) {
                     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(task))
                         .unwrap_or_else(|_| fail(ACL_ERROR_RT_AICORE_EXCEPTION, "task panicked"));
-                    let mut g = lock(&p.0);
-                    g.completed += 1;
-                    if let Err(e) = r
-                        && g.error.is_none()
-                    {
-                        g.error = Some(e);
+                    if let Err(e) = r {
+                        let mut g = lock(&p.error);
+                        if g.is_none() {
+                            *g = Some(e);
+                        }
                     }
-                    p.1.notify_all();
+                    // SeqCst pairs with `wait_idle`: either the waiter sees this completion, or
+                    // this sees the waiter and notifies it under the lock.
+                    p.completed.fetch_add(1, Ordering::SeqCst);
+                    if p.waiters.load(Ordering::SeqCst) > 0 {
+                        let _g = lock(&p.lock);
+                        p.cv.notify_all();
+                    }
                 }
             })
             .map_err(|e| Fail {
@@ -509,27 +546,33 @@ impl Stream {
         let Some(tx) = tx.as_ref() else {
             return fail(ACL_ERROR_RT_INVALID_HANDLE, "stream has been destroyed");
         };
-        lock(&self.progress.0).submitted += 1;
+        self.progress.submitted.fetch_add(1, Ordering::SeqCst);
         if tx.send(task).is_err() {
-            let mut g = lock(&self.progress.0);
-            g.submitted -= 1;
+            self.progress.submitted.fetch_sub(1, Ordering::SeqCst);
             return fail(ACL_ERROR_RT_INTERNAL_ERROR, "stream worker is gone");
         }
         Ok(())
     }
 
     fn wait_idle(&self) {
-        let (m, cv) = &*self.progress;
-        let mut g = lock(m);
-        while g.completed < g.submitted {
-            g = cv.wait(g).unwrap_or_else(|p| p.into_inner());
+        let p = &*self.progress;
+        let target = p.submitted.load(Ordering::SeqCst);
+        if p.completed.load(Ordering::SeqCst) >= target {
+            return;
         }
+        p.waiters.fetch_add(1, Ordering::SeqCst);
+        let mut g = lock(&p.lock);
+        while p.completed.load(Ordering::SeqCst) < target {
+            g = p.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+        drop(g);
+        p.waiters.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Wait for all queued work; report (and clear) the first async error.
     pub(crate) fn synchronize(&self) -> R<()> {
         self.wait_idle();
-        match lock(&self.progress.0).error.take() {
+        match lock(&self.progress.error).take() {
             Some(e) => Err(e),
             None => Ok(()),
         }
