@@ -19,22 +19,11 @@ use xirang_runtime::dispatch::{self, FallbackMode, Policy, Tier};
 use xirang_runtime::ivalue::IValue;
 use xirang_runtime::{DType, Device, Runtime, Scalar, Tensor, boxed, io, profile, train};
 
+mod harness;
+
 /// Median over `batches` of the mean time per call (ns) of `iters` calls.
-fn time(batches: usize, iters: usize, mut f: impl FnMut()) -> f64 {
-    for _ in 0..iters.min(100) {
-        f();
-    }
-    let mut v: Vec<f64> = (0..batches)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..iters {
-                f();
-            }
-            t.elapsed().as_secs_f64() * 1e9 / iters as f64
-        })
-        .collect();
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+fn time(batches: usize, iters: usize, f: impl FnMut()) -> f64 {
+    harness::median_per_call(batches, iters, iters.min(100), 1e9, f)
 }
 
 thread_local! {

@@ -17,28 +17,16 @@
 //!   fallback tier) next to the native call.
 
 use std::process::Command;
-use std::time::Instant;
 
 use xirang_runtime::dispatch::{self, FallbackMode, Policy};
 use xirang_runtime::ivalue::IValue;
 use xirang_runtime::{DType, Device, Runtime, Scalar, Tensor, boxed, kernels};
 
+mod harness;
+
 /// Median over `batches` of the mean time per call (µs) of `iters` calls.
-fn time(batches: usize, iters: usize, mut f: impl FnMut()) -> f64 {
-    for _ in 0..iters.min(10) {
-        f();
-    }
-    let mut v: Vec<f64> = (0..batches)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..iters {
-                f();
-            }
-            t.elapsed().as_secs_f64() * 1e6 / iters as f64
-        })
-        .collect();
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+fn time(batches: usize, iters: usize, f: impl FnMut()) -> f64 {
+    harness::median_per_call(batches, iters, iters.min(10), 1e6, f)
 }
 
 const TORCH: &str = r#"
