@@ -252,7 +252,20 @@ fn admit_fallback(op: &'static str) -> Result<()> {
 /// returned on the arguments' device (the host implementations do the
 /// copies); arguments at the positions in `mutated` (schema `(a!)`) receive
 /// the in-place result.
+///
+/// A generated default body reaches this for every operator the adapter's `AtenOps` impl does
+/// not override and no recipe covers; an operator with a registered native kernel
+/// ([`crate::kernels::native`]) runs on that kernel first (native tier) unless the policy forces
+/// it onto the fallback, and the host implementation takes only what the kernel declines.
 pub fn fallback(op: &'static str, args: Vec<IValue>, mutated: &[usize]) -> Result<Vec<IValue>> {
+    if !forced_fallback(op)
+        && let Some(kernel) = crate::kernels::native(op)
+    {
+        mark(Tier::Native);
+        if let Some(r) = kernel(&args)? {
+            return Ok(r);
+        }
+    }
     mark(Tier::Fallback);
     let Some(host) = crate::host_registry::lookup(op) else {
         return Err(Error::Unsupported(format!(

@@ -18,7 +18,9 @@ from torchgen import gen_backend_stubs  # noqa: E402
 ops = [l.strip() for l in open(ops_file) if l.strip()]
 yaml_path = os.path.join(root, "backend.yaml")
 with open(yaml_path, "w") as f:
-    f.write("backend: PrivateUse1\ncpp_namespace: at_xirang\nsupported:\n")
+    # XLA, as pytorch/xla's own backend yaml: PrivateUse1 already has kernels in
+    # native_functions.yaml, which gen_backend_stubs rejects for an out-of-tree backend
+    f.write("backend: XLA\ncpp_namespace: at_xirang\nsupported:\n")
     for op in ops:
         f.write(f"- {op}\n")
 times = []

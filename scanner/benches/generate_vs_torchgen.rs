@@ -69,11 +69,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ops_text = std::fs::read_to_string(root.join("generated/ops.rs"))?;
     let list: Vec<&str> = ops_text
         .lines()
-        .skip_while(|l| !l.starts_with("pub const OPERATORS"))
+        .skip_while(|l| !(l.starts_with("pub static OPERATORS") || l.starts_with("pub const OPERATORS")))
         .skip(1)
         .take_while(|l| !l.starts_with("];"))
         .map(|l| l.trim().trim_matches(|c| c == '"' || c == ','))
         .collect();
+    if list.is_empty() {
+        return Err("no OPERATORS table in generated/ops.rs".into());
+    }
     std::fs::write(&ops_file, list.join("\n"))?;
     let out = Command::new("python3")
         .arg(root.join("scanner/benches/gen_backend_stubs.py"))
