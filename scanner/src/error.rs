@@ -130,6 +130,9 @@ pub enum Error {
     #[error(transparent)]
     #[diagnostic(code(xirang::headers))]
     Headers(#[from] xirang_headers::HeaderError),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Coverage(#[from] crate::coverage::CoverageError),
 }
 
 impl From<SourceError> for Error {

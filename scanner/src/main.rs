@@ -143,6 +143,38 @@ present (with --fail-on info), 32 an allow-list entry has expired (with any --fa
         #[arg(long, value_name = "VERSION")]
         pytorch: Option<String>,
     },
+    /// Coverage report: the tier of every selected operator (native, recipe, fallback, none) and
+    /// the backward of each differentiable input (translated, hand-written hook, missing hook)
+    #[command(
+        long_about = "Lists every operator xirang.toml selects (as `generate` does) with the tier the generated front-ends dispatch it to: native (the adapter's `impl AtenOps` method), recipe (a composition recipe of templates/recipes.toml or an out=/in-place wrapper over the functional operator; counted only when every operator it calls is reachable), fallback (a host implementation in the runtime's fallback table), or none; with the file:line of the kernel or host implementation. For autograd, each input of an operator's derivatives.yaml entry is translated (the generator compiled the formula), hand-written (a BackwardHooks method the adapter implements, with file:line), missing hook, or not differentiable; operators without an entry say so. Totals come first.
+
+--write regenerates the committed report (diffs/coverage.md and diffs/coverage.json); --check exits 3 when it is stale (CI).
+
+Exit codes: 0 success; 1 error; 2 usage error; 3 --check found the committed report stale; 4 a --fail-under-* threshold was not met."
+    )]
+    Coverage {
+        #[arg(long, value_enum, default_value_t = CoverageFormat::Text)]
+        format: CoverageFormat,
+        /// Adapter runtime folder to index (default: `[adapter] runtime` of xirang.toml); its src/ is read
+        #[arg(long, value_name = "DIR")]
+        adapter: Option<PathBuf>,
+        /// Adapter configuration (default: xirang.toml in the current folder or a parent)
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Write the committed report (diffs/coverage.md, diffs/coverage.json) instead of printing
+        #[arg(long, conflicts_with = "check")]
+        write: bool,
+        /// Do not write; exit 3 and list the stale files when the committed report is not current
+        #[arg(long)]
+        check: bool,
+        /// Exit 4 when fewer than PCT percent of the operators are reachable (tier other than none)
+        #[arg(long, value_name = "PCT")]
+        fail_under_reachable: Option<f64>,
+        /// Exit 4 when fewer than PCT percent of the differentiable inputs have a backward
+        /// (translated or hand-written)
+        #[arg(long, value_name = "PCT")]
+        fail_under_autograd: Option<f64>,
+    },
     /// Add a custom operator with its gradient rule: custom-operator file, generated/, kernel
     /// skeleton and tests (all or nothing)
     #[command(
@@ -222,6 +254,13 @@ enum ShowFormat {
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
 enum DiffFormat {
     Terminal,
+    Markdown,
+    Json,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum CoverageFormat {
+    Text,
     Markdown,
     Json,
 }
@@ -426,6 +465,67 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 if check { "current" } else { "generated" },
                 summary.folder.display()
             );
+        }
+        Command::Coverage { format, adapter, config, write, check, fail_under_reachable, fail_under_autograd } => {
+            use xirang_scan::{coverage, generate};
+            let cfg = match &config {
+                Some(p) => generate::config::LoadedConfig::load(p)?,
+                None => {
+                    generate::config::LoadedConfig::discover(&std::env::current_dir().map_err(|e| Error::io(".", e))?)?
+                }
+            };
+            let reachable_min = fail_under_reachable.map(|v| coverage::threshold("reachable", v)).transpose()?;
+            let autograd_min = fail_under_autograd.map(|v| coverage::threshold("autograd", v)).transpose()?;
+            let st = match &store_flag {
+                Some(_) => store()?,
+                None => Store::discover(Some(&cfg.path("schemas"))).or_else(|_| store())?,
+            };
+            let root = cfg.root.clone();
+            let inputs = generate::Inputs::load(cfg, &st)?;
+            let report = coverage::build(&inputs, adapter.as_deref())?;
+            if check {
+                let stale = coverage::check(&root, &report)?;
+                if !stale.is_empty() {
+                    for p in &stale {
+                        eprintln!("stale: {}", p.display());
+                    }
+                    eprintln!(
+                        "the coverage report is not current: run `xirang-scan coverage --write` and commit the result"
+                    );
+                    return Ok(ExitCode::from(3));
+                }
+                println!("{} and {} current", coverage::REPORT_MD, coverage::REPORT_JSON);
+            } else if write {
+                for p in coverage::write(&root, &report)? {
+                    println!("wrote {}", p.display());
+                }
+            } else {
+                let text = match format {
+                    CoverageFormat::Text => coverage::render_text(&report),
+                    CoverageFormat::Markdown => coverage::render_markdown(&report),
+                    CoverageFormat::Json => coverage::render_json(&report)?,
+                };
+                print_str(&text)?;
+            }
+            let mut under = false;
+            if let Some(min) = reachable_min
+                && report.reachable_pct() < min
+            {
+                eprintln!("coverage: {:.1}% of the operators are reachable, under {min}%", report.reachable_pct());
+                under = true;
+            }
+            if let Some(min) = autograd_min
+                && report.autograd_pct() < min
+            {
+                eprintln!(
+                    "coverage: {:.1}% of the differentiable inputs have a backward, under {min}%",
+                    report.autograd_pct()
+                );
+                under = true;
+            }
+            if under {
+                return Ok(ExitCode::from(4));
+            }
         }
         Command::NewOp { schema, grads, reference, config, dry_run } => {
             use xirang_scan::generate;

@@ -129,7 +129,11 @@ fn default_store() -> String {
     "schemas".into()
 }
 fn default_steps() -> Vec<Vec<String>> {
-    vec![vec!["xirang-scan".into(), "generate".into()], vec!["xirang-scan".into(), "diffs".into()]]
+    vec![
+        vec!["xirang-scan".into(), "generate".into()],
+        vec!["xirang-scan".into(), "diffs".into()],
+        vec!["xirang-scan".into(), "coverage".into(), "--write".into()],
+    ]
 }
 fn default_check() -> Vec<String> {
     vec!["cargo".into(), "check".into(), "--workspace".into()]

@@ -11,6 +11,15 @@
 //!    ```
 //!
 //! Each kernel is reported with its file (relative to the repository root) and the line of its name.
+//!
+//! The index also finds the host reference implementations the CPU-fallback tier runs
+//! ([`AdapterIndex::fallbacks`], read by `xirang-scan coverage`; the drift reports do not use them):
+//! 1. every entry of a fallback table: a `static` whose type names [`FALLBACK_FN_TYPE`] (`HostFn`,
+//!    the runtime's boxed host function type), e.g. `static TABLE: &[(&str, usize, HostFn)] = &[
+//!    ("add.Tensor", 3, add_tensor), ...]`. Each parenthesised tuple of the value whose first token
+//!    is a string literal naming an operator registers that operator, at the literal's line;
+//! 2. any function whose doc comment carries a marker line `/// xirang-fallback: op[, op...]` (for
+//!    a host implementation registered some other way).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -28,6 +37,10 @@ pub const TRAIT_NAME: &str = "AtenOps";
 /// The generated trait of hand-written backward formulas (`hook_<method>_<inputs>`): a hook is
 /// reported as a kernel of its operator, so a formula change upstream lands on it.
 pub const HOOKS_TRAIT: &str = "BackwardHooks";
+/// The doc-comment marker of a host (CPU-fallback) implementation: `/// xirang-fallback: op[, op...]`.
+pub const FALLBACK_MARKER: &str = "xirang-fallback:";
+/// The boxed host function type: a `static` whose type names it is a fallback table.
+pub const FALLBACK_FN_TYPE: &str = "HostFn";
 
 /// One hand-written kernel.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -46,6 +59,8 @@ pub struct Kernel {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AdapterIndex {
     pub kernels: Vec<Kernel>,
+    /// Host reference implementations (CPU-fallback tier), sorted like `kernels`.
+    pub fallbacks: Vec<Kernel>,
 }
 
 impl AdapterIndex {
@@ -53,6 +68,25 @@ impl AdapterIndex {
     pub fn of<'a>(&'a self, op: &'a str) -> impl Iterator<Item = &'a Kernel> + 'a {
         let start = self.kernels.partition_point(|k| k.op.as_str() < op);
         self.kernels[start..].iter().take_while(move |k| k.op == op)
+    }
+
+    /// Host reference implementations of an operator.
+    pub fn fallbacks_of<'a>(&'a self, op: &'a str) -> impl Iterator<Item = &'a Kernel> + 'a {
+        let start = self.fallbacks.partition_point(|k| k.op.as_str() < op);
+        self.fallbacks[start..].iter().take_while(move |k| k.op == op)
+    }
+
+    /// The hand-written `BackwardHooks` method named `method` (`hook_silu_self`), if any.
+    pub fn hook(&self, method: &str) -> Option<&Kernel> {
+        self.kernels.iter().find(|k| k.hook_method() == Some(method))
+    }
+}
+
+impl Kernel {
+    /// The method name of a `BackwardHooks` impl method (`hook_silu_self`), else `None`.
+    pub fn hook_method(&self) -> Option<&str> {
+        let rest = self.item.strip_prefix("impl ")?.strip_prefix(HOOKS_TRAIT)?.strip_prefix(" for ")?;
+        rest.rsplit_once("::").map(|(_, m)| m)
     }
 }
 
@@ -89,7 +123,12 @@ fn kernel_sources(dir: &Path, root: &Path) -> Result<Vec<(String, String)>, Erro
     for path in files {
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
         // a file that mentions neither the marker nor the trait holds no kernel: skip the parse
-        if !text.contains(MARKER) && !text.contains(TRAIT_NAME) && !text.contains(HOOKS_TRAIT) {
+        if !text.contains(MARKER)
+            && !text.contains(TRAIT_NAME)
+            && !text.contains(HOOKS_TRAIT)
+            && !text.contains(FALLBACK_MARKER)
+            && !text.contains(FALLBACK_FN_TYPE)
+        {
             continue;
         }
         let rel = path.strip_prefix(root).unwrap_or(&path).to_string_lossy().replace('\\', "/");
@@ -99,13 +138,17 @@ fn kernel_sources(dir: &Path, root: &Path) -> Result<Vec<(String, String)>, Erro
 }
 
 fn index_sources(sources: &[(String, String)], method_ops: &HashMap<String, String>) -> Result<AdapterIndex, Error> {
-    let mut kernels = Vec::new();
+    let (mut kernels, mut fallbacks) = (Vec::new(), Vec::new());
     for (rel, text) in sources {
-        kernels.extend(index_source(rel, text, method_ops)?);
+        let (k, f) = index_source_all(rel, text, method_ops)?;
+        kernels.extend(k);
+        fallbacks.extend(f);
     }
     kernels.sort();
     kernels.dedup();
-    Ok(AdapterIndex { kernels })
+    fallbacks.sort();
+    fallbacks.dedup();
+    Ok(AdapterIndex { kernels, fallbacks })
 }
 
 /// Indexes one source text (`file` is the name reported).
@@ -116,15 +159,24 @@ fn index_sources(sources: &[(String, String)], method_ops: &HashMap<String, Stri
 /// it on every call. Text that does not lex (unbalanced delimiters, bad literals) is an error; other
 /// syntax errors are left to the compiler.
 pub fn index_source(file: &str, text: &str, method_ops: &HashMap<String, String>) -> Result<Vec<Kernel>, Error> {
+    Ok(index_source_all(file, text, method_ops)?.0)
+}
+
+/// [`index_source`], also returning the host (CPU-fallback) implementations the text registers.
+pub fn index_source_all(
+    file: &str,
+    text: &str,
+    method_ops: &HashMap<String, String>,
+) -> Result<(Vec<Kernel>, Vec<Kernel>), Error> {
     let tokens: TokenStream = text.parse().map_err(|e: proc_macro2::LexError| {
         let src = SourceFile::new(file, text);
         let start = e.span().start();
         let pos = src.pos_of_marker(start.line, start.column);
         Error::from(src.error(pos, 1, format!("adapter index: cannot lex Rust: {e}")))
     })?;
-    let mut w = Walker { file, method_ops, out: Vec::new() };
+    let mut w = Walker { file, method_ops, out: Vec::new(), fallbacks: Vec::new() };
     w.items(tokens, None);
-    Ok(w.out)
+    Ok((w.out, w.fallbacks))
 }
 
 /// Method name -> qualified operator name, over the operators of the given snapshots.
@@ -154,6 +206,7 @@ struct Walker<'a> {
     file: &'a str,
     method_ops: &'a HashMap<String, String>,
     out: Vec<Kernel>,
+    fallbacks: Vec<Kernel>,
 }
 
 /// The impl block a brace group is the body of: (is `impl AtenOps for ...`, self type text).
@@ -175,8 +228,18 @@ fn is_punct(t: &TokenTree, c: char) -> bool {
     matches!(t, TokenTree::Punct(p) if p.as_char() == c)
 }
 
-/// Operators named by `xirang-kernel:` lines of a doc attribute body (`doc = "..."`).
-fn marked_ops(doc: &TokenStream, out: &mut Vec<String>) {
+/// Whether a token (or a group, at any depth) is the identifier `name`.
+fn mentions(t: &TokenTree, name: &str) -> bool {
+    match t {
+        TokenTree::Ident(id) => id == name,
+        TokenTree::Group(g) => g.stream().into_iter().any(|t| mentions(&t, name)),
+        _ => false,
+    }
+}
+
+/// Operators named by `xirang-kernel:` lines (into `out`) and `xirang-fallback:` lines (into `fb`)
+/// of a doc attribute body (`doc = "..."`).
+fn marked_ops(doc: &TokenStream, out: &mut Vec<String>, fb: &mut Vec<String>) {
     let toks: Vec<TokenTree> = doc.clone().into_iter().collect();
     let [TokenTree::Ident(name), eq, TokenTree::Literal(lit)] = toks.as_slice() else { return };
     if name != "doc" || !is_punct(eq, '=') {
@@ -184,12 +247,16 @@ fn marked_ops(doc: &TokenStream, out: &mut Vec<String>) {
     }
     let syn::Lit::Str(s) = syn::Lit::new(lit.clone()) else { return };
     for line in s.value().lines() {
-        if let Some(rest) = line.trim().strip_prefix(MARKER) {
-            for op in rest.split(',') {
-                let op = op.trim();
-                if OperatorName::parse(op).is_ok() {
-                    out.push(op.to_string());
-                }
+        let line = line.trim();
+        let (rest, into) = match (line.strip_prefix(MARKER), line.strip_prefix(FALLBACK_MARKER)) {
+            (Some(rest), _) => (rest, &mut *out),
+            (_, Some(rest)) => (rest, &mut *fb),
+            _ => continue,
+        };
+        for op in rest.split(',') {
+            let op = op.trim();
+            if OperatorName::parse(op).is_ok() {
+                into.push(op.to_string());
             }
         }
     }
@@ -271,6 +338,7 @@ impl Walker<'_> {
     fn items(&mut self, stream: TokenStream, imp: Option<&ImplCtx>) {
         let toks: Vec<TokenTree> = stream.into_iter().collect();
         let mut docs: Vec<String> = Vec::new();
+        let mut fb_docs: Vec<String> = Vec::new();
         let mut i = 0;
         while i < toks.len() {
             let t = &toks[i];
@@ -280,24 +348,42 @@ impl Walker<'_> {
                     if let Some(TokenTree::Group(g)) = toks.get(i + 1)
                         && g.delimiter() == Delimiter::Bracket
                     {
-                        marked_ops(&g.stream(), &mut docs);
+                        marked_ops(&g.stream(), &mut docs, &mut fb_docs);
                         i += 2;
                         continue;
                     }
                 }
-                TokenTree::Punct(p) if p.as_char() == ';' => docs.clear(),
+                TokenTree::Punct(p) if p.as_char() == ';' => {
+                    docs.clear();
+                    fb_docs.clear();
+                }
+                // `static NAME: T = ...;` (not the lifetime `'static`)
+                TokenTree::Ident(id) if id == "static" && !(i > 0 && is_punct(&toks[i - 1], '\'')) => {
+                    if let Some(end) = self.fallback_table(&toks, i + 1) {
+                        docs.clear();
+                        fb_docs.clear();
+                        i = end;
+                        continue;
+                    }
+                }
                 TokenTree::Ident(id) if id == "impl" && self.item_start(&toks, i) => {
                     if let Some((body, ctx)) = impl_header(&toks, i + 1) {
                         if let TokenTree::Group(g) = &toks[body] {
                             self.items(g.stream(), Some(&ctx));
                         }
                         docs.clear();
+                        fb_docs.clear();
                         i = body + 1;
                         continue;
                     }
                 }
                 TokenTree::Ident(id) if id == "fn" => {
                     if let Some(TokenTree::Ident(name)) = toks.get(i + 1) {
+                        for op in std::mem::take(&mut fb_docs) {
+                            let item = format!("fn {name}");
+                            let (file, line) = (self.file.to_string(), line_of(name.span()));
+                            self.fallbacks.push(Kernel { op, item, file, line });
+                        }
                         self.function(name, std::mem::take(&mut docs), imp);
                         i += 2;
                         continue;
@@ -308,6 +394,7 @@ impl Walker<'_> {
                         // a function body, module, block: items inside are free items
                         self.items(g.stream(), None);
                         docs.clear();
+                        fb_docs.clear();
                     } else {
                         self.nested(g.stream());
                     }
@@ -315,6 +402,48 @@ impl Walker<'_> {
                 _ => {}
             }
             i += 1;
+        }
+    }
+
+    /// A `static` item at `toks[i]` (the token after `static`): when its type names
+    /// [`FALLBACK_FN_TYPE`], records the operators of its tuples as fallbacks. Returns the index
+    /// after the item's `;`, or `None` when it is not a fallback table.
+    fn fallback_table(&mut self, toks: &[TokenTree], mut i: usize) -> Option<usize> {
+        if matches!(toks.get(i), Some(TokenTree::Ident(m)) if m == "mut") {
+            i += 1;
+        }
+        let TokenTree::Ident(name) = toks.get(i)? else { return None };
+        if !is_punct(toks.get(i + 1)?, ':') {
+            return None;
+        }
+        let eq = (i + 2..toks.len()).find(|&k| is_punct(&toks[k], '=') || is_punct(&toks[k], ';'))?;
+        if !is_punct(&toks[eq], '=') || !toks[i + 2..eq].iter().any(|t| mentions(t, FALLBACK_FN_TYPE)) {
+            return None;
+        }
+        let end = (eq + 1..toks.len()).find(|&k| is_punct(&toks[k], ';')).unwrap_or(toks.len());
+        let item = format!("static {name}");
+        for t in &toks[eq + 1..end] {
+            self.table_entries(t, &item);
+        }
+        Some(end + 1)
+    }
+
+    /// The `("op", ...)` tuples inside a fallback table's value.
+    fn table_entries(&mut self, t: &TokenTree, item: &str) {
+        let TokenTree::Group(g) = t else { return };
+        if g.delimiter() == Delimiter::Parenthesis
+            && let Some(TokenTree::Literal(lit)) = g.stream().into_iter().next()
+            && let syn::Lit::Str(s) = syn::Lit::new(lit.clone())
+        {
+            let op = s.value();
+            if OperatorName::parse(&op).is_ok() {
+                let (file, line) = (self.file.to_string(), line_of(lit.span()));
+                self.fallbacks.push(Kernel { op, item: item.to_string(), file, line });
+            }
+            return;
+        }
+        for t in g.stream() {
+            self.table_entries(&t, item);
         }
     }
 
@@ -478,5 +607,49 @@ impl BackwardHooks for NpuOps {
                 ("silu".into(), "impl BackwardHooks for NpuOps::hook_silu_self".into()),
             ]
         );
+    }
+
+    #[test]
+    fn fallback_tables_and_markers_are_indexed_apart_from_kernels() {
+        let src = r#"
+use crate::dispatch::HostFn;
+type NativeFn = fn();
+/// (operator, arity, implementation)
+pub static TABLE: &[(&str, usize, HostFn)] = &[
+    ("add.Tensor", 3, add_tensor),
+    ("relu", 1, relu),
+    ("not an op!", 1, relu),
+];
+static NATIVE: &[(&str, usize, NativeFn)] = &[("mm", 2, mm)];
+fn find(op: &str) -> Option<&'static (&'static str, usize, HostFn)> { None }
+static mut COUNT: usize = 0;
+/// xirang-fallback: neg, mul.Scalar
+fn host_neg() {}
+/// xirang-kernel: abs
+fn abs() {}
+"#;
+        let (ks, fbs) = index_source_all("h.rs", src, &HashMap::new()).unwrap();
+        let got: Vec<(String, String, u32)> = fbs.iter().map(|k| (k.op.clone(), k.item.clone(), k.line)).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("add.Tensor".to_string(), "static TABLE".to_string(), 6),
+                ("relu".to_string(), "static TABLE".to_string(), 7),
+                ("neg".to_string(), "fn host_neg".to_string(), 14),
+                ("mul.Scalar".to_string(), "fn host_neg".to_string(), 14),
+            ]
+        );
+        let kernels: Vec<&str> = ks.iter().map(|k| k.op.as_str()).collect();
+        assert_eq!(kernels, ["abs"], "fallbacks are not kernels");
+    }
+
+    #[test]
+    fn hooks_are_found_by_method_name() {
+        let src = "impl BackwardHooks for NpuOps {\n    fn hook_silu_self(&self) {}\n}\n";
+        let ops: Vec<OperatorName> = ["silu"].iter().map(|s| OperatorName::parse(s).unwrap()).collect();
+        let kernels = index_source("n.rs", src, &method_map(&ops)).unwrap();
+        let idx = AdapterIndex { kernels, fallbacks: Vec::new() };
+        assert_eq!(idx.hook("hook_silu_self").map(|k| k.line), Some(2));
+        assert!(idx.hook("hook_silu").is_none());
     }
 }

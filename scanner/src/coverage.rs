@@ -1,0 +1,700 @@
+//! `xirang-scan coverage`: which tier serves every selected operator, and how its backward is
+//! computed.
+//!
+//! The report joins what the generator decides (`generate::model`: the selection of
+//! `xirang.toml [operators]`, the default body of every `AtenOps` method, the recipes chosen from
+//! the knowledge base; `generate::autograd`: the backward nodes and their hooks) with what the
+//! adapter hand-writes (`diff::adapter_index` over the runtime's `src/`: `impl AtenOps` methods,
+//! `impl BackwardHooks` methods, the host fallback table). It is computed the way the generated
+//! front-ends dispatch (`generated/ops.rs`):
+//!
+//! * **native**: the adapter implements the operator's `AtenOps` method (a kernel that declines its
+//!   arguments falls back to the host implementation at run time);
+//! * **recipe**: the trait's default body is a composition recipe (`generated/recipes.rs`) or an
+//!   `out=` / in-place wrapper over the functional operator. A recipe counts only when every
+//!   operator it calls is itself reachable (native, recipe or fallback), transitively: the runtime
+//!   does not fall back when a recipe's callee fails, so a recipe with an unreachable callee is
+//!   `none`;
+//! * **fallback**: the default body is the CPU fallback and the host registry has an
+//!   implementation;
+//! * **none**: a call returns `Unsupported`.
+//!
+//! Autograd, per input of an operator with a `derivatives.yaml` entry: `translated` (the generator
+//! compiled the formula), `hand-written` (the formula became a `BackwardHooks` method and the adapter
+//! implements it), `missing hook` (the hook's default returns `Unsupported`), `not differentiable`
+//! (a Tensor input without a formula). Operators without an entry are `no derivative entry`.
+//!
+//! Output is deterministic (sorted by operator). `coverage --write` commits the report to
+//! `diffs/coverage.md` and `diffs/coverage.json` (the runtime's `tests/coverage_truth.rs` checks the
+//! JSON against what the runtime dispatches); `coverage --check` reports them stale (CI).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::diff::adapter_index::{self, AdapterIndex, HOOKS_TRAIT, Kernel, TRAIT_NAME};
+use crate::error::Error;
+use crate::generate::{self, Inputs, ops::Body};
+use crate::schema::{BaseTy, Type};
+
+/// Where the committed reports live, relative to the repository root.
+pub const REPORT_MD: &str = "diffs/coverage.md";
+pub const REPORT_JSON: &str = "diffs/coverage.json";
+
+/// Errors of the coverage report.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum CoverageError {
+    #[error("adapter folder `{0}` does not exist")]
+    #[diagnostic(
+        code(xirang::coverage::adapter),
+        help("pass the adapter runtime's folder with --adapter, or set `[adapter] runtime` in xirang.toml")
+    )]
+    AdapterNotFound(PathBuf),
+    #[error("--fail-under-{what} {value}: not a percentage between 0 and 100")]
+    #[diagnostic(code(xirang::coverage::threshold))]
+    BadThreshold { what: &'static str, value: f64 },
+    #[error("encoding the coverage report as JSON: {0}")]
+    #[diagnostic(code(xirang::coverage::json))]
+    Json(String),
+}
+
+/// The forward tier of an operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tier {
+    Native,
+    Recipe,
+    Fallback,
+    None,
+}
+
+impl Tier {
+    pub const ALL: [Tier; 4] = [Tier::Native, Tier::Recipe, Tier::Fallback, Tier::None];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Native => "native",
+            Tier::Recipe => "recipe",
+            Tier::Fallback => "fallback",
+            Tier::None => "none",
+        }
+    }
+}
+
+/// The autograd status of one input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GradStatus {
+    Translated,
+    HandWritten,
+    MissingHook,
+    NotDifferentiable,
+}
+
+impl GradStatus {
+    pub const ALL: [GradStatus; 4] =
+        [GradStatus::Translated, GradStatus::HandWritten, GradStatus::MissingHook, GradStatus::NotDifferentiable];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GradStatus::Translated => "translated",
+            GradStatus::HandWritten => "hand-written",
+            GradStatus::MissingHook => "missing hook",
+            GradStatus::NotDifferentiable => "not differentiable",
+        }
+    }
+}
+
+/// One input of an operator with a derivative entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InputCoverage {
+    pub input: String,
+    pub status: GradStatus,
+    /// The `BackwardHooks` method (hand-written or missing hooks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hook: Option<String>,
+    /// `file:line` of the hand-written hook.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+}
+
+/// One selected operator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OpCoverage {
+    pub op: String,
+    pub schema: String,
+    pub tier: Tier,
+    /// The recipe: `recipes::<fn>` (knowledge base), or `out= wrapper of <op>` / `in-place wrapper
+    /// of <op>`; also set when the recipe is unreachable (tier `none`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recipe: Option<String>,
+    /// The operators the recipe calls.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub callees: Vec<String>,
+    /// `file:line` of the native kernel (`impl AtenOps` method) or of the host implementation
+    /// (fallback tier).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// `file:line` of the host implementation, whatever the tier.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// `file:line` of a device kernel marked `xirang-kernel:` that the adapter's `impl AtenOps`
+    /// does not call for this operator (the generated front-ends do not reach it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unwired_kernel: Option<String>,
+    /// Why the tier is `none`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Whether `derivatives.yaml` has an entry for the operator.
+    pub derivative: bool,
+    /// The inputs of the derivative entry (empty without one).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputCoverage>,
+}
+
+/// The report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Coverage {
+    pub adapter: String,
+    pub pytorch: String,
+    /// The selection of xirang.toml `[operators]` (`select = "backend", core = true`).
+    pub select: String,
+    /// The indexed adapter folder, relative to the repository root.
+    pub indexed: String,
+    pub ops: Vec<OpCoverage>,
+}
+
+impl Coverage {
+    /// Operators per tier.
+    pub fn tier_counts(&self) -> BTreeMap<Tier, usize> {
+        let mut m: BTreeMap<Tier, usize> = Tier::ALL.iter().map(|t| (*t, 0)).collect();
+        for o in &self.ops {
+            *m.entry(o.tier).or_default() += 1;
+        }
+        m
+    }
+
+    /// Inputs per autograd status.
+    pub fn grad_counts(&self) -> BTreeMap<GradStatus, usize> {
+        let mut m: BTreeMap<GradStatus, usize> = GradStatus::ALL.iter().map(|s| (*s, 0)).collect();
+        for i in self.ops.iter().flat_map(|o| &o.inputs) {
+            *m.entry(i.status).or_default() += 1;
+        }
+        m
+    }
+
+    /// Operators without a derivative entry.
+    pub fn no_derivative(&self) -> usize {
+        self.ops.iter().filter(|o| !o.derivative).count()
+    }
+
+    /// Operators whose every differentiable input has a working backward (translated or
+    /// hand-written), among those with a derivative entry and at least one such input.
+    pub fn complete_backward(&self) -> (usize, usize) {
+        let with: Vec<&OpCoverage> =
+            self.ops.iter().filter(|o| o.inputs.iter().any(|i| i.status != GradStatus::NotDifferentiable)).collect();
+        let done = with.iter().filter(|o| o.inputs.iter().all(|i| i.status != GradStatus::MissingHook)).count();
+        (done, with.len())
+    }
+
+    /// Percentage of operators with a tier other than `none`.
+    pub fn reachable_pct(&self) -> f64 {
+        pct(self.ops.iter().filter(|o| o.tier != Tier::None).count(), self.ops.len())
+    }
+
+    /// Percentage of differentiable inputs with a working backward (translated or hand-written).
+    pub fn autograd_pct(&self) -> f64 {
+        let c = self.grad_counts();
+        let ok = c[&GradStatus::Translated] + c[&GradStatus::HandWritten];
+        pct(ok, ok + c[&GradStatus::MissingHook])
+    }
+}
+
+fn pct(n: usize, of: usize) -> f64 {
+    if of == 0 { 100.0 } else { n as f64 * 100.0 / of as f64 }
+}
+
+fn loc(k: &Kernel) -> String {
+    format!("{}:{}", k.file, k.line)
+}
+
+/// The folder the index reads: `<adapter>/src` when it exists (tests and examples implement the
+/// traits for their own test types), else `<adapter>`.
+pub fn index_folder(adapter: &Path) -> PathBuf {
+    let src = adapter.join("src");
+    if src.is_dir() { src } else { adapter.to_path_buf() }
+}
+
+/// Builds the report for a generation run's inputs, indexing the adapter at `adapter` (default:
+/// `[adapter] runtime` of xirang.toml).
+pub fn build(inputs: &Inputs, adapter: Option<&Path>) -> Result<Coverage, Error> {
+    let cfg = &inputs.cfg;
+    let root = cfg.root.clone();
+    let adapter = adapter.map(Path::to_path_buf).unwrap_or_else(|| cfg.path(&cfg.config.adapter.runtime));
+    if !adapter.is_dir() {
+        return Err(CoverageError::AdapterNotFound(adapter).into());
+    }
+    let model = generate::model(inputs)?;
+    let functions = &inputs.snapshot.registry.functions;
+    let selected: BTreeSet<String> = model.ops.iter().map(|o| o.qualified.clone()).collect();
+    let map = adapter_index::method_map(functions.iter().map(|f| &f.func.name));
+    let method_to_op: HashMap<&str, &str> =
+        model.ops.iter().map(|o| (o.method.as_str(), o.qualified.as_str())).collect();
+    let folder = index_folder(&adapter);
+    let index = adapter_index::index_dir(&folder, &root, &map)?;
+    let ag = generate::autograd::autograd_model(inputs, &selected);
+    Ok(assemble(inputs, &model, &method_to_op, &index, &ag, rel(&folder, &root)))
+}
+
+fn rel(p: &Path, root: &Path) -> String {
+    p.strip_prefix(root).unwrap_or(p).to_string_lossy().replace('\\', "/")
+}
+
+/// What the generated trait does for an operator, before reachability.
+enum Direct {
+    Native(String),
+    Recipe { name: String, callees: Vec<String> },
+    Fallback(String),
+    None,
+}
+
+fn assemble(
+    inputs: &Inputs,
+    model: &generate::Model,
+    method_to_op: &HashMap<&str, &str>,
+    index: &AdapterIndex,
+    ag: &generate::autograd::Autograd,
+    indexed: String,
+) -> Coverage {
+    let aten_item = format!("impl {TRAIT_NAME} for ");
+    let hooks_item = format!("impl {HOOKS_TRAIT} for ");
+    let mut direct: BTreeMap<&str, Direct> = BTreeMap::new();
+    for o in &model.ops {
+        let q = o.qualified.as_str();
+        let native = index.of(q).find(|k| k.item.starts_with(&aten_item));
+        let host = index.fallbacks_of(q).next();
+        let d = if let Some(k) = native {
+            Direct::Native(loc(k))
+        } else {
+            match &o.body {
+                Body::Recipe { function, .. } => Direct::Recipe {
+                    name: format!("recipes::{function}"),
+                    callees: model
+                        .recipes
+                        .chosen
+                        .get(q)
+                        .map(|c| c.callees.iter().cloned().collect())
+                        .unwrap_or_default(),
+                },
+                Body::Out { functional_method, .. } | Body::Inplace { functional_method, .. } => {
+                    let f = method_to_op.get(functional_method.as_str()).copied().unwrap_or(functional_method);
+                    let kind = if matches!(o.body, Body::Out { .. }) { "out=" } else { "in-place" };
+                    Direct::Recipe { name: format!("{kind} wrapper of {f}"), callees: vec![f.to_string()] }
+                }
+                Body::Fallback => host.map_or(Direct::None, |k| Direct::Fallback(loc(k))),
+            }
+        };
+        direct.insert(q, d);
+    }
+    // reachability: native and fallback operators, then recipes whose callees all are (fixed point)
+    let mut reachable: BTreeSet<&str> =
+        direct.iter().filter(|(_, d)| matches!(d, Direct::Native(_) | Direct::Fallback(_))).map(|(q, _)| *q).collect();
+    loop {
+        let before = reachable.len();
+        for (q, d) in &direct {
+            if let Direct::Recipe { callees, .. } = d
+                && callees.iter().all(|c| reachable.contains(c.as_str()))
+            {
+                reachable.insert(q);
+            }
+        }
+        if reachable.len() == before {
+            break;
+        }
+    }
+
+    // autograd: node groups per operator
+    let nodes: HashMap<&str, &generate::autograd::NodeCtx> = ag.nodes.iter().map(|n| (n.op.as_str(), n)).collect();
+    let functions: HashMap<String, &crate::registry::NativeFunction> =
+        inputs.snapshot.registry.functions.iter().map(|f| (f.func.name.to_string(), f)).collect();
+
+    let mut ops = Vec::new();
+    for o in &model.ops {
+        let q = o.qualified.as_str();
+        let host = index.fallbacks_of(q).next().map(loc);
+        let mut row = OpCoverage {
+            op: q.to_string(),
+            schema: o.schema.clone(),
+            tier: Tier::None,
+            recipe: None,
+            callees: Vec::new(),
+            at: None,
+            host: host.clone(),
+            unwired_kernel: None,
+            reason: None,
+            derivative: false,
+            inputs: Vec::new(),
+        };
+        match &direct[q] {
+            Direct::Native(at) => {
+                row.tier = Tier::Native;
+                row.at = Some(at.clone());
+            }
+            Direct::Fallback(at) => {
+                row.tier = Tier::Fallback;
+                row.at = Some(at.clone());
+            }
+            Direct::None => {
+                row.reason = Some("no native kernel, no recipe and no host implementation".into());
+            }
+            Direct::Recipe { name, callees } => {
+                row.recipe = Some(name.clone());
+                row.callees = callees.clone();
+                if reachable.contains(q) {
+                    row.tier = Tier::Recipe;
+                } else {
+                    let bad: Vec<&str> =
+                        callees.iter().map(String::as_str).filter(|c| !reachable.contains(c)).collect();
+                    row.reason = Some(format!("{name} calls unreachable {}", bad.join(", ")));
+                }
+            }
+        }
+        if row.tier != Tier::Native {
+            row.unwired_kernel =
+                index.of(q).find(|k| !k.item.starts_with(&aten_item) && !k.item.starts_with(&hooks_item)).map(loc);
+        }
+        if let Some(n) = nodes.get(q) {
+            row.derivative = true;
+            let mut by_input: HashMap<String, InputCoverage> = HashMap::new();
+            for g in &n.groups {
+                for v in &g.inputs {
+                    let input = v.strip_prefix("g_").unwrap_or(v).to_string();
+                    let c = match (&g.code, &g.hook) {
+                        (Some(_), _) => {
+                            InputCoverage { input: input.clone(), status: GradStatus::Translated, hook: None, at: None }
+                        }
+                        (None, hook) => {
+                            let k = hook.as_deref().and_then(|h| index.hook(h));
+                            InputCoverage {
+                                input: input.clone(),
+                                status: if k.is_some() { GradStatus::HandWritten } else { GradStatus::MissingHook },
+                                hook: hook.clone(),
+                                at: k.map(loc),
+                            }
+                        }
+                    };
+                    by_input.insert(input, c);
+                }
+            }
+            // argument order; Tensor inputs without a formula are not differentiable
+            if let Some(f) = functions.get(q) {
+                let a = &f.func.arguments;
+                for arg in a.positional.iter().chain(&a.kwarg_only) {
+                    if let Some(c) = by_input.remove(&arg.name) {
+                        row.inputs.push(c);
+                    } else if is_tensor(&arg.ty) {
+                        row.inputs.push(InputCoverage {
+                            input: arg.name.clone(),
+                            status: GradStatus::NotDifferentiable,
+                            hook: None,
+                            at: None,
+                        });
+                    }
+                }
+            }
+            // formulas for names that are not arguments (none expected): keep them, sorted
+            let mut rest: Vec<InputCoverage> = by_input.into_values().collect();
+            rest.sort_by(|a, b| a.input.cmp(&b.input));
+            row.inputs.extend(rest);
+        }
+        ops.push(row);
+    }
+    let cfg = &inputs.cfg.config;
+    let mut select = format!("select = {:?}", cfg.operators.select);
+    if cfg.operators.core {
+        select.push_str(", core = true");
+    }
+    Coverage { adapter: cfg.adapter.name.clone(), pytorch: inputs.snapshot.meta.version.clone(), select, indexed, ops }
+}
+
+fn is_tensor(t: &Type) -> bool {
+    match t {
+        Type::Base(BaseTy::Tensor) => true,
+        Type::Optional(inner) => is_tensor(inner),
+        Type::List { elem, .. } => is_tensor(elem),
+        _ => false,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// rendering
+// ---------------------------------------------------------------------------------------------
+
+fn forward_text(o: &OpCoverage) -> String {
+    match (o.tier, &o.recipe) {
+        (Tier::Recipe, Some(r)) => format!("recipe ({r})"),
+        (t, _) => t.as_str().to_string(),
+    }
+}
+
+fn where_text(o: &OpCoverage) -> String {
+    let mut parts = Vec::new();
+    if let Some(a) = &o.at {
+        parts.push(a.clone());
+    }
+    if let Some(r) = &o.reason {
+        parts.push(r.clone());
+    }
+    if let Some(k) = &o.unwired_kernel {
+        parts.push(format!("unwired device kernel {k}"));
+    }
+    parts.join("; ")
+}
+
+fn autograd_text(o: &OpCoverage) -> String {
+    if !o.derivative {
+        return "no derivative entry".into();
+    }
+    if o.inputs.is_empty() {
+        return "no differentiable input".into();
+    }
+    o.inputs
+        .iter()
+        .map(|i| match &i.at {
+            Some(at) => format!("{}: {} ({at})", i.input, i.status.as_str()),
+            None => format!("{}: {}", i.input, i.status.as_str()),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn totals_lines(c: &Coverage) -> Vec<(String, String)> {
+    let t = c.tier_counts();
+    let g = c.grad_counts();
+    let (done, with) = c.complete_backward();
+    vec![
+        ("operators".into(), c.ops.len().to_string()),
+        (
+            "forward".into(),
+            Tier::ALL.iter().map(|x| format!("{} {}", x.as_str(), t[x])).collect::<Vec<_>>().join(", ")
+                + &format!(" ({:.1}% reachable)", c.reachable_pct()),
+        ),
+        (
+            "autograd inputs".into(),
+            GradStatus::ALL.iter().map(|x| format!("{} {}", x.as_str(), g[x])).collect::<Vec<_>>().join(", ")
+                + &format!(" ({:.1}% of differentiable inputs have a backward)", c.autograd_pct()),
+        ),
+        (
+            "autograd operators".into(),
+            format!(
+                "{} with a derivative entry, {} without; {done} of {with} with differentiable inputs have a complete backward",
+                c.ops.len() - c.no_derivative(),
+                c.no_derivative()
+            ),
+        ),
+    ]
+}
+
+/// The plain-text report.
+pub fn render_text(c: &Coverage) -> String {
+    let mut s = format!(
+        "coverage of {} for PyTorch {} (xirang.toml [operators] {}; adapter index: {})\n",
+        c.adapter, c.pytorch, c.select, c.indexed
+    );
+    for (k, v) in totals_lines(c) {
+        let _ = writeln!(s, "{k}: {v}");
+    }
+    s.push('\n');
+    let w = c.ops.iter().map(|o| o.op.len()).max().unwrap_or(2).max(8);
+    let fw = c.ops.iter().map(|o| forward_text(o).len()).max().unwrap_or(7).max(7);
+    let _ = writeln!(s, "{:w$}  {:fw$}  AUTOGRAD  [WHERE]", "OPERATOR", "FORWARD");
+    for o in &c.ops {
+        let wh = where_text(o);
+        let wh = if wh.is_empty() { String::new() } else { format!("  [{wh}]") };
+        let _ = writeln!(s, "{:w$}  {:fw$}  {}{wh}", o.op, forward_text(o), autograd_text(o));
+    }
+    s
+}
+
+fn md_escape(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+/// The markdown report (the committed `diffs/coverage.md`).
+pub fn render_markdown(c: &Coverage) -> String {
+    let mut s = format!(
+        "# Operator coverage: {} for PyTorch {}\n\nGenerated by `xirang-scan coverage --write` (checked by `xirang-scan coverage --check` in CI); \
+         do not edit by hand. Selection: xirang.toml `[operators] {}`; hand-written code indexed in `{}`. \
+         Tiers as the generated front-ends dispatch: native (`impl AtenOps` method), recipe (composition recipe or \
+         out=/in-place wrapper, counted only when every callee is reachable), fallback (host implementation), none. \
+         Machine-readable: [coverage.json](coverage.json).\n\n",
+        c.adapter, c.pytorch, c.select, c.indexed
+    );
+    s.push_str("| | |\n| --- | --- |\n");
+    for (k, v) in totals_lines(c) {
+        let _ = writeln!(s, "| {k} | {v} |");
+    }
+    s.push_str("\n| operator | forward | where | autograd |\n| --- | --- | --- | --- |\n");
+    for o in &c.ops {
+        let _ = writeln!(
+            s,
+            "| `{}` | {} | {} | {} |",
+            o.op,
+            md_escape(&forward_text(o)),
+            md_escape(&where_text(o)),
+            md_escape(&autograd_text(o))
+        );
+    }
+    s
+}
+
+/// The JSON report: totals, then one operator per line (sorted).
+pub fn render_json(c: &Coverage) -> Result<String, Error> {
+    let t: BTreeMap<&str, usize> = c.tier_counts().into_iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let g: BTreeMap<String, usize> =
+        c.grad_counts().into_iter().map(|(k, v)| (k.as_str().replace([' ', '-'], "_"), v)).collect();
+    let mut s = String::from("{\n");
+    let _ = writeln!(s, "  \"adapter\": {},", enc(&c.adapter)?);
+    let _ = writeln!(s, "  \"pytorch\": {},", enc(&c.pytorch)?);
+    let _ = writeln!(s, "  \"select\": {},", enc(&c.select)?);
+    let _ = writeln!(s, "  \"indexed\": {},", enc(&c.indexed)?);
+    let _ = writeln!(s, "  \"tiers\": {},", enc(&t)?);
+    let _ = writeln!(s, "  \"autograd_inputs\": {},", enc(&g)?);
+    let _ = writeln!(s, "  \"no_derivative_entry\": {},", c.no_derivative());
+    s.push_str("  \"operators\": [\n");
+    for (i, o) in c.ops.iter().enumerate() {
+        let _ = write!(s, "    {}", enc(o)?);
+        s.push_str(if i + 1 < c.ops.len() { ",\n" } else { "\n" });
+    }
+    s.push_str("  ]\n}\n");
+    Ok(s)
+}
+
+fn enc<T: Serialize + ?Sized>(v: &T) -> Result<String, Error> {
+    serde_json::to_string(v).map_err(|e| CoverageError::Json(e.to_string()).into())
+}
+
+/// The committed files: path relative to the repository root -> content.
+pub fn committed(c: &Coverage) -> Result<Vec<(PathBuf, String)>, Error> {
+    Ok(vec![(PathBuf::from(REPORT_JSON), render_json(c)?), (PathBuf::from(REPORT_MD), render_markdown(c))])
+}
+
+/// Writes the committed report under `root`; returns the files that changed.
+pub fn write(root: &Path, c: &Coverage) -> Result<Vec<PathBuf>, Error> {
+    let mut written = Vec::new();
+    for (rel, text) in committed(c)? {
+        let p = root.join(&rel);
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+        }
+        if crate::snapshot::write_if_changed(&p, &text)? {
+            written.push(rel);
+        }
+    }
+    Ok(written)
+}
+
+/// The committed files under `root` that differ from the report.
+pub fn check(root: &Path, c: &Coverage) -> Result<Vec<PathBuf>, Error> {
+    let mut stale = Vec::new();
+    for (rel, text) in committed(c)? {
+        match std::fs::read(root.join(&rel)) {
+            Ok(b) if b == text.as_bytes() => {}
+            _ => stale.push(rel),
+        }
+    }
+    Ok(stale)
+}
+
+/// Checks a `--fail-under-*` percentage.
+pub fn threshold(what: &'static str, value: f64) -> Result<f64, Error> {
+    if (0.0..=100.0).contains(&value) { Ok(value) } else { Err(CoverageError::BadThreshold { what, value }.into()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generate::config::LoadedConfig;
+    use crate::snapshot::Store;
+
+    fn root() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    }
+
+    fn inputs() -> Inputs {
+        let root = root();
+        let cfg = LoadedConfig::load(&root.join("xirang.toml")).expect("xirang.toml");
+        let store = Store::discover(Some(&root.join("schemas"))).expect("store");
+        Inputs::load(cfg, &store).expect("inputs")
+    }
+
+    fn row<'a>(c: &'a Coverage, op: &str) -> &'a OpCoverage {
+        c.ops.iter().find(|o| o.op == op).unwrap_or_else(|| panic!("no row for {op}"))
+    }
+
+    #[test]
+    fn the_repository_adapter() {
+        let inputs = inputs();
+        let c = build(&inputs, None).unwrap();
+        assert!(c.ops.windows(2).all(|w| w[0].op < w[1].op), "sorted");
+        assert_eq!(c.tier_counts().values().sum::<usize>(), c.ops.len());
+        // NpuOps implements mm: native, at its impl method
+        let mm = row(&c, "mm");
+        assert_eq!(mm.tier, Tier::Native);
+        assert!(mm.at.as_deref().is_some_and(|a| a.starts_with("adapter-runtime/src/kernels/npu_ops.rs:")), "{mm:?}");
+        assert!(mm.host.as_deref().is_some_and(|a| a.starts_with("adapter-runtime/src/host_registry.rs:")));
+        // the hand-written silu hook
+        let silu = row(&c, "silu");
+        assert_eq!(silu.inputs.len(), 1);
+        assert_eq!(silu.inputs[0].status, GradStatus::HandWritten);
+        assert_eq!(silu.inputs[0].hook.as_deref(), Some("hook_silu_self"));
+        // a host implementation without a kernel: fallback at the table entry
+        let view = row(&c, "view");
+        assert_eq!(view.tier, Tier::Fallback);
+        assert!(view.at.as_deref().is_some_and(|a| a.starts_with("adapter-runtime/src/host_registry.rs:")));
+        // the generator's autograd rows: every translated / hook row is an input of the report
+        let g = c.grad_counts();
+        let ag = generate::autograd::autograd_model(&inputs, &c.ops.iter().map(|o| o.op.clone()).collect());
+        assert_eq!(g[&GradStatus::Translated], ag.count("translated"));
+        assert_eq!(g[&GradStatus::HandWritten] + g[&GradStatus::MissingHook], ag.count("hook"));
+        // deterministic
+        assert_eq!(render_json(&c).unwrap(), render_json(&build(&inputs, None).unwrap()).unwrap());
+        let v: serde_json::Value = serde_json::from_str(&render_json(&c).unwrap()).unwrap();
+        assert_eq!(v["operators"].as_array().map(Vec::len), Some(c.ops.len()));
+    }
+
+    #[test]
+    fn recipes_count_only_when_every_callee_is_reachable() {
+        // an adapter with host implementations of mm, mul.Scalar and add.Tensor only
+        let dir = std::env::temp_dir().join(format!("xirang-coverage-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("src")).unwrap();
+        std::fs::write(
+            dir.join("src/host.rs"),
+            "static TABLE: &[(&str, usize, HostFn)] = &[(\"add.Tensor\", 3, a), (\"mm\", 2, m), (\"mul.Scalar\", 2, s)];\n",
+        )
+        .unwrap();
+        let c = build(&inputs(), Some(&dir));
+        std::fs::remove_dir_all(&dir).unwrap();
+        let c = c.unwrap();
+        // addmm = mm, mul.Scalar, add.Tensor: a recipe
+        let addmm = row(&c, "addmm");
+        assert_eq!(addmm.tier, Tier::Recipe, "{addmm:?}");
+        assert_eq!(addmm.recipe.as_deref(), Some("recipes::addmm"));
+        // baddbmm calls bmm, which has nothing: none, naming it
+        let b = row(&c, "baddbmm");
+        assert_eq!(b.tier, Tier::None);
+        assert!(b.reason.as_deref().is_some_and(|r| r.contains("unreachable bmm")), "{b:?}");
+        // add.out wraps add.Tensor (fallback here): a recipe
+        assert_eq!(row(&c, "add.out").tier, Tier::Recipe);
+        assert_eq!(row(&c, "add.Tensor").tier, Tier::Fallback);
+        // nothing hand-written: no native operator, every hook missing
+        assert_eq!(c.tier_counts()[&Tier::Native], 0);
+        assert_eq!(c.grad_counts()[&GradStatus::HandWritten], 0);
+        assert!(matches!(
+            build(&inputs(), Some(Path::new("/nonexistent/xirang"))),
+            Err(Error::Coverage(CoverageError::AdapterNotFound(_)))
+        ));
+    }
+}
