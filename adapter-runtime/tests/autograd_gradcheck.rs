@@ -10,12 +10,14 @@
 //! gradient comes from `backward`, the numerical one from central differences (eps 1e-6), and
 //! they must agree within 1e-6 absolute + 1e-5 relative.
 
+#[path = "support/autograd_scope.rs"]
+mod scope;
+
 use std::collections::BTreeSet;
 
+use scope::in_scope;
 use xirang_runtime::autograd;
 use xirang_runtime::dispatch::{self, FallbackMode, Policy};
-use xirang_runtime::generated::autograd::{BACKWARD_COVERAGE, NODES};
-use xirang_runtime::generated::recipes::RECIPES;
 use xirang_runtime::ivalue::IValue;
 use xirang_runtime::kernels::npu_ops::NpuOps;
 use xirang_runtime::{DType, Scalar, Tensor};
@@ -234,21 +236,6 @@ fn check(op: &'static str, spec: &[A], seed: u64) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// Operators with a backward node whose formulas are all translated and a kernel or recipe.
-fn in_scope() -> BTreeSet<&'static str> {
-    let fast: BTreeSet<&str> =
-        xirang_runtime::kernels::registry::operators().into_iter().chain(RECIPES.iter().map(|r| r.0)).collect();
-    NODES
-        .iter()
-        .map(|n| n.op)
-        .filter(|op| fast.contains(op))
-        .filter(|op| {
-            let rows: Vec<_> = BACKWARD_COVERAGE.iter().filter(|r| r.0 == *op).collect();
-            !rows.is_empty() && rows.iter().all(|r| r.2 == "translated")
-        })
-        .collect()
 }
 
 #[test]

@@ -18,23 +18,23 @@ use xirang_runtime::dispatch::{self, Policy, Tier};
 use xirang_runtime::ivalue::IValue;
 use xirang_runtime::{DType, Device, Runtime, Scalar, Tensor, boxed, io};
 
-fn goldens() -> PathBuf {
+pub fn goldens() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("goldens")
 }
 
 #[derive(Clone, Copy, Debug)]
-struct Tol {
-    atol: f64,
-    rtol: f64,
-    ulp: f64,
+pub struct Tol {
+    pub atol: f64,
+    pub rtol: f64,
+    pub ulp: f64,
 }
 
-fn tol_of(v: &Value) -> Tol {
+pub fn tol_of(v: &Value) -> Tol {
     let f = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("tolerance field {k} in {v}"));
     Tol { atol: f("atol"), rtol: f("rtol"), ulp: f("ulp") }
 }
 
-fn dtype_key(d: DType) -> &'static str {
+pub fn dtype_key(d: DType) -> &'static str {
     match d {
         DType::F32 => "f32",
         DType::F64 => "f64",
@@ -93,13 +93,13 @@ fn ints(v: &Value) -> Vec<i64> {
     v.as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect()
 }
 
-struct Ctx {
-    rt: Runtime,
-    tensors: BTreeMap<String, Tensor>,
+pub struct Ctx {
+    pub rt: Runtime,
+    pub tensors: BTreeMap<String, Tensor>,
 }
 
 impl Ctx {
-    fn tensor(&self, v: &Value) -> Result<Tensor, String> {
+    pub fn tensor(&self, v: &Value) -> Result<Tensor, String> {
         let name = v["T"].as_str().unwrap();
         let host = self.tensors.get(name).ok_or_else(|| format!("missing golden tensor {name}"))?;
         let mut t = host.to_device(&self.rt, Device::Npu(0)).map_err(|e| e.to_string())?;
@@ -112,7 +112,7 @@ impl Ctx {
         Ok(t)
     }
 
-    fn arg(&self, v: &Value) -> Result<IValue, String> {
+    pub fn arg(&self, v: &Value) -> Result<IValue, String> {
         if v.is_null() {
             return Ok(IValue::None);
         }
@@ -144,7 +144,7 @@ impl Ctx {
 }
 
 /// Compares `got` with `want`: (max abs, max rel, first failure).
-fn compare(got: &Tensor, want: &Tensor, tol: Tol) -> Result<(f64, f64), String> {
+pub fn compare(got: &Tensor, want: &Tensor, tol: Tol) -> Result<(f64, f64), String> {
     if got.dtype() != want.dtype() {
         return Err(format!("dtype {} != expected {}", got.dtype(), want.dtype()));
     }

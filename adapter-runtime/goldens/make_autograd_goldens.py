@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""Backward goldens for the xirang autograd engine, produced by real PyTorch (CPU).
+
+    python3 -m venv /tmp/tv && /tmp/tv/bin/pip install torch numpy safetensors
+    /tmp/tv/bin/python adapter-runtime/goldens/make_autograd_goldens.py
+
+For every differentiable forward operator that the runtime's autograd engine can run (the operators
+of ``tests/autograd_gradcheck.rs``: a fully translated backward node and a kernel or recipe), in
+f32, f16 and bf16 and a few layouts (contiguous; transposed views; broadcast operands for binary
+operators), a case holds fixed-seed inputs, a fixed upstream gradient for each differentiable
+output, and ``torch.autograd.grad`` of the operator (called as ``torch.ops.aten.<op>.<overload>``,
+so PyTorch's own derivatives.yaml formulas) with respect to every differentiable input.
+
+Writes, next to this script:
+
+* ``autograd_cases.safetensors``: inputs, upstream gradients and expected gradients, named
+  ``c<id>.t<slot>``;
+* ``autograd_index.json``: one record per case: ``op``, ``class`` (a key of ``tolerances.json``),
+  ``dtype``, ``layout``, ``args`` (boxed arguments in schema order, the encoding of
+  ``make_goldens.py``), ``inputs`` (indices into ``args`` of the differentiable inputs, which
+  require grad), ``grad_outputs`` (``[output index, tensor]``: the upstream gradients) and
+  ``grads`` (the expected gradient of each input of ``inputs``; an input PyTorch leaves without a
+  gradient gets zeros).
+
+``tests/autograd_goldens.rs`` records each case through the engine on the simulated device, runs
+backward with the upstream gradients and compares every input's gradient. Deterministic: fixed
+seeds; re-running with the same torch version gives identical files.
+"""
+
+import json
+import os
+import sys
+
+import torch
+from safetensors.torch import save_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import make_goldens as mg  # noqa: E402  (argument encoding, tensor layouts, value generator)
+
+aten = torch.ops.aten
+DTYPES = ["f32", "f16", "bf16"]
+
+cases = []
+skipped = []
+
+
+# ---------------------------------------------------------------- argument specs
+#
+# An operator's arguments, in schema order (every argument, defaults included: the engine records
+# from the full boxed argument list):
+#   T(shape, kind, layout)  a differentiable input of the case dtype (requires grad)
+#   F(make)                 a tensor without grad: make(case, dt) -> mg.Arg
+#   V(enc, value)           a non-tensor argument: its boxed encoding and the Python value
+
+
+class T:
+    def __init__(self, *shape, kind="normal", layout="contiguous", value=None):
+        self.shape, self.kind, self.layout, self.value = list(shape), kind, layout, value
+
+
+def P(*shape, layout="contiguous"):
+    """A positive differentiable input (log, sqrt, divisors)."""
+    return T(*shape, kind="positive", layout=layout)
+
+
+class F:
+    def __init__(self, make):
+        self.make = make
+
+
+class V:
+    def __init__(self, enc, value):
+        self.enc, self.value = enc, value
+
+
+def S(v):
+    return V(mg.scalar_enc(v), v)
+
+
+def I(v):  # noqa: E743
+    return V({"i": v}, v)
+
+
+def B(v):
+    return V({"b": v}, v)
+
+
+def IL(v):
+    return V({"il": v}, v)
+
+
+NONE = V(None, None)
+
+
+def mask(*shape):
+    return F(lambda c, dt: mg.tensor_arg(c, list(shape), "bool"))
+
+
+def target(n, ncls):
+    def make(c, dt):
+        t = torch.randint(0, ncls, [n], generator=mg.gen)
+        if n > 2:
+            t[1] = -100  # ignore_index
+        return mg.tensor_arg(c, [n], "i64", value=t)
+
+    return F(make)
+
+
+def weight(ncls):
+    return F(lambda c, dt: mg.tensor_arg(c, [ncls], dt, kind="positive"))
+
+
+def log_probs(n, ncls):
+    return T(n, ncls, value=lambda dt: torch.log_softmax(mg.rand([n, ncls], dt).double(), 1).to(mg.DT[dt]))
+
+
+def resolve(op):
+    base, _, overload = op.partition(".")
+    return getattr(getattr(aten, base), overload or "default")
+
+
+def call(op, values):
+    """Calls the ATen overload with boxed-order values (kwarg-only arguments by name)."""
+    overload = resolve(op)
+    pos, kw = [], {}
+    for a, v in zip(overload._schema.arguments, values):
+        if a.kwarg_only:
+            kw[a.name] = v
+        else:
+            pos.append(v)
+    return overload(*pos, **kw)
+
+
+# ---------------------------------------------------------------- the operators
+#
+# Tolerance class per operator (tolerances.json): the class of the computation its backward does.
+# Cases whose gradient sums over broadcast dimensions use `reduce`.
+
+UNARY = [
+    # (op, class, kind, extra arguments)
+    ("abs", "arith", "normal", []),
+    ("neg", "arith", "normal", []),
+    ("relu", "arith", "normal", []),
+    ("clone", "arith", "normal", [NONE]),
+    ("exp", "transcendental", "normal", []),
+    ("expm1", "transcendental", "normal", []),
+    ("log", "transcendental", "positive", []),
+    ("log2", "transcendental", "positive", []),
+    ("log10", "transcendental", "positive", []),
+    ("sqrt", "transcendental", "positive", []),
+    ("rsqrt", "transcendental", "positive", []),
+    ("reciprocal", "transcendental", "positive", []),
+    ("tanh", "transcendental", "normal", []),
+    ("sigmoid", "transcendental", "normal", []),
+    ("silu", "transcendental", "normal", []),
+    ("elu", "transcendental", "normal", [S(1), S(1), S(1)]),
+    ("hardsigmoid", "arith", "normal", []),
+    ("hardswish", "arith", "normal", []),
+    ("hardtanh", "arith", "normal", [S(-1), S(1)]),
+    ("leaky_relu", "arith", "normal", [S(0.1)]),
+    ("add.Scalar", "arith", "normal", [S(0.5), S(1)]),
+    ("sub.Scalar", "arith", "normal", [S(0.5), S(1)]),
+    ("rsub.Scalar", "arith", "normal", [S(0.5), S(1)]),
+    ("sum", "arith", "normal", [NONE]),
+    ("mean", "arith", "normal", [NONE]),
+]
+
+BINARY = [
+    # (op, class, kind of the second operand, extra arguments)
+    ("add.Tensor", "arith", "normal", [S(0.5)]),
+    ("sub.Tensor", "arith", "normal", [S(2)]),
+    ("rsub.Tensor", "arith", "normal", [S(3)]),
+    ("mul.Tensor", "arith", "normal", []),
+    ("div.Tensor", "arith", "positive", []),
+    ("sigmoid_backward", "transcendental", "normal", []),
+    ("tanh_backward", "transcendental", "normal", []),
+    ("threshold_backward", "arith", "normal", [S(0)]),
+]
+
+
+def specs():
+    """(op, class, layout, [argument spec]) for every case shape (the dtype loop is outside)."""
+    out = []
+    for op, cls, kind, extra in UNARY:
+        out.append((op, cls, "contiguous", [T(16, 24, kind=kind)] + extra))
+        out.append((op, cls, "transposed", [T(5, 7, kind=kind, layout="transposed")] + extra))
+    for op, cls, kind, extra in BINARY:
+        out.append((op, cls, "contiguous", [T(16, 24), T(16, 24, kind=kind)] + extra))
+        out.append((op, cls, "transposed", [T(5, 7, layout="transposed"), T(5, 7, kind=kind)] + extra))
+        out.append((op, "reduce", "broadcast", [T(6, 8), T(8, kind=kind)] + extra))
+        out.append((op, "reduce", "broadcast", [T(6, 1), T(6, 8, kind=kind)] + extra))
+    out += [
+        ("addcmul", "arith", "contiguous", [T(6, 8), T(6, 8), T(6, 8), S(2.0)]),
+        ("addcmul", "reduce", "broadcast", [T(8), T(6, 8), T(6, 1), S(0.5)]),
+        ("addcdiv", "arith", "contiguous", [T(6, 8), T(6, 8), P(6, 8), S(0.5)]),
+        ("addcdiv", "reduce", "broadcast", [T(6, 8), T(6, 1), P(8), S(2.0)]),
+        ("lerp.Tensor", "arith", "contiguous", [T(6, 8), T(6, 8), T(6, 8)]),
+        ("lerp.Tensor", "reduce", "broadcast", [T(6, 8), T(8), T(6, 1)]),
+        ("mm", "matmul", "contiguous", [T(8, 32), T(32, 6)]),
+        ("mm", "matmul", "transposed", [T(5, 7, layout="transposed"), T(7, 4, layout="transposed")]),
+        ("bmm", "matmul", "contiguous", [T(2, 5, 12), T(2, 12, 4)]),
+        ("addmm", "matmul", "contiguous", [T(6, 5), T(6, 16), T(16, 5), S(1), S(1)]),
+        ("addmm", "matmul", "broadcast", [T(5), T(6, 16), T(16, 5), S(0.5), S(2)]),
+        ("baddbmm", "matmul", "contiguous", [T(2, 3, 5), T(2, 3, 8), T(2, 8, 5), S(1), S(1)]),
+        ("baddbmm", "matmul", "broadcast", [T(5), T(2, 3, 8), T(2, 8, 5), S(2), S(0.5)]),
+        ("dot", "matmul", "contiguous", [T(33), T(33)]),
+        ("t", "arith", "contiguous", [T(5, 7)]),
+        ("t", "arith", "transposed", [T(5, 7, layout="transposed")]),
+        ("transpose.int", "arith", "contiguous", [T(2, 3, 4), I(0), I(2)]),
+        ("unsqueeze", "arith", "contiguous", [T(3, 4), I(1)]),
+        ("select.int", "arith", "contiguous", [T(3, 4), I(1), I(2)]),
+        ("select.int", "arith", "transposed", [T(4, 5, layout="transposed"), I(0), I(-1)]),
+        ("expand", "reduce", "contiguous", [T(3, 1), IL([2, 3, 4]), B(False)]),
+        ("sum", "arith", "contiguous", [T(2, 3, 4), NONE]),
+        ("_softmax", "softmax", "contiguous", [T(6, 10), I(1), B(False)]),
+        ("_softmax", "softmax", "contiguous", [T(6, 10), I(0), B(False)]),
+        ("_log_softmax", "softmax", "contiguous", [T(6, 10), I(1), B(False)]),
+        ("_log_softmax", "softmax", "contiguous", [T(6, 10), I(0), B(False)]),
+        ("masked_fill.Scalar", "arith", "contiguous", [T(6, 8), mask(6, 8), S(0.25)]),
+        ("masked_fill.Scalar", "arith", "broadcast", [T(6, 8), mask(8), S(-1.5)]),
+        ("mse_loss", "loss", "contiguous", [T(6, 8), T(6, 8), I(0)]),
+        ("mse_loss", "loss", "contiguous", [T(6, 8), T(6, 8), I(1)]),
+        ("mse_loss", "loss", "contiguous", [T(6, 8), T(6, 8), I(2)]),
+        ("nll_loss_forward", "loss", "contiguous", [log_probs(7, 5), target(7, 5), NONE, I(1), I(-100)]),
+        ("nll_loss_forward", "loss", "contiguous", [log_probs(7, 5), target(7, 5), weight(5), I(1), I(-100)]),
+        ("nll_loss_forward", "loss", "contiguous", [log_probs(7, 5), target(7, 5), NONE, I(0), I(-100)]),
+        ("nll_loss_forward", "loss", "contiguous", [log_probs(7, 5), target(7, 5), weight(5), I(2), I(-100)]),
+    ]
+    return out
+
+
+# ---------------------------------------------------------------- cases
+
+
+def build(op, cls, layout, spec, dt):
+    c = mg.Case(op, cls, dt, layout)
+    c.id = len(cases)
+    args, values, inputs, leaves = [], [], [], []
+    for k, a in enumerate(spec):
+        if isinstance(a, T):
+            value = a.value(dt) if callable(a.value) else None
+            arg = mg.tensor_arg(c, a.shape, dt, a.layout, kind=a.kind, value=value)
+            leaf = arg.value.detach().requires_grad_(True)
+            args.append(arg.enc)
+            values.append(leaf)
+            inputs.append(k)
+            leaves.append(leaf)
+        elif isinstance(a, F):
+            arg = a.make(c, dt)
+            args.append(arg.enc)
+            values.append(arg.value)
+        else:
+            args.append(a.enc)
+            values.append(a.value)
+    res = call(op, values)
+    res = [res] if isinstance(res, torch.Tensor) else list(res)
+    outs = [(i, r) for i, r in enumerate(res) if isinstance(r, torch.Tensor) and r.requires_grad]
+    grad_outputs = [mg.rand(list(r.shape), dt) for _, r in outs]
+    grads = torch.autograd.grad([r for _, r in outs], leaves, grad_outputs, allow_unused=True)
+    grads = [torch.zeros_like(x) if g is None else g for x, g in zip(leaves, grads)]
+    for g, x in zip(grads, leaves):
+        assert g.dtype == x.dtype and g.shape == x.shape, (op, dt, g.dtype, g.shape)
+    cases.append(
+        {
+            "id": c.id,
+            "op": op,
+            "class": cls,
+            "dtype": dt,
+            "layout": layout,
+            "args": args,
+            "inputs": inputs,
+            "grad_outputs": [[i, c.put(g)] for (i, _), g in zip(outs, grad_outputs)],
+            "grads": [c.put(g) for g in grads],
+        }
+    )
+
+
+def main():
+    mg.gen = torch.Generator().manual_seed(20240601)
+    mg.tensors = {}
+    torch.manual_seed(0)
+    for dt in DTYPES:
+        for op, cls, layout, spec in specs():
+            n = len(mg.tensors)
+            try:
+                build(op, cls, layout, spec, dt)
+            except (RuntimeError, TypeError, NotImplementedError) as e:
+                for k in list(mg.tensors)[n:]:
+                    del mg.tensors[k]
+                skipped.append(f"{op} {dt} {layout}: {str(e).splitlines()[0]}")
+    save_file(mg.tensors, os.path.join(HERE, "autograd_cases.safetensors"))
+    with open(os.path.join(HERE, "autograd_index.json"), "w") as f:
+        f.write('{"torch": %s, "count": %d, "skipped": %s, "cases": [\n' % (
+            json.dumps(torch.__version__), len(cases), json.dumps(skipped)))
+        f.write(",\n".join(json.dumps(c, separators=(",", ":")) for c in cases))
+        f.write("\n]}\n")
+    per_dtype = {dt: sum(c["dtype"] == dt for c in cases) for dt in DTYPES}
+    ops = sorted({c["op"] for c in cases})
+    print(f"{len(cases)} cases {per_dtype}, {len(ops)} operators, {len(mg.tensors)} tensors; skipped {len(skipped)}")
+    for s in skipped:
+        print("  skipped", s)
+
+
+if __name__ == "__main__":
+    main()
