@@ -271,8 +271,9 @@ fn assemble(
     let aten_item = format!("impl {TRAIT_NAME} for ");
     let hooks_item = format!("impl {HOOKS_TRAIT} for ");
     // a `xirang-kernel:` device kernel (not a trait method or a hook)
+    let (aten_ref, hooks_ref) = (&aten_item, &hooks_item);
     let device_kernel =
-        |q: &str| index.of(q).find(|k| !k.item.starts_with(&aten_item) && !k.item.starts_with(&hooks_item));
+        |q: &str| index.of(q).find(move |k| !k.item.starts_with(aten_ref) && !k.item.starts_with(hooks_ref));
     let mut direct: BTreeMap<&str, Direct> = BTreeMap::new();
     for o in &model.ops {
         let q = o.qualified.as_str();

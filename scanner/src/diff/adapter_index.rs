@@ -65,7 +65,7 @@ pub struct AdapterIndex {
 
 impl AdapterIndex {
     /// Kernels implementing an operator.
-    pub fn of<'a>(&'a self, op: &'a str) -> impl Iterator<Item = &'a Kernel> + 'a {
+    pub fn of<'a, 'q>(&'a self, op: &'q str) -> impl Iterator<Item = &'a Kernel> + use<'a, 'q> {
         let start = self.kernels.partition_point(|k| k.op.as_str() < op);
         self.kernels[start..].iter().take_while(move |k| k.op == op)
     }
