@@ -263,10 +263,17 @@ pub fn native_layer_norm_backward<O: AtenOps + ?Sized>(
         Some(b) => b.clone(),
         None => filled(Scalar::Int(0))?,
     };
-    let (gx, gw, gb) =
-        aten::native_layer_norm_backward(o, grad, input, normalized_shape, mean, rstd, Some(&w), Some(&b), &[
-            true, true, true,
-        ])?;
+    let (gx, gw, gb) = aten::native_layer_norm_backward(
+        o,
+        grad,
+        input,
+        normalized_shape,
+        mean,
+        rstd,
+        Some(&w),
+        Some(&b),
+        &[true, true, true],
+    )?;
     Ok(vec![
         want(0).then_some(gx),
         (want(1) && weight.is_some()).then_some(gw),

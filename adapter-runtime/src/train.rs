@@ -383,7 +383,8 @@ pub fn train_transformer(
     for step in 0..steps {
         let loss = {
             let a = ag::view(o, &layer_norm(&x, "ln1")?, &[b * t, d])?;
-            let (q, k, v) = (split(&linear(&a, "attn.q")?)?, split(&linear(&a, "attn.k")?)?, split(&linear(&a, "attn.v")?)?);
+            let (q, k, v) =
+                (split(&linear(&a, "attn.q")?)?, split(&linear(&a, "attn.k")?)?, split(&linear(&a, "attn.v")?)?);
             let s = ag::mul_scalar(o, &ag::bmm(o, &q, &ag::transpose_int(o, &k, 1, 2)?)?, scale)?;
             let pr = ag::_softmax(o, &s, -1, false)?;
             let att = regroup(&ag::bmm(o, &pr, &v)?, &[b, h, t, dh], &[b * t, d])?;

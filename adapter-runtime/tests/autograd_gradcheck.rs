@@ -111,13 +111,22 @@ fn cases() -> Vec<(&'static str, Vec<A>)> {
         ("mul.Scalar", vec![T(&[2, 3]), V(|| IValue::Scalar(Scalar::Float(-1.5)))]),
         ("div.Scalar", vec![T(&[2, 3]), V(|| IValue::Scalar(Scalar::Float(4.0)))]),
         ("gelu", vec![T(&[2, 3]), V(|| IValue::Str("none".into()))]),
-        ("sum.dim_IntList", vec![T(&[2, 3, 2]), V(|| IValue::IntList(vec![0, -1])), V(|| IValue::Bool(false)), V(|| IValue::None)]),
-        ("mean.dim", vec![T(&[2, 3, 2]), V(|| IValue::IntList(vec![1])), V(|| IValue::Bool(false)), V(|| IValue::None)]),
+        (
+            "sum.dim_IntList",
+            vec![T(&[2, 3, 2]), V(|| IValue::IntList(vec![0, -1])), V(|| IValue::Bool(false)), V(|| IValue::None)],
+        ),
+        (
+            "mean.dim",
+            vec![T(&[2, 3, 2]), V(|| IValue::IntList(vec![1])), V(|| IValue::Bool(false)), V(|| IValue::None)],
+        ),
         (
             "native_layer_norm",
             vec![T(&[2, 3, 4]), V(|| IValue::IntList(vec![4])), T(&[4]), T(&[4]), V(|| IValue::Float(1e-5))],
         ),
-        ("embedding", vec![T(&[5, 3]), Fixed(indices), V(|| int(-1)), V(|| IValue::Bool(false)), V(|| IValue::Bool(false))]),
+        (
+            "embedding",
+            vec![T(&[5, 3]), Fixed(indices), V(|| int(-1)), V(|| IValue::Bool(false)), V(|| IValue::Bool(false))],
+        ),
     ]
 }
 

@@ -201,8 +201,13 @@ impl AtenOps for NpuOps {
         eps: f64,
     ) -> Result<(Tensor, Tensor, Tensor)> {
         const OP: &str = "native_layer_norm";
-        let args =
-            vec![input.into(), normalized_shape.to_vec().into(), weight.cloned().into(), bias.cloned().into(), eps.into()];
+        let args = vec![
+            input.into(),
+            normalized_shape.to_vec().into(),
+            weight.cloned().into(),
+            bias.cloned().into(),
+            eps.into(),
+        ];
         let [a, b, c] = results::<3>(OP, native(OP, args)?)?;
         Ok((Tensor::from_ivalue(OP, a)?, Tensor::from_ivalue(OP, b)?, Tensor::from_ivalue(OP, c)?))
     }
@@ -241,13 +246,10 @@ impl AtenOps for NpuOps {
         scale_grad_by_freq: bool,
         sparse: bool,
     ) -> Result<Tensor> {
-        one("embedding", vec![
-            weight.into(),
-            indices.into(),
-            padding_idx.into(),
-            scale_grad_by_freq.into(),
-            sparse.into(),
-        ])
+        one(
+            "embedding",
+            vec![weight.into(), indices.into(), padding_idx.into(), scale_grad_by_freq.into(), sparse.into()],
+        )
     }
     fn embedding_dense_backward(
         &self,
@@ -257,13 +259,10 @@ impl AtenOps for NpuOps {
         padding_idx: i64,
         scale_grad_by_freq: bool,
     ) -> Result<Tensor> {
-        one("embedding_dense_backward", vec![
-            grad_output.into(),
-            indices.into(),
-            num_weights.into(),
-            padding_idx.into(),
-            scale_grad_by_freq.into(),
-        ])
+        one(
+            "embedding_dense_backward",
+            vec![grad_output.into(), indices.into(), num_weights.into(), padding_idx.into(), scale_grad_by_freq.into()],
+        )
     }
     fn nll_loss_forward(
         &self,

@@ -181,8 +181,16 @@ const HELPERS: &[Helper] = &[
     h("div_tensor_self_backward", "div_tensor_self_backward", &[Ty::Tensor, Ty::Tensor, Ty::DType]),
     h("div_tensor_self_backward", "div_tensor_self_backward_scalar", &[Ty::Tensor, Ty::Scalar, Ty::DType]),
     h("div_tensor_other_backward", "div_tensor_other_backward", &[Ty::Tensor, Ty::Tensor, Ty::Tensor]),
-    h("mm_mat1_backward", "mm_mat1_backward", &[Ty::Tensor, Ty::Tensor, Ty::IntList, Ty::IntList, Ty::Layout, Ty::Scalar]),
-    h("mm_mat2_backward", "mm_mat2_backward", &[Ty::Tensor, Ty::Tensor, Ty::IntList, Ty::IntList, Ty::Layout, Ty::Scalar]),
+    h(
+        "mm_mat1_backward",
+        "mm_mat1_backward",
+        &[Ty::Tensor, Ty::Tensor, Ty::IntList, Ty::IntList, Ty::Layout, Ty::Scalar],
+    ),
+    h(
+        "mm_mat2_backward",
+        "mm_mat2_backward",
+        &[Ty::Tensor, Ty::Tensor, Ty::IntList, Ty::IntList, Ty::Layout, Ty::Scalar],
+    ),
     // `grad.reshape_symint(sizes)` (view, _unsafe_view, _reshape_alias)
     h("reshape", "reshape", &[Ty::Tensor, Ty::IntList]),
     h("permute_backwards", "permute_backwards", &[Ty::Tensor, Ty::IntList]),
