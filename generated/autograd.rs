@@ -2,7 +2,7 @@
 // Source: PyTorch v2.3.1 derivatives.yaml (dispatch key `Default`) of the selected operators.
 //! Autograd skeletons for PyTorch v2.3.1: 690 backward nodes.
 //!
-//! Backward formulas: 276 inputs translated into front-end calls, 616 left to hooks
+//! Backward formulas: 301 inputs translated into front-end calls, 591 left to hooks
 //! (see [`BACKWARD_COVERAGE`]).
 //!
 //! * One struct `<Op>Backward` per `derivatives.yaml` entry: the state its formulas save, as public
@@ -119,7 +119,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("_lstm_mps", "hx", "hook"),
     ("_lstm_mps", "params", "hook"),
     ("_masked_softmax", "self", "translated"),
-    ("_mkldnn_reshape", "self", "hook"),
+    ("_mkldnn_reshape", "self", "translated"),
     ("_mps_convolution", "self", "hook"),
     ("_mps_convolution", "weight", "hook"),
     ("_mps_convolution", "bias", "hook"),
@@ -159,9 +159,9 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("_prelu_kernel_backward", "grad_output", "hook"),
     ("_prelu_kernel_backward", "self", "hook"),
     ("_prelu_kernel_backward", "weight", "hook"),
-    ("_reshape_alias", "self", "hook"),
-    ("_reshape_alias_copy", "self", "hook"),
-    ("_reshape_copy", "self", "hook"),
+    ("_reshape_alias", "self", "translated"),
+    ("_reshape_alias_copy", "self", "translated"),
+    ("_reshape_copy", "self", "translated"),
     ("_scaled_dot_product_efficient_attention", "query", "hook"),
     ("_scaled_dot_product_efficient_attention", "key", "hook"),
     ("_scaled_dot_product_efficient_attention", "value", "hook"),
@@ -224,7 +224,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("_unsafe_index.Tensor", "self", "hook"),
     ("_unsafe_index_put", "self", "hook"),
     ("_unsafe_index_put", "values", "hook"),
-    ("_unsafe_view", "self", "hook"),
+    ("_unsafe_view", "self", "translated"),
     ("_upsample_bicubic2d_aa", "self", "hook"),
     ("_upsample_bicubic2d_aa_backward", "grad_output", "hook"),
     ("_upsample_bilinear2d_aa", "self", "hook"),
@@ -388,7 +388,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("digamma", "self", "translated"),
     ("dist", "other", "hook"),
     ("dist", "self", "hook"),
-    ("div.Scalar", "self", "hook"),
+    ("div.Scalar", "self", "translated"),
     ("div.Scalar_mode", "self", "hook"),
     ("div.Tensor", "other", "translated"),
     ("div.Tensor", "self", "translated"),
@@ -400,7 +400,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("elu_", "self", "translated"),
     ("elu_backward", "grad_output", "translated"),
     ("elu_backward", "self_or_result", "hook"),
-    ("embedding", "weight", "hook"),
+    ("embedding", "weight", "translated"),
     ("embedding_dense_backward", "grad_output", "hook"),
     ("embedding_renorm_", "self", "hook"),
     ("eq_.Scalar", "self", "hook"),
@@ -444,8 +444,8 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("ge_.Scalar", "self", "hook"),
     ("ge_.Tensor", "other", "hook"),
     ("ge_.Tensor", "self", "hook"),
-    ("gelu", "self", "hook"),
-    ("gelu_backward", "grad_output", "hook"),
+    ("gelu", "self", "translated"),
+    ("gelu_backward", "grad_output", "translated"),
     ("gelu_backward", "self", "hook"),
     ("geometric_", "self", "translated"),
     ("geqrf", "self", "hook"),
@@ -513,8 +513,8 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("lift_fresh", "self", "translated"),
     ("lift_fresh_copy", "self", "translated"),
     ("linalg_cholesky_ex", "self", "hook"),
-    ("linalg_cross", "other", "hook"),
-    ("linalg_cross", "self", "hook"),
+    ("linalg_cross", "other", "translated"),
+    ("linalg_cross", "self", "translated"),
     ("linalg_eig", "self", "hook"),
     ("linalg_householder_product", "input", "hook"),
     ("linalg_householder_product", "tau", "hook"),
@@ -575,7 +575,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("maximum", "other", "hook"),
     ("maximum", "self", "hook"),
     ("mean", "self", "translated"),
-    ("mean.dim", "self", "hook"),
+    ("mean.dim", "self", "translated"),
     ("median", "self", "hook"),
     ("median.dim", "self", "hook"),
     ("min", "self", "hook"),
@@ -631,7 +631,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("mse_loss_backward", "grad_output", "translated"),
     ("mse_loss_backward", "self", "hook"),
     ("mse_loss_backward", "target", "hook"),
-    ("mul.Scalar", "self", "hook"),
+    ("mul.Scalar", "self", "translated"),
     ("mul.Tensor", "other", "translated"),
     ("mul.Tensor", "self", "translated"),
     ("multi_margin_loss", "self", "translated"),
@@ -657,9 +657,9 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("native_group_norm", "input", "hook"),
     ("native_group_norm", "weight", "hook"),
     ("native_group_norm", "bias", "hook"),
-    ("native_layer_norm", "input", "hook"),
-    ("native_layer_norm", "weight", "hook"),
-    ("native_layer_norm", "bias", "hook"),
+    ("native_layer_norm", "input", "translated"),
+    ("native_layer_norm", "weight", "translated"),
+    ("native_layer_norm", "bias", "translated"),
     ("native_layer_norm_backward", "bias", "hook"),
     ("native_layer_norm_backward", "input", "hook"),
     ("native_layer_norm_backward", "weight", "hook"),
@@ -690,8 +690,8 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("ormqr", "self", "hook"),
     ("ormqr", "input2", "hook"),
     ("ormqr", "input3", "hook"),
-    ("permute", "self", "hook"),
-    ("permute_copy", "self", "hook"),
+    ("permute", "self", "translated"),
+    ("permute_copy", "self", "translated"),
     ("pixel_shuffle", "self", "translated"),
     ("pixel_unshuffle", "self", "translated"),
     ("poisson", "self", "hook"),
@@ -755,7 +755,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("scatter_add", "src", "translated"),
     ("scatter_reduce.two", "self", "hook"),
     ("scatter_reduce.two", "src", "hook"),
-    ("segment_reduce", "data", "hook"),
+    ("segment_reduce", "data", "translated"),
     ("select.int", "self", "translated"),
     ("select_backward", "grad_output", "translated"),
     ("select_copy.int", "self", "translated"),
@@ -834,13 +834,13 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("split_with_sizes_copy", "self", "hook"),
     ("sqrt", "self", "translated"),
     ("squeeze", "self", "hook"),
-    ("squeeze.dim", "self", "hook"),
+    ("squeeze.dim", "self", "translated"),
     ("squeeze.dims", "self", "hook"),
     ("squeeze_", "self", "hook"),
-    ("squeeze_.dim", "self", "hook"),
+    ("squeeze_.dim", "self", "translated"),
     ("squeeze_.dims", "self", "hook"),
     ("squeeze_copy", "self", "hook"),
-    ("squeeze_copy.dim", "self", "hook"),
+    ("squeeze_copy.dim", "self", "translated"),
     ("squeeze_copy.dims", "self", "hook"),
     ("stack", "tensors", "hook"),
     ("std.correction", "self", "hook"),
@@ -849,7 +849,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("sub.Tensor", "other", "translated"),
     ("sub.Tensor", "self", "translated"),
     ("sum", "self", "translated"),
-    ("sum.dim_IntList", "self", "hook"),
+    ("sum.dim_IntList", "self", "translated"),
     ("t", "self", "translated"),
     ("t_", "self", "translated"),
     ("t_copy", "self", "translated"),
@@ -908,12 +908,12 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("var_mean.correction", "self", "hook"),
     ("vdot", "other", "hook"),
     ("vdot", "self", "translated"),
-    ("view", "self", "hook"),
+    ("view", "self", "translated"),
     ("view_as_complex", "self", "hook"),
     ("view_as_complex_copy", "self", "hook"),
     ("view_as_real", "self", "hook"),
     ("view_as_real_copy", "self", "hook"),
-    ("view_copy", "self", "hook"),
+    ("view_copy", "self", "translated"),
     ("where.self", "other", "hook"),
     ("where.self", "self", "hook"),
     ("xlogy.Scalar_Other", "self", "hook"),
@@ -969,11 +969,11 @@ pub trait BackwardHooks {
     fn hook__conj_physical_self(&self, node: &ConjPhysicalBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `ConjPhysicalBackward::self` not implemented: formula `grad.conj_physical()`".to_string()))
     }
-    /// `ConvDepthwise2dBackward`: `grad.defined() ? convolution_backward_symint(grad.contiguous(), self, weight, bias->sym_sizes(), stride, padding, dilation, /*transposed=*/ false, /*output_padding=*/ {{0, 0}}, /*groups=*/ 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `ConvDepthwise2dBackward`: `grad.defined() ? convolution_backward_symint(grad.contiguous(), self, weight, bias->sym_sizes(), stride, padding, dilation, /*transposed=*/ false, /*output_padding=*/ {{0, 0}}, /*groups=*/ 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: no operator or helper `contiguous`).
     fn hook__conv_depthwise2d_self_weight_bias(&self, node: &ConvDepthwise2dBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ConvDepthwise2dBackward::self, weight, bias` not implemented: formula `grad.defined() ? convolution_backward_symint(grad.contiguous(), self, weight, bias->sym_sizes(), stride, padding, dilation, /*transposed=*/ false, /*output_padding=*/ {{0, 0}}, /*groups=*/ 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `ConvolutionBackward`: `grad.defined() ? convolution_backward_symint(grad, input, weight, bias->sym_sizes(), stride, padding, dilation, transposed, output_padding, groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `ConvolutionBackward`: `grad.defined() ? convolution_backward_symint(grad, input, weight, bias->sym_sizes(), stride, padding, dilation, transposed, output_padding, groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: no overload of `convolution_backward` takes (Tensor, Tensor, Tensor, OptIntList, IntList, IntList, IntList, Bool, IntList, Int, BoolList)).
     fn hook__convolution_input_weight_bias(&self, node: &ConvolutionBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ConvolutionBackward::input, weight, bias` not implemented: formula `grad.defined() ? convolution_backward_symint(grad, input, weight, bias->sym_sizes(), stride, padding, dilation, transposed, output_padding, groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
@@ -1021,7 +1021,7 @@ pub trait BackwardHooks {
     fn hook__cudnn_rnn_backward_weight(&self, node: &CudnnRnnBackwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `CudnnRnnBackwardBackward::weight` not implemented: formula `not_implemented_list(\"_cudnn_rnn_backward\", kCudnnDoubleBackwardMsg)`".to_string()))
     }
-    /// `EfficientAttentionForwardBackward`: `_efficient_attention_backward_symint(grad, query, key, value, bias, output, cu_seqlens_q, cu_seqlens_k, max_seqlen_batch_q, max_seqlen_batch_k, logsumexp, dropout_p, philox_seed, philox_offset, custom_mask_type, bias.requires_grad(), scale)` (not translated: several inputs).
+    /// `EfficientAttentionForwardBackward`: `_efficient_attention_backward_symint(grad, query, key, value, bias, output, cu_seqlens_q, cu_seqlens_k, max_seqlen_batch_q, max_seqlen_batch_k, logsumexp, dropout_p, philox_seed, philox_offset, custom_mask_type, bias.requires_grad(), scale)` (not translated: no operator or helper `requires_grad`).
     fn hook__efficient_attention_forward_query_key_value_bias(&self, node: &EfficientAttentionForwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `EfficientAttentionForwardBackward::query, key, value, bias` not implemented: formula `_efficient_attention_backward_symint(grad, query, key, value, bias, output, cu_seqlens_q, cu_seqlens_k, max_seqlen_batch_q, max_seqlen_batch_k, logsumexp, dropout_p, philox_seed, philox_offset, custom_mask_type, bias.requires_grad(), scale)`".to_string()))
     }
@@ -1029,15 +1029,15 @@ pub trait BackwardHooks {
     fn hook__embedding_bag_weight(&self, node: &EmbeddingBagBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `EmbeddingBagBackward::weight` not implemented: formula `_embedding_bag_backward_symint(grad, indices, offsets, result1, result2, result3, weight.sym_size(0), scale_grad_by_freq, mode, sparse, per_sample_weights, padding_idx)`".to_string()))
     }
-    /// `EuclideanDistBackward`: `_euclidean_dist_backward(grad, x1, x2, result)` (not translated: several inputs).
+    /// `EuclideanDistBackward`: `_euclidean_dist_backward(grad, x1, x2, result)` (not translated: no operator or helper `_euclidean_dist_backward`).
     fn hook__euclidean_dist_x1_x2(&self, node: &EuclideanDistBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `EuclideanDistBackward::x1, x2` not implemented: formula `_euclidean_dist_backward(grad, x1, x2, result)`".to_string()))
     }
-    /// `FakeQuantizeLearnablePerChannelAffineBackward`: `grad.defined() ? _fake_quantize_learnable_per_channel_affine_backward(grad, self, scale, zero_point, axis, quant_min, quant_max, grad_factor) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `FakeQuantizeLearnablePerChannelAffineBackward`: `grad.defined() ? _fake_quantize_learnable_per_channel_affine_backward(grad, self, scale, zero_point, axis, quant_min, quant_max, grad_factor) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: no overload of `_fake_quantize_learnable_per_channel_affine_backward` takes (Tensor, Tensor, Tensor, Tensor, Int, Int, Int, Float)).
     fn hook__fake_quantize_learnable_per_channel_affine_self_scale_zero_point(&self, node: &FakeQuantizeLearnablePerChannelAffineBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `FakeQuantizeLearnablePerChannelAffineBackward::self, scale, zero_point` not implemented: formula `grad.defined() ? _fake_quantize_learnable_per_channel_affine_backward(grad, self, scale, zero_point, axis, quant_min, quant_max, grad_factor) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `FakeQuantizeLearnablePerTensorAffineBackward`: `grad.defined() ? _fake_quantize_learnable_per_tensor_affine_backward(grad, self, scale, zero_point, quant_min, quant_max, grad_factor) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `FakeQuantizeLearnablePerTensorAffineBackward`: `grad.defined() ? _fake_quantize_learnable_per_tensor_affine_backward(grad, self, scale, zero_point, quant_min, quant_max, grad_factor) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: no overload of `_fake_quantize_learnable_per_tensor_affine_backward` takes (Tensor, Tensor, Tensor, Tensor, Int, Int, Float)).
     fn hook__fake_quantize_learnable_per_tensor_affine_self_scale_zero_point(&self, node: &FakeQuantizeLearnablePerTensorAffineBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `FakeQuantizeLearnablePerTensorAffineBackward::self, scale, zero_point` not implemented: formula `grad.defined() ? _fake_quantize_learnable_per_tensor_affine_backward(grad, self, scale, zero_point, quant_min, quant_max, grad_factor) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
@@ -1057,7 +1057,7 @@ pub trait BackwardHooks {
     fn hook__fft_r2c_self(&self, node: &FftR2cBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `FftR2cBackward::self` not implemented: formula `fft_r2c_backward(grad, dim, normalization, onesided, self.sym_size(dim.back()))`".to_string()))
     }
-    /// `FlashAttentionForwardBackward`: `_flash_attention_backward_symint(grad, query, key, value, output, softmax_logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, scale)` (not translated: several inputs).
+    /// `FlashAttentionForwardBackward`: `_flash_attention_backward_symint(grad, query, key, value, output, softmax_logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, scale)` (not translated: no overload of `_flash_attention_backward` takes (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, OptTensor, OptTensor, Int, Int, Float, Bool, Tensor, Tensor, Other)).
     fn hook__flash_attention_forward_query_key_value(&self, node: &FlashAttentionForwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `FlashAttentionForwardBackward::query, key, value` not implemented: formula `_flash_attention_backward_symint(grad, query, key, value, output, softmax_logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, scale)`".to_string()))
     }
@@ -1113,7 +1113,7 @@ pub trait BackwardHooks {
     fn hook__fused_moving_avg_obs_fq_helper_self(&self, node: &FusedMovingAvgObsFqHelperBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `FusedMovingAvgObsFqHelperBackward::self` not implemented: formula `fake_quantize_per_tensor_affine_cachemask_backward(grad, mask)`".to_string()))
     }
-    /// `GridSampler2dCpuFallbackBackward`: `grad.defined() ? _grid_sampler_2d_cpu_fallback_backward(grad, input, grid, interpolation_mode, padding_mode, align_corners) : std::tuple<Tensor, Tensor>()` (not translated: several inputs).
+    /// `GridSampler2dCpuFallbackBackward`: `grad.defined() ? _grid_sampler_2d_cpu_fallback_backward(grad, input, grid, interpolation_mode, padding_mode, align_corners) : std::tuple<Tensor, Tensor>()` (not translated: no operator or helper `_grid_sampler_2d_cpu_fallback_backward`).
     fn hook__grid_sampler_2d_cpu_fallback_input_grid(&self, node: &GridSampler2dCpuFallbackBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `GridSampler2dCpuFallbackBackward::input, grid` not implemented: formula `grad.defined() ? _grid_sampler_2d_cpu_fallback_backward(grad, input, grid, interpolation_mode, padding_mode, align_corners) : std::tuple<Tensor, Tensor>()`".to_string()))
     }
@@ -1137,7 +1137,7 @@ pub trait BackwardHooks {
     fn hook__linalg_slogdet_A(&self, node: &LinalgSlogdetBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `LinalgSlogdetBackward::A` not implemented: formula `slogdet_backward(grad_sign, grad_logabsdet, A, sign, LU, pivots)`".to_string()))
     }
-    /// `LinalgSolveExBackward`: `linalg_solve_backward(grad, result, A, LU, pivots, left, grad_input_mask[1])` (not translated: several inputs).
+    /// `LinalgSolveExBackward`: `linalg_solve_backward(grad, result, A, LU, pivots, left, grad_input_mask[1])` (not translated: a `subscript_expression`).
     fn hook__linalg_solve_ex_A_B(&self, node: &LinalgSolveExBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `LinalgSolveExBackward::A, B` not implemented: formula `linalg_solve_backward(grad, result, A, LU, pivots, left, grad_input_mask[1])`".to_string()))
     }
@@ -1157,27 +1157,23 @@ pub trait BackwardHooks {
     fn hook__lstm_mps_input_hx_params(&self, node: &LstmMpsBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `LstmMpsBackward::input, hx, params` not implemented: formula `lstm_mps_backward(grads[0], grads[1], grads[2], result3, result4, input, result5, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)`".to_string()))
     }
-    /// `MkldnnReshapeBackward`: `grad.reshape_symint(self.sym_sizes())` (not translated: no operator or helper `reshape`).
-    fn hook__mkldnn_reshape_self(&self, node: &MkldnnReshapeBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `MkldnnReshapeBackward::self` not implemented: formula `grad.reshape_symint(self.sym_sizes())`".to_string()))
-    }
-    /// `MpsConvolutionBackward`: `grad.defined() ? mps_convolution_backward_symint(self, grad, weight, padding, stride, dilation, groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `MpsConvolutionBackward`: `grad.defined() ? mps_convolution_backward_symint(self, grad, weight, padding, stride, dilation, groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: no overload of `mps_convolution_backward` takes (Tensor, Tensor, Tensor, IntList, IntList, IntList, Int, BoolList)).
     fn hook__mps_convolution_self_weight_bias(&self, node: &MpsConvolutionBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `MpsConvolutionBackward::self, weight, bias` not implemented: formula `grad.defined() ? mps_convolution_backward_symint(self, grad, weight, padding, stride, dilation, groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `MpsConvolutionTransposeBackward`: `grad.defined() ? mps_convolution_transpose_backward_symint(self, grad, weight, padding, output_padding, stride, dilation, groups, grad_input_mask) : std::tuple<Tensor, Tensor>()` (not translated: several inputs).
+    /// `MpsConvolutionTransposeBackward`: `grad.defined() ? mps_convolution_transpose_backward_symint(self, grad, weight, padding, output_padding, stride, dilation, groups, grad_input_mask) : std::tuple<Tensor, Tensor>()` (not translated: no overload of `mps_convolution_transpose_backward` takes (Tensor, Tensor, Tensor, IntList, IntList, IntList, IntList, Int, BoolList)).
     fn hook__mps_convolution_transpose_self_weight(&self, node: &MpsConvolutionTransposeBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `MpsConvolutionTransposeBackward::self, weight` not implemented: formula `grad.defined() ? mps_convolution_transpose_backward_symint(self, grad, weight, padding, output_padding, stride, dilation, groups, grad_input_mask) : std::tuple<Tensor, Tensor>()`".to_string()))
     }
-    /// `NativeBatchNormLegitBackward`: `grad.defined() ? native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, eps, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `NativeBatchNormLegitBackward`: `grad.defined() ? native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, eps, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: no overload of `native_batch_norm_backward` takes (Tensor, Tensor, OptTensor, Tensor, Tensor, Tensor, Tensor, Bool, Float, BoolList)).
     fn hook__native_batch_norm_legit_input_weight_bias(&self, node: &NativeBatchNormLegitBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `NativeBatchNormLegitBackward::input, weight, bias` not implemented: formula `grad.defined() ? native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, eps, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `NativeBatchNormLegitNoStatsBackward`: `grad.defined() ? native_batch_norm_backward(grad, input, weight, Tensor(), Tensor(), result1, result2, training, eps, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `NativeBatchNormLegitNoStatsBackward`: `grad.defined() ? native_batch_norm_backward(grad, input, weight, Tensor(), Tensor(), result1, result2, training, eps, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: no operator or helper `Tensor`).
     fn hook__native_batch_norm_legit_no_stats_input_weight_bias(&self, node: &NativeBatchNormLegitNoStatsBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `NativeBatchNormLegitNoStatsBackward::input, weight, bias` not implemented: formula `grad.defined() ? native_batch_norm_backward(grad, input, weight, Tensor(), Tensor(), result1, result2, training, eps, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `NativeBatchNormLegitNoTrainingBackward`: `grad.defined() ? native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, /*training=*/false, eps, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `NativeBatchNormLegitNoTrainingBackward`: `grad.defined() ? native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, /*training=*/false, eps, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: no overload of `native_batch_norm_backward` takes (Tensor, Tensor, OptTensor, Tensor, Tensor, Tensor, Tensor, Bool, Float, BoolList)).
     fn hook__native_batch_norm_legit_no_training_input_weight_bias(&self, node: &NativeBatchNormLegitNoTrainingBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `NativeBatchNormLegitNoTrainingBackward::input, weight, bias` not implemented: formula `grad.defined() ? native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, /*training=*/false, eps, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
@@ -1197,7 +1193,7 @@ pub trait BackwardHooks {
     fn hook__nested_tensor_from_tensor_list_list(&self, node: &NestedTensorFromTensorListBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `NestedTensorFromTensorListBackward::list` not implemented: formula `grad.defined()? at::unbind(grad) : std::vector<Tensor>(list.size())`".to_string()))
     }
-    /// `NnpackSpatialConvolutionBackward`: `grad.defined() ? convolution_backward_symint(grad, input, weight, bias->sym_sizes(), stride, padding, std::vector<c10::SymInt>(padding.size(), 1), false, std::vector<c10::SymInt>(padding.size(), 0), 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `NnpackSpatialConvolutionBackward`: `grad.defined() ? convolution_backward_symint(grad, input, weight, bias->sym_sizes(), stride, padding, std::vector<c10::SymInt>(padding.size(), 1), false, std::vector<c10::SymInt>(padding.size(), 0), 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: function `std::vector<c10::SymInt>`).
     fn hook__nnpack_spatial_convolution_input_weight_bias(&self, node: &NnpackSpatialConvolutionBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `NnpackSpatialConvolutionBackward::input, weight, bias` not implemented: formula `grad.defined() ? convolution_backward_symint(grad, input, weight, bias->sym_sizes(), stride, padding, std::vector<c10::SymInt>(padding.size(), 1), false, std::vector<c10::SymInt>(padding.size(), 0), 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
@@ -1217,7 +1213,7 @@ pub trait BackwardHooks {
     fn hook__pdist_backward_self(&self, node: &PdistBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `PdistBackwardBackward::self` not implemented: formula `not_implemented(\"_pdist_backward\")`".to_string()))
     }
-    /// `PreluKernelBackward`: `grad.defined() ? _prelu_kernel_backward(grad, self, weight) : std::tuple<Tensor, Tensor>()` (not translated: several inputs).
+    /// `PreluKernelBackward`: `grad.defined() ? _prelu_kernel_backward(grad, self, weight) : std::tuple<Tensor, Tensor>()` (not translated: no overload of `_prelu_kernel_backward` takes (Tensor, Tensor, Tensor)).
     fn hook__prelu_kernel_self_weight(&self, node: &PreluKernelBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `PreluKernelBackward::self, weight` not implemented: formula `grad.defined() ? _prelu_kernel_backward(grad, self, weight) : std::tuple<Tensor, Tensor>()`".to_string()))
     }
@@ -1233,35 +1229,23 @@ pub trait BackwardHooks {
     fn hook__prelu_kernel_backward_weight(&self, node: &PreluKernelBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `PreluKernelBackwardBackward::weight` not implemented: formula `grads[0].defined() ? at::where(self >= 0, at::zeros({}, weight.options()), grad_output * grads[0]) : zeros_like(self)`".to_string()))
     }
-    /// `ReshapeAliasBackward`: `grad.reshape_symint(self.sym_sizes())` (not translated: no operator or helper `reshape`).
-    fn hook__reshape_alias_self(&self, node: &ReshapeAliasBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `ReshapeAliasBackward::self` not implemented: formula `grad.reshape_symint(self.sym_sizes())`".to_string()))
-    }
-    /// `ReshapeAliasCopyBackward`: `grad.reshape_symint(self.sym_sizes())` (not translated: no operator or helper `reshape`).
-    fn hook__reshape_alias_copy_self(&self, node: &ReshapeAliasCopyBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `ReshapeAliasCopyBackward::self` not implemented: formula `grad.reshape_symint(self.sym_sizes())`".to_string()))
-    }
-    /// `ReshapeCopyBackward`: `grad.reshape_symint(self.sym_sizes())` (not translated: no operator or helper `reshape`).
-    fn hook__reshape_copy_self(&self, node: &ReshapeCopyBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `ReshapeCopyBackward::self` not implemented: formula `grad.reshape_symint(self.sym_sizes())`".to_string()))
-    }
-    /// `ScaledDotProductEfficientAttentionBackward`: `_scaled_dot_product_efficient_attention_backward(grad, query, key, value, attn_bias, output, log_sumexp, philox_seed, philox_offset, dropout_p, grad_input_mask, is_causal, scale)` (not translated: several inputs).
+    /// `ScaledDotProductEfficientAttentionBackward`: `_scaled_dot_product_efficient_attention_backward(grad, query, key, value, attn_bias, output, log_sumexp, philox_seed, philox_offset, dropout_p, grad_input_mask, is_causal, scale)` (not translated: no overload of `_scaled_dot_product_efficient_attention_backward` takes (Tensor, Tensor, Tensor, Tensor, OptTensor, Tensor, Tensor, Tensor, Tensor, Float, BoolList, Bool, Other)).
     fn hook__scaled_dot_product_efficient_attention_query_key_value_attn_bias(&self, node: &ScaledDotProductEfficientAttentionBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ScaledDotProductEfficientAttentionBackward::query, key, value, attn_bias` not implemented: formula `_scaled_dot_product_efficient_attention_backward(grad, query, key, value, attn_bias, output, log_sumexp, philox_seed, philox_offset, dropout_p, grad_input_mask, is_causal, scale)`".to_string()))
     }
-    /// `ScaledDotProductFlashAttentionBackward`: `_scaled_dot_product_flash_attention_backward_symint(grad, query, key, value, output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, scale)` (not translated: several inputs).
+    /// `ScaledDotProductFlashAttentionBackward`: `_scaled_dot_product_flash_attention_backward_symint(grad, query, key, value, output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, scale)` (not translated: no overload of `_scaled_dot_product_flash_attention_backward` takes (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Int, Int, Float, Bool, Tensor, Tensor, Other)).
     fn hook__scaled_dot_product_flash_attention_query_key_value(&self, node: &ScaledDotProductFlashAttentionBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ScaledDotProductFlashAttentionBackward::query, key, value` not implemented: formula `_scaled_dot_product_flash_attention_backward_symint(grad, query, key, value, output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, scale)`".to_string()))
     }
-    /// `ScaledDotProductFlashAttentionForCpuBackward`: `_scaled_dot_product_flash_attention_for_cpu_backward(grad, query, key, value, output, logsumexp, dropout_p, is_causal, attn_mask, scale)` (not translated: several inputs).
+    /// `ScaledDotProductFlashAttentionForCpuBackward`: `_scaled_dot_product_flash_attention_for_cpu_backward(grad, query, key, value, output, logsumexp, dropout_p, is_causal, attn_mask, scale)` (not translated: no overload of `_scaled_dot_product_flash_attention_for_cpu_backward` takes (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Float, Bool, OptTensor, Other)).
     fn hook__scaled_dot_product_flash_attention_for_cpu_query_key_value(&self, node: &ScaledDotProductFlashAttentionForCpuBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ScaledDotProductFlashAttentionForCpuBackward::query, key, value` not implemented: formula `_scaled_dot_product_flash_attention_for_cpu_backward(grad, query, key, value, output, logsumexp, dropout_p, is_causal, attn_mask, scale)`".to_string()))
     }
-    /// `SlowConv2dBackwardOutputMaskBackward`: `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, self, stride, padding, {{1, 1}}, false, {{0, 0}}, 1, grad_input_mask)` (not translated: several inputs).
+    /// `SlowConv2dBackwardOutputMaskBackward`: `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, self, stride, padding, {{1, 1}}, false, {{0, 0}}, 1, grad_input_mask)` (not translated: a `subscript_expression`).
     fn hook__slow_conv2d_backward_output_mask_grad_output_self_weight(&self, node: &SlowConv2dBackwardOutputMaskBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `SlowConv2dBackwardOutputMaskBackward::grad_output, self, weight` not implemented: formula `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, self, stride, padding, {{1, 1}}, false, {{0, 0}}, 1, grad_input_mask)`".to_string()))
     }
-    /// `SlowConv2dForwardBackward`: `grad.defined() ? _slow_conv2d_backward_symint(grad, self, weight, kernel_size, stride, padding, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `SlowConv2dForwardBackward`: `grad.defined() ? _slow_conv2d_backward_symint(grad, self, weight, kernel_size, stride, padding, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: no overload of `_slow_conv2d_backward` takes (Tensor, Tensor, Tensor, IntList, IntList, IntList, BoolList)).
     fn hook__slow_conv2d_forward_self_weight_bias(&self, node: &SlowConv2dForwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `SlowConv2dForwardBackward::self, weight, bias` not implemented: formula `grad.defined() ? _slow_conv2d_backward_symint(grad, self, weight, kernel_size, stride, padding, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
@@ -1277,7 +1261,7 @@ pub trait BackwardHooks {
     fn hook__sparse_addmm_mat1(&self, node: &SparseAddmmBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SparseAddmmBackward::mat1` not implemented: formula `mm_mat1_sparse_backward(grad, mat1, mat2, alpha)`".to_string()))
     }
-    /// `SparseMmReduceImplBackward`: `grad.defined() ? _sparse_mm_reduce_impl_backward(self, grad, other, reduce, result1, grad_input_mask) : std::tuple<Tensor, Tensor>()` (not translated: several inputs).
+    /// `SparseMmReduceImplBackward`: `grad.defined() ? _sparse_mm_reduce_impl_backward(self, grad, other, reduce, result1, grad_input_mask) : std::tuple<Tensor, Tensor>()` (not translated: no overload of `_sparse_mm_reduce_impl_backward` takes (Tensor, Tensor, Tensor, Str, Tensor, BoolList)).
     fn hook__sparse_mm_reduce_impl_self_other(&self, node: &SparseMmReduceImplBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `SparseMmReduceImplBackward::self, other` not implemented: formula `grad.defined() ? _sparse_mm_reduce_impl_backward(self, grad, other, reduce, result1, grad_input_mask) : std::tuple<Tensor, Tensor>()`".to_string()))
     }
@@ -1309,11 +1293,11 @@ pub trait BackwardHooks {
     fn hook__test_warn_in_autograd_self(&self, node: &TestWarnInAutogradBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `TestWarnInAutogradBackward::self` not implemented: formula `warn_backwards(grad)`".to_string()))
     }
-    /// `ThnnFusedGruCellBackward`: `grad.defined() ? (GradMode::is_enabled() ? _thnn_differentiable_gru_cell_backward(grad, input_gates, hidden_gates, hx, input_bias, hidden_bias) : _thnn_fused_gru_cell_backward(grad, result1, input_bias.defined())) : std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `ThnnFusedGruCellBackward`: `grad.defined() ? (GradMode::is_enabled() ? _thnn_differentiable_gru_cell_backward(grad, input_gates, hidden_gates, hx, input_bias, hidden_bias) : _thnn_fused_gru_cell_backward(grad, result1, input_bias.defined())) : std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>()` (not translated: no operator or helper `defined`).
     fn hook__thnn_fused_gru_cell_input_gates_hidden_gates_hx_input_bias_hidden_bias(&self, node: &ThnnFusedGruCellBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ThnnFusedGruCellBackward::input_gates, hidden_gates, hx, input_bias, hidden_bias` not implemented: formula `grad.defined() ? (GradMode::is_enabled() ? _thnn_differentiable_gru_cell_backward(grad, input_gates, hidden_gates, hx, input_bias, hidden_bias) : _thnn_fused_gru_cell_backward(grad, result1, input_bias.defined())) : std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `ThnnFusedLstmCellBackward`: `GradMode::is_enabled() ? _thnn_differentiable_lstm_cell_backward(grads[0], grads[1], input_gates, hidden_gates, input_bias, hidden_bias, cx, result1) : _thnn_fused_lstm_cell_backward(grads[0], grads[1], cx, result1, result2, input_bias.defined())` (not translated: several inputs).
+    /// `ThnnFusedLstmCellBackward`: `GradMode::is_enabled() ? _thnn_differentiable_lstm_cell_backward(grads[0], grads[1], input_gates, hidden_gates, input_bias, hidden_bias, cx, result1) : _thnn_fused_lstm_cell_backward(grads[0], grads[1], cx, result1, result2, input_bias.defined())` (not translated: a `subscript_expression`).
     fn hook__thnn_fused_lstm_cell_input_gates_hidden_gates_cx_input_bias_hidden_bias(&self, node: &ThnnFusedLstmCellBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ThnnFusedLstmCellBackward::input_gates, hidden_gates, cx, input_bias, hidden_bias` not implemented: formula `GradMode::is_enabled() ? _thnn_differentiable_lstm_cell_backward(grads[0], grads[1], input_gates, hidden_gates, input_bias, hidden_bias, cx, result1) : _thnn_fused_lstm_cell_backward(grads[0], grads[1], cx, result1, result2, input_bias.defined())`".to_string()))
     }
@@ -1349,7 +1333,7 @@ pub trait BackwardHooks {
     fn hook__to_sparse_csr_self(&self, node: &ToSparseCsrBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `ToSparseCsrBackward::self` not implemented: formula `to_sparse_backward(grad, self.layout(), self.sym_blocksize())`".to_string()))
     }
-    /// `TrilinearBackward`: `_trilinear_backward(grad, wrap_opt_if(i1, grad_input_mask[1] || grad_input_mask[2]), wrap_opt_if(i2, grad_input_mask[0] || grad_input_mask[2]), wrap_opt_if(i3, grad_input_mask[0] || grad_input_mask[1]), expand1, expand2, expand3, sumdim, grad_input_mask)` (not translated: several inputs).
+    /// `TrilinearBackward`: `_trilinear_backward(grad, wrap_opt_if(i1, grad_input_mask[1] || grad_input_mask[2]), wrap_opt_if(i2, grad_input_mask[0] || grad_input_mask[2]), wrap_opt_if(i3, grad_input_mask[0] || grad_input_mask[1]), expand1, expand2, expand3, sumdim, grad_input_mask)` (not translated: a `subscript_expression`).
     fn hook__trilinear_i1_i2_i3(&self, node: &TrilinearBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `TrilinearBackward::i1, i2, i3` not implemented: formula `_trilinear_backward(grad, wrap_opt_if(i1, grad_input_mask[1] || grad_input_mask[2]), wrap_opt_if(i2, grad_input_mask[0] || grad_input_mask[2]), wrap_opt_if(i3, grad_input_mask[0] || grad_input_mask[1]), expand1, expand2, expand3, sumdim, grad_input_mask)`".to_string()))
     }
@@ -1372,10 +1356,6 @@ pub trait BackwardHooks {
     /// `UnsafeIndexPutBackward`: `at::_unsafe_index(grad, indices)` (not translated: no overload of `_unsafe_index` takes (Tensor, Other)).
     fn hook__unsafe_index_put_values(&self, node: &UnsafeIndexPutBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `UnsafeIndexPutBackward::values` not implemented: formula `at::_unsafe_index(grad, indices)`".to_string()))
-    }
-    /// `UnsafeViewBackward`: `grad.reshape_symint(self.sym_sizes())` (not translated: no operator or helper `reshape`).
-    fn hook__unsafe_view_self(&self, node: &UnsafeViewBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `UnsafeViewBackward::self` not implemented: formula `grad.reshape_symint(self.sym_sizes())`".to_string()))
     }
     /// `UpsampleBicubic2dAaBackward`: `_upsample_bicubic2d_aa_backward_symint(grad, output_size, self.sym_sizes(), align_corners, scales_h, scales_w)` (not translated: no overload of `_upsample_bicubic2d_aa_backward` takes (Tensor, IntList, IntList, Bool, Other, Other)).
     fn hook__upsample_bicubic2d_aa_self(&self, node: &UpsampleBicubic2dAaBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -1417,7 +1397,7 @@ pub trait BackwardHooks {
     fn hook__upsample_nearest_exact3d_backward_grad_output(&self, node: &UpsampleNearestExact3dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `UpsampleNearestExact3dBackwardBackward::grad_output` not implemented: formula `_upsample_nearest_exact3d_symint(grad, output_size, scales_d, scales_h, scales_w)`".to_string()))
     }
-    /// `WeightNormInterfaceBackward`: `grad.defined() ? (GradMode::is_enabled() ? _weight_norm_differentiable_backward(grad.contiguous(), v, g, result1, dim) : _weight_norm_interface_backward(grad.contiguous(), v, g, result1, dim)) : std::tuple<Tensor, Tensor>()` (not translated: several inputs).
+    /// `WeightNormInterfaceBackward`: `grad.defined() ? (GradMode::is_enabled() ? _weight_norm_differentiable_backward(grad.contiguous(), v, g, result1, dim) : _weight_norm_interface_backward(grad.contiguous(), v, g, result1, dim)) : std::tuple<Tensor, Tensor>()` (not translated: no operator or helper `contiguous`).
     fn hook__weight_norm_interface_v_g(&self, node: &WeightNormInterfaceBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `WeightNormInterfaceBackward::v, g` not implemented: formula `grad.defined() ? (GradMode::is_enabled() ? _weight_norm_differentiable_backward(grad.contiguous(), v, g, result1, dim) : _weight_norm_interface_backward(grad.contiguous(), v, g, result1, dim)) : std::tuple<Tensor, Tensor>()`".to_string()))
     }
@@ -1497,7 +1477,7 @@ pub trait BackwardHooks {
     fn hook_asinh__self(&self, node: &AsinhBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `AsinhBackward1::self` not implemented: formula `not_implemented(\"inplace version of asinh\")`".to_string()))
     }
-    /// `Atan2Backward`: `atan2_backward(grad, self, other, grad_input_mask)` (not translated: several inputs).
+    /// `Atan2Backward`: `atan2_backward(grad, self, other, grad_input_mask)` (not translated: no operator or helper `atan2_backward`).
     fn hook_atan2_self_other(&self, node: &Atan2Backward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `Atan2Backward::self, other` not implemented: formula `atan2_backward(grad, self, other, grad_input_mask)`".to_string()))
     }
@@ -1565,7 +1545,7 @@ pub trait BackwardHooks {
     fn hook_cholesky_inverse_self(&self, node: &CholeskyInverseBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `CholeskyInverseBackward::self` not implemented: formula `cholesky_inverse_backward(grad, self, upper, result)`".to_string()))
     }
-    /// `CholeskySolveBackward`: `cholesky_solve_backward(grad, self, input2, result, upper, grad_input_mask)` (not translated: several inputs).
+    /// `CholeskySolveBackward`: `cholesky_solve_backward(grad, self, input2, result, upper, grad_input_mask)` (not translated: no operator or helper `cholesky_solve_backward`).
     fn hook_cholesky_solve_self_input2(&self, node: &CholeskySolveBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `CholeskySolveBackward::self, input2` not implemented: formula `cholesky_solve_backward(grad, self, input2, result, upper, grad_input_mask)`".to_string()))
     }
@@ -1573,7 +1553,7 @@ pub trait BackwardHooks {
     fn hook_clamp_self(&self, node: &ClampBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `ClampBackward::self` not implemented: formula `clamp_backward(grad, self, min, max)`".to_string()))
     }
-    /// `ClampTensorBackward`: `clamp_backward_min_max(grad, self, min, max, grad_input_mask)` (not translated: several inputs).
+    /// `ClampTensorBackward`: `clamp_backward_min_max(grad, self, min, max, grad_input_mask)` (not translated: no operator or helper `clamp_backward_min_max`).
     fn hook_clamp_tensor_min_max(&self, node: &ClampTensorBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ClampTensorBackward::min, max` not implemented: formula `clamp_backward_min_max(grad, self, min, max, grad_input_mask)`".to_string()))
     }
@@ -1621,27 +1601,27 @@ pub trait BackwardHooks {
     fn hook_constant_pad_nd_self(&self, node: &ConstantPadNdBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `ConstantPadNdBackward::self` not implemented: formula `constant_pad_nd_backward(grad, pad)`".to_string()))
     }
-    /// `ConvDepthwise3dBackward`: `grad.defined() ? convolution_backward_symint(grad.contiguous(), self, weight, bias->sym_sizes(), stride, padding, dilation, /*transposed=*/ false, /*output_padding=*/ {{0, 0, 0}}, /*groups=*/ 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `ConvDepthwise3dBackward`: `grad.defined() ? convolution_backward_symint(grad.contiguous(), self, weight, bias->sym_sizes(), stride, padding, dilation, /*transposed=*/ false, /*output_padding=*/ {{0, 0, 0}}, /*groups=*/ 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: no operator or helper `contiguous`).
     fn hook_conv_depthwise3d_self_weight_bias(&self, node: &ConvDepthwise3dBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ConvDepthwise3dBackward::self, weight, bias` not implemented: formula `grad.defined() ? convolution_backward_symint(grad.contiguous(), self, weight, bias->sym_sizes(), stride, padding, dilation, /*transposed=*/ false, /*output_padding=*/ {{0, 0, 0}}, /*groups=*/ 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `ConvTbcBackward`: `grad.defined() ? conv_tbc_backward(grad, self, weight, bias, pad) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `ConvTbcBackward`: `grad.defined() ? conv_tbc_backward(grad, self, weight, bias, pad) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: no operator or helper `conv_tbc_backward`).
     fn hook_conv_tbc_self_weight_bias(&self, node: &ConvTbcBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ConvTbcBackward::self, weight, bias` not implemented: formula `grad.defined() ? conv_tbc_backward(grad, self, weight, bias, pad) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `ConvolutionBackward1`: `grad.defined() ? convolution_backward_symint(grad, input, weight, bias->sym_sizes(), stride, padding, dilation, transposed, output_padding, groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `ConvolutionBackward1`: `grad.defined() ? convolution_backward_symint(grad, input, weight, bias->sym_sizes(), stride, padding, dilation, transposed, output_padding, groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: no overload of `convolution_backward` takes (Tensor, Tensor, Tensor, OptIntList, IntList, IntList, IntList, Bool, IntList, Int, BoolList)).
     fn hook_convolution_input_weight_bias(&self, node: &ConvolutionBackward1, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ConvolutionBackward1::input, weight, bias` not implemented: formula `grad.defined() ? convolution_backward_symint(grad, input, weight, bias->sym_sizes(), stride, padding, dilation, transposed, output_padding, groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `ConvolutionBackwardBackward`: `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, input, stride, padding, dilation, transposed, output_padding, groups, grad_input_mask)` (not translated: several inputs).
+    /// `ConvolutionBackwardBackward`: `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, input, stride, padding, dilation, transposed, output_padding, groups, grad_input_mask)` (not translated: a `subscript_expression`).
     fn hook_convolution_backward_grad_output_input_weight(&self, node: &ConvolutionBackwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ConvolutionBackwardBackward::grad_output, input, weight` not implemented: formula `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, input, stride, padding, dilation, transposed, output_padding, groups, grad_input_mask)`".to_string()))
     }
-    /// `ConvolutionBackwardOverrideableBackward`: `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, input, stride, padding, dilation, transposed, output_padding, groups, grad_input_mask)` (not translated: several inputs).
+    /// `ConvolutionBackwardOverrideableBackward`: `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, input, stride, padding, dilation, transposed, output_padding, groups, grad_input_mask)` (not translated: a `subscript_expression`).
     fn hook_convolution_backward_overrideable_grad_output_input_weight(&self, node: &ConvolutionBackwardOverrideableBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ConvolutionBackwardOverrideableBackward::grad_output, input, weight` not implemented: formula `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, input, stride, padding, dilation, transposed, output_padding, groups, grad_input_mask)`".to_string()))
     }
-    /// `ConvolutionOverrideableBackward`: `grad.defined() ? convolution_backward_overrideable_symint(grad, input, weight, stride, padding, dilation, transposed, output_padding, groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `ConvolutionOverrideableBackward`: `grad.defined() ? convolution_backward_overrideable_symint(grad, input, weight, stride, padding, dilation, transposed, output_padding, groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: no overload of `convolution_backward_overrideable` takes (Tensor, Tensor, Tensor, IntList, IntList, IntList, Bool, IntList, Int, BoolList)).
     fn hook_convolution_overrideable_input_weight_bias(&self, node: &ConvolutionOverrideableBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ConvolutionOverrideableBackward::input, weight, bias` not implemented: formula `grad.defined() ? convolution_backward_overrideable_symint(grad, input, weight, stride, padding, dilation, transposed, output_padding, groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
@@ -1657,11 +1637,11 @@ pub trait BackwardHooks {
     fn hook_copysign_tensor_self(&self, node: &CopysignTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `CopysignTensorBackward::self` not implemented: formula `copysign_tensor_self_backward(grad, self, result)`".to_string()))
     }
-    /// `CudnnBatchNormBackward`: `grad.defined() ? (training ? cudnn_batch_norm_backward(input, grad.contiguous(input.suggest_memory_format()), weight, running_mean, running_var, result1, result2, epsilon, retain_variables ? result3.clone() : result3) : native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, epsilon, grad_input_mask)) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `CudnnBatchNormBackward`: `grad.defined() ? (training ? cudnn_batch_norm_backward(input, grad.contiguous(input.suggest_memory_format()), weight, running_mean, running_var, result1, result2, epsilon, retain_variables ? result3.clone() : result3) : native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, epsilon, grad_input_mask)) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: a `conditional_expression`).
     fn hook_cudnn_batch_norm_input_weight_bias(&self, node: &CudnnBatchNormBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `CudnnBatchNormBackward::input, weight, bias` not implemented: formula `grad.defined() ? (training ? cudnn_batch_norm_backward(input, grad.contiguous(input.suggest_memory_format()), weight, running_mean, running_var, result1, result2, epsilon, retain_variables ? result3.clone() : result3) : native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, epsilon, grad_input_mask)) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `CudnnBatchNormBackwardBackward`: `batchnorm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_output, running_mean, running_var, true, epsilon, save_mean, save_var, grad_input_mask)` (not translated: several inputs).
+    /// `CudnnBatchNormBackwardBackward`: `batchnorm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_output, running_mean, running_var, true, epsilon, save_mean, save_var, grad_input_mask)` (not translated: a `subscript_expression`).
     fn hook_cudnn_batch_norm_backward_input_weight_grad_output(&self, node: &CudnnBatchNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `CudnnBatchNormBackwardBackward::input, weight, grad_output` not implemented: formula `batchnorm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_output, running_mean, running_var, true, epsilon, save_mean, save_var, grad_input_mask)`".to_string()))
     }
@@ -1677,15 +1657,15 @@ pub trait BackwardHooks {
     fn hook_cudnn_batch_norm_backward_save_var(&self, node: &CudnnBatchNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `CudnnBatchNormBackwardBackward::save_var` not implemented: formula `not_implemented(\"cudnn_batch_norm_backward save_var\")`".to_string()))
     }
-    /// `CudnnConvolutionBackward`: `_cudnn_convolution_backward(self, grad, weight, padding, std::vector<c10::SymInt>(padding.size(), 0), stride, dilation, false, groups, {grad_input_mask[0], grad_input_mask[1]})` (not translated: several inputs).
+    /// `CudnnConvolutionBackward`: `_cudnn_convolution_backward(self, grad, weight, padding, std::vector<c10::SymInt>(padding.size(), 0), stride, dilation, false, groups, {grad_input_mask[0], grad_input_mask[1]})` (not translated: function `std::vector<c10::SymInt>`).
     fn hook_cudnn_convolution_self_weight(&self, node: &CudnnConvolutionBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `CudnnConvolutionBackward::self, weight` not implemented: formula `_cudnn_convolution_backward(self, grad, weight, padding, std::vector<c10::SymInt>(padding.size(), 0), stride, dilation, false, groups, {grad_input_mask[0], grad_input_mask[1]})`".to_string()))
     }
-    /// `CudnnConvolutionTransposeBackward`: `_cudnn_convolution_backward(self, grad, weight, padding, output_padding, stride, dilation, true, groups, {grad_input_mask[0], grad_input_mask[1]})` (not translated: several inputs).
+    /// `CudnnConvolutionTransposeBackward`: `_cudnn_convolution_backward(self, grad, weight, padding, output_padding, stride, dilation, true, groups, {grad_input_mask[0], grad_input_mask[1]})` (not translated: a `initializer_list`).
     fn hook_cudnn_convolution_transpose_self_weight(&self, node: &CudnnConvolutionTransposeBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `CudnnConvolutionTransposeBackward::self, weight` not implemented: formula `_cudnn_convolution_backward(self, grad, weight, padding, output_padding, stride, dilation, true, groups, {grad_input_mask[0], grad_input_mask[1]})`".to_string()))
     }
-    /// `CudnnGridSamplerBackward`: `grad.defined() ? cudnn_grid_sampler_backward(self, grid, grad) : std::tuple<Tensor, Tensor>()` (not translated: several inputs).
+    /// `CudnnGridSamplerBackward`: `grad.defined() ? cudnn_grid_sampler_backward(self, grid, grad) : std::tuple<Tensor, Tensor>()` (not translated: no overload of `cudnn_grid_sampler_backward` takes (Tensor, Tensor, Tensor)).
     fn hook_cudnn_grid_sampler_self_grid(&self, node: &CudnnGridSamplerBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `CudnnGridSamplerBackward::self, grid` not implemented: formula `grad.defined() ? cudnn_grid_sampler_backward(self, grid, grad) : std::tuple<Tensor, Tensor>()`".to_string()))
     }
@@ -1721,10 +1701,6 @@ pub trait BackwardHooks {
     fn hook_dist_self(&self, node: &DistBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `DistBackward::self` not implemented: formula `norm_backward(grad, self - other, p, result)`".to_string()))
     }
-    /// `DivScalarBackward`: `div_tensor_self_backward(grad, other, self.scalar_type())` (not translated: `div_tensor_self_backward`: a Scalar for a Tensor).
-    fn hook_div_scalar_self(&self, node: &DivScalarBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `DivScalarBackward::self` not implemented: formula `div_tensor_self_backward(grad, other, self.scalar_type())`".to_string()))
-    }
     /// `DivScalarModeBackward`: `div_tensor_self_backward(grad, other, self.scalar_type(), rounding_mode)` (not translated: a `conditional_expression`).
     fn hook_div_scalar_mode_self(&self, node: &DivScalarModeBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `DivScalarModeBackward::self` not implemented: formula `div_tensor_self_backward(grad, other, self.scalar_type(), rounding_mode)`".to_string()))
@@ -1740,10 +1716,6 @@ pub trait BackwardHooks {
     /// `EluBackwardBackward`: `elu_double_backward(grad, grad_output, alpha, scale, input_scale, is_result, self_or_result)` (not translated: no operator or helper `elu_double_backward`).
     fn hook_elu_backward_self_or_result(&self, node: &EluBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `EluBackwardBackward::self_or_result` not implemented: formula `elu_double_backward(grad, grad_output, alpha, scale, input_scale, is_result, self_or_result)`".to_string()))
-    }
-    /// `EmbeddingBackward`: `embedding_backward_symint(grad, indices, weight.sym_size(0), padding_idx, scale_grad_by_freq, sparse)` (not translated: no operator or helper `embedding_backward`).
-    fn hook_embedding_weight(&self, node: &EmbeddingBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `EmbeddingBackward::weight` not implemented: formula `embedding_backward_symint(grad, indices, weight.sym_size(0), padding_idx, scale_grad_by_freq, sparse)`".to_string()))
     }
     /// `EmbeddingDenseBackwardBackward`: `embedding_dense_double_backward_symint(grad, indices, padding_idx)` (not translated: no operator or helper `embedding_dense_double_backward`).
     fn hook_embedding_dense_backward_grad_output(&self, node: &EmbeddingDenseBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -1841,14 +1813,6 @@ pub trait BackwardHooks {
     fn hook_ge_tensor__self(&self, node: &GeTensorBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `GeTensorBackward1::self` not implemented: formula `zeros_like(self)`".to_string()))
     }
-    /// `GeluBackward`: `gelu_backward(grad, self, approximate)` (not translated: no overload of `gelu_backward` takes (Tensor, Tensor, Other)).
-    fn hook_gelu_self(&self, node: &GeluBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `GeluBackward::self` not implemented: formula `gelu_backward(grad, self, approximate)`".to_string()))
-    }
-    /// `GeluBackwardBackward`: `gelu_backward(grad, self, approximate)` (not translated: no overload of `gelu_backward` takes (Tensor, Tensor, Other)).
-    fn hook_gelu_backward_grad_output(&self, node: &GeluBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `GeluBackwardBackward::grad_output` not implemented: formula `gelu_backward(grad, self, approximate)`".to_string()))
-    }
     /// `GeluBackwardBackward`: `gelu_double_backward(grad, grad_output, self, approximate)` (not translated: no operator or helper `gelu_double_backward`).
     fn hook_gelu_backward_self(&self, node: &GeluBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `GeluBackwardBackward::self` not implemented: formula `gelu_double_backward(grad, grad_output, self, approximate)`".to_string()))
@@ -1865,11 +1829,11 @@ pub trait BackwardHooks {
     fn hook_glu_backward_self(&self, node: &GluBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `GluBackwardBackward::self` not implemented: formula `glu_double_backward(grad, grad_output, self, dim)`".to_string()))
     }
-    /// `GridSampler2dBackward`: `grad.defined() ? grid_sampler_2d_backward(grad, input, grid, interpolation_mode, padding_mode, align_corners, grad_input_mask) : std::tuple<Tensor, Tensor>()` (not translated: several inputs).
+    /// `GridSampler2dBackward`: `grad.defined() ? grid_sampler_2d_backward(grad, input, grid, interpolation_mode, padding_mode, align_corners, grad_input_mask) : std::tuple<Tensor, Tensor>()` (not translated: no overload of `grid_sampler_2d_backward` takes (Tensor, Tensor, Tensor, Int, Int, Bool, BoolList)).
     fn hook_grid_sampler_2d_input_grid(&self, node: &GridSampler2dBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `GridSampler2dBackward::input, grid` not implemented: formula `grad.defined() ? grid_sampler_2d_backward(grad, input, grid, interpolation_mode, padding_mode, align_corners, grad_input_mask) : std::tuple<Tensor, Tensor>()`".to_string()))
     }
-    /// `GridSampler3dBackward`: `grad.defined() ? grid_sampler_3d_backward(grad, input, grid, interpolation_mode, padding_mode, align_corners, grad_input_mask) : std::tuple<Tensor, Tensor>()` (not translated: several inputs).
+    /// `GridSampler3dBackward`: `grad.defined() ? grid_sampler_3d_backward(grad, input, grid, interpolation_mode, padding_mode, align_corners, grad_input_mask) : std::tuple<Tensor, Tensor>()` (not translated: no overload of `grid_sampler_3d_backward` takes (Tensor, Tensor, Tensor, Int, Int, Bool, BoolList)).
     fn hook_grid_sampler_3d_input_grid(&self, node: &GridSampler3dBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `GridSampler3dBackward::input, grid` not implemented: formula `grad.defined() ? grid_sampler_3d_backward(grad, input, grid, interpolation_mode, padding_mode, align_corners, grad_input_mask) : std::tuple<Tensor, Tensor>()`".to_string()))
     }
@@ -1941,7 +1905,7 @@ pub trait BackwardHooks {
     fn hook_index_put_values(&self, node: &IndexPutBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `IndexPutBackward::values` not implemented: formula `grad.index(indices)`".to_string()))
     }
-    /// `IndexReduceBackward`: `index_reduce_backward(grad, self, dim, index, source, reduce, include_self, result)` (not translated: several inputs).
+    /// `IndexReduceBackward`: `index_reduce_backward(grad, self, dim, index, source, reduce, include_self, result)` (not translated: no operator or helper `index_reduce_backward`).
     fn hook_index_reduce_self_source(&self, node: &IndexReduceBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `IndexReduceBackward::self, source` not implemented: formula `index_reduce_backward(grad, self, dim, index, source, reduce, include_self, result)`".to_string()))
     }
@@ -1977,19 +1941,11 @@ pub trait BackwardHooks {
     fn hook_linalg_cholesky_ex_self(&self, node: &LinalgCholeskyExBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `LinalgCholeskyExBackward::self` not implemented: formula `cholesky_backward(grad, upper, L)`".to_string()))
     }
-    /// `LinalgCrossBackward`: `at::linalg_cross(grad, self.conj(), dim)` (not translated: no overload of `linalg_cross` takes (Tensor, Tensor, Int)).
-    fn hook_linalg_cross_other(&self, node: &LinalgCrossBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `LinalgCrossBackward::other` not implemented: formula `at::linalg_cross(grad, self.conj(), dim)`".to_string()))
-    }
-    /// `LinalgCrossBackward`: `at::linalg_cross(other.conj(), grad, dim)` (not translated: no overload of `linalg_cross` takes (Tensor, Tensor, Int)).
-    fn hook_linalg_cross_self(&self, node: &LinalgCrossBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `LinalgCrossBackward::self` not implemented: formula `at::linalg_cross(other.conj(), grad, dim)`".to_string()))
-    }
     /// `LinalgEigBackward`: `handle_r_to_c(self.scalar_type(), linalg_eig_backward(grads[0], grads[1], eigenvalues, eigenvectors, /*is_hermitian=*/false))` (not translated: a `subscript_expression`).
     fn hook_linalg_eig_self(&self, node: &LinalgEigBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `LinalgEigBackward::self` not implemented: formula `handle_r_to_c(self.scalar_type(), linalg_eig_backward(grads[0], grads[1], eigenvalues, eigenvectors, /*is_hermitian=*/false))`".to_string()))
     }
-    /// `LinalgHouseholderProductBackward`: `householder_product_backward(grad, result, input, tau)` (not translated: several inputs).
+    /// `LinalgHouseholderProductBackward`: `householder_product_backward(grad, result, input, tau)` (not translated: no operator or helper `householder_product_backward`).
     fn hook_linalg_householder_product_input_tau(&self, node: &LinalgHouseholderProductBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `LinalgHouseholderProductBackward::input, tau` not implemented: formula `householder_product_backward(grad, result, input, tau)`".to_string()))
     }
@@ -1997,7 +1953,7 @@ pub trait BackwardHooks {
     fn hook_linalg_inv_ex_A(&self, node: &LinalgInvExBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `LinalgInvExBackward::A` not implemented: formula `-at::matmul(inverse.mH(), at::matmul(grad, inverse.mH()))`".to_string()))
     }
-    /// `LinalgLstsqBackward`: `linalg_lstsq_backward(grad, self, b, grad_input_mask)` (not translated: several inputs).
+    /// `LinalgLstsqBackward`: `linalg_lstsq_backward(grad, self, b, grad_input_mask)` (not translated: no operator or helper `linalg_lstsq_backward`).
     fn hook_linalg_lstsq_self_b(&self, node: &LinalgLstsqBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `LinalgLstsqBackward::self, b` not implemented: formula `linalg_lstsq_backward(grad, self, b, grad_input_mask)`".to_string()))
     }
@@ -2029,7 +1985,7 @@ pub trait BackwardHooks {
     fn hook_linalg_qr_A(&self, node: &LinalgQrBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `LinalgQrBackward::A` not implemented: formula `linalg_qr_backward(grad_Q, grad_R, Q, R, mode)`".to_string()))
     }
-    /// `LinalgSolveTriangularBackward`: `linalg_solve_triangular_backward(grad, self, result, upper, left, unitriangular, grad_input_mask)` (not translated: several inputs).
+    /// `LinalgSolveTriangularBackward`: `linalg_solve_triangular_backward(grad, self, result, upper, left, unitriangular, grad_input_mask)` (not translated: no operator or helper `linalg_solve_triangular_backward`).
     fn hook_linalg_solve_triangular_self_B(&self, node: &LinalgSolveTriangularBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `LinalgSolveTriangularBackward::self, B` not implemented: formula `linalg_solve_triangular_backward(grad, self, result, upper, left, unitriangular, grad_input_mask)`".to_string()))
     }
@@ -2037,7 +1993,7 @@ pub trait BackwardHooks {
     fn hook_linalg_vector_norm_self(&self, node: &LinalgVectorNormBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `LinalgVectorNormBackward::self` not implemented: formula `linalg_vector_norm_backward(grad, self, ord, result, dim, keepdim)`".to_string()))
     }
-    /// `LinearBackwardBackward`: `linear_double_backward(grads, self, grad_output, weight)` (not translated: several inputs).
+    /// `LinearBackwardBackward`: `linear_double_backward(grads, self, grad_output, weight)` (not translated: unknown name `grads`).
     fn hook_linear_backward_self_grad_output_weight(&self, node: &LinearBackwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `LinearBackwardBackward::self, grad_output, weight` not implemented: formula `linear_double_backward(grads, self, grad_output, weight)`".to_string()))
     }
@@ -2053,7 +2009,7 @@ pub trait BackwardHooks {
     fn hook_logcumsumexp_self(&self, node: &LogcumsumexpBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `LogcumsumexpBackward::self` not implemented: formula `logcumsumexp_backward(grad, self, result, dim)`".to_string()))
     }
-    /// `LogitBackward`: `GradMode::is_enabled() ? infinitely_differentiable_logit_backward(grad, self, eps) : logit_backward(grad, self, eps)` (not translated: a `conditional_expression`).
+    /// `LogitBackward`: `GradMode::is_enabled() ? infinitely_differentiable_logit_backward(grad, self, eps) : logit_backward(grad, self, eps)` (not translated: no overload of `logit_backward` takes (Tensor, Tensor, Other)).
     fn hook_logit_self(&self, node: &LogitBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `LogitBackward::self` not implemented: formula `GradMode::is_enabled() ? infinitely_differentiable_logit_backward(grad, self, eps) : logit_backward(grad, self, eps)`".to_string()))
     }
@@ -2137,10 +2093,6 @@ pub trait BackwardHooks {
     fn hook_maximum_self(&self, node: &MaximumBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `MaximumBackward::self` not implemented: formula `at::where(self == other, grad / 2, grad).masked_fill_(self < other, 0)`".to_string()))
     }
-    /// `MeanDimBackward`: `mean_backward(grad, self.sym_sizes(), dim, self.sym_numel(), keepdim)` (not translated: no operator or helper `mean_backward`).
-    fn hook_mean_dim_self(&self, node: &MeanDimBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `MeanDimBackward::self` not implemented: formula `mean_backward(grad, self.sym_sizes(), dim, self.sym_numel(), keepdim)`".to_string()))
-    }
     /// `MedianBackward`: `evenly_distribute_backward(grad, self, result)` (not translated: no operator or helper `evenly_distribute_backward`).
     fn hook_median_self(&self, node: &MedianBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `MedianBackward::self` not implemented: formula `evenly_distribute_backward(grad, self, result)`".to_string()))
@@ -2165,11 +2117,11 @@ pub trait BackwardHooks {
     fn hook_minimum_self(&self, node: &MinimumBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `MinimumBackward::self` not implemented: formula `at::where(self == other, grad / 2, grad).masked_fill_(self > other, 0)`".to_string()))
     }
-    /// `MiopenBatchNormBackward`: `grad.defined() ? (training ? miopen_batch_norm_backward(input, grad.contiguous(), weight, running_mean, running_var, result1, result2, epsilon) : native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, epsilon, grad_input_mask)) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `MiopenBatchNormBackward`: `grad.defined() ? (training ? miopen_batch_norm_backward(input, grad.contiguous(), weight, running_mean, running_var, result1, result2, epsilon) : native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, epsilon, grad_input_mask)) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: a `conditional_expression`).
     fn hook_miopen_batch_norm_input_weight_bias(&self, node: &MiopenBatchNormBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `MiopenBatchNormBackward::input, weight, bias` not implemented: formula `grad.defined() ? (training ? miopen_batch_norm_backward(input, grad.contiguous(), weight, running_mean, running_var, result1, result2, epsilon) : native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, epsilon, grad_input_mask)) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `MiopenBatchNormBackwardBackward`: `batchnorm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_output, running_mean, running_var, true, epsilon, save_mean, save_var, grad_input_mask)` (not translated: several inputs).
+    /// `MiopenBatchNormBackwardBackward`: `batchnorm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_output, running_mean, running_var, true, epsilon, save_mean, save_var, grad_input_mask)` (not translated: a `subscript_expression`).
     fn hook_miopen_batch_norm_backward_input_weight_grad_output(&self, node: &MiopenBatchNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `MiopenBatchNormBackwardBackward::input, weight, grad_output` not implemented: formula `batchnorm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_output, running_mean, running_var, true, epsilon, save_mean, save_var, grad_input_mask)`".to_string()))
     }
@@ -2181,15 +2133,15 @@ pub trait BackwardHooks {
     fn hook_miopen_batch_norm_backward_save_var(&self, node: &MiopenBatchNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `MiopenBatchNormBackwardBackward::save_var` not implemented: formula `not_implemented(\"miopen_batch_norm_backward save_var\")`".to_string()))
     }
-    /// `MiopenConvolutionBackward`: `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, false, std::vector<c10::SymInt>(padding.size(), 0), groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `MiopenConvolutionBackward`: `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, false, std::vector<c10::SymInt>(padding.size(), 0), groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: function `std::vector<c10::SymInt>`).
     fn hook_miopen_convolution_self_weight_bias(&self, node: &MiopenConvolutionBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `MiopenConvolutionBackward::self, weight, bias` not implemented: formula `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, false, std::vector<c10::SymInt>(padding.size(), 0), groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `MiopenConvolutionTransposeBackward`: `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, true, output_padding, groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `MiopenConvolutionTransposeBackward`: `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, true, output_padding, groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: no overload of `convolution_backward` takes (Tensor, Tensor, Tensor, OptIntList, IntList, IntList, IntList, Bool, IntList, Int, BoolList)).
     fn hook_miopen_convolution_transpose_self_weight_bias(&self, node: &MiopenConvolutionTransposeBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `MiopenConvolutionTransposeBackward::self, weight, bias` not implemented: formula `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, true, output_padding, groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `MiopenDepthwiseConvolutionBackward`: `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, false, std::vector<c10::SymInt>(padding.size(), 0), groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `MiopenDepthwiseConvolutionBackward`: `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, false, std::vector<c10::SymInt>(padding.size(), 0), groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: function `std::vector<c10::SymInt>`).
     fn hook_miopen_depthwise_convolution_self_weight_bias(&self, node: &MiopenDepthwiseConvolutionBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `MiopenDepthwiseConvolutionBackward::self, weight, bias` not implemented: formula `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, false, std::vector<c10::SymInt>(padding.size(), 0), groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
@@ -2197,19 +2149,19 @@ pub trait BackwardHooks {
     fn hook_miopen_rnn_input_hx_cx_weight(&self, node: &MiopenRnnBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `MiopenRnnBackward::input, hx, cx, weight` not implemented: formula `miopen_rnn_backward(input, weight, weight_stride0, result4, hx, cx, result0, grads[0], grads[1], grads[2], mode, hidden_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes, dropout_state, retain_variables ? result3.clone() : result3, grad_input_mask)`".to_string()))
     }
-    /// `MishBackward`: `GradMode::is_enabled() ? infinitely_differentiable_mish_backward(grad, self) : mish_backward(grad, self)` (not translated: a `conditional_expression`).
+    /// `MishBackward`: `GradMode::is_enabled() ? infinitely_differentiable_mish_backward(grad, self) : mish_backward(grad, self)` (not translated: no operator or helper `mish_backward`).
     fn hook_mish_self(&self, node: &MishBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `MishBackward::self` not implemented: formula `GradMode::is_enabled() ? infinitely_differentiable_mish_backward(grad, self) : mish_backward(grad, self)`".to_string()))
     }
-    /// `MkldnnConvolutionBackward`: `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, /*transposed=*/ false, /*output_padding=*/ std::vector<c10::SymInt>(padding.size(), 0), groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `MkldnnConvolutionBackward`: `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, /*transposed=*/ false, /*output_padding=*/ std::vector<c10::SymInt>(padding.size(), 0), groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: function `std::vector<c10::SymInt>`).
     fn hook_mkldnn_convolution_self_weight_bias(&self, node: &MkldnnConvolutionBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `MkldnnConvolutionBackward::self, weight, bias` not implemented: formula `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, /*transposed=*/ false, /*output_padding=*/ std::vector<c10::SymInt>(padding.size(), 0), groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `MkldnnLinearBackward`: `mkldnn_linear_backward(self, grad, weight, grad_input_mask)` (not translated: several inputs).
+    /// `MkldnnLinearBackward`: `mkldnn_linear_backward(self, grad, weight, grad_input_mask)` (not translated: no overload of `mkldnn_linear_backward` takes (Tensor, Tensor, Tensor, BoolList)).
     fn hook_mkldnn_linear_self_weight_bias(&self, node: &MkldnnLinearBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `MkldnnLinearBackward::self, weight, bias` not implemented: formula `mkldnn_linear_backward(self, grad, weight, grad_input_mask)`".to_string()))
     }
-    /// `MkldnnRnnLayerBackward`: `GradMode::is_enabled() ? mkldnn_rnn_layer_differentiable_backward(input, weight0, weight1, weight2, weight3, hx_, cx_, result0, result1, result2, grads[0], grads[1], grads[2], reverse, mode, hidden_size, num_layers, has_biases, train, bidirectional, batch_sizes, batch_first, result3) : mkldnn_rnn_layer_backward(input, weight0, weight1, weight2, weight3, hx_, cx_, result0, result1, result2, grads[0], grads[1], grads[2], reverse, mode, hidden_size, num_layers, has_biases, train, bidirectional, batch_sizes, batch_first, result3)` (not translated: several inputs).
+    /// `MkldnnRnnLayerBackward`: `GradMode::is_enabled() ? mkldnn_rnn_layer_differentiable_backward(input, weight0, weight1, weight2, weight3, hx_, cx_, result0, result1, result2, grads[0], grads[1], grads[2], reverse, mode, hidden_size, num_layers, has_biases, train, bidirectional, batch_sizes, batch_first, result3) : mkldnn_rnn_layer_backward(input, weight0, weight1, weight2, weight3, hx_, cx_, result0, result1, result2, grads[0], grads[1], grads[2], reverse, mode, hidden_size, num_layers, has_biases, train, bidirectional, batch_sizes, batch_first, result3)` (not translated: a `subscript_expression`).
     fn hook_mkldnn_rnn_layer_input_weight0_weight1_weight2_weight3_hx__cx_(&self, node: &MkldnnRnnLayerBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `MkldnnRnnLayerBackward::input, weight0, weight1, weight2, weight3, hx_, cx_` not implemented: formula `GradMode::is_enabled() ? mkldnn_rnn_layer_differentiable_backward(input, weight0, weight1, weight2, weight3, hx_, cx_, result0, result1, result2, grads[0], grads[1], grads[2], reverse, mode, hidden_size, num_layers, has_biases, train, bidirectional, batch_sizes, batch_first, result3) : mkldnn_rnn_layer_backward(input, weight0, weight1, weight2, weight3, hx_, cx_, result0, result1, result2, grads[0], grads[1], grads[2], reverse, mode, hidden_size, num_layers, has_biases, train, bidirectional, batch_sizes, batch_first, result3)`".to_string()))
     }
@@ -2217,7 +2169,7 @@ pub trait BackwardHooks {
     fn hook_mode_self(&self, node: &ModeBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `ModeBackward::self` not implemented: formula `value_selecting_reduction_backward_symint(grad, dim, indices, self.sym_sizes(), keepdim)`".to_string()))
     }
-    /// `MpsConvolutionBackwardBackward`: `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, self, stride, padding, dilation, false, std::vector<c10::SymInt>(padding.size(), 0), groups, grad_input_mask)` (not translated: several inputs).
+    /// `MpsConvolutionBackwardBackward`: `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, self, stride, padding, dilation, false, std::vector<c10::SymInt>(padding.size(), 0), groups, grad_input_mask)` (not translated: a `subscript_expression`).
     fn hook_mps_convolution_backward_grad_output_self_weight(&self, node: &MpsConvolutionBackwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `MpsConvolutionBackwardBackward::grad_output, self, weight` not implemented: formula `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, self, stride, padding, dilation, false, std::vector<c10::SymInt>(padding.size(), 0), groups, grad_input_mask)`".to_string()))
     }
@@ -2228,10 +2180,6 @@ pub trait BackwardHooks {
     /// `MseLossBackwardBackward`: `-mse_loss_double_backward(grad * grad_output, target, reduction)` (not translated: no operator or helper `mse_loss_double_backward`).
     fn hook_mse_loss_backward_target(&self, node: &MseLossBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `MseLossBackwardBackward::target` not implemented: formula `-mse_loss_double_backward(grad * grad_output, target, reduction)`".to_string()))
-    }
-    /// `MulScalarBackward`: `mul_tensor_backward(grad, other, self.scalar_type())` (not translated: `mul_tensor_backward`: a Scalar for a Tensor).
-    fn hook_mul_scalar_self(&self, node: &MulScalarBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `MulScalarBackward::self` not implemented: formula `mul_tensor_backward(grad, other, self.scalar_type())`".to_string()))
     }
     /// `MvBackward`: `grad.ger(vec.conj())` (not translated: no operator or helper `ger`).
     fn hook_mv_self(&self, node: &MvBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -2257,11 +2205,11 @@ pub trait BackwardHooks {
     fn hook_nansum_self(&self, node: &NansumBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `NansumBackward::self` not implemented: formula `nansum_backward(grad.to(self.scalar_type()), self, dim, keepdim)`".to_string()))
     }
-    /// `NativeBatchNormBackward`: `grad.defined() ? native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, eps, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `NativeBatchNormBackward`: `grad.defined() ? native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, eps, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: no overload of `native_batch_norm_backward` takes (Tensor, Tensor, OptTensor, OptTensor, OptTensor, Tensor, Tensor, Bool, Float, BoolList)).
     fn hook_native_batch_norm_input_weight_bias(&self, node: &NativeBatchNormBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `NativeBatchNormBackward::input, weight, bias` not implemented: formula `grad.defined() ? native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, eps, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `NativeBatchNormBackwardBackward`: `batchnorm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_out, running_mean, running_var, train, eps, save_mean, save_invstd, grad_input_mask)` (not translated: several inputs).
+    /// `NativeBatchNormBackwardBackward`: `batchnorm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_out, running_mean, running_var, train, eps, save_mean, save_invstd, grad_input_mask)` (not translated: a `subscript_expression`).
     fn hook_native_batch_norm_backward_input_weight_grad_out(&self, node: &NativeBatchNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `NativeBatchNormBackwardBackward::input, weight, grad_out` not implemented: formula `batchnorm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_out, running_mean, running_var, train, eps, save_mean, save_invstd, grad_input_mask)`".to_string()))
     }
@@ -2285,19 +2233,15 @@ pub trait BackwardHooks {
     fn hook_native_dropout_backward_mask(&self, node: &NativeDropoutBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `NativeDropoutBackwardBackward::mask` not implemented: formula `not_implemented(\"native_dropout_backward: mask\")`".to_string()))
     }
-    /// `NativeGroupNormBackward`: `GradMode::is_enabled() || grads[1].defined() || grads[2].defined() ? infinitely_differentiable_native_group_norm_backward(grads[0], grads[1], grads[2], input, result1, result2, weight, N, C, HxW, group, eps, grad_input_mask) : (grads[0].defined() ? native_group_norm_backward_symint(grads[0].device().is_xpu() ? grads[0] : grads[0].contiguous(grads[0].device().is_cpu() ? input.suggest_memory_format() : c10::MemoryFormat::Contiguous), input.device().is_xpu() ? input : input.contiguous(input.device().is_cpu() ? input.suggest_memory_format() : c10::MemoryFormat::Contiguous), result1, result2, weight, N, C, HxW, group, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>())` (not translated: several inputs).
+    /// `NativeGroupNormBackward`: `GradMode::is_enabled() || grads[1].defined() || grads[2].defined() ? infinitely_differentiable_native_group_norm_backward(grads[0], grads[1], grads[2], input, result1, result2, weight, N, C, HxW, group, eps, grad_input_mask) : (grads[0].defined() ? native_group_norm_backward_symint(grads[0].device().is_xpu() ? grads[0] : grads[0].contiguous(grads[0].device().is_cpu() ? input.suggest_memory_format() : c10::MemoryFormat::Contiguous), input.device().is_xpu() ? input : input.contiguous(input.device().is_cpu() ? input.suggest_memory_format() : c10::MemoryFormat::Contiguous), result1, result2, weight, N, C, HxW, group, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>())` (not translated: a `conditional_expression`).
     fn hook_native_group_norm_input_weight_bias(&self, node: &NativeGroupNormBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `NativeGroupNormBackward::input, weight, bias` not implemented: formula `GradMode::is_enabled() || grads[1].defined() || grads[2].defined() ? infinitely_differentiable_native_group_norm_backward(grads[0], grads[1], grads[2], input, result1, result2, weight, N, C, HxW, group, eps, grad_input_mask) : (grads[0].defined() ? native_group_norm_backward_symint(grads[0].device().is_xpu() ? grads[0] : grads[0].contiguous(grads[0].device().is_cpu() ? input.suggest_memory_format() : c10::MemoryFormat::Contiguous), input.device().is_xpu() ? input : input.contiguous(input.device().is_cpu() ? input.suggest_memory_format() : c10::MemoryFormat::Contiguous), result1, result2, weight, N, C, HxW, group, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>())`".to_string()))
-    }
-    /// `NativeLayerNormBackward`: `grad.defined() ? native_layer_norm_backward_symint(grad, input, normalized_shape, result1, result2, weight, bias, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
-    fn hook_native_layer_norm_input_weight_bias(&self, node: &NativeLayerNormBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
-        Err(Error::Unsupported("backward hook `NativeLayerNormBackward::input, weight, bias` not implemented: formula `grad.defined() ? native_layer_norm_backward_symint(grad, input, normalized_shape, result1, result2, weight, bias, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
     /// `NativeLayerNormBackwardBackward`: `Tensor()` (not translated: no operator or helper `Tensor`).
     fn hook_native_layer_norm_backward_bias(&self, node: &NativeLayerNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `NativeLayerNormBackwardBackward::bias` not implemented: formula `Tensor()`".to_string()))
     }
-    /// `NativeLayerNormBackwardBackward`: `layer_norm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_out, mean, rstd, normalized_shape, grad_input_mask)` (not translated: several inputs).
+    /// `NativeLayerNormBackwardBackward`: `layer_norm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_out, mean, rstd, normalized_shape, grad_input_mask)` (not translated: a `subscript_expression`).
     fn hook_native_layer_norm_backward_input_weight_grad_out(&self, node: &NativeLayerNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `NativeLayerNormBackwardBackward::input, weight, grad_out` not implemented: formula `layer_norm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_out, mean, rstd, normalized_shape, grad_input_mask)`".to_string()))
     }
@@ -2369,23 +2313,15 @@ pub trait BackwardHooks {
     fn hook_normal_float_tensor_std(&self, node: &NormalFloatTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `NormalFloatTensorBackward::std` not implemented: formula `at::zeros_symint(std.sym_sizes(), grad.options())`".to_string()))
     }
-    /// `OrmqrBackward`: `ormqr_backward(grad, result, self, input2, input3, left, transpose, grad_input_mask)` (not translated: several inputs).
+    /// `OrmqrBackward`: `ormqr_backward(grad, result, self, input2, input3, left, transpose, grad_input_mask)` (not translated: no operator or helper `ormqr_backward`).
     fn hook_ormqr_self_input2_input3(&self, node: &OrmqrBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `OrmqrBackward::self, input2, input3` not implemented: formula `ormqr_backward(grad, result, self, input2, input3, left, transpose, grad_input_mask)`".to_string()))
-    }
-    /// `PermuteBackward`: `permute_backwards(grad, dims)` (not translated: no operator or helper `permute_backwards`).
-    fn hook_permute_self(&self, node: &PermuteBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `PermuteBackward::self` not implemented: formula `permute_backwards(grad, dims)`".to_string()))
-    }
-    /// `PermuteCopyBackward`: `permute_backwards(grad, dims)` (not translated: no operator or helper `permute_backwards`).
-    fn hook_permute_copy_self(&self, node: &PermuteCopyBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `PermuteCopyBackward::self` not implemented: formula `permute_backwards(grad, dims)`".to_string()))
     }
     /// `PoissonBackward`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
     fn hook_poisson_self(&self, node: &PoissonBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `PoissonBackward::self` not implemented: formula `zeros_like(self)`".to_string()))
     }
-    /// `PolarBackward`: `polar_backward(grad, result)` (not translated: several inputs).
+    /// `PolarBackward`: `polar_backward(grad, result)` (not translated: no operator or helper `polar_backward`).
     fn hook_polar_abs_angle(&self, node: &PolarBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `PolarBackward::abs, angle` not implemented: formula `polar_backward(grad, result)`".to_string()))
     }
@@ -2465,13 +2401,9 @@ pub trait BackwardHooks {
     fn hook_roll_self(&self, node: &RollBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `RollBackward::self` not implemented: formula `grad.roll_symint(fmap(reverse_list_symint(shifts), [](c10::SymInt i){return -i;}), reverse_list(dims))`".to_string()))
     }
-    /// `ScatterReduceTwoBackward`: `scatter_reduce_backward(grad, self, dim, index, src, reduce, include_self, result)` (not translated: several inputs).
+    /// `ScatterReduceTwoBackward`: `scatter_reduce_backward(grad, self, dim, index, src, reduce, include_self, result)` (not translated: no operator or helper `scatter_reduce_backward`).
     fn hook_scatter_reduce_two_self_src(&self, node: &ScatterReduceTwoBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ScatterReduceTwoBackward::self, src` not implemented: formula `scatter_reduce_backward(grad, self, dim, index, src, reduce, include_self, result)`".to_string()))
-    }
-    /// `SegmentReduceBackward`: `_segment_reduce_backward(grad, result, data, reduce, lengths, offsets, axis, initial)` (not translated: no overload of `_segment_reduce_backward` takes (Tensor, Tensor, Tensor, Other, OptTensor, OptTensor, Int, OptScalar)).
-    fn hook_segment_reduce_data(&self, node: &SegmentReduceBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `SegmentReduceBackward::data` not implemented: formula `_segment_reduce_backward(grad, result, data, reduce, lengths, offsets, axis, initial)`".to_string()))
     }
     /// `SelectScatterBackward`: `select_scatter_symint(grad, zeros_like(src), dim, index)` (not translated: no overload of `zeros` takes (Other)).
     fn hook_select_scatter_self(&self, node: &SelectScatterBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -2481,7 +2413,7 @@ pub trait BackwardHooks {
     fn hook_sgn_self(&self, node: &SgnBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SgnBackward::self` not implemented: formula `sgn_backward(self, grad, result)`".to_string()))
     }
-    /// `SiluBackward`: `GradMode::is_enabled() ? infinitely_differentiable_silu_backward(grad, self) : silu_backward(grad, self)` (not translated: a `conditional_expression`).
+    /// `SiluBackward`: `GradMode::is_enabled() ? infinitely_differentiable_silu_backward(grad, self) : silu_backward(grad, self)` (not translated: no operator or helper `silu_backward`).
     fn hook_silu_self(&self, node: &SiluBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SiluBackward::self` not implemented: formula `GradMode::is_enabled() ? infinitely_differentiable_silu_backward(grad, self) : silu_backward(grad, self)`".to_string()))
     }
@@ -2505,23 +2437,23 @@ pub trait BackwardHooks {
     fn hook_slice_scatter_self(&self, node: &SliceScatterBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SliceScatterBackward::self` not implemented: formula `slice_scatter_symint(grad, zeros_like(src), dim, start, end, step)`".to_string()))
     }
-    /// `SlowConv3dForwardBackward`: `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, /*dilation=*/ {{1, 1, 1}}, false, /*output_padding=*/ {{0, 0, 0}}, 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `SlowConv3dForwardBackward`: `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, /*dilation=*/ {{1, 1, 1}}, false, /*output_padding=*/ {{0, 0, 0}}, 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: a `initializer_list`).
     fn hook_slow_conv3d_forward_self_weight_bias(&self, node: &SlowConv3dForwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `SlowConv3dForwardBackward::self, weight, bias` not implemented: formula `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, /*dilation=*/ {{1, 1, 1}}, false, /*output_padding=*/ {{0, 0, 0}}, 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `SlowConvDilated2dBackward`: `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, false, std::vector<c10::SymInt>(padding.size(), 0), 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `SlowConvDilated2dBackward`: `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, false, std::vector<c10::SymInt>(padding.size(), 0), 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: function `std::vector<c10::SymInt>`).
     fn hook_slow_conv_dilated2d_self_weight_bias(&self, node: &SlowConvDilated2dBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `SlowConvDilated2dBackward::self, weight, bias` not implemented: formula `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, false, std::vector<c10::SymInt>(padding.size(), 0), 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `SlowConvDilated3dBackward`: `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, false, std::vector<c10::SymInt>(padding.size(), 0), 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `SlowConvDilated3dBackward`: `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, false, std::vector<c10::SymInt>(padding.size(), 0), 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: function `std::vector<c10::SymInt>`).
     fn hook_slow_conv_dilated3d_self_weight_bias(&self, node: &SlowConvDilated3dBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `SlowConvDilated3dBackward::self, weight, bias` not implemented: formula `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, false, std::vector<c10::SymInt>(padding.size(), 0), 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `SlowConvTranspose2dBackward`: `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, true, output_padding, 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `SlowConvTranspose2dBackward`: `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, true, output_padding, 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: no overload of `convolution_backward` takes (Tensor, Tensor, Tensor, OptIntList, IntList, IntList, IntList, Bool, IntList, Int, BoolList)).
     fn hook_slow_conv_transpose2d_self_weight_bias(&self, node: &SlowConvTranspose2dBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `SlowConvTranspose2dBackward::self, weight, bias` not implemented: formula `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, true, output_padding, 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `SlowConvTranspose3dBackward`: `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, true, output_padding, 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: several inputs).
+    /// `SlowConvTranspose3dBackward`: `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, true, output_padding, 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: no overload of `convolution_backward` takes (Tensor, Tensor, Tensor, OptIntList, IntList, IntList, IntList, Bool, IntList, Int, BoolList)).
     fn hook_slow_conv_transpose3d_self_weight_bias(&self, node: &SlowConvTranspose3dBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `SlowConvTranspose3dBackward::self, weight, bias` not implemented: formula `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, true, output_padding, 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
@@ -2561,7 +2493,7 @@ pub trait BackwardHooks {
     fn hook_sparse_mask_self(&self, node: &SparseMaskBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SparseMaskBackward::self` not implemented: formula `sparse_mask_backward(grad, mask, self.layout())`".to_string()))
     }
-    /// `SparseSampledAddmmBackward`: `sparse_sampled_addmm_backward(grad, self, wrap_opt_if(mat1, grad_input_mask[2]), wrap_opt_if(mat2, grad_input_mask[1]), alpha, beta, grad_input_mask)` (not translated: several inputs).
+    /// `SparseSampledAddmmBackward`: `sparse_sampled_addmm_backward(grad, self, wrap_opt_if(mat1, grad_input_mask[2]), wrap_opt_if(mat2, grad_input_mask[1]), alpha, beta, grad_input_mask)` (not translated: a `subscript_expression`).
     fn hook_sparse_sampled_addmm_self_mat1_mat2(&self, node: &SparseSampledAddmmBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `SparseSampledAddmmBackward::self, mat1, mat2` not implemented: formula `sparse_sampled_addmm_backward(grad, self, wrap_opt_if(mat1, grad_input_mask[2]), wrap_opt_if(mat2, grad_input_mask[1]), alpha, beta, grad_input_mask)`".to_string()))
     }
@@ -2621,39 +2553,27 @@ pub trait BackwardHooks {
     fn hook_split_with_sizes_copy_self(&self, node: &SplitWithSizesCopyBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SplitWithSizesCopyBackward::self` not implemented: formula `split_with_sizes_backward(grads, split_sizes, dim, self.sym_sizes(), self.options())`".to_string()))
     }
-    /// `SqueezeBackward`: `unsqueeze_to(grad, self.sym_sizes())` (not translated: no operator or helper `unsqueeze_to`).
+    /// `SqueezeBackward`: `unsqueeze_to(grad, self.sym_sizes())` (not translated: `unsqueeze_to` with 2 arguments).
     fn hook_squeeze_self(&self, node: &SqueezeBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SqueezeBackward::self` not implemented: formula `unsqueeze_to(grad, self.sym_sizes())`".to_string()))
     }
-    /// `SqueezeDimBackward`: `unsqueeze_to(grad, dim, self.sym_sizes())` (not translated: no operator or helper `unsqueeze_to`).
-    fn hook_squeeze_dim_self(&self, node: &SqueezeDimBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `SqueezeDimBackward::self` not implemented: formula `unsqueeze_to(grad, dim, self.sym_sizes())`".to_string()))
-    }
-    /// `SqueezeDimsBackward`: `unsqueeze_to(grad, dim, self.sym_sizes())` (not translated: no operator or helper `unsqueeze_to`).
+    /// `SqueezeDimsBackward`: `unsqueeze_to(grad, dim, self.sym_sizes())` (not translated: `unsqueeze_to`: a IntList for a Int).
     fn hook_squeeze_dims_self(&self, node: &SqueezeDimsBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SqueezeDimsBackward::self` not implemented: formula `unsqueeze_to(grad, dim, self.sym_sizes())`".to_string()))
     }
-    /// `SqueezeBackward1`: `unsqueeze_to(grad, self.sym_sizes())` (not translated: no operator or helper `unsqueeze_to`).
+    /// `SqueezeBackward1`: `unsqueeze_to(grad, self.sym_sizes())` (not translated: `unsqueeze_to` with 2 arguments).
     fn hook_squeeze__self(&self, node: &SqueezeBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SqueezeBackward1::self` not implemented: formula `unsqueeze_to(grad, self.sym_sizes())`".to_string()))
     }
-    /// `SqueezeDimBackward1`: `unsqueeze_to(grad, dim, self.sym_sizes())` (not translated: no operator or helper `unsqueeze_to`).
-    fn hook_squeeze_dim__self(&self, node: &SqueezeDimBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `SqueezeDimBackward1::self` not implemented: formula `unsqueeze_to(grad, dim, self.sym_sizes())`".to_string()))
-    }
-    /// `SqueezeDimsBackward1`: `unsqueeze_to(grad, dim, self.sym_sizes())` (not translated: no operator or helper `unsqueeze_to`).
+    /// `SqueezeDimsBackward1`: `unsqueeze_to(grad, dim, self.sym_sizes())` (not translated: `unsqueeze_to`: a IntList for a Int).
     fn hook_squeeze_dims__self(&self, node: &SqueezeDimsBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SqueezeDimsBackward1::self` not implemented: formula `unsqueeze_to(grad, dim, self.sym_sizes())`".to_string()))
     }
-    /// `SqueezeCopyBackward`: `unsqueeze_to(grad, self.sym_sizes())` (not translated: no operator or helper `unsqueeze_to`).
+    /// `SqueezeCopyBackward`: `unsqueeze_to(grad, self.sym_sizes())` (not translated: `unsqueeze_to` with 2 arguments).
     fn hook_squeeze_copy_self(&self, node: &SqueezeCopyBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SqueezeCopyBackward::self` not implemented: formula `unsqueeze_to(grad, self.sym_sizes())`".to_string()))
     }
-    /// `SqueezeCopyDimBackward`: `unsqueeze_to(grad, dim, self.sym_sizes())` (not translated: no operator or helper `unsqueeze_to`).
-    fn hook_squeeze_copy_dim_self(&self, node: &SqueezeCopyDimBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `SqueezeCopyDimBackward::self` not implemented: formula `unsqueeze_to(grad, dim, self.sym_sizes())`".to_string()))
-    }
-    /// `SqueezeCopyDimsBackward`: `unsqueeze_to(grad, dim, self.sym_sizes())` (not translated: no operator or helper `unsqueeze_to`).
+    /// `SqueezeCopyDimsBackward`: `unsqueeze_to(grad, dim, self.sym_sizes())` (not translated: `unsqueeze_to`: a IntList for a Int).
     fn hook_squeeze_copy_dims_self(&self, node: &SqueezeCopyDimsBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SqueezeCopyDimsBackward::self` not implemented: formula `unsqueeze_to(grad, dim, self.sym_sizes())`".to_string()))
     }
@@ -2668,10 +2588,6 @@ pub trait BackwardHooks {
     /// `StdMeanCorrectionBackward`: `std_mean_backward(grads[0], grads[1], self, result0, dim, correction, keepdim)` (not translated: a `subscript_expression`).
     fn hook_std_mean_correction_self(&self, node: &StdMeanCorrectionBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `StdMeanCorrectionBackward::self` not implemented: formula `std_mean_backward(grads[0], grads[1], self, result0, dim, correction, keepdim)`".to_string()))
-    }
-    /// `SumDimIntlistBackward`: `sum_backward(grad, self.sym_sizes(), dim, keepdim)` (not translated: no operator or helper `sum_backward`).
-    fn hook_sum_dim_intlist_self(&self, node: &SumDimIntlistBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `SumDimIntlistBackward::self` not implemented: formula `sum_backward(grad, self.sym_sizes(), dim, keepdim)`".to_string()))
     }
     /// `TakeBackward`: `take_backward(grad, self, index)` (not translated: no operator or helper `take_backward`).
     fn hook_take_self(&self, node: &TakeBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -2689,7 +2605,7 @@ pub trait BackwardHooks {
     fn hook_trace_self(&self, node: &TraceBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `TraceBackward::self` not implemented: formula `trace_backward_symint(grad, self.sym_sizes())`".to_string()))
     }
-    /// `TriangularSolveBackward`: `triangular_solve_backward(grad_solution, grad_cloned_coefficient, self, A, solution, upper, transpose, unitriangular, grad_input_mask)` (not translated: several inputs).
+    /// `TriangularSolveBackward`: `triangular_solve_backward(grad_solution, grad_cloned_coefficient, self, A, solution, upper, transpose, unitriangular, grad_input_mask)` (not translated: unknown name `grad_solution`).
     fn hook_triangular_solve_self_A(&self, node: &TriangularSolveBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `TriangularSolveBackward::self, A` not implemented: formula `triangular_solve_backward(grad_solution, grad_cloned_coefficient, self, A, solution, upper, transpose, unitriangular, grad_input_mask)`".to_string()))
     }
@@ -2797,10 +2713,6 @@ pub trait BackwardHooks {
     fn hook_vdot_other(&self, node: &VdotBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `VdotBackward::other` not implemented: formula `grad * self`".to_string()))
     }
-    /// `ViewBackward`: `grad.reshape_symint(self.sym_sizes())` (not translated: no operator or helper `reshape`).
-    fn hook_view_self(&self, node: &ViewBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `ViewBackward::self` not implemented: formula `grad.reshape_symint(self.sym_sizes())`".to_string()))
-    }
     /// `ViewAsComplexBackward`: `at::view_as_real(grad.contiguous().resolve_conj())` (not translated: no operator or helper `contiguous`).
     fn hook_view_as_complex_self(&self, node: &ViewAsComplexBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `ViewAsComplexBackward::self` not implemented: formula `at::view_as_real(grad.contiguous().resolve_conj())`".to_string()))
@@ -2816,10 +2728,6 @@ pub trait BackwardHooks {
     /// `ViewAsRealCopyBackward`: `at::view_as_complex(grad.contiguous())` (not translated: no operator or helper `contiguous`).
     fn hook_view_as_real_copy_self(&self, node: &ViewAsRealCopyBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `ViewAsRealCopyBackward::self` not implemented: formula `at::view_as_complex(grad.contiguous())`".to_string()))
-    }
-    /// `ViewCopyBackward`: `grad.reshape_symint(self.sym_sizes())` (not translated: no operator or helper `reshape`).
-    fn hook_view_copy_self(&self, node: &ViewCopyBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `ViewCopyBackward::self` not implemented: formula `grad.reshape_symint(self.sym_sizes())`".to_string()))
     }
     /// `WhereSelfBackward`: `where(condition, 0, grad)` (not translated: no overload of `where` takes (Tensor, Int, Tensor)).
     fn hook_where_self_other(&self, node: &WhereSelfBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -5750,8 +5658,10 @@ pub struct MkldnnReshapeBackward {
 impl MkldnnReshapeBackward {
     /// The gradients of the differentiable inputs of `_mkldnn_reshape`.
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `grad.reshape_symint(self.sym_sizes())`
-        let g_self = BackwardHooks::hook__mkldnn_reshape_self(o, self, grads)?;
+        let g_self = Some(autograd_helpers::reshape(o, &grad, &self.self_sym_sizes)?);
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -6925,8 +6835,10 @@ pub struct ReshapeAliasBackward {
 impl ReshapeAliasBackward {
     /// The gradients of the differentiable inputs of `_reshape_alias`.
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `grad.reshape_symint(self.sym_sizes())`
-        let g_self = BackwardHooks::hook__reshape_alias_self(o, self, grads)?;
+        let g_self = Some(autograd_helpers::reshape(o, &grad, &self.self_sym_sizes)?);
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -6964,8 +6876,10 @@ pub struct ReshapeAliasCopyBackward {
 impl ReshapeAliasCopyBackward {
     /// The gradients of the differentiable inputs of `_reshape_alias_copy`.
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `grad.reshape_symint(self.sym_sizes())`
-        let g_self = BackwardHooks::hook__reshape_alias_copy_self(o, self, grads)?;
+        let g_self = Some(autograd_helpers::reshape(o, &grad, &self.self_sym_sizes)?);
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -7003,8 +6917,10 @@ pub struct ReshapeCopyBackward {
 impl ReshapeCopyBackward {
     /// The gradients of the differentiable inputs of `_reshape_copy`.
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `grad.reshape_symint(self.sym_sizes())`
-        let g_self = BackwardHooks::hook__reshape_copy_self(o, self, grads)?;
+        let g_self = Some(autograd_helpers::reshape(o, &grad, &self.self_sym_sizes)?);
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -8806,8 +8722,10 @@ pub struct UnsafeViewBackward {
 impl UnsafeViewBackward {
     /// The gradients of the differentiable inputs of `_unsafe_view`.
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `grad.reshape_symint(self.sym_sizes())`
-        let g_self = BackwardHooks::hook__unsafe_view_self(o, self, grads)?;
+        let g_self = Some(autograd_helpers::reshape(o, &grad, &self.self_sym_sizes)?);
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -14517,8 +14435,10 @@ pub struct DivScalarBackward {
 impl DivScalarBackward {
     /// The gradients of the differentiable inputs of `div.Scalar`.
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `div_tensor_self_backward(grad, other, self.scalar_type())`
-        let g_self = BackwardHooks::hook_div_scalar_self(o, self, grads)?;
+        let g_self = Some(autograd_helpers::div_tensor_self_backward_scalar(o, &grad, self.other, self.self_scalar_type)?);
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -14927,8 +14847,10 @@ pub struct EmbeddingBackward {
 impl EmbeddingBackward {
     /// The gradients of the differentiable inputs of `embedding`.
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_weight: `embedding_backward_symint(grad, indices, weight.sym_size(0), padding_idx, scale_grad_by_freq, sparse)`
-        let g_weight = BackwardHooks::hook_embedding_weight(o, self, grads)?;
+        let g_weight = Some(autograd_helpers::embedding_backward(o, &grad, &self.indices, self.weight_sym_argsize_0, self.padding_idx, self.scale_grad_by_freq, self.sparse)?);
         let mut out = Vec::new();
         out.push(g_weight);
         Ok(out)
@@ -16540,8 +16462,10 @@ pub struct GeluBackward {
 impl GeluBackward {
     /// The gradients of the differentiable inputs of `gelu`.
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `gelu_backward(grad, self, approximate)`
-        let g_self = BackwardHooks::hook_gelu_self(o, self, grads)?;
+        let g_self = Some(aten::gelu_backward(o, &grad, &self.self_, self.approximate.as_str())?);
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -16585,8 +16509,10 @@ pub struct GeluBackwardBackward {
 impl GeluBackwardBackward {
     /// The gradients of the differentiable inputs of `gelu_backward`.
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_grad_output: `gelu_backward(grad, self, approximate)`
-        let g_grad_output = BackwardHooks::hook_gelu_backward_grad_output(o, self, grads)?;
+        let g_grad_output = Some(aten::gelu_backward(o, &grad, &self.self_, self.approximate.as_str())?);
         // g_self: `gelu_double_backward(grad, grad_output, self, approximate)`
         let g_self = BackwardHooks::hook_gelu_backward_self(o, self, grads)?;
         let mut out = Vec::new();
@@ -18929,10 +18855,12 @@ pub struct LinalgCrossBackward {
 impl LinalgCrossBackward {
     /// The gradients of the differentiable inputs of `linalg_cross`.
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_other: `at::linalg_cross(grad, self.conj(), dim)`
-        let g_other = BackwardHooks::hook_linalg_cross_other(o, self, grads)?;
+        let g_other = Some(aten::linalg_cross(o, &grad, &self.self_, self.dim)?);
         // g_self: `at::linalg_cross(other.conj(), grad, dim)`
-        let g_self = BackwardHooks::hook_linalg_cross_self(o, self, grads)?;
+        let g_self = Some(aten::linalg_cross(o, &self.other, &grad, self.dim)?);
         let mut out = Vec::new();
         out.push(g_self);
         out.push(g_other);
@@ -21122,8 +21050,10 @@ pub struct MeanDimBackward {
 impl MeanDimBackward {
     /// The gradients of the differentiable inputs of `mean.dim`.
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `mean_backward(grad, self.sym_sizes(), dim, self.sym_numel(), keepdim)`
-        let g_self = BackwardHooks::hook_mean_dim_self(o, self, grads)?;
+        let g_self = Some(autograd_helpers::mean_backward(o, &grad, &self.self_sym_sizes, self.dim.as_deref(), self.self_sym_numel, self.keepdim)?);
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -22640,8 +22570,10 @@ pub struct MulScalarBackward {
 impl MulScalarBackward {
     /// The gradients of the differentiable inputs of `mul.Scalar`.
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `mul_tensor_backward(grad, other, self.scalar_type())`
-        let g_self = BackwardHooks::hook_mul_scalar_self(o, self, grads)?;
+        let g_self = Some(autograd_helpers::mul_tensor_backward_scalar(o, &grad, self.other, self.self_scalar_type)?);
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -23484,8 +23416,10 @@ pub struct NativeLayerNormBackward {
 impl NativeLayerNormBackward {
     /// The gradients of the differentiable inputs of `native_layer_norm`.
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 3]) };
+        let grad = grad.clone();
         // g_input, g_weight, g_bias: `grad.defined() ? native_layer_norm_backward_symint(grad, input, normalized_shape, result1, result2, weight, bias, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`
-        let mut r_g_input = BackwardHooks::hook_native_layer_norm_input_weight_bias(o, self, grads)?.into_iter();
+        let mut r_g_input = autograd_helpers::native_layer_norm_backward(o, &grad, &self.input, &self.normalized_shape, &self.result1, &self.result2, self.weight.as_ref(), self.bias.as_ref(), &[true, true, true])?.into_iter();
         let g_input = r_g_input.next().flatten();
         let g_weight = r_g_input.next().flatten();
         let g_bias = r_g_input.next().flatten();
@@ -24525,8 +24459,10 @@ pub struct PermuteBackward {
 impl PermuteBackward {
     /// The gradients of the differentiable inputs of `permute`.
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `permute_backwards(grad, dims)`
-        let g_self = BackwardHooks::hook_permute_self(o, self, grads)?;
+        let g_self = Some(autograd_helpers::permute_backwards(o, &grad, &self.dims)?);
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -24564,8 +24500,10 @@ pub struct PermuteCopyBackward {
 impl PermuteCopyBackward {
     /// The gradients of the differentiable inputs of `permute_copy`.
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `permute_backwards(grad, dims)`
-        let g_self = BackwardHooks::hook_permute_copy_self(o, self, grads)?;
+        let g_self = Some(autograd_helpers::permute_backwards(o, &grad, &self.dims)?);
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -26858,8 +26796,10 @@ pub struct SegmentReduceBackward {
 impl SegmentReduceBackward {
     /// The gradients of the differentiable inputs of `segment_reduce`.
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_data: `_segment_reduce_backward(grad, result, data, reduce, lengths, offsets, axis, initial)`
-        let g_data = BackwardHooks::hook_segment_reduce_data(o, self, grads)?;
+        let g_data = Some(aten::_segment_reduce_backward(o, &grad, &self.result, &self.data, self.reduce.as_str(), self.lengths.as_ref(), self.offsets.as_ref(), self.axis, self.initial)?);
         let mut out = Vec::new();
         out.push(g_data);
         Ok(out)
@@ -31086,8 +31026,10 @@ pub struct SqueezeDimBackward {
 impl SqueezeDimBackward {
     /// The gradients of the differentiable inputs of `squeeze.dim`.
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `unsqueeze_to(grad, dim, self.sym_sizes())`
-        let g_self = BackwardHooks::hook_squeeze_dim_self(o, self, grads)?;
+        let g_self = Some(autograd_helpers::unsqueeze_to(o, &grad, self.dim, &self.self_sym_sizes)?);
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -31209,8 +31151,10 @@ pub struct SqueezeDimBackward1 {
 impl SqueezeDimBackward1 {
     /// The gradients of the differentiable inputs of `squeeze_.dim`.
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `unsqueeze_to(grad, dim, self.sym_sizes())`
-        let g_self = BackwardHooks::hook_squeeze_dim__self(o, self, grads)?;
+        let g_self = Some(autograd_helpers::unsqueeze_to(o, &grad, self.dim, &self.self_sym_sizes)?);
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -31332,8 +31276,10 @@ pub struct SqueezeCopyDimBackward {
 impl SqueezeCopyDimBackward {
     /// The gradients of the differentiable inputs of `squeeze_copy.dim`.
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `unsqueeze_to(grad, dim, self.sym_sizes())`
-        let g_self = BackwardHooks::hook_squeeze_copy_dim_self(o, self, grads)?;
+        let g_self = Some(autograd_helpers::unsqueeze_to(o, &grad, self.dim, &self.self_sym_sizes)?);
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -31698,8 +31644,10 @@ pub struct SumDimIntlistBackward {
 impl SumDimIntlistBackward {
     /// The gradients of the differentiable inputs of `sum.dim_IntList`.
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `sum_backward(grad, self.sym_sizes(), dim, keepdim)`
-        let g_self = BackwardHooks::hook_sum_dim_intlist_self(o, self, grads)?;
+        let g_self = Some(autograd_helpers::sum_backward(o, &grad, &self.self_sym_sizes, self.dim.as_deref(), self.keepdim)?);
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -34139,8 +34087,10 @@ pub struct ViewBackward {
 impl ViewBackward {
     /// The gradients of the differentiable inputs of `view`.
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `grad.reshape_symint(self.sym_sizes())`
-        let g_self = BackwardHooks::hook_view_self(o, self, grads)?;
+        let g_self = Some(autograd_helpers::reshape(o, &grad, &self.self_sym_sizes)?);
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -34355,8 +34305,10 @@ pub struct ViewCopyBackward {
 impl ViewCopyBackward {
     /// The gradients of the differentiable inputs of `view_copy`.
     pub fn apply<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `grad.reshape_symint(self.sym_sizes())`
-        let g_self = BackwardHooks::hook_view_copy_self(o, self, grads)?;
+        let g_self = Some(autograd_helpers::reshape(o, &grad, &self.self_sym_sizes)?);
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)

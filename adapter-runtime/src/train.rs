@@ -237,3 +237,183 @@ pub fn train_mlp_explicit(
     }
     Ok((losses, params))
 }
+
+/// Parameter names of [`train_transformer`]'s init file.
+pub const TRANSFORMER_PARAMS: [&str; 18] = [
+    "attn.k.bias",
+    "attn.k.weight",
+    "attn.out.bias",
+    "attn.out.weight",
+    "attn.q.bias",
+    "attn.q.weight",
+    "attn.v.bias",
+    "attn.v.weight",
+    "fc1.bias",
+    "fc1.weight",
+    "fc2.bias",
+    "fc2.weight",
+    "head.bias",
+    "head.weight",
+    "ln1.bias",
+    "ln1.weight",
+    "ln2.bias",
+    "ln2.weight",
+];
+
+/// The sizes of a transformer training run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransformerDims {
+    /// Batch, sequence length, model width, heads, MLP width, classes.
+    pub b: usize,
+    pub t: usize,
+    pub d: usize,
+    pub heads: usize,
+    pub ff: usize,
+    pub c: usize,
+}
+
+/// Checks the shapes and dtypes of the transformer's W and D for `heads` heads.
+pub fn check_transformer_inputs(
+    init: &BTreeMap<String, Tensor>,
+    data: &BTreeMap<String, Tensor>,
+    heads: usize,
+) -> Result<TransformerDims> {
+    for p in TRANSFORMER_PARAMS {
+        if get(init, "init", p)?.dtype() != DType::F32 {
+            return Err(Error::DType(format!("init: `{p}` must be float32")));
+        }
+    }
+    let (x, y) = (get(data, "data", "x")?, get(data, "data", "y")?);
+    if x.dtype() != DType::F32 || y.dtype() != DType::I64 {
+        return Err(Error::DType("data: `x` must be float32 and `y` int64".into()));
+    }
+    let &[b, t, d] = x.sizes() else { return shape_err(format!("data: `x` must be [B, T, D], got {:?}", x.sizes())) };
+    let ff = get(init, "init", "fc1.bias")?.numel();
+    let c = get(init, "init", "head.bias")?.numel();
+    if heads == 0 || d % heads != 0 {
+        return shape_err(format!("{heads} heads do not divide the model width {d}"));
+    }
+    if b == 0 || t == 0 || y.sizes() != [b] {
+        return shape_err(format!("data: `x` {:?} and `y` {:?} do not match (or are empty)", x.sizes(), y.sizes()));
+    }
+    let want = |name: &str| -> Vec<usize> {
+        let (outer, inner) = match name.rsplit_once('.').map_or("", |p| p.0) {
+            "ln1" | "ln2" => return vec![d],
+            "fc1" => (ff, d),
+            "fc2" => (d, ff),
+            "head" => (c, d),
+            _ => (d, d),
+        };
+        if name.ends_with(".weight") { vec![outer, inner] } else { vec![outer] }
+    };
+    for p in TRANSFORMER_PARAMS {
+        let got = get(init, "init", p)?.sizes();
+        if got != want(p).as_slice() {
+            return shape_err(format!("init: `{p}` must be {:?} for x {:?}, got {got:?}", want(p), x.sizes()));
+        }
+    }
+    if let Some(bad) = y.to_i64_vec()?.into_iter().find(|&v| v < 0 || v as usize >= c) {
+        return Err(Error::Index(format!("data: label {bad} is out of range for {c} classes")));
+    }
+    Ok(TransformerDims { b, t, d, heads, ff, c })
+}
+
+/// Trains a pre-norm transformer block for `steps` full-batch SGD steps with learning rate `lr`
+/// on logical device `device`, with gradients from autograd, calling `on_step(i, loss)` with each
+/// step's loss before its update. Returns the losses and the trained parameters (on the host).
+///
+/// Model (`goldens/make_transformer_goldens.py` is the same in PyTorch), x [B, T, D] f32, y [B] i64:
+///
+/// ```text
+/// a  = LN1(x)                                       native_layer_norm over D
+/// q, k, v = linear(a): view [B,T,H,Dh] -> permute(0,2,1,3) -> clone -> _unsafe_view [B*H,T,Dh]
+/// p  = _softmax(bmm(q, k.transpose(1,2)) * Dh^-1/2, -1)
+/// h  = x + out(bmm(p, v) -> view [B,H,T,Dh] -> permute -> clone -> _unsafe_view [B*T, D])
+/// h2 = h + fc2(gelu(fc1(LN2(h))))
+/// logits = head(mean(h2, dim 1)); loss = nll_loss(_log_softmax(logits)), mean reduction
+/// ```
+///
+/// Linear layers are `addmm(bias, x2d, t(W))` on [B*T, D] views, as PyTorch's `linear` does for
+/// contiguous 3-d inputs.
+#[allow(clippy::too_many_arguments)]
+pub fn train_transformer(
+    rt: &Runtime,
+    device: Device,
+    init: &BTreeMap<String, Tensor>,
+    data: &BTreeMap<String, Tensor>,
+    heads: usize,
+    steps: usize,
+    lr: f64,
+    mut on_step: impl FnMut(usize, f64),
+) -> Result<(Vec<f64>, BTreeMap<String, Tensor>)> {
+    use crate::generated::ops::ag;
+    use crate::ivalue::MemoryFormat;
+    let o = &crate::kernels::npu_ops::NpuOps;
+    let TransformerDims { b, t, d, heads: h, .. } = check_transformer_inputs(init, data, heads)?;
+    let (b, t, d, h) = (b as i64, t as i64, d as i64, h as i64);
+    let dh = d / h;
+    let dev = |t: &Tensor| t.to_device(rt, device)?.clone_contiguous();
+    let mut params = BTreeMap::new();
+    for name in TRANSFORMER_PARAMS {
+        params.insert(name, dev(get(init, "init", name)?)?.requires_grad_(true));
+    }
+    let p = |name: &str| -> Result<&Tensor> {
+        params.get(name).ok_or_else(|| Error::InvalidArgument(format!("init: missing tensor `{name}`")))
+    };
+    let x = dev(get(data, "data", "x")?)?;
+    let y = dev(get(data, "data", "y")?)?;
+    let one = Scalar::Int(1);
+    let linear = |z: &Tensor, name: &str| -> Result<Tensor> {
+        let (w, bias) = (p(&format!("{name}.weight"))?, p(&format!("{name}.bias"))?);
+        ag::addmm(o, bias, z, &ag::t(o, w)?, one, one)
+    };
+    let layer_norm = |z: &Tensor, name: &str| -> Result<Tensor> {
+        let (w, bias) = (p(&format!("{name}.weight"))?, p(&format!("{name}.bias"))?);
+        Ok(ag::native_layer_norm(o, z, &[d], Some(w), Some(bias), 1e-5)?.0)
+    };
+    // [B, T, H, Dh]-shaped data -> `perm` -> contiguous -> `to`
+    let regroup = |z: &Tensor, from: &[i64], to: &[i64]| -> Result<Tensor> {
+        let v = ag::permute(o, &ag::view(o, z, from)?, &[0, 2, 1, 3])?;
+        ag::_unsafe_view(o, &ag::clone(o, &v, Some(MemoryFormat::Contiguous))?, to)
+    };
+    let split = |z: &Tensor| regroup(z, &[b, t, h, dh], &[b * h, t, dh]);
+    let scale = Scalar::Float(1.0 / (dh as f64).sqrt());
+    let ctx = rt.context(device)?;
+    let mut losses = Vec::with_capacity(steps);
+    for step in 0..steps {
+        let loss = {
+            let a = ag::view(o, &layer_norm(&x, "ln1")?, &[b * t, d])?;
+            let (q, k, v) =
+                (split(&linear(&a, "attn.q")?)?, split(&linear(&a, "attn.k")?)?, split(&linear(&a, "attn.v")?)?);
+            let s = ag::mul_scalar(o, &ag::bmm(o, &q, &ag::transpose_int(o, &k, 1, 2)?)?, scale)?;
+            let pr = ag::_softmax(o, &s, -1, false)?;
+            let att = regroup(&ag::bmm(o, &pr, &v)?, &[b, h, t, dh], &[b * t, d])?;
+            let hid = ag::add_tensor(o, &x, &ag::view(o, &linear(&att, "attn.out")?, &[b, t, d])?, one)?;
+            let m = ag::view(o, &layer_norm(&hid, "ln2")?, &[b * t, d])?;
+            let m = linear(&ag::gelu(o, &linear(&m, "fc1")?, "none")?, "fc2")?;
+            let h2 = ag::add_tensor(o, &hid, &ag::view(o, &m, &[b, t, d])?, one)?;
+            let logits = linear(&ag::mean_dim(o, &h2, Some(&[1]), false, None)?, "head")?;
+            let lsm = ag::_log_softmax(o, &logits, 1, false)?;
+            ag::nll_loss_forward(o, &lsm, &y, None, 1, -100)?.0
+        };
+        let l = loss.item()?.to_f64();
+        on_step(step, l);
+        losses.push(l);
+        loss.backward(o)?;
+        drop(loss);
+        ctx.synchronize()?;
+        // SGD: p += (-lr) * p.grad, in place, outside the graph
+        let _no_grad = crate::autograd::no_grad();
+        for (name, p) in &params {
+            let g = p.grad().ok_or_else(|| Error::InvalidArgument(format!("`{name}` got no gradient")))?;
+            crate::boxed::call("add_.Tensor", vec![p.detach().into(), g.into(), Scalar::Float(-lr).into()])?;
+            p.bump_version();
+            p.zero_grad();
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (name, t) in &params {
+        out.insert(name.to_string(), t.to_cpu()?.detach());
+    }
+    Ok((losses, out))
+}

@@ -12,7 +12,7 @@ use crate::dispatch::{self, Tier};
 use crate::dtype::{DType, Scalar};
 use crate::error::Result;
 use crate::generated::ops::AtenOps;
-use crate::ivalue::{FromIValue, IValue, results};
+use crate::ivalue::{FromIValue, IValue, MemoryFormat, results};
 use crate::tensor::Tensor;
 
 /// The simulated NPU's kernels.
@@ -40,7 +40,8 @@ fn one(op: &'static str, args: Vec<IValue>) -> Result<Tensor> {
 /// places to edit when upstream changes the operator's derivative.
 impl crate::generated::autograd::BackwardHooks for NpuOps {
     /// `silu: self: "GradMode::is_enabled() ? infinitely_differentiable_silu_backward(grad, self)
-    /// : silu_backward(grad, self)"` (the translator does not take the conditional).
+    /// : silu_backward(grad, self)"`: the translator takes the no-grad branch, but `silu_backward`
+    /// is not in the generated operator selection.
     fn hook_silu_self(
         &self,
         node: &crate::generated::autograd::SiluBackward,
@@ -121,6 +122,147 @@ impl AtenOps for NpuOps {
     /// A view: no kernel, no copy.
     fn t(&self, self_: &Tensor) -> Result<Tensor> {
         self_.t()
+    }
+    /// A view: no kernel, no copy.
+    fn view(&self, self_: &Tensor, size: &[i64]) -> Result<Tensor> {
+        self_.view(size)
+    }
+    /// `_unsafe_view` is `view` without the aliasing bookkeeping (`reshape` uses it after a
+    /// contiguous copy): a view here too.
+    fn _unsafe_view(&self, self_: &Tensor, size: &[i64]) -> Result<Tensor> {
+        self_.view(size)
+    }
+    /// A view: no kernel, no copy.
+    fn permute(&self, self_: &Tensor, dims: &[i64]) -> Result<Tensor> {
+        self_.permute(dims)
+    }
+    /// A view: no kernel, no copy.
+    fn transpose_int(&self, self_: &Tensor, dim0: i64, dim1: i64) -> Result<Tensor> {
+        self_.transpose(dim0, dim1)
+    }
+    /// A view: no kernel, no copy.
+    fn expand(&self, self_: &Tensor, size: &[i64], _implicit: bool) -> Result<Tensor> {
+        self_.expand(size)
+    }
+    /// A view: no kernel, no copy.
+    fn unsqueeze(&self, self_: &Tensor, dim: i64) -> Result<Tensor> {
+        self_.unsqueeze(dim)
+    }
+    /// A device copy (the strided-copy kernel). The result is always contiguous: with
+    /// `memory_format` None / preserve, PyTorch would keep a dense input's strides (same values,
+    /// other strides); channels-last formats take the fallback.
+    fn clone(&self, self_: &Tensor, memory_format: Option<MemoryFormat>) -> Result<Tensor> {
+        let plain = matches!(memory_format, None | Some(MemoryFormat::Contiguous | MemoryFormat::Preserve));
+        if plain && !self_.is_cpu() {
+            return super::index::strided_copy(self_);
+        }
+        dispatch::mark(Tier::Fallback);
+        dispatch::fallback("clone", vec![self_.into(), memory_format.into()], &[]).and_then(|r| {
+            let [r] = results::<1>("clone", r)?;
+            Tensor::from_ivalue("clone", r)
+        })
+    }
+    fn bmm(&self, self_: &Tensor, mat2: &Tensor) -> Result<Tensor> {
+        one("bmm", vec![self_.into(), mat2.into()])
+    }
+    fn mul_scalar(&self, self_: &Tensor, other: Scalar) -> Result<Tensor> {
+        one("mul.Scalar", vec![self_.into(), other.into()])
+    }
+    fn div_scalar(&self, self_: &Tensor, other: Scalar) -> Result<Tensor> {
+        one("div.Scalar", vec![self_.into(), other.into()])
+    }
+    fn _softmax(&self, self_: &Tensor, dim: i64, half_to_float: bool) -> Result<Tensor> {
+        one("_softmax", vec![self_.into(), dim.into(), half_to_float.into()])
+    }
+    fn _softmax_backward_data(
+        &self,
+        grad_output: &Tensor,
+        output: &Tensor,
+        dim: i64,
+        input_dtype: DType,
+    ) -> Result<Tensor> {
+        one("_softmax_backward_data", vec![grad_output.into(), output.into(), dim.into(), input_dtype.into()])
+    }
+    fn gelu(&self, self_: &Tensor, approximate: &str) -> Result<Tensor> {
+        one("gelu", vec![self_.into(), approximate.into()])
+    }
+    fn gelu_backward(&self, grad_output: &Tensor, self_: &Tensor, approximate: &str) -> Result<Tensor> {
+        one("gelu_backward", vec![grad_output.into(), self_.into(), approximate.into()])
+    }
+    fn mean_dim(&self, self_: &Tensor, dim: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
+        one("mean.dim", vec![self_.into(), dim.map(<[i64]>::to_vec).into(), keepdim.into(), dtype.into()])
+    }
+    fn native_layer_norm(
+        &self,
+        input: &Tensor,
+        normalized_shape: &[i64],
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f64,
+    ) -> Result<(Tensor, Tensor, Tensor)> {
+        const OP: &str = "native_layer_norm";
+        let args = vec![
+            input.into(),
+            normalized_shape.to_vec().into(),
+            weight.cloned().into(),
+            bias.cloned().into(),
+            eps.into(),
+        ];
+        let [a, b, c] = results::<3>(OP, native(OP, args)?)?;
+        Ok((Tensor::from_ivalue(OP, a)?, Tensor::from_ivalue(OP, b)?, Tensor::from_ivalue(OP, c)?))
+    }
+    /// Returns three tensors: callers that do not want a gradient still get one (the autograd
+    /// helper passes the full mask).
+    fn native_layer_norm_backward(
+        &self,
+        grad_out: &Tensor,
+        input: &Tensor,
+        normalized_shape: &[i64],
+        mean: &Tensor,
+        rstd: &Tensor,
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        output_mask: &[bool],
+    ) -> Result<(Tensor, Tensor, Tensor)> {
+        const OP: &str = "native_layer_norm_backward";
+        let args = vec![
+            grad_out.into(),
+            input.into(),
+            normalized_shape.to_vec().into(),
+            mean.into(),
+            rstd.into(),
+            weight.cloned().into(),
+            bias.cloned().into(),
+            output_mask.to_vec().into(),
+        ];
+        let [a, b, c] = results::<3>(OP, native(OP, args)?)?;
+        Ok((Tensor::from_ivalue(OP, a)?, Tensor::from_ivalue(OP, b)?, Tensor::from_ivalue(OP, c)?))
+    }
+    fn embedding(
+        &self,
+        weight: &Tensor,
+        indices: &Tensor,
+        padding_idx: i64,
+        scale_grad_by_freq: bool,
+        sparse: bool,
+    ) -> Result<Tensor> {
+        one(
+            "embedding",
+            vec![weight.into(), indices.into(), padding_idx.into(), scale_grad_by_freq.into(), sparse.into()],
+        )
+    }
+    fn embedding_dense_backward(
+        &self,
+        grad_output: &Tensor,
+        indices: &Tensor,
+        num_weights: i64,
+        padding_idx: i64,
+        scale_grad_by_freq: bool,
+    ) -> Result<Tensor> {
+        one(
+            "embedding_dense_backward",
+            vec![grad_output.into(), indices.into(), num_weights.into(), padding_idx.into(), scale_grad_by_freq.into()],
+        )
     }
     fn nll_loss_forward(
         &self,

@@ -37,6 +37,13 @@ pub enum Ty {
     DType,
     OptDType,
     Layout,
+    /// A string (`str approximate`), owned as `String`.
+    Str,
+    /// A list of bools (`grad_input_mask`).
+    BoolList,
+    /// Several gradients at once (`std::tuple<Tensor, ...>` of a multi-input formula), as
+    /// `Vec<Option<Tensor>>`.
+    Grads,
     /// `c10::nullopt` / `std::nullopt`.
     NoneLit,
     /// A value the translator does not model (kept in the node, only hooks use it).
@@ -54,7 +61,8 @@ pub fn owned_ty(ty: &Type) -> (String, Ty) {
             BaseTy::Scalar => ("Scalar", Ty::Scalar),
             BaseTy::ScalarType => ("DType", Ty::DType),
             BaseTy::Layout => ("Layout", Ty::Layout),
-            BaseTy::Str | BaseTy::Dimname => ("String", Ty::Other),
+            BaseTy::Str => ("String", Ty::Str),
+            BaseTy::Dimname => ("String", Ty::Other),
             BaseTy::MemoryFormat => ("MemoryFormat", Ty::Other),
             BaseTy::Device => ("Device", Ty::Other),
             BaseTy::Generator => ("Generator", Ty::Other),
@@ -150,15 +158,61 @@ pub struct Env<'a, 'b> {
     pub ops: &'b OpIndex<'a>,
 }
 
-/// Runtime helpers (`crate::autograd_helpers`): name, parameter types, taking `o`.
-const HELPERS: &[(&str, &[Ty])] = &[
-    ("sum_to", &[Ty::Tensor, Ty::IntList]),
-    ("maybe_multiply", &[Ty::Tensor, Ty::Scalar]),
-    ("mul_tensor_backward", &[Ty::Tensor, Ty::Tensor, Ty::DType]),
-    ("div_tensor_self_backward", &[Ty::Tensor, Ty::Tensor, Ty::DType]),
-    ("div_tensor_other_backward", &[Ty::Tensor, Ty::Tensor, Ty::Tensor]),
-    ("mm_mat1_backward", &[Ty::Tensor, Ty::Tensor, Ty::IntList, Ty::IntList, Ty::Layout, Ty::Scalar]),
-    ("mm_mat2_backward", &[Ty::Tensor, Ty::Tensor, Ty::IntList, Ty::IntList, Ty::Layout, Ty::Scalar]),
+/// A runtime helper (`crate::autograd_helpers`): the C++ name the formulas call, the Rust
+/// function (overloads of one C++ name get distinct Rust names), parameter types (after `o`),
+/// and the result type (`Tensor`, or `Grads` for a helper that returns several gradients).
+struct Helper {
+    name: &'static str,
+    rust: &'static str,
+    params: &'static [Ty],
+    ret: Ty,
+}
+
+const fn h(name: &'static str, rust: &'static str, params: &'static [Ty]) -> Helper {
+    Helper { name, rust, params, ret: Ty::Tensor }
+}
+
+/// The helpers, in lookup order (the first overload whose parameters take the arguments wins).
+const HELPERS: &[Helper] = &[
+    h("sum_to", "sum_to", &[Ty::Tensor, Ty::IntList]),
+    h("maybe_multiply", "maybe_multiply", &[Ty::Tensor, Ty::Scalar]),
+    h("mul_tensor_backward", "mul_tensor_backward", &[Ty::Tensor, Ty::Tensor, Ty::DType]),
+    h("mul_tensor_backward", "mul_tensor_backward_scalar", &[Ty::Tensor, Ty::Scalar, Ty::DType]),
+    h("div_tensor_self_backward", "div_tensor_self_backward", &[Ty::Tensor, Ty::Tensor, Ty::DType]),
+    h("div_tensor_self_backward", "div_tensor_self_backward_scalar", &[Ty::Tensor, Ty::Scalar, Ty::DType]),
+    h("div_tensor_other_backward", "div_tensor_other_backward", &[Ty::Tensor, Ty::Tensor, Ty::Tensor]),
+    h(
+        "mm_mat1_backward",
+        "mm_mat1_backward",
+        &[Ty::Tensor, Ty::Tensor, Ty::IntList, Ty::IntList, Ty::Layout, Ty::Scalar],
+    ),
+    h(
+        "mm_mat2_backward",
+        "mm_mat2_backward",
+        &[Ty::Tensor, Ty::Tensor, Ty::IntList, Ty::IntList, Ty::Layout, Ty::Scalar],
+    ),
+    // `grad.reshape_symint(sizes)` (view, _unsafe_view, _reshape_alias)
+    h("reshape", "reshape", &[Ty::Tensor, Ty::IntList]),
+    h("permute_backwards", "permute_backwards", &[Ty::Tensor, Ty::IntList]),
+    h("sum_backward", "sum_backward", &[Ty::Tensor, Ty::IntList, Ty::OptIntList, Ty::Bool]),
+    h("mean_backward", "mean_backward", &[Ty::Tensor, Ty::IntList, Ty::OptIntList, Ty::Int, Ty::Bool]),
+    h("unsqueeze_to", "unsqueeze_to", &[Ty::Tensor, Ty::Int, Ty::IntList]),
+    h("embedding_backward", "embedding_backward", &[Ty::Tensor, Ty::Tensor, Ty::Int, Ty::Int, Ty::Bool, Ty::Bool]),
+    Helper {
+        name: "native_layer_norm_backward",
+        rust: "native_layer_norm_backward",
+        params: &[
+            Ty::Tensor,
+            Ty::Tensor,
+            Ty::IntList,
+            Ty::Tensor,
+            Ty::Tensor,
+            Ty::OptTensor,
+            Ty::OptTensor,
+            Ty::BoolList,
+        ],
+        ret: Ty::Grads,
+    },
 ];
 
 fn scalar_of(e: &Expr) -> Option<String> {
@@ -175,7 +229,13 @@ fn scalar_of(e: &Expr) -> Option<String> {
 fn conv_ty(e: &Expr, want: Ty) -> Option<String> {
     match (want, e.ty) {
         (Ty::Tensor, Ty::Tensor) => Some(format!("&{}", e.code)),
-        (Ty::IntList, Ty::IntList) => Some(format!("&{}", e.code)),
+        (Ty::IntList | Ty::BoolList, _) if e.ty == want => Some(format!("&{}", e.code)),
+        (Ty::Str, Ty::Str) => Some(format!("{}.as_str()", e.code)),
+        (Ty::OptTensor, Ty::OptTensor) => Some(format!("{}.as_ref()", e.code)),
+        (Ty::OptTensor, Ty::Tensor) => Some(format!("Some(&{})", e.code)),
+        (Ty::OptIntList, Ty::OptIntList) => Some(format!("{}.as_deref()", e.code)),
+        (Ty::OptIntList, Ty::IntList) => Some(format!("Some({}.as_slice())", e.code)),
+        (Ty::OptTensor | Ty::OptIntList, Ty::NoneLit) => Some("None".into()),
         (Ty::Scalar, _) => scalar_of(e),
         (a, b) if a == b && matches!(a, Ty::DType | Ty::Layout | Ty::Int | Ty::Bool) => Some(e.code.clone()),
         _ => None,
@@ -197,6 +257,7 @@ fn conv(e: &Expr, ty: &Type) -> Option<String> {
         Type::Base(BaseTy::Bool) => (e.ty == Ty::Bool).then(|| c.clone()),
         Type::Base(BaseTy::ScalarType) => (e.ty == Ty::DType).then(|| c.clone()),
         Type::Base(BaseTy::Layout) => (e.ty == Ty::Layout).then(|| c.clone()),
+        Type::Base(BaseTy::Str) => (e.ty == Ty::Str).then(|| format!("{c}.as_str()")),
         Type::List { elem, .. } if matches!(**elem, Type::Base(BaseTy::Int | BaseTy::SymInt)) => {
             (e.ty == Ty::IntList).then(|| format!("&{c}"))
         }
@@ -270,6 +331,13 @@ type Tr<T> = Result<T, String>;
 impl Env<'_, '_> {
     /// Translates a (rewritten) backward formula into a Rust expression of type `Tensor`.
     pub fn translate(&self, formula: &str) -> Tr<String> {
+        self.translate_as(formula, Ty::Tensor)
+    }
+
+    /// Translates a formula into a Rust expression of type `want`: `Ty::Tensor` (one input), or
+    /// `Ty::Grads` (a formula computing several inputs' gradients at once: `Vec<Option<Tensor>>`
+    /// in the group's input order).
+    pub fn translate_as(&self, formula: &str, want: Ty) -> Tr<String> {
         let src = format!("void xirang_formula() {{ {formula}; }}");
         let mut parser = tree_sitter::Parser::new();
         parser.set_language(&tree_sitter_cpp::LANGUAGE.into()).map_err(|e| e.to_string())?;
@@ -287,8 +355,11 @@ impl Env<'_, '_> {
             return Err(format!("a `{}`", stmt.kind()));
         }
         let e = self.expr(stmt.named_child(0).ok_or("empty statement")?, &src)?;
-        if e.ty != Ty::Tensor {
-            return Err("the formula is not a tensor".into());
+        if e.ty != want {
+            return Err(match want {
+                Ty::Tensor => "the formula is not a tensor".into(),
+                _ => "the formula does not compute the gradients of several inputs".into(),
+            });
         }
         // a bare name is a place: clone it
         Ok(if e.code.ends_with(")?") { e.code } else { format!("{}.clone()", e.code) })
@@ -379,6 +450,18 @@ impl Env<'_, '_> {
                 }
                 self.call(&name, args)
             }
+            "conditional_expression" => {
+                // the engine runs backward with grad mode off and calls a node only with a
+                // defined gradient of its first output: these two conditions are known
+                let cond = n.child_by_field_name("condition").ok_or("no condition")?;
+                let cond: String = text(cond).split_whitespace().collect();
+                let branch = match cond.as_str() {
+                    "grad.defined()" => "consequence",
+                    "GradMode::is_enabled()" | "at::GradMode::is_enabled()" => "alternative",
+                    _ => return Err("a `conditional_expression`".into()),
+                };
+                self.expr(n.child_by_field_name(branch).ok_or("no branch")?, src)
+            }
             k => Err(format!("a `{k}`")),
         }
     }
@@ -441,18 +524,27 @@ impl Env<'_, '_> {
             }
             _ => {}
         }
-        if let Some((h, params)) = HELPERS.iter().find(|(h, _)| *h == name) {
-            if params.len() != args.len() {
-                return Err(format!("`{name}` with {} arguments", args.len()));
+        let helpers: Vec<&Helper> = HELPERS.iter().filter(|h| h.name == name).collect();
+        if !helpers.is_empty() {
+            let mut why = String::new();
+            'helper: for h in helpers {
+                if h.params.len() != args.len() {
+                    why = format!("`{name}` with {} arguments", args.len());
+                    continue;
+                }
+                let mut code = format!("autograd_helpers::{}(o", h.rust);
+                for (a, p) in args.iter().zip(h.params.iter()) {
+                    let Some(c) = conv_ty(a, *p) else {
+                        why = format!("`{name}`: a {:?} for a {p:?}", a.ty);
+                        continue 'helper;
+                    };
+                    code.push_str(", ");
+                    code.push_str(&c);
+                }
+                code.push_str(")?");
+                return Ok(Expr { code, ty: h.ret });
             }
-            let mut code = format!("autograd_helpers::{h}(o");
-            for (a, p) in args.iter().zip(params.iter()) {
-                let c = conv_ty(a, *p).ok_or_else(|| format!("`{name}`: a {:?} for a {p:?}", a.ty))?;
-                code.push_str(", ");
-                code.push_str(&c);
-            }
-            code.push_str(")?");
-            return Ok(Expr { code, ty: Ty::Tensor });
+            return Err(why);
         }
         let cands = self.ops.by_name.get(name).ok_or_else(|| format!("no operator or helper `{name}`"))?;
         'cand: for f in cands {
@@ -461,7 +553,8 @@ impl Env<'_, '_> {
                 continue;
             }
             let params: Vec<&Argument> = s.arguments.positional.iter().chain(&s.arguments.kwarg_only).collect();
-            if args.len() > s.arguments.positional.len() {
+            // C++ passes keyword-only arguments positionally (`gelu_backward(grad, self, approximate)`)
+            if args.len() > params.len() {
                 continue;
             }
             let mut code = format!("aten::{}(o", method_name(&s.name));
@@ -699,19 +792,33 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
             };
             fields.push(FieldCtx { name: fname, ty, saved: s.clone(), capture, tensors });
         }
-        let env = Env { vars, ops: &index };
+        let mut env = Env { vars, ops: &index };
         let is_list = |input: &str| args.iter().any(|a| a.name == input && matches!(a.ty, Type::List { .. }));
         let mut groups = Vec::new();
         let mut uses_grad = false;
         for g in &d.formulas {
             let vars_of: Vec<String> = g.inputs.iter().map(|i| format!("g_{i}")).collect();
             let single_tensor = g.inputs.len() == 1 && !is_list(&g.inputs[0]);
-            let tr = if single_tensor { env.translate(&g.rewritten) } else { Err("several inputs".into()) };
+            let several_tensors = g.inputs.len() > 1 && !g.inputs.iter().any(|i| is_list(i));
+            // `grad_input_mask`: which of the group's inputs want a gradient. A node does not
+            // know which inputs require grad; it computes them all (the engine drops the ones
+            // without an edge).
+            let mask = vec!["true"; g.inputs.len()].join(", ");
+            env.vars.insert("grad_input_mask".into(), (format!("[{mask}]"), Ty::BoolList));
+            let tr = if single_tensor {
+                env.translate(&g.rewritten)
+            } else if several_tensors {
+                env.translate_as(&g.rewritten, Ty::Grads)
+            } else {
+                Err("several inputs".into())
+            };
             let formula = one_line(&g.formula);
             match tr {
                 Ok(code) => {
                     uses_grad |= code.contains("grad");
-                    out.coverage.push((q.clone(), g.inputs[0].clone(), "translated"));
+                    for i in &g.inputs {
+                        out.coverage.push((q.clone(), i.clone(), "translated"));
+                    }
                     groups.push(GroupCtx {
                         inputs: vars_of,
                         formula,
@@ -864,10 +971,41 @@ mod tests {
             ("exp", "self", "aten::mul_tensor(o, &grad, &self.result)?"),
             ("tanh", "self", "aten::tanh_backward(o, &grad, &self.result)?"),
             ("neg", "self", "aten::neg(o, &grad)?"),
+            // a `str` argument, passed to a keyword-only parameter positionally
+            ("gelu", "self", "aten::gelu_backward(o, &grad, &self.self_, self.approximate.as_str())?"),
+            ("permute", "self", "autograd_helpers::permute_backwards(o, &grad, &self.dims)?"),
+            ("view", "self", "autograd_helpers::reshape(o, &grad, &self.self_sym_sizes)?"),
+            (
+                "mean.dim",
+                "self",
+                "autograd_helpers::mean_backward(o, &grad, &self.self_sym_sizes, self.dim.as_deref(), self.self_sym_numel, self.keepdim)?",
+            ),
+            (
+                "sum.dim_IntList",
+                "self",
+                "autograd_helpers::sum_backward(o, &grad, &self.self_sym_sizes, self.dim.as_deref(), self.keepdim)?",
+            ),
+            (
+                "mul.Scalar",
+                "self",
+                "autograd_helpers::mul_tensor_backward_scalar(o, &grad, self.other, self.self_scalar_type)?",
+            ),
         ];
         for (op, input, want) in cases {
             assert_eq!(code(&a, op, input), want, "{op}::{input}");
         }
+        // `grad.defined() ? native_layer_norm_backward(..) : std::tuple<..>()`: one helper call for
+        // the three inputs
+        let ln = node(&a, "native_layer_norm");
+        let g = ln.groups.iter().find(|g| g.inputs.len() == 3).expect("one group for input, weight, bias");
+        assert_eq!(
+            g.code.as_deref(),
+            Some(
+                "autograd_helpers::native_layer_norm_backward(o, &grad, &self.input, &self.normalized_shape, &self.result1, &self.result2, self.weight.as_ref(), self.bias.as_ref(), &[true, true, true])?"
+            ),
+            "{}",
+            g.reason
+        );
         // saved state typed from the IR
         let mm = node(&a, "mm");
         let f = |n: &str| mm.fields.iter().find(|f| f.name == n).map(|f| f.ty.as_str());
@@ -926,6 +1064,9 @@ mod tests {
         assert!(t("grad[0]").is_err());
         assert!(t("not_implemented(\"x\")").is_err());
         assert!(t("self > 0 ? grad : other").is_err());
+        // the two conditions the engine decides: a node runs with a defined `grad`, without grad mode
+        assert_eq!(t("grad.defined() ? grad * other : other").unwrap(), "aten::mul_tensor(o, &grad, &self.other)?");
+        assert_eq!(t("GradMode::is_enabled() ? grad.sgn() : -grad").unwrap(), "aten::neg(o, &grad)?");
     }
 
     #[test]
@@ -935,7 +1076,7 @@ mod tests {
         let (tr, hk) = (a.count("translated"), a.count("hook"));
         assert_eq!(tr + hk, a.coverage.len());
         assert_eq!(a.nodes.len(), 690);
-        assert_eq!((tr, hk), (276, 616));
+        assert_eq!((tr, hk), (301, 591));
         // every hook row has a BackwardHooks method and each node name is unique
         let names: HashSet<&str> = a.nodes.iter().map(|n| n.name.as_str()).collect();
         assert_eq!(names.len(), a.nodes.len());
