@@ -26,7 +26,7 @@ use askama::Template;
 use crate::derivatives::{Derivative, ForwardKind};
 use crate::naming::method_name;
 use crate::registry::NativeFunction;
-use crate::schema::{Argument, BaseTy, Type};
+use crate::schema::{Argument, BaseTy, SchemaKind, Type};
 
 use super::autograd::{Env, OpIndex, Ty, owned_ty};
 
@@ -188,7 +188,10 @@ fn jvp_of(d: &Derivative, f: &NativeFunction, index: &OpIndex) -> JvpCtx {
                 vars.insert(format!("{n}_p"), (p, Ty::OptTensor));
                 if differentiable {
                     let t = format!("t_{n}");
-                    locals.push(Local { name: t.clone(), bind: format!("let {t} = fw::opt_tangent(OP, {n:?}, {arg})?;") });
+                    locals.push(Local {
+                        name: t.clone(),
+                        bind: format!("let {t} = fw::opt_tangent(OP, {n:?}, {arg})?;"),
+                    });
                     vars.insert(format!("{n}_t"), (t, Ty::OptTensor));
                 }
             }
@@ -219,7 +222,10 @@ fn jvp_of(d: &Derivative, f: &NativeFunction, index: &OpIndex) -> JvpCtx {
             continue;
         }
         let l = format!("r_{j}");
-        locals.push(Local { name: l.clone(), bind: format!("let {l} = cap::tensor(OP, \"result\", cap::arg(OP, r, {j})?)?;") });
+        locals.push(Local {
+            name: l.clone(),
+            bind: format!("let {l} = cap::tensor(OP, \"result\", cap::arg(OP, r, {j})?)?;"),
+        });
         for n in names {
             vars.insert(n.clone(), (l.clone(), Ty::Tensor));
             tensor_names.push((n, l.clone()));
@@ -258,7 +264,10 @@ fn jvp_of(d: &Derivative, f: &NativeFunction, index: &OpIndex) -> JvpCtx {
         if failure.is_some() {
             continue;
         }
-        let tr = if fw.outputs.len() != 1 {
+        let tr = if f.func.kind() != SchemaKind::Functional {
+            // the jvp would run the operator on the tangents and mutate them
+            Err("an in-place or out= operator (forward mode covers functional calls)".to_string())
+        } else if fw.outputs.len() != 1 {
             Err("several outputs in one formula".to_string())
         } else {
             match out_index.get(&fw.outputs[0]) {
@@ -276,7 +285,8 @@ fn jvp_of(d: &Derivative, f: &NativeFunction, index: &OpIndex) -> JvpCtx {
                 Some(&j) => {
                     let src = rewrite(&fw.formula, &mut vars);
                     let env = Env { vars: vars.clone(), ops: index };
-                    env.translate(&src).map(|c| (j, c))
+                    // parenthesized: `self_t * other;` alone parses as a C++ declaration
+                    env.translate(&format!("({src})")).map(|c| (j, c))
                 }
             }
         };
@@ -395,6 +405,7 @@ mod tests {
             "expand",
             "clone",
             "view",
+            "mul.Scalar",
         ] {
             let j = jvp(&m, op);
             assert_eq!(j.status, "translated", "{op}: {}", j.message);
@@ -405,6 +416,7 @@ mod tests {
         // auto_linear: the operator on the tangents, through the boxed call
         let sum = jvp(&m, "sum");
         assert!(sum.lets.contains(&"fw::set_tangent(OP, \"self\", &mut b_lin, 0)?;".to_string()), "{:?}", sum.lets);
+        assert_eq!(jvp(&m, "zero_").status, "untranslated");
         // not translated: a helper the runtime does not have
         assert!(jvp(&m, "pow.Tensor_Scalar").message.contains("no operator or helper `pow_backward`"));
         // coverage: every row is one of the three kinds, sorted and unique
