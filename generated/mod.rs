@@ -8,6 +8,7 @@
 pub mod autograd;
 pub mod custom;
 pub mod driver;
+pub mod forward;
 pub mod ops;
 pub mod recipes;
 

@@ -174,10 +174,11 @@ impl Tensor {
         t
     }
 
-    /// The same data without autograd history (`detach()`).
+    /// The same data without autograd history or forward-mode tangent (`detach()`).
     pub fn detach(&self) -> Tensor {
         let mut t = self.clone();
         t.autograd = None;
+        t.tangent = None;
         t
     }
 
@@ -209,7 +210,8 @@ impl Tensor {
     }
 }
 
-/// Whether any differentiable tensor argument of `op` requires grad.
+/// Whether any differentiable tensor argument of `op` requires grad or is dual (forward mode):
+/// then the call must go through [`record`].
 pub fn any_requires_grad(op: &str, args: &[IValue]) -> bool {
     let Some(info) = node_info(op) else { return false };
     info.inputs.iter().any(|&(i, _)| match args.get(i) {
@@ -217,7 +219,7 @@ pub fn any_requires_grad(op: &str, args: &[IValue]) -> bool {
         Some(IValue::TensorList(ts)) => ts.iter().any(Tensor::requires_grad),
         Some(IValue::OptTensorList(ts)) => ts.iter().flatten().any(Tensor::requires_grad),
         _ => false,
-    })
+    }) || crate::forward_ad::any_dual(info, args)
 }
 
 fn edge_of(t: &Tensor) -> Option<(Edge, Vec<usize>, DType)> {
@@ -230,7 +232,9 @@ fn edge_of(t: &Tensor) -> Option<(Edge, Vec<usize>, DType)> {
 }
 
 /// Records a call of `op` (boxed arguments `args`, boxed results `outs`) and returns the results
-/// with autograd metadata attached to the floating-point tensors.
+/// with autograd metadata attached to the floating-point tensors. When a differentiable input is
+/// dual, the results first get their tangents from the operator's generated jvp
+/// (`forward_ad::propagate`); the backward node is recorded only if an input requires grad.
 pub fn record(op: &'static str, args: &[IValue], mut outs: Vec<IValue>) -> Result<Vec<IValue>> {
     let Some(info) = node_info(op) else {
         return Err(Error::Unsupported(format!("autograd: `{op}` has no derivatives.yaml entry in this build")));
@@ -244,6 +248,7 @@ pub fn record(op: &'static str, args: &[IValue], mut outs: Vec<IValue>) -> Resul
             _ => next.push(None),
         }
     }
+    crate::forward_ad::propagate(info, args, &mut outs)?;
     if next.iter().all(Option::is_none) {
         return Ok(outs);
     }

@@ -36,6 +36,7 @@ pub mod dispatch;
 pub mod driver;
 pub mod dtype;
 pub mod error;
+pub mod forward_ad;
 /// The code `xirang-scan generate` writes into `generated/` (do not edit there: edit
 /// `templates/` or `xirang.toml` and regenerate).
 #[rustfmt::skip]

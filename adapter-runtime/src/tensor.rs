@@ -43,6 +43,9 @@ pub struct Tensor {
     /// Autograd metadata (`None`: does not require grad). Shared by clones of this handle, not
     /// by views made with the methods below (views recorded by autograd get their own).
     pub(crate) autograd: Option<Arc<crate::autograd::AutogradMeta>>,
+    /// Forward-mode tangent (`None`: not dual). Shared by clones of this handle, not by views made
+    /// with the methods below (see `forward_ad`).
+    pub(crate) tangent: Option<Arc<crate::forward_ad::Tangent>>,
 }
 
 impl std::fmt::Debug for Tensor {
@@ -129,6 +132,7 @@ impl Tensor {
             offset: 0,
             dtype,
             autograd: None,
+            tangent: None,
         })
     }
 
@@ -192,6 +196,7 @@ impl Tensor {
             offset: 0,
             dtype,
             autograd: None,
+            tangent: None,
         }
     }
 
@@ -275,7 +280,15 @@ impl Tensor {
     }
 
     fn with_meta(&self, sizes: Vec<usize>, strides: Vec<usize>, offset: usize) -> Tensor {
-        Tensor { storage: self.storage.clone(), sizes, strides, offset, dtype: self.dtype, autograd: None }
+        Tensor {
+            storage: self.storage.clone(),
+            sizes,
+            strides,
+            offset,
+            dtype: self.dtype,
+            autograd: None,
+            tangent: None,
+        }
     }
 
     // ------------------------------------------------------------ views
@@ -653,6 +666,7 @@ impl Tensor {
             offset: 0,
             dtype: self.dtype,
             autograd: None,
+            tangent: None,
         })
     }
 
@@ -668,6 +682,7 @@ impl Tensor {
             offset: 0,
             dtype,
             autograd: None,
+            tangent: None,
         })
     }
 

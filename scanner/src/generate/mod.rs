@@ -9,6 +9,7 @@ pub mod autograd;
 pub mod config;
 pub mod custom;
 pub mod driver;
+pub mod forward;
 pub mod newop;
 pub mod ops;
 pub mod recipes;
@@ -210,11 +211,14 @@ pub fn render_all_with(
     files.push(GeneratedFile { path: "driver.rs".into(), text: drv_text });
     let ag_text = autograd::render(version, &ag).map_err(|e| Error::Usage(format!("rendering autograd.rs: {e}")))?;
     files.push(GeneratedFile { path: "autograd.rs".into(), text: ag_text });
+    let fw_text = forward::render(version, &forward::forward_model(inputs, &selected))
+        .map_err(|e| Error::Usage(format!("rendering forward.rs: {e}")))?;
+    files.push(GeneratedFile { path: "forward.rs".into(), text: fw_text });
     files.push(GeneratedFile {
         path: "custom.rs".into(),
         text: custom::render_generated(inputs, &selected, custom_file)?,
     });
-    let modules = ["autograd", "custom", "driver", "ops", "recipes"];
+    let modules = ["autograd", "custom", "driver", "forward", "ops", "recipes"];
     let mod_text = render(
         &ModTemplate {
             adapter: &cfg.adapter.name,
