@@ -43,6 +43,15 @@ const EXCLUDED: &[(&str, &str)] = &[
     ("hardswish", "`hardswish_backward` has no kernel, recipe or host implementation yet"),
     ("hardtanh", "`hardtanh_backward` has no kernel, recipe or host implementation yet"),
     ("leaky_relu", "`leaky_relu_backward` has no kernel, recipe or host implementation yet"),
+    // in scope since the translator took their formulas (transformer work, session 4); checked by
+    // autograd_gradcheck.rs in f64 and by train_transformer in f32; PyTorch goldens not generated yet
+    ("div.Scalar", "goldens not generated yet (newly translated)"),
+    ("embedding", "goldens not generated yet (newly translated)"),
+    ("gelu", "goldens not generated yet (newly translated)"),
+    ("mean.dim", "goldens not generated yet (newly translated)"),
+    ("mul.Scalar", "goldens not generated yet (newly translated)"),
+    ("native_layer_norm", "goldens not generated yet (newly translated)"),
+    ("sum.dim_IntList", "goldens not generated yet (newly translated)"),
 ];
 
 #[derive(Default)]

@@ -102,9 +102,15 @@ impl Maker {
     /// A device tensor for argument `name` of `op`: int64 `[2]` zeros for indices and targets,
     /// a one-element gradient for the loss backward kernels (mean reduction), else float32 `[2, 2]`.
     fn tensor(&self, op: &str, name: &str) -> Tensor {
-        let integer = matches!(name, "target" | "index" | "indices" | "offsets");
-        let t = if integer {
+        let integer =
+            matches!(name, "index" | "indices" | "offsets") || (name == "target" && op.starts_with("nll_loss"));
+        let t = if op == "gather" && name == "index" {
+            // gather's index has the input's rank
+            Tensor::zeros(&[2, 2], DType::I64)
+        } else if integer {
             Tensor::zeros(&[2], DType::I64)
+        } else if matches!(name, "mask" | "condition") {
+            Tensor::zeros(&[2, 2], DType::Bool)
         } else if op.starts_with("nll_loss") && name == "grad_output" {
             Tensor::from_vec(vec![1.0f32], &[1]).expect("tensor")
         } else {

@@ -52,6 +52,7 @@ fn cases() -> Vec<(&'static str, Vec<A>)> {
     let target = || Tensor::from_vec(vec![2i64, 0, 1], &[3]).unwrap();
     vec![
         ("abs", vec![T(&[2, 3])]),
+        ("gelu", vec![T(&[2, 3]), V(|| IValue::Str("none".into()))]),
         ("neg", vec![T(&[2, 3])]),
         ("exp", vec![T(&[2, 3])]),
         ("log", vec![Pos(&[2, 3])]),

@@ -658,9 +658,13 @@ mod tests {
         assert_eq!(silu.inputs[0].status, GradStatus::HandWritten);
         assert_eq!(silu.inputs[0].hook.as_deref(), Some("hook_silu_self"));
         // a host implementation without a kernel: fallback at the table entry
-        let view = row(&c, "view");
-        assert_eq!(view.tier, Tier::Fallback);
-        assert!(view.at.as_deref().is_some_and(|a| a.starts_with("adapter-runtime/src/host_registry.rs:")));
+        let fb = c.ops.iter().find(|o| o.tier == Tier::Fallback).expect("a fallback operator");
+        assert!(fb.at.as_deref().is_some_and(|a| a.starts_with("adapter-runtime/src/host_registry.rs:")), "{fb:?}");
+        assert!(fb.unwired_kernel.is_none());
+        // a fallback body with a registered device kernel: native at the kernel
+        let exp = row(&c, "exp");
+        assert_eq!(exp.tier, Tier::Native);
+        assert!(exp.at.as_deref().is_some_and(|a| a.starts_with("adapter-runtime/src/kernels/")), "{exp:?}");
         // the generator's autograd rows: every translated / hook row is an input of the report
         let g = c.grad_counts();
         let ag = generate::autograd::autograd_model(&inputs, &c.ops.iter().map(|o| o.op.clone()).collect());
