@@ -90,6 +90,14 @@ def IL(v):
     return V({"il": v}, v)
 
 
+def FL(v):
+    return V({"f": v}, v)
+
+
+def STR(v):
+    return V({"str": v}, v)
+
+
 NONE = V(None, None)
 
 
@@ -103,6 +111,18 @@ def target(n, ncls):
         if n > 2:
             t[1] = -100  # ignore_index
         return mg.tensor_arg(c, [n], "i64", value=t)
+
+    return F(make)
+
+
+def indices(shape, n):
+    """int64 indices in [0, n), with repeats (so gradient rows accumulate) and the value 2 present."""
+
+    def make(c, dt):
+        t = torch.randint(0, n, shape, generator=mg.gen)
+        t.view(-1)[0] = 2
+        t.view(-1)[-1] = t.view(-1)[1]
+        return mg.tensor_arg(c, list(shape), "i64", value=t)
 
     return F(make)
 
@@ -149,7 +169,7 @@ UNARY = [
     ("log2", "transcendental", "positive", []),
     ("log10", "transcendental", "positive", []),
     ("sqrt", "transcendental", "positive", []),
-    ("rsqrt", "transcendental", "positive", []),
+    ("rsqrt", "power_of_result", "positive", []),  # backward: result.pow(3) (tolerances.json)
     ("reciprocal", "transcendental", "positive", []),
     ("tanh", "transcendental", "normal", []),
     ("sigmoid", "transcendental", "normal", []),
@@ -164,6 +184,23 @@ UNARY = [
     ("rsub.Scalar", "arith", "normal", [S(0.5), S(1)]),
     ("sum", "arith", "normal", [NONE]),
     ("mean", "arith", "normal", [NONE]),
+    ("sign", "arith", "normal", []),
+    ("sin", "transcendental", "normal", []),
+    ("cos", "transcendental", "normal", []),
+    ("tan", "transcendental", "small", []),
+    ("asin", "transcendental", "unit", []),
+    ("acos", "transcendental", "unit", []),
+    ("atan", "transcendental", "normal", []),
+    ("sinh", "transcendental", "normal", []),
+    ("cosh", "transcendental", "normal", []),
+    ("asinh", "transcendental", "normal", []),
+    ("atanh", "transcendental", "unit", []),
+    ("ceil", "arith", "normal", []),
+    ("floor", "arith", "normal", []),
+    ("round", "arith", "normal", []),
+    ("trunc", "arith", "normal", []),
+    ("fmod.Scalar", "arith", "normal", [S(1.5)]),
+    ("remainder.Scalar", "arith", "normal", [S(1.5)]),
 ]
 
 BINARY = [
@@ -176,6 +213,8 @@ BINARY = [
     ("sigmoid_backward", "transcendental", "normal", []),
     ("tanh_backward", "transcendental", "normal", []),
     ("threshold_backward", "arith", "normal", [S(0)]),
+    ("hardtanh_backward", "arith", "normal", [S(-1), S(1)]),
+    ("leaky_relu_backward", "arith", "normal", [S(0.1), B(False)]),
 ]
 
 
@@ -226,6 +265,25 @@ def specs():
         ("nll_loss_forward", "loss", "contiguous", [log_probs(7, 5), target(7, 5), weight(5), I(1), I(-100)]),
         ("nll_loss_forward", "loss", "contiguous", [log_probs(7, 5), target(7, 5), NONE, I(0), I(-100)]),
         ("nll_loss_forward", "loss", "contiguous", [log_probs(7, 5), target(7, 5), weight(5), I(2), I(-100)]),
+        # translated for the transformer block (session 4)
+        ("gelu", "transcendental", "contiguous", [T(16, 24), STR("none")]),
+        ("gelu", "transcendental", "contiguous", [T(16, 24), STR("tanh")]),
+        ("gelu", "transcendental", "transposed", [T(5, 7, layout="transposed"), STR("none")]),
+        ("mul.Scalar", "arith", "contiguous", [T(16, 24), S(2.5)]),
+        ("mul.Scalar", "arith", "transposed", [T(5, 7, layout="transposed"), S(-3)]),
+        ("div.Scalar", "arith", "contiguous", [T(16, 24), S(4.0)]),
+        ("div.Scalar", "arith", "transposed", [T(5, 7, layout="transposed"), S(3)]),
+        ("sum.dim_IntList", "reduce", "contiguous", [T(4, 6, 5), IL([1]), B(False), NONE]),
+        ("sum.dim_IntList", "reduce", "contiguous", [T(4, 6, 5), IL([0, 2]), B(True), NONE]),
+        ("sum.dim_IntList", "reduce", "transposed", [T(5, 7, layout="transposed"), IL([-1]), B(False), NONE]),
+        ("mean.dim", "reduce", "contiguous", [T(4, 6, 5), IL([1]), B(False), NONE]),
+        ("mean.dim", "reduce", "contiguous", [T(4, 6, 5), IL([0, 2]), B(True), NONE]),
+        ("mean.dim", "reduce", "transposed", [T(5, 7, layout="transposed"), IL([0]), B(False), NONE]),
+        ("native_layer_norm", "norm", "contiguous", [T(6, 16), IL([16]), T(16), T(16), FL(1e-5)]),
+        ("native_layer_norm", "norm", "contiguous", [T(2, 3, 8), IL([3, 8]), T(3, 8), T(3, 8), FL(1e-5)]),
+        ("native_layer_norm", "norm", "contiguous", [T(6, 16), IL([16]), NONE, NONE, FL(1e-5)]),
+        ("embedding", "reduce", "contiguous", [T(10, 8), indices([3, 5], 10), I(-1), B(False), B(False)]),
+        ("embedding", "reduce", "contiguous", [T(10, 8), indices([12], 10), I(2), B(False), B(False)]),
     ]
     return out
 

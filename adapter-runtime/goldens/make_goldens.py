@@ -86,6 +86,16 @@ def rand(shape, dt, kind="normal"):
         v = torch.where(v.abs() < 0.25, torch.full_like(v, 0.5), v)
     elif kind == "small":
         v = v * 0.5
+    elif kind == "unit":  # inside (-1, 1): asin, acos, atanh
+        v = torch.tanh(v)
+    elif kind == "ge1":  # at least 1: acosh
+        v = v.abs() + 1.0
+    elif kind == "halves":  # multiples of 0.5: ties for round
+        v = torch.round(v * 6) / 2
+    elif kind == "special":  # some NaN and +-inf: isnan, isinf, logical_not
+        flat = v.view(-1)
+        for k, x in zip(range(0, flat.numel(), 3), (float("nan"), float("inf"), float("-inf"), 0.0)):
+            flat[k] = x
     return v.to(DT[dt])
 
 
@@ -718,6 +728,38 @@ def build_mlp_golden(steps=20, lr=0.1):
         f.write("\n")
 
 
+# ---------------------------------------------------------------- Core ATen math
+
+def build_math():
+    """Trigonometric, hyperbolic, rounding, predicate, logical, bitwise, atan2/fmod/remainder.
+    Drawn from their own generator, after every other case, so earlier cases keep their values."""
+    global gen
+    saved, gen = gen, torch.Generator().manual_seed(20261201)
+    for name, kind in (("sin", "normal"), ("cos", "normal"), ("tan", "small"), ("asin", "unit"), ("acos", "unit"),
+                       ("atan", "normal"), ("sinh", "normal"), ("cosh", "normal"), ("asinh", "normal"),
+                       ("acosh", "ge1"), ("atanh", "unit"), ("erf", "normal")):
+        unary(name, "transcendental", getattr(aten, name), FLOATS, kind=kind)
+    for name in ("ceil", "floor", "round", "trunc"):
+        unary(name, "arith", getattr(aten, name), FLOATS + INTS, kind="halves")
+    for name in ("isnan", "isinf", "logical_not"):
+        unary(name, "compare", getattr(aten, name), FLOATS + INTS + ["bool"], kind="special")
+    ar = FLOATS + INTS + ["bool"]
+    for name in ("logical_and", "logical_or", "logical_xor"):
+        binary_tensor(name, "compare", getattr(aten, name), ar)
+    for name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+        f = getattr(aten, name)
+        binary_tensor(f"{name}.Tensor", "arith", f.Tensor, INTS + ["bool"])
+        binary_scalar(f"{name}.Scalar", "arith", f.Scalar, INTS, [3, -4])
+    unary("bitwise_not", "arith", aten.bitwise_not, INTS + ["bool"])
+    binary_tensor("atan2", "transcendental", aten.atan2, FLOATS)
+    for name in ("fmod", "remainder"):
+        f = getattr(aten, name)
+        binary_tensor(f"{name}.Tensor", "arith", f.Tensor, FLOATS + INTS, kind_b="nonzero")
+        binary_scalar(f"{name}.Scalar", "arith", f.Scalar, FLOATS, [2.5, -1.5])
+        binary_scalar(f"{name}.Scalar", "arith", f.Scalar, INTS, [3, -4])
+    gen = saved
+
+
 def main():
     torch.manual_seed(0)
     build_elementwise()
@@ -726,6 +768,7 @@ def main():
     build_nn()
     build_index()
     build_views()
+    build_math()
     save_file(tensors, os.path.join(HERE, "cases.safetensors"))
     index = {"torch": torch.__version__, "count": len(cases), "skipped": dict(sorted(skipped.items())), "cases": cases}
     with open(os.path.join(HERE, "index.json"), "w") as f:

@@ -40,8 +40,10 @@ impl<T: AtenOps + BackwardHooks + ?Sized> Ops for T {}
 /// A generated backward node (`generated::autograd::<Op>Backward`) as the engine sees it.
 pub trait BackwardFn: Send + Sync {
     fn name(&self) -> &'static str;
-    /// One gradient per differentiable input (a list input gives one per element).
-    fn apply(&self, o: &dyn Ops, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>>;
+    /// One gradient per differentiable input (a list input gives one per element). `needs[k]`
+    /// says whether slot `k` has somewhere to go (PyTorch's `should_compute_output`): a node
+    /// skips the formulas of inputs that need no gradient. A missing entry counts as `true`.
+    fn apply(&self, o: &dyn Ops, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>>;
     /// The tensors the node saved (their versions are checked before it runs).
     fn saved_tensors(&self) -> Vec<&Tensor>;
 }
@@ -443,7 +445,8 @@ pub fn backward(o: &dyn Ops, roots: &[Tensor], grads: Option<&[Tensor]>, retain_
                     )));
                 }
             }
-            let r = func.apply(o, &inputs)?;
+            let needs: Vec<bool> = node.next.iter().map(Option::is_some).collect();
+            let r = func.apply(o, &inputs, &needs)?;
             if !retain_graph {
                 *f = None;
             }

@@ -35,6 +35,8 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("_softmax_backward_data", 4, softmax_backward_data),
     ("_to_copy", 7, to_copy),
     ("abs", 1, abs),
+    ("acos", 1, acos),
+    ("acosh", 1, acosh),
     ("add.Scalar", 3, add_scalar),
     ("add.Tensor", 3, add_tensor),
     ("add.out", 4, add_out),
@@ -46,11 +48,26 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("argmax", 3, argmax),
     ("argmin", 3, argmin),
     ("as_strided", 4, as_strided),
+    ("asin", 1, asin),
+    ("asinh", 1, asinh),
+    ("atan", 1, atan),
+    ("atan2", 2, atan2),
+    ("atanh", 1, atanh),
+    ("bitwise_and.Scalar", 2, bitwise_and_scalar),
+    ("bitwise_and.Tensor", 2, bitwise_and_tensor),
+    ("bitwise_not", 1, bitwise_not),
+    ("bitwise_or.Scalar", 2, bitwise_or_scalar),
+    ("bitwise_or.Tensor", 2, bitwise_or_tensor),
+    ("bitwise_xor.Scalar", 2, bitwise_xor_scalar),
+    ("bitwise_xor.Tensor", 2, bitwise_xor_tensor),
     ("bmm", 2, bmm),
     ("cat", 2, cat),
+    ("ceil", 1, ceil),
     ("clamp", 3, clamp),
     ("clone", 2, clone),
     ("copy_", 3, copy_),
+    ("cos", 1, cos),
+    ("cosh", 1, cosh),
     ("div.Scalar", 2, div_scalar),
     ("div.Scalar_mode", 3, div_scalar_mode),
     ("div.Tensor", 2, div_tensor),
@@ -58,14 +75,19 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("div.out", 3, div_out),
     ("div_.Scalar", 2, div_scalar_),
     ("div_.Tensor", 2, div_tensor_),
+    ("elu_backward", 6, elu_backward),
     ("embedding", 5, embedding),
     ("embedding_dense_backward", 5, embedding_dense_backward),
     ("empty.memory_format", 6, empty_memory_format),
     ("eq.Scalar", 2, eq_scalar),
     ("eq.Tensor", 2, eq_tensor),
+    ("erf", 1, erf),
     ("exp", 1, exp),
     ("expand", 3, expand),
     ("fill_.Scalar", 2, fill_scalar_),
+    ("floor", 1, floor),
+    ("fmod.Scalar", 2, fmod_scalar),
+    ("fmod.Tensor", 2, fmod_tensor),
     ("full", 6, full),
     ("full_like", 7, full_like),
     ("gather", 4, gather),
@@ -75,10 +97,20 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("gelu_backward", 3, gelu_backward),
     ("gt.Scalar", 2, gt_scalar),
     ("gt.Tensor", 2, gt_tensor),
+    ("hardsigmoid_backward", 2, hardsigmoid_backward),
+    ("hardswish_backward", 2, hardswish_backward),
+    ("hardtanh_backward", 4, hardtanh_backward),
     ("index_select", 3, index_select),
+    ("isinf", 1, isinf),
+    ("isnan", 1, isnan),
     ("le.Scalar", 2, le_scalar),
     ("le.Tensor", 2, le_tensor),
+    ("leaky_relu_backward", 4, leaky_relu_backward),
     ("log", 1, log),
+    ("logical_and", 2, logical_and),
+    ("logical_not", 1, logical_not),
+    ("logical_or", 2, logical_or),
+    ("logical_xor", 2, logical_xor),
     ("lt.Scalar", 2, lt_scalar),
     ("lt.Tensor", 2, lt_tensor),
     ("masked_fill.Scalar", 3, masked_fill_scalar),
@@ -115,6 +147,9 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("prod.dim_int", 4, prod_dim_int),
     ("relu", 1, relu),
     ("relu_", 1, relu_),
+    ("remainder.Scalar", 2, remainder_scalar),
+    ("remainder.Tensor", 2, remainder_tensor),
+    ("round", 1, round),
     ("rsqrt", 1, rsqrt),
     ("scalar_tensor", 5, scalar_tensor),
     ("scatter_add", 4, scatter_add),
@@ -123,8 +158,11 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("select_backward", 4, select_backward),
     ("sigmoid", 1, sigmoid),
     ("sigmoid_backward", 2, sigmoid_backward),
+    ("sign", 1, sign),
     ("silu", 1, silu),
     ("silu_backward", 2, silu_backward),
+    ("sin", 1, sin),
+    ("sinh", 1, sinh),
     ("slice.Tensor", 5, slice_tensor),
     ("sqrt", 1, sqrt),
     ("squeeze", 1, squeeze),
@@ -137,10 +175,12 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("sum.IntList_out", 5, sum_intlist_out),
     ("sum.dim_IntList", 4, sum_dim_intlist),
     ("t", 1, t),
+    ("tan", 1, tan),
     ("tanh", 1, tanh),
     ("tanh_backward", 2, tanh_backward),
     ("threshold_backward", 3, threshold_backward),
     ("transpose.int", 3, transpose_int),
+    ("trunc", 1, trunc),
     ("unsqueeze", 2, unsqueeze),
     ("view", 2, view),
     ("where.self", 3, where_self),
@@ -450,6 +490,74 @@ macro_rules! unary_entries {
 unary_entries! {
     neg, "neg"; abs, "abs"; exp, "exp"; log, "log"; sqrt, "sqrt"; rsqrt, "rsqrt";
     sigmoid, "sigmoid"; tanh, "tanh"; relu, "relu"; silu, "silu";
+}
+
+unary_entries! {
+    sin, "sin";
+    cos, "cos";
+    tan, "tan";
+    asin, "asin";
+    acos, "acos";
+    atan, "atan";
+    sinh, "sinh";
+    cosh, "cosh";
+    asinh, "asinh";
+    acosh, "acosh";
+    atanh, "atanh";
+    erf, "erf";
+    ceil, "ceil";
+    floor, "floor";
+    round, "round";
+    trunc, "trunc";
+    isnan, "isnan";
+    isinf, "isinf";
+    logical_not, "logical_not";
+    bitwise_not, "bitwise_not";
+    sign, "sign";
+}
+
+fn logical_and(a: Args) -> Out {
+    args!("logical_and", a, 2);
+    one(ops::logical_and(tn(OP, a, 0)?, tn(OP, a, 1)?)?)
+}
+fn logical_or(a: Args) -> Out {
+    args!("logical_or", a, 2);
+    one(ops::logical_or(tn(OP, a, 0)?, tn(OP, a, 1)?)?)
+}
+fn logical_xor(a: Args) -> Out {
+    args!("logical_xor", a, 2);
+    one(ops::logical_xor(tn(OP, a, 0)?, tn(OP, a, 1)?)?)
+}
+fn atan2(a: Args) -> Out {
+    args!("atan2", a, 2);
+    one(ops::atan2(tn(OP, a, 0)?, tn(OP, a, 1)?)?)
+}
+compare! {
+    bitwise_and_tensor, bitwise_and_scalar, ops::bitwise_and, "bitwise_and.Tensor", "bitwise_and.Scalar";
+    bitwise_or_tensor, bitwise_or_scalar, ops::bitwise_or, "bitwise_or.Tensor", "bitwise_or.Scalar";
+    bitwise_xor_tensor, bitwise_xor_scalar, ops::bitwise_xor, "bitwise_xor.Tensor", "bitwise_xor.Scalar";
+    fmod_tensor, fmod_scalar, ops::fmod, "fmod.Tensor", "fmod.Scalar";
+    remainder_tensor, remainder_scalar, ops::remainder, "remainder.Tensor", "remainder.Scalar";
+}
+fn elu_backward(a: Args) -> Out {
+    args!("elu_backward", a, 6);
+    one(ops::elu_backward(tn(OP, a, 0)?, sc(OP, a, 1)?, sc(OP, a, 2)?, sc(OP, a, 3)?, bl(OP, a, 4)?, tn(OP, a, 5)?)?)
+}
+fn hardsigmoid_backward(a: Args) -> Out {
+    args!("hardsigmoid_backward", a, 2);
+    one(ops::hardsigmoid_backward(tn(OP, a, 0)?, tn(OP, a, 1)?)?)
+}
+fn hardswish_backward(a: Args) -> Out {
+    args!("hardswish_backward", a, 2);
+    one(ops::hardswish_backward(tn(OP, a, 0)?, tn(OP, a, 1)?)?)
+}
+fn hardtanh_backward(a: Args) -> Out {
+    args!("hardtanh_backward", a, 4);
+    one(ops::hardtanh_backward(tn(OP, a, 0)?, tn(OP, a, 1)?, sc(OP, a, 2)?, sc(OP, a, 3)?)?)
+}
+fn leaky_relu_backward(a: Args) -> Out {
+    args!("leaky_relu_backward", a, 4);
+    one(ops::leaky_relu_backward(tn(OP, a, 0)?, tn(OP, a, 1)?, sc(OP, a, 2)?, bl(OP, a, 3)?)?)
 }
 
 fn relu_(a: Args) -> Out {

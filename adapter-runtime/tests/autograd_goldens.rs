@@ -36,23 +36,7 @@ use xirang_runtime::{Runtime, Tensor, io};
 const DTYPES: [&str; 3] = ["f32", "f16", "bf16"];
 
 /// Operators in scope whose cases do not run, with the reason.
-const EXCLUDED: &[(&str, &str)] = &[
-    ("abs", "its backward needs `sign`, which has no kernel, recipe or host implementation yet"),
-    ("elu", "`elu_backward` has no kernel, recipe or host implementation yet"),
-    ("hardsigmoid", "`hardsigmoid_backward` has no kernel, recipe or host implementation yet"),
-    ("hardswish", "`hardswish_backward` has no kernel, recipe or host implementation yet"),
-    ("hardtanh", "`hardtanh_backward` has no kernel, recipe or host implementation yet"),
-    ("leaky_relu", "`leaky_relu_backward` has no kernel, recipe or host implementation yet"),
-    // in scope since the translator took their formulas (transformer work, session 4); checked by
-    // autograd_gradcheck.rs in f64 and by train_transformer in f32; PyTorch goldens not generated yet
-    ("div.Scalar", "goldens not generated yet (newly translated)"),
-    ("embedding", "goldens not generated yet (newly translated)"),
-    ("gelu", "goldens not generated yet (newly translated)"),
-    ("mean.dim", "goldens not generated yet (newly translated)"),
-    ("mul.Scalar", "goldens not generated yet (newly translated)"),
-    ("native_layer_norm", "goldens not generated yet (newly translated)"),
-    ("sum.dim_IntList", "goldens not generated yet (newly translated)"),
-];
+const EXCLUDED: &[(&str, &str)] = &[];
 
 #[derive(Default)]
 struct Stat {

@@ -100,18 +100,22 @@ struct Maker {
 
 impl Maker {
     /// A device tensor for argument `name` of `op`: int64 `[2]` zeros for indices and targets,
-    /// a one-element gradient for the loss backward kernels (mean reduction), else float32 `[2, 2]`.
+    /// a one-element gradient for the loss backward kernels (the probe passes reduction 1, mean),
+    /// else float32 `[2, 2]`.
     fn tensor(&self, op: &str, name: &str) -> Tensor {
         let integer =
             matches!(name, "index" | "indices" | "offsets") || (name == "target" && op.starts_with("nll_loss"));
         let t = if op == "gather" && name == "index" {
             // gather's index has the input's rank
             Tensor::zeros(&[2, 2], DType::I64)
+        } else if op.starts_with("bitwise_") {
+            // bitwise operators take integers (floats are an error in PyTorch)
+            Tensor::from_vec(vec![1i64, 2, 3, 4], &[2, 2]).expect("tensor")
         } else if integer {
             Tensor::zeros(&[2], DType::I64)
         } else if matches!(name, "mask" | "condition") {
             Tensor::zeros(&[2, 2], DType::Bool)
-        } else if op.starts_with("nll_loss") && name == "grad_output" {
+        } else if (op.starts_with("nll_loss") || op.starts_with("mse_loss")) && name == "grad_output" {
             Tensor::from_vec(vec![1.0f32], &[1]).expect("tensor")
         } else {
             Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).expect("tensor")

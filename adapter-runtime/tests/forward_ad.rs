@@ -101,6 +101,33 @@ fn cases() -> Vec<(&'static str, Vec<A>)> {
         ("sigmoid_backward", vec![T(&[2, 3]), T(&[2, 3])]),
         ("tanh_backward", vec![T(&[2, 3]), T(&[2, 3])]),
         ("threshold_backward", vec![T(&[2, 3]), T(&[2, 3]), V(|| IValue::Scalar(Scalar::Int(0)))]),
+        ("tan", vec![T(&[2, 3])]),
+        ("asin", vec![T(&[2, 3])]),
+        ("acos", vec![T(&[2, 3])]),
+        ("atan", vec![T(&[2, 3])]),
+        ("sinh", vec![T(&[2, 3])]),
+        ("cosh", vec![T(&[2, 3])]),
+        ("asinh", vec![T(&[2, 3])]),
+        ("atanh", vec![T(&[2, 3])]),
+        // piecewise constant: zero gradients (the values stay away from the steps)
+        ("ceil", vec![T(&[2, 3])]),
+        ("floor", vec![T(&[2, 3])]),
+        ("round", vec![T(&[2, 3])]),
+        ("trunc", vec![T(&[2, 3])]),
+        // divisor 1.5: no step of fmod/remainder inside (-1, -0.2) and (0.2, 1)
+        ("fmod.Scalar", vec![T(&[2, 3]), V(|| IValue::Scalar(Scalar::Float(1.5)))]),
+        ("remainder.Scalar", vec![T(&[2, 3]), V(|| IValue::Scalar(Scalar::Float(1.5)))]),
+        ("sign", vec![T(&[2, 3])]),
+        ("atan2", vec![T(&[2, 3]), T(&[2, 3])]),
+        ("elu", vec![T(&[2, 3]), V(one), V(one), V(one)]),
+        ("hardsigmoid", vec![T(&[2, 3])]),
+        ("hardswish", vec![T(&[2, 3])]),
+        ("hardtanh", vec![T(&[2, 3]), V(|| IValue::Scalar(Scalar::Int(-2))), V(|| IValue::Scalar(Scalar::Int(2)))]),
+        ("leaky_relu", vec![T(&[2, 3]), V(|| IValue::Scalar(Scalar::Float(0.1)))]),
+        (
+            "leaky_relu_backward",
+            vec![T(&[2, 3]), T(&[2, 3]), V(|| IValue::Scalar(Scalar::Float(0.1))), V(|| IValue::Bool(false))],
+        ),
         ("transpose.int", vec![T(&[2, 3, 2]), V(|| int(0)), V(|| int(2))]),
         ("expand", vec![T(&[3, 1]), V(|| IValue::IntList(vec![2, 3, 4])), V(|| IValue::Bool(false))]),
         ("unsqueeze", vec![T(&[2, 3]), V(|| int(1))]),
@@ -177,14 +204,7 @@ fn cases() -> Vec<(&'static str, Vec<A>)> {
 }
 
 /// Operators in scope that have no case (or whose case is not run), with the reason.
-const EXCLUDED: &[(&str, &str)] = &[
-    ("abs", "its jvp needs `sgn`, which has no kernel, recipe or host implementation yet"),
-    ("elu", "its jvp needs `elu_backward`, which has no kernel, recipe or host implementation yet"),
-    ("hardsigmoid", "its jvp needs `hardsigmoid_backward`, which has no kernel, recipe or host implementation yet"),
-    ("hardswish", "its jvp needs `hardswish_backward`, which has no kernel, recipe or host implementation yet"),
-    ("hardtanh", "its jvp needs `hardtanh_backward`, which has no kernel, recipe or host implementation yet"),
-    ("leaky_relu", "its jvp needs `leaky_relu_backward`, which has no kernel, recipe or host implementation yet"),
-];
+const EXCLUDED: &[(&str, &str)] = &[];
 
 /// Deterministic values: a small LCG.
 struct Rng(u64);

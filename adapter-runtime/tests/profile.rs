@@ -109,13 +109,13 @@ fn validate_trace(doc: &Value) -> usize {
 fn train_mlp_trace_validates_against_the_trace_event_format() {
     let _g = lock();
     let p = profile_train(&[]);
-    // every operator of the loop, once per step (addmm and mm more). Autograd runs `mm` four times
-    // per step: AddmmBackward also computes the gradient of `x`, which nothing needs (PyTorch skips
-    // it with `should_compute_output`; the engine does not yet).
+    // every operator of the loop, once per step (addmm and mm more). Autograd runs `mm` three
+    // times per step: both gradients of fc2's addmm, and only the weight's of fc1's (the input `x`
+    // needs none: the engine passes `should_compute_output` to the node, as PyTorch does).
     let ops = p.by_operator();
     let calls: BTreeMap<&str, u64> = ops.iter().map(|s| (s.op.as_str(), s.calls)).collect();
     assert_eq!(calls["addmm"], 2 * STEPS as u64);
-    assert_eq!(calls["mm"], 4 * STEPS as u64);
+    assert_eq!(calls["mm"], 3 * STEPS as u64);
     assert_eq!(calls["relu"], STEPS as u64);
     assert_eq!(calls["add_.Tensor"], 4 * STEPS as u64);
     assert!(p.calls.iter().all(|c| c.tier == "native"), "no forced fallback: everything native");
@@ -363,10 +363,17 @@ fn cli_subcommands_and_exit_codes() {
     let (code, out, _) = run(&["advise", f]);
     assert_eq!(code, Some(0));
     assert!(out.contains("[fallback-hot] addmm ran 40 time(s)"), "{out}");
-    // compare: the forced-fallback run against a native run regresses addmm
-    let native = tmp("cli-native.json");
-    profile_train(&[]).write(&native).unwrap();
-    let (code, out, _) = run(&["compare", native.to_str().unwrap(), f, "--threshold", "1.5"]);
+    // compare: the run against a copy with addmm made 3x slower flags addmm (a scaled copy, not a
+    // second timed run: which tier is faster in a debug build on a loaded machine is not a
+    // property to test)
+    let mut slow = p.clone();
+    for c in slow.calls.iter_mut().filter(|c| c.op == "addmm") {
+        c.host_ns *= 3;
+        c.self_ns *= 3;
+    }
+    let slow_path = tmp("cli-slow.json");
+    slow.write(&slow_path).unwrap();
+    let (code, out, _) = run(&["compare", f, slow_path.to_str().unwrap(), "--threshold", "1.5"]);
     assert_eq!(code, Some(4), "{out}");
     assert!(out.lines().any(|l| l.starts_with("addmm ") && l.ends_with("REGRESSION")), "{out}");
     assert_eq!(run(&["compare", f, f]).0, Some(0));

@@ -147,6 +147,9 @@ pub struct OpCoverage {
     /// Why the tier is `none`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Whether the operator is in the Core ATen set (`tags: core` in native_functions.yaml).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub core: bool,
     /// Whether `derivatives.yaml` has an entry for the operator.
     pub derivative: bool,
     /// The inputs of the derivative entry (empty without one).
@@ -202,6 +205,15 @@ impl Coverage {
     /// Percentage of operators with a tier other than `none`.
     pub fn reachable_pct(&self) -> f64 {
         pct(self.ops.iter().filter(|o| o.tier != Tier::None).count(), self.ops.len())
+    }
+
+    /// Core ATen operators per tier.
+    pub fn core_tier_counts(&self) -> BTreeMap<Tier, usize> {
+        let mut m: BTreeMap<Tier, usize> = Tier::ALL.iter().map(|t| (*t, 0)).collect();
+        for o in self.ops.iter().filter(|o| o.core) {
+            *m.entry(o.tier).or_default() += 1;
+        }
+        m
     }
 
     /// Percentage of differentiable inputs with a working backward (translated or hand-written).
@@ -342,6 +354,7 @@ fn assemble(
             host: host.clone(),
             unwired_kernel: None,
             reason: None,
+            core: functions.get(q).is_some_and(|f| f.tags.iter().any(|t| t == "core")),
             derivative: false,
             inputs: Vec::new(),
         };
@@ -488,6 +501,17 @@ fn totals_lines(c: &Coverage) -> Vec<(String, String)> {
             Tier::ALL.iter().map(|x| format!("{} {}", x.as_str(), t[x])).collect::<Vec<_>>().join(", ")
                 + &format!(" ({:.1}% reachable)", c.reachable_pct()),
         ),
+        {
+            let k = c.core_tier_counts();
+            let n: usize = k.values().sum();
+            let reach = n - k[&Tier::None];
+            (
+                "core aten".into(),
+                format!("{n} operators: ")
+                    + &Tier::ALL.iter().map(|x| format!("{} {}", x.as_str(), k[x])).collect::<Vec<_>>().join(", ")
+                    + &format!(" ({:.1}% reachable)", pct(reach, n)),
+            )
+        },
         (
             "autograd inputs".into(),
             GradStatus::ALL.iter().map(|x| format!("{} {}", x.as_str(), g[x])).collect::<Vec<_>>().join(", ")
@@ -567,7 +591,9 @@ pub fn render_json(c: &Coverage) -> Result<String, Error> {
     let _ = writeln!(s, "  \"pytorch\": {},", enc(&c.pytorch)?);
     let _ = writeln!(s, "  \"select\": {},", enc(&c.select)?);
     let _ = writeln!(s, "  \"indexed\": {},", enc(&c.indexed)?);
+    let k: BTreeMap<&str, usize> = c.core_tier_counts().into_iter().map(|(k, v)| (k.as_str(), v)).collect();
     let _ = writeln!(s, "  \"tiers\": {},", enc(&t)?);
+    let _ = writeln!(s, "  \"core_aten_tiers\": {},", enc(&k)?);
     let _ = writeln!(s, "  \"autograd_inputs\": {},", enc(&g)?);
     let _ = writeln!(s, "  \"no_derivative_entry\": {},", c.no_derivative());
     s.push_str("  \"operators\": [\n");

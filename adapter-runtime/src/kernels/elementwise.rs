@@ -515,6 +515,16 @@ pub fn abs(self_: &Tensor) -> Result<Tensor> {
     }
     with_real!("abs", self_.dtype(), T => unary_real::<T>("abs", self_, |x| x.abs()))
 }
+/// `sign`: -1, 0 or 1 (NaN gives 0, as PyTorch's `(0 < x) - (x < 0)`); bool takes the fallback.
+/// xirang-kernel: sign
+pub fn sign(self_: &Tensor) -> Result<Tensor> {
+    if is_int(self_.dtype()) {
+        return unary_int("sign", self_, i64::signum);
+    }
+    with_real!("sign", self_.dtype(), T => unary_real::<T>("sign", self_, |x| {
+        if x > T::ZERO { T::ONE } else if x < T::ZERO { -T::ONE } else { T::ZERO }
+    }))
+}
 /// `exp`.
 /// xirang-kernel: exp
 pub fn exp(self_: &Tensor) -> Result<Tensor> {
@@ -620,6 +630,83 @@ pub fn gelu_backward(grad_output: &Tensor, self_: &Tensor, approximate: &str) ->
                 let pdf = (-half * x * x).exp() * T::from_f64(1.0 / (2.0 * std::f64::consts::PI).sqrt());
                 g * (cdf + x * pdf)
             }
+        })
+    })
+}
+
+/// `elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result)`: with
+/// `neg = alpha * scale`, `x <= 0` gives `g * input_scale * (y + neg)` from the result `y`, or
+/// `g * input_scale * neg * exp(x * input_scale)` from the input; `x > 0` gives `g * scale`.
+/// xirang-kernel: elu_backward
+pub fn elu_backward(
+    grad_output: &Tensor,
+    alpha: Scalar,
+    scale: Scalar,
+    input_scale: Scalar,
+    is_result: bool,
+    self_or_result: &Tensor,
+) -> Result<Tensor> {
+    with_real!("elu_backward", grad_output.dtype(), T => {
+        let neg = T::from_f64(alpha.to_f64() * scale.to_f64());
+        let pos = T::from_f64(scale.to_f64());
+        let ipt = T::from_f64(input_scale.to_f64());
+        binary_real::<T>("elu_backward", grad_output, self_or_result, move |g, x| {
+            if x <= T::ZERO {
+                if is_result { g * ipt * (x + neg) } else { g * ipt * neg * (x * ipt).exp() }
+            } else {
+                g * pos
+            }
+        })
+    })
+}
+
+/// `hardsigmoid_backward(grad_output, self)`: `g / 6` on `(-3, 3)`, else 0.
+/// xirang-kernel: hardsigmoid_backward
+pub fn hardsigmoid_backward(grad_output: &Tensor, self_: &Tensor) -> Result<Tensor> {
+    with_real!("hardsigmoid_backward", grad_output.dtype(), T => {
+        let (three, sixth) = (T::from_f64(3.0), T::from_f64(1.0 / 6.0));
+        binary_real::<T>("hardsigmoid_backward", grad_output, self_, move |g, x| {
+            if x > -three && x < three { g * sixth } else { T::ZERO }
+        })
+    })
+}
+
+/// `hardswish_backward(grad_output, self)`: 0 below -3, `g * (x / 3 + 0.5)` up to 3, else `g`.
+/// xirang-kernel: hardswish_backward
+pub fn hardswish_backward(grad_output: &Tensor, self_: &Tensor) -> Result<Tensor> {
+    with_real!("hardswish_backward", grad_output.dtype(), T => {
+        let (three, half) = (T::from_f64(3.0), T::from_f64(0.5));
+        binary_real::<T>("hardswish_backward", grad_output, self_, move |g, x| {
+            if x < -three { T::ZERO } else if x <= three { g * (x / three + half) } else { g }
+        })
+    })
+}
+
+/// `hardtanh_backward(grad_output, self, min_val, max_val)`: 0 where `x <= min` or `x >= max`.
+/// xirang-kernel: hardtanh_backward
+pub fn hardtanh_backward(grad_output: &Tensor, self_: &Tensor, min_val: Scalar, max_val: Scalar) -> Result<Tensor> {
+    with_real!("hardtanh_backward", grad_output.dtype(), T => {
+        let (lo, hi) = (T::from_f64(min_val.to_f64()), T::from_f64(max_val.to_f64()));
+        binary_real::<T>("hardtanh_backward", grad_output, self_, move |g, x| {
+            if x <= lo || x >= hi { T::ZERO } else { g }
+        })
+    })
+}
+
+/// `leaky_relu_backward(grad_output, self, negative_slope, self_is_result)`: `g` where `x > 0`,
+/// else `g * negative_slope` (the same from the input or the result: the slope is positive).
+/// xirang-kernel: leaky_relu_backward
+pub fn leaky_relu_backward(
+    grad_output: &Tensor,
+    self_: &Tensor,
+    negative_slope: Scalar,
+    self_is_result: bool,
+) -> Result<Tensor> {
+    let _ = self_is_result;
+    with_real!("leaky_relu_backward", grad_output.dtype(), T => {
+        let slope = T::from_f64(negative_slope.to_f64());
+        binary_real::<T>("leaky_relu_backward", grad_output, self_, move |g, x| {
+            if x > T::ZERO { g } else { g * slope }
         })
     })
 }
@@ -824,4 +911,314 @@ pub fn native_dropout_backward(grad_output: &Tensor, mask: &Tensor, scale: f64) 
         })
     })?;
     Ok(out)
+}
+
+// ------------------------------------------------------------ Core ATen math
+//
+// Trigonometric and hyperbolic functions, `erf`, rounding, NaN/inf predicates, logical and
+// bitwise operators, `atan2`, `fmod` and `remainder`. Floats compute in f64 from the stored
+// value and round once to the result dtype; integer inputs of the float-only functions take the
+// fallback (PyTorch promotes them to the default float dtype).
+
+/// `f` over a float tensor, computed in f64.
+fn float_map(name: &str, a: &Tensor, f: fn(f64) -> f64) -> Result<Tensor> {
+    with_real!(name, a.dtype(), T => unary_real::<T>(name, a, move |x| T::from_f64(f(x.to_f64()))))
+}
+
+/// A rounding function: the identity on integers (a copy, as PyTorch returns).
+fn rounding(name: &str, a: &Tensor, f: fn(f64) -> f64) -> Result<Tensor> {
+    if is_int(a.dtype()) {
+        return unary_int(name, a, |x| x);
+    }
+    float_map(name, a, f)
+}
+
+/// Values of any real, integer or bool dtype as f64 (for predicates and truth values).
+fn load_f64(
+    mem: &dyn crate::driver::KernelMemory,
+    p: crate::driver::DevicePtr,
+    n: usize,
+    d: DType,
+) -> Result<Vec<f64>> {
+    match d {
+        DType::F64 => f64::load(mem, p, n, d),
+        DType::F32 | DType::F16 | DType::BF16 => Ok(f32::load(mem, p, n, d)?.into_iter().map(f64::from).collect()),
+        _ => Ok(load_int(mem, p, n, d)?.into_iter().map(|v| v as f64).collect()),
+    }
+}
+
+/// A bool-valued unary kernel over any real, integer or bool tensor.
+fn predicate(name: &str, a: &Tensor, f: fn(f64) -> bool) -> Result<Tensor> {
+    let ctx = device_of(name, &[a])?;
+    let d = a.dtype();
+    let a = super::contiguous(a)?;
+    let out = Tensor::empty_on(&ctx, a.sizes(), DType::Bool)?;
+    let n = a.numel();
+    if n == 0 {
+        return Ok(out);
+    }
+    let (pa, po) = (a.data_ptr()?, out.data_ptr()?);
+    launch(&ctx, vec![a, out.clone()], move |mem| {
+        let x = load_f64(mem, pa, n, d)?;
+        super::write_slice(mem, po, &map1(&x, move |v| u8::from(f(v))))
+    })?;
+    Ok(out)
+}
+
+/// A bool-valued binary kernel on the truth values of two tensors of any (mixed) dtypes.
+fn logical(name: &str, a: &Tensor, b: &Tensor, f: fn(bool, bool) -> bool) -> Result<Tensor> {
+    let ctx = device_of(name, &[a, b])?;
+    let (da, db) = (a.dtype(), b.dtype());
+    let (a, b) = (super::contiguous(a)?, super::contiguous(b)?);
+    let bc = Bcast::new(&[a.sizes(), b.sizes()])?;
+    let out = Tensor::empty_on(&ctx, &bc.shape, DType::Bool)?;
+    if bc.numel() == 0 {
+        return Ok(out);
+    }
+    let (pa, pb, po, na, nb) = (a.data_ptr()?, b.data_ptr()?, out.data_ptr()?, a.numel(), b.numel());
+    launch(&ctx, vec![a, b, out.clone()], move |mem| {
+        let x = load_f64(mem, pa, na, da)?;
+        let y = load_f64(mem, pb, nb, db)?;
+        super::write_slice(mem, po, &bc.map2(&x, &y, move |p, q| u8::from(f(p != 0.0, q != 0.0))))
+    })?;
+    Ok(out)
+}
+
+/// Both operands cast to PyTorch's result dtype of `a op b` (`torch.result_type`; a zero-dim
+/// operand does not raise the category), or to `float32` when `float_op` and that is an integer
+/// type (the default float dtype of `atan2` and friends).
+fn promoted(a: &Tensor, b: &Tensor, float_op: bool) -> Result<(Tensor, Tensor)> {
+    use crate::dtype::{Operand, result_type};
+    let operand = |t: &Tensor| if t.dim() == 0 { Operand::ZeroDim(t.dtype()) } else { Operand::Tensor(t.dtype()) };
+    let mut d = result_type(&[operand(a), operand(b)]).unwrap_or(a.dtype());
+    if float_op && !d.is_floating() {
+        d = DType::F32;
+    }
+    Ok((a.to_dtype(d)?, b.to_dtype(d)?))
+}
+
+/// A bitwise kernel on integer and bool tensors (promoted to one dtype); floats are an error in
+/// PyTorch and take the fallback, which reports it.
+fn bitwise(name: &str, a: &Tensor, b: &Tensor, f: fn(i64, i64) -> i64) -> Result<Tensor> {
+    let (a, b) = promoted(a, b, false)?;
+    let d = a.dtype();
+    if !(is_int(d) || d == DType::Bool) {
+        return unsupported(name, format!("dtype {d} has no bitwise kernel"));
+    }
+    binary_int(name, &a, &b, None, f)
+}
+
+/// An integer division-like kernel: a zero divisor is PyTorch's `ZeroDivisionError`.
+fn int_division(name: &str, a: &Tensor, b: &Tensor, f: fn(i64, i64) -> i64) -> Result<Tensor> {
+    if b.to_i64_vec()?.contains(&0) {
+        return Err(crate::Error::InvalidArgument(format!("{name}: ZeroDivisionError")));
+    }
+    binary_int(name, a, b, None, f)
+}
+
+/// `sin`.
+/// xirang-kernel: sin
+pub fn sin(self_: &Tensor) -> Result<Tensor> {
+    float_map("sin", self_, f64::sin)
+}
+/// `cos`.
+/// xirang-kernel: cos
+pub fn cos(self_: &Tensor) -> Result<Tensor> {
+    float_map("cos", self_, f64::cos)
+}
+/// `tan`.
+/// xirang-kernel: tan
+pub fn tan(self_: &Tensor) -> Result<Tensor> {
+    float_map("tan", self_, f64::tan)
+}
+/// `asin`.
+/// xirang-kernel: asin
+pub fn asin(self_: &Tensor) -> Result<Tensor> {
+    float_map("asin", self_, f64::asin)
+}
+/// `acos`.
+/// xirang-kernel: acos
+pub fn acos(self_: &Tensor) -> Result<Tensor> {
+    float_map("acos", self_, f64::acos)
+}
+/// `atan`.
+/// xirang-kernel: atan
+pub fn atan(self_: &Tensor) -> Result<Tensor> {
+    float_map("atan", self_, f64::atan)
+}
+/// `sinh`.
+/// xirang-kernel: sinh
+pub fn sinh(self_: &Tensor) -> Result<Tensor> {
+    float_map("sinh", self_, f64::sinh)
+}
+/// `cosh`.
+/// xirang-kernel: cosh
+pub fn cosh(self_: &Tensor) -> Result<Tensor> {
+    float_map("cosh", self_, f64::cosh)
+}
+/// `asinh`.
+/// xirang-kernel: asinh
+pub fn asinh(self_: &Tensor) -> Result<Tensor> {
+    float_map("asinh", self_, f64::asinh)
+}
+/// `acosh`.
+/// xirang-kernel: acosh
+pub fn acosh(self_: &Tensor) -> Result<Tensor> {
+    float_map("acosh", self_, f64::acosh)
+}
+/// `atanh`.
+/// xirang-kernel: atanh
+pub fn atanh(self_: &Tensor) -> Result<Tensor> {
+    float_map("atanh", self_, f64::atanh)
+}
+/// `erf`.
+/// xirang-kernel: erf
+pub fn erf(self_: &Tensor) -> Result<Tensor> {
+    float_map("erf", self_, |x| x.gauss_erf())
+}
+/// `ceil`.
+/// xirang-kernel: ceil
+pub fn ceil(self_: &Tensor) -> Result<Tensor> {
+    rounding("ceil", self_, f64::ceil)
+}
+/// `floor`.
+/// xirang-kernel: floor
+pub fn floor(self_: &Tensor) -> Result<Tensor> {
+    rounding("floor", self_, f64::floor)
+}
+/// `round`: halves to even, as `std::nearbyint` in PyTorch.
+/// xirang-kernel: round
+pub fn round(self_: &Tensor) -> Result<Tensor> {
+    rounding("round", self_, f64::round_ties_even)
+}
+/// `trunc`.
+/// xirang-kernel: trunc
+pub fn trunc(self_: &Tensor) -> Result<Tensor> {
+    rounding("trunc", self_, f64::trunc)
+}
+/// `isnan` (false for integers and bool).
+/// xirang-kernel: isnan
+pub fn isnan(self_: &Tensor) -> Result<Tensor> {
+    predicate("isnan", self_, f64::is_nan)
+}
+/// `isinf` (false for integers and bool).
+/// xirang-kernel: isinf
+pub fn isinf(self_: &Tensor) -> Result<Tensor> {
+    predicate("isinf", self_, f64::is_infinite)
+}
+/// `logical_not`: `x == 0` (NaN is true, so its `logical_not` is false).
+/// xirang-kernel: logical_not
+pub fn logical_not(self_: &Tensor) -> Result<Tensor> {
+    predicate("logical_not", self_, |v| v == 0.0)
+}
+/// `logical_and`.
+/// xirang-kernel: logical_and
+pub fn logical_and(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    logical("logical_and", self_, other, |p, q| p && q)
+}
+/// `logical_or`.
+/// xirang-kernel: logical_or
+pub fn logical_or(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    logical("logical_or", self_, other, |p, q| p || q)
+}
+/// `logical_xor`.
+/// xirang-kernel: logical_xor
+pub fn logical_xor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    logical("logical_xor", self_, other, |p, q| p != q)
+}
+/// `bitwise_not` (`!x` on integers, logical not on bool).
+/// xirang-kernel: bitwise_not
+pub fn bitwise_not(self_: &Tensor) -> Result<Tensor> {
+    match self_.dtype() {
+        DType::Bool => unary_int("bitwise_not", self_, |x| i64::from(x == 0)),
+        d if is_int(d) => unary_int("bitwise_not", self_, |x| !x),
+        d => unsupported("bitwise_not", format!("dtype {d} has no bitwise kernel")),
+    }
+}
+/// `bitwise_and.Tensor`.
+/// xirang-kernel: bitwise_and.Tensor
+pub fn bitwise_and_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    bitwise("bitwise_and", self_, other, |x, y| x & y)
+}
+/// `bitwise_or.Tensor`.
+/// xirang-kernel: bitwise_or.Tensor
+pub fn bitwise_or_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    bitwise("bitwise_or", self_, other, |x, y| x | y)
+}
+/// `bitwise_xor.Tensor`.
+/// xirang-kernel: bitwise_xor.Tensor
+pub fn bitwise_xor_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    bitwise("bitwise_xor", self_, other, |x, y| x ^ y)
+}
+/// `bitwise_and.Scalar` (the scalar must keep the tensor's dtype).
+/// xirang-kernel: bitwise_and.Scalar
+pub fn bitwise_and_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    scalar_keeps_dtype("bitwise_and", self_.dtype(), other)?;
+    bitwise_and_tensor(self_, &scalar_on(self_, other, self_.dtype())?)
+}
+/// `bitwise_or.Scalar` (the scalar must keep the tensor's dtype).
+/// xirang-kernel: bitwise_or.Scalar
+pub fn bitwise_or_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    scalar_keeps_dtype("bitwise_or", self_.dtype(), other)?;
+    bitwise_or_tensor(self_, &scalar_on(self_, other, self_.dtype())?)
+}
+/// `bitwise_xor.Scalar` (the scalar must keep the tensor's dtype).
+/// xirang-kernel: bitwise_xor.Scalar
+pub fn bitwise_xor_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    scalar_keeps_dtype("bitwise_xor", self_.dtype(), other)?;
+    bitwise_xor_tensor(self_, &scalar_on(self_, other, self_.dtype())?)
+}
+/// `atan2(self, other)`.
+/// xirang-kernel: atan2
+pub fn atan2(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    let (a, b) = promoted(self_, other, true)?;
+    with_real!("atan2", a.dtype(), T => {
+        binary_real::<T>("atan2", &a, &b, |y, x| T::from_f64(y.to_f64().atan2(x.to_f64())))
+    })
+}
+/// `fmod.Tensor`: the remainder with the dividend's sign (C `fmod`; a zero integer divisor is an
+/// error).
+/// xirang-kernel: fmod.Tensor
+pub fn fmod_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    let (a, b) = promoted(self_, other, false)?;
+    if is_int(a.dtype()) {
+        return int_division("fmod", &a, &b, i64::wrapping_rem);
+    }
+    with_real!("fmod", a.dtype(), T => {
+        binary_real::<T>("fmod", &a, &b, |x, y| T::from_f64(x.to_f64() % y.to_f64()))
+    })
+}
+/// `fmod.Scalar`.
+/// xirang-kernel: fmod.Scalar
+pub fn fmod_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    scalar_keeps_dtype("fmod", self_.dtype(), other)?;
+    fmod_tensor(self_, &scalar_on(self_, other, self_.dtype())?)
+}
+/// `remainder.Tensor`: the remainder with the divisor's sign (Python `%`), as PyTorch's CPU
+/// kernel: `m = fmod(x, y); if m != 0 && (y < 0) != (m < 0) { m += y }`.
+/// xirang-kernel: remainder.Tensor
+pub fn remainder_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    let (a, b) = promoted(self_, other, false)?;
+    if is_int(a.dtype()) {
+        return int_division("remainder", &a, &b, |x, y| {
+            let m = x.wrapping_rem(y);
+            if m != 0 && ((y < 0) != (m < 0)) { m + y } else { m }
+        });
+    }
+    with_real!("remainder", a.dtype(), T => {
+        binary_real::<T>("remainder", &a, &b, |x, y| {
+            let (x, y) = (x.to_f64(), y.to_f64());
+            let mut m = x % y;
+            if m != 0.0 && ((y < 0.0) != (m < 0.0)) {
+                m += y;
+            }
+            T::from_f64(m)
+        })
+    })
+}
+/// `remainder.Scalar`.
+/// xirang-kernel: remainder.Scalar
+pub fn remainder_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    scalar_keeps_dtype("remainder", self_.dtype(), other)?;
+    remainder_tensor(self_, &scalar_on(self_, other, self_.dtype())?)
 }

@@ -86,6 +86,8 @@ entries! {
     "_softmax_backward_data", 4, softmax_backward_data, |OP, a| one(super::softmax_backward_data(
         t(OP, a, 0)?, t(OP, a, 1)?, i(OP, a, 2)?, unbox::dtype(OP, "input_dtype", &a[3])?)?);
     "abs", 1, abs, |OP, a| one(super::abs(t(OP, a, 0)?)?);
+    "acos", 1, acos, |OP, a| one(super::acos(t(OP, a, 0)?)?);
+    "acosh", 1, acosh, |OP, a| one(super::acosh(t(OP, a, 0)?)?);
     "add.Scalar", 3, add_scalar, |OP, a| one(super::add_scalar(t(OP, a, 0)?, s(OP, a, 1)?, s(OP, a, 2)?)?);
     "add.Tensor", 3, add_tensor, |OP, a| one(super::add_tensor(t(OP, a, 0)?, t(OP, a, 1)?, s(OP, a, 2)?)?);
     "add_.Tensor", 3, add_tensor_, |OP, a| {
@@ -95,16 +97,37 @@ entries! {
     };
     "addmm", 5, addmm, |OP, a| one(super::addmm(t(OP, a, 0)?, t(OP, a, 1)?, t(OP, a, 2)?, s(OP, a, 3)?, s(OP, a, 4)?)?);
     "amax", 3, amax, |OP, a| one(super::amax(t(OP, a, 0)?, unbox::int_list(OP, "dim", &a[1])?, b(OP, a, 2)?)?);
+    "asin", 1, asin, |OP, a| one(super::asin(t(OP, a, 0)?)?);
+    "asinh", 1, asinh, |OP, a| one(super::asinh(t(OP, a, 0)?)?);
+    "atan", 1, atan, |OP, a| one(super::atan(t(OP, a, 0)?)?);
+    "atan2", 2, atan2, |OP, a| one(super::atan2(t(OP, a, 0)?, t(OP, a, 1)?)?);
+    "atanh", 1, atanh, |OP, a| one(super::atanh(t(OP, a, 0)?)?);
+    "bitwise_and.Scalar", 2, bitwise_and_scalar, |OP, a| one(super::bitwise_and_scalar(t(OP, a, 0)?, s(OP, a, 1)?)?);
+    "bitwise_and.Tensor", 2, bitwise_and_tensor, |OP, a| one(super::bitwise_and_tensor(t(OP, a, 0)?, t(OP, a, 1)?)?);
+    "bitwise_not", 1, bitwise_not, |OP, a| one(super::bitwise_not(t(OP, a, 0)?)?);
+    "bitwise_or.Scalar", 2, bitwise_or_scalar, |OP, a| one(super::bitwise_or_scalar(t(OP, a, 0)?, s(OP, a, 1)?)?);
+    "bitwise_or.Tensor", 2, bitwise_or_tensor, |OP, a| one(super::bitwise_or_tensor(t(OP, a, 0)?, t(OP, a, 1)?)?);
+    "bitwise_xor.Scalar", 2, bitwise_xor_scalar, |OP, a| one(super::bitwise_xor_scalar(t(OP, a, 0)?, s(OP, a, 1)?)?);
+    "bitwise_xor.Tensor", 2, bitwise_xor_tensor, |OP, a| one(super::bitwise_xor_tensor(t(OP, a, 0)?, t(OP, a, 1)?)?);
     "bmm", 2, bmm, |OP, a| one(super::bmm(t(OP, a, 0)?, t(OP, a, 1)?)?);
     "cat", 2, cat, |OP, a| one(super::cat(unbox::tensor_list(OP, "tensors", &a[0])?, i(OP, a, 1)?)?);
+    "ceil", 1, ceil, |OP, a| one(super::ceil(t(OP, a, 0)?)?);
+    "cos", 1, cos, |OP, a| one(super::cos(t(OP, a, 0)?)?);
+    "cosh", 1, cosh, |OP, a| one(super::cosh(t(OP, a, 0)?)?);
     "div.Scalar", 2, div_scalar, |OP, a| one(super::div_scalar(t(OP, a, 0)?, s(OP, a, 1)?)?);
     "div.Tensor", 2, div_tensor, |OP, a| one(super::div_tensor(t(OP, a, 0)?, t(OP, a, 1)?)?);
+    "elu_backward", 6, elu_backward, |OP, a| one(super::elu_backward(t(OP, a, 0)?, s(OP, a, 1)?, s(OP, a, 2)?,
+        s(OP, a, 3)?, b(OP, a, 4)?, t(OP, a, 5)?)?);
     "embedding", 5, embedding, |OP, a| one(super::embedding(t(OP, a, 0)?, t(OP, a, 1)?, i(OP, a, 2)?, b(OP, a, 3)?, b(OP, a, 4)?)?);
     "embedding_dense_backward", 5, embedding_dense_backward, |OP, a| one(super::embedding_dense_backward(
         t(OP, a, 0)?, t(OP, a, 1)?, i(OP, a, 2)?, i(OP, a, 3)?, b(OP, a, 4)?)?);
     "eq.Scalar", 2, eq_scalar, |OP, a| one(super::eq_scalar(t(OP, a, 0)?, s(OP, a, 1)?)?);
     "eq.Tensor", 2, eq_tensor, |OP, a| one(super::eq_tensor(t(OP, a, 0)?, t(OP, a, 1)?)?);
+    "erf", 1, erf, |OP, a| one(super::erf(t(OP, a, 0)?)?);
     "exp", 1, exp, |OP, a| one(super::exp(t(OP, a, 0)?)?);
+    "floor", 1, floor, |OP, a| one(super::floor(t(OP, a, 0)?)?);
+    "fmod.Scalar", 2, fmod_scalar, |OP, a| one(super::fmod_scalar(t(OP, a, 0)?, s(OP, a, 1)?)?);
+    "fmod.Tensor", 2, fmod_tensor, |OP, a| one(super::fmod_tensor(t(OP, a, 0)?, t(OP, a, 1)?)?);
     "gather", 4, gather, |OP, a| one(super::gather(t(OP, a, 0)?, i(OP, a, 1)?, t(OP, a, 2)?, b(OP, a, 3)?)?);
     "ge.Scalar", 2, ge_scalar, |OP, a| one(super::ge_scalar(t(OP, a, 0)?, s(OP, a, 1)?)?);
     "ge.Tensor", 2, ge_tensor, |OP, a| one(super::ge_tensor(t(OP, a, 0)?, t(OP, a, 1)?)?);
@@ -112,10 +135,22 @@ entries! {
     "gelu_backward", 3, gelu_backward, |OP, a| one(super::gelu_backward(t(OP, a, 0)?, t(OP, a, 1)?, unbox::str(OP, "approximate", &a[2])?)?);
     "gt.Scalar", 2, gt_scalar, |OP, a| one(super::gt_scalar(t(OP, a, 0)?, s(OP, a, 1)?)?);
     "gt.Tensor", 2, gt_tensor, |OP, a| one(super::gt_tensor(t(OP, a, 0)?, t(OP, a, 1)?)?);
+    "hardsigmoid_backward", 2, hardsigmoid_backward, |OP, a| one(super::hardsigmoid_backward(t(OP, a, 0)?, t(OP, a, 1)?)?);
+    "hardswish_backward", 2, hardswish_backward, |OP, a| one(super::hardswish_backward(t(OP, a, 0)?, t(OP, a, 1)?)?);
+    "hardtanh_backward", 4, hardtanh_backward, |OP, a| one(super::hardtanh_backward(t(OP, a, 0)?, t(OP, a, 1)?,
+        s(OP, a, 2)?, s(OP, a, 3)?)?);
     "index_select", 3, index_select, |OP, a| one(super::index_select(t(OP, a, 0)?, i(OP, a, 1)?, t(OP, a, 2)?)?);
+    "isinf", 1, isinf, |OP, a| one(super::isinf(t(OP, a, 0)?)?);
+    "isnan", 1, isnan, |OP, a| one(super::isnan(t(OP, a, 0)?)?);
     "le.Scalar", 2, le_scalar, |OP, a| one(super::le_scalar(t(OP, a, 0)?, s(OP, a, 1)?)?);
     "le.Tensor", 2, le_tensor, |OP, a| one(super::le_tensor(t(OP, a, 0)?, t(OP, a, 1)?)?);
+    "leaky_relu_backward", 4, leaky_relu_backward, |OP, a| one(super::leaky_relu_backward(t(OP, a, 0)?, t(OP, a, 1)?,
+        s(OP, a, 2)?, b(OP, a, 3)?)?);
     "log", 1, log, |OP, a| one(super::log(t(OP, a, 0)?)?);
+    "logical_and", 2, logical_and, |OP, a| one(super::logical_and(t(OP, a, 0)?, t(OP, a, 1)?)?);
+    "logical_not", 1, logical_not, |OP, a| one(super::logical_not(t(OP, a, 0)?)?);
+    "logical_or", 2, logical_or, |OP, a| one(super::logical_or(t(OP, a, 0)?, t(OP, a, 1)?)?);
+    "logical_xor", 2, logical_xor, |OP, a| one(super::logical_xor(t(OP, a, 0)?, t(OP, a, 1)?)?);
     "lt.Scalar", 2, lt_scalar, |OP, a| one(super::lt_scalar(t(OP, a, 0)?, s(OP, a, 1)?)?);
     "lt.Tensor", 2, lt_tensor, |OP, a| one(super::lt_tensor(t(OP, a, 0)?, t(OP, a, 1)?)?);
     "masked_fill.Scalar", 3, masked_fill_scalar, |OP, a| one(super::masked_fill_scalar(t(OP, a, 0)?, t(OP, a, 1)?, s(OP, a, 2)?)?);
@@ -156,20 +191,28 @@ entries! {
         Ok(vec![o.into(), w.into()])
     };
     "relu", 1, relu, |OP, a| one(super::relu(t(OP, a, 0)?)?);
+    "remainder.Scalar", 2, remainder_scalar, |OP, a| one(super::remainder_scalar(t(OP, a, 0)?, s(OP, a, 1)?)?);
+    "remainder.Tensor", 2, remainder_tensor, |OP, a| one(super::remainder_tensor(t(OP, a, 0)?, t(OP, a, 1)?)?);
+    "round", 1, round, |OP, a| one(super::round(t(OP, a, 0)?)?);
     "rsqrt", 1, rsqrt, |OP, a| one(super::rsqrt(t(OP, a, 0)?)?);
     "sigmoid", 1, sigmoid, |OP, a| one(super::sigmoid(t(OP, a, 0)?)?);
     "sigmoid_backward", 2, sigmoid_backward, |OP, a| one(super::sigmoid_backward(t(OP, a, 0)?, t(OP, a, 1)?)?);
+    "sign", 1, sign, |OP, a| one(super::sign(t(OP, a, 0)?)?);
     "silu", 1, silu, |OP, a| one(super::silu(t(OP, a, 0)?)?);
     "silu_backward", 2, silu_backward, |OP, a| one(super::silu_backward(t(OP, a, 0)?, t(OP, a, 1)?)?);
+    "sin", 1, sin, |OP, a| one(super::sin(t(OP, a, 0)?)?);
+    "sinh", 1, sinh, |OP, a| one(super::sinh(t(OP, a, 0)?)?);
     "sqrt", 1, sqrt, |OP, a| one(super::sqrt(t(OP, a, 0)?)?);
     "sub.Scalar", 3, sub_scalar, |OP, a| one(super::sub_scalar(t(OP, a, 0)?, s(OP, a, 1)?, s(OP, a, 2)?)?);
     "sub.Tensor", 3, sub_tensor, |OP, a| one(super::sub_tensor(t(OP, a, 0)?, t(OP, a, 1)?, s(OP, a, 2)?)?);
     "sum", 2, sum, |OP, a| one(super::sum(t(OP, a, 0)?, unbox::opt(OP, "dtype", &a[1], unbox::dtype)?)?);
     "sum.dim_IntList", 4, sum_dim_intlist, |OP, a| one(super::sum_dim_intlist(t(OP, a, 0)?,
         unbox::opt(OP, "dim", &a[1], unbox::int_list)?, b(OP, a, 2)?, unbox::opt(OP, "dtype", &a[3], unbox::dtype)?)?);
+    "tan", 1, tan, |OP, a| one(super::tan(t(OP, a, 0)?)?);
     "tanh", 1, tanh, |OP, a| one(super::tanh(t(OP, a, 0)?)?);
     "tanh_backward", 2, tanh_backward, |OP, a| one(super::tanh_backward(t(OP, a, 0)?, t(OP, a, 1)?)?);
     "threshold_backward", 3, threshold_backward, |OP, a| one(super::threshold_backward(t(OP, a, 0)?, t(OP, a, 1)?, s(OP, a, 2)?)?);
+    "trunc", 1, trunc, |OP, a| one(super::trunc(t(OP, a, 0)?)?);
     "where.self", 3, where_self, |OP, a| one(super::where_self(t(OP, a, 0)?, t(OP, a, 1)?, t(OP, a, 2)?)?);
 }
 

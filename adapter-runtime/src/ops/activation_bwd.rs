@@ -93,3 +93,55 @@ pub fn sigmoid_backward(grad: &Tensor, y: &Tensor) -> Result<Tensor> {
 pub fn tanh_backward(grad: &Tensor, y: &Tensor) -> Result<Tensor> {
     pointwise2("tanh_backward", grad, y, true, |g, y| g * (1.0 - y * y))
 }
+
+/// `elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result)`.
+pub fn elu_backward(
+    grad: &Tensor,
+    alpha: Scalar,
+    scale: Scalar,
+    input_scale: Scalar,
+    is_result: bool,
+    self_or_result: &Tensor,
+) -> Result<Tensor> {
+    let (neg, pos, ipt) = (alpha.to_f64() * scale.to_f64(), scale.to_f64(), input_scale.to_f64());
+    pointwise2("elu_backward", grad, self_or_result, true, move |g, x| {
+        if x > 0.0 {
+            g * pos
+        } else if is_result {
+            g * ipt * (x + neg)
+        } else {
+            g * ipt * neg * (x * ipt).exp()
+        }
+    })
+}
+
+/// `hardsigmoid_backward(grad_output, self)`: `grad / 6` on `(-3, 3)`, else 0.
+pub fn hardsigmoid_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
+    pointwise2("hardsigmoid_backward", grad, x, true, |g, v| if v > -3.0 && v < 3.0 { g / 6.0 } else { 0.0 })
+}
+
+/// `hardswish_backward(grad_output, self)`.
+pub fn hardswish_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
+    pointwise2("hardswish_backward", grad, x, true, |g, v| {
+        if v < -3.0 {
+            0.0
+        } else if v <= 3.0 {
+            g * (v / 3.0 + 0.5)
+        } else {
+            g
+        }
+    })
+}
+
+/// `hardtanh_backward(grad_output, self, min_val, max_val)`: 0 outside `(min_val, max_val)`.
+pub fn hardtanh_backward(grad: &Tensor, x: &Tensor, min_val: Scalar, max_val: Scalar) -> Result<Tensor> {
+    let (lo, hi) = (min_val.to_f64(), max_val.to_f64());
+    pointwise2("hardtanh_backward", grad, x, false, move |g, v| if v <= lo || v >= hi { 0.0 } else { g })
+}
+
+/// `leaky_relu_backward(grad_output, self, negative_slope, self_is_result)`.
+pub fn leaky_relu_backward(grad: &Tensor, x: &Tensor, negative_slope: Scalar, self_is_result: bool) -> Result<Tensor> {
+    let _ = self_is_result;
+    let slope = negative_slope.to_f64();
+    pointwise2("leaky_relu_backward", grad, x, true, move |g, v| if v > 0.0 { g } else { g * slope })
+}

@@ -23,6 +23,9 @@ fn out_f(v: Vec<f64>, shape: &[usize], d: DType) -> Result<Tensor> {
 fn out_i(v: Vec<i64>, shape: &[usize], d: DType) -> Result<Tensor> {
     Tensor::from_i64(&v, shape, d)
 }
+fn out_b(v: Vec<bool>, shape: &[usize]) -> Result<Tensor> {
+    Tensor::from_i64(&v.into_iter().map(i64::from).collect::<Vec<_>>(), shape, DType::Bool)
+}
 
 fn check_alpha(name: &str, dtype: DType, alpha: Scalar) -> Result<()> {
     if !dtype.is_floating() && alpha.is_floating() {
@@ -627,4 +630,223 @@ pub fn mul_<'a>(x: &Tensor, other: impl Into<Rhs<'a>>) -> Result<()> {
 /// tensor is an error (the float result cannot be cast back).
 pub fn div_<'a>(x: &Tensor, other: impl Into<Rhs<'a>>, rounding: Option<RoundingMode>) -> Result<()> {
     assign_inplace(x, &div(x, other, rounding)?)
+}
+
+// ------------------------------------------------------------------ Core ATen math
+//
+// Host references of the trigonometric and hyperbolic functions, `erf`, rounding, `sign`,
+// NaN/inf predicates, logical and bitwise operators, `atan2`, `fmod` and `remainder`, with
+// PyTorch's dtype rules. Floats compute in f64 and round once.
+
+/// A float function; integral and bool inputs promote to the default float dtype.
+fn float_fn(name: &'static str, x: &Tensor, f: fn(f64) -> f64) -> Result<Tensor> {
+    on_host1(name, &[x], |h| {
+        let t = &h[0];
+        let d = if t.dtype().is_floating() { t.dtype() } else { DEFAULT_FLOAT };
+        out_f(pmap(&t.to_f64_vec()?, |v| f(*v)), t.sizes(), d)
+    })
+}
+
+/// A rounding function: integers are returned unchanged (a copy); bool is an error.
+fn rounding_fn(name: &'static str, x: &Tensor, f: fn(f64) -> f64) -> Result<Tensor> {
+    on_host1(name, &[x], |h| {
+        let t = &h[0];
+        let d = t.dtype();
+        if d == DType::Bool {
+            return dtype_err(format!("\"{name}\" not implemented for 'Bool'"));
+        }
+        if d.is_floating() {
+            out_f(pmap(&t.to_f64_vec()?, |v| f(*v)), t.sizes(), d)
+        } else {
+            out_i(t.to_i64_vec()?, t.sizes(), d)
+        }
+    })
+}
+
+/// A bool-valued function of the value (integers and bool as f64).
+fn predicate_fn(name: &'static str, x: &Tensor, f: fn(f64) -> bool) -> Result<Tensor> {
+    on_host1(name, &[x], |h| {
+        let t = &h[0];
+        let v = if t.dtype().is_floating() {
+            t.to_f64_vec()?
+        } else {
+            t.to_i64_vec()?.into_iter().map(|v| v as f64).collect()
+        };
+        out_b(pmap(&v, |v| f(*v)), t.sizes())
+    })
+}
+
+pub fn sin(x: &Tensor) -> Result<Tensor> {
+    float_fn("sin", x, f64::sin)
+}
+pub fn cos(x: &Tensor) -> Result<Tensor> {
+    float_fn("cos", x, f64::cos)
+}
+pub fn tan(x: &Tensor) -> Result<Tensor> {
+    float_fn("tan", x, f64::tan)
+}
+pub fn asin(x: &Tensor) -> Result<Tensor> {
+    float_fn("asin", x, f64::asin)
+}
+pub fn acos(x: &Tensor) -> Result<Tensor> {
+    float_fn("acos", x, f64::acos)
+}
+pub fn atan(x: &Tensor) -> Result<Tensor> {
+    float_fn("atan", x, f64::atan)
+}
+pub fn sinh(x: &Tensor) -> Result<Tensor> {
+    float_fn("sinh", x, f64::sinh)
+}
+pub fn cosh(x: &Tensor) -> Result<Tensor> {
+    float_fn("cosh", x, f64::cosh)
+}
+pub fn asinh(x: &Tensor) -> Result<Tensor> {
+    float_fn("asinh", x, f64::asinh)
+}
+pub fn acosh(x: &Tensor) -> Result<Tensor> {
+    float_fn("acosh", x, f64::acosh)
+}
+pub fn atanh(x: &Tensor) -> Result<Tensor> {
+    float_fn("atanh", x, f64::atanh)
+}
+pub fn erf(x: &Tensor) -> Result<Tensor> {
+    float_fn("erf", x, libm::erf)
+}
+pub fn ceil(x: &Tensor) -> Result<Tensor> {
+    rounding_fn("ceil", x, f64::ceil)
+}
+pub fn floor(x: &Tensor) -> Result<Tensor> {
+    rounding_fn("floor", x, f64::floor)
+}
+/// `round`: halves to even.
+pub fn round(x: &Tensor) -> Result<Tensor> {
+    rounding_fn("round", x, f64::round_ties_even)
+}
+pub fn trunc(x: &Tensor) -> Result<Tensor> {
+    rounding_fn("trunc", x, f64::trunc)
+}
+pub fn isnan(x: &Tensor) -> Result<Tensor> {
+    predicate_fn("isnan", x, f64::is_nan)
+}
+pub fn isinf(x: &Tensor) -> Result<Tensor> {
+    predicate_fn("isinf", x, f64::is_infinite)
+}
+pub fn logical_not(x: &Tensor) -> Result<Tensor> {
+    predicate_fn("logical_not", x, |v| v == 0.0)
+}
+
+/// `sign`: -1, 0 or 1 in the input's dtype (NaN gives 0; bool is unchanged).
+pub fn sign(x: &Tensor) -> Result<Tensor> {
+    on_host1("sign", &[x], |h| {
+        let t = &h[0];
+        let d = t.dtype();
+        if d.is_floating() {
+            let f = |v: &f64| {
+                if *v > 0.0 {
+                    1.0
+                } else if *v < 0.0 {
+                    -1.0
+                } else {
+                    0.0
+                }
+            };
+            out_f(pmap(&t.to_f64_vec()?, f), t.sizes(), d)
+        } else {
+            out_i(pmap(&t.to_i64_vec()?, |v| v.signum()), t.sizes(), d)
+        }
+    })
+}
+
+/// `logical_and` / `logical_or` / `logical_xor`: bool results over truth values, any dtypes.
+fn logical_fn(name: &'static str, a: &Tensor, b: &Tensor, f: fn(bool, bool) -> bool) -> Result<Tensor> {
+    on_host1(name, &[a, b], |h| {
+        let shape = broadcast_shapes(h[0].sizes(), h[1].sizes())?;
+        let truth = |t: &Tensor| -> Result<Vec<bool>> {
+            Ok(if t.dtype().is_floating() {
+                f64s(t, &shape)?.into_iter().map(|v| v != 0.0).collect()
+            } else {
+                i64s(t, &shape)?.into_iter().map(|v| v != 0).collect()
+            })
+        };
+        let (x, y) = (truth(&h[0])?, truth(&h[1])?);
+        out_b(pmap2(&x, &y, f), &shape)
+    })
+}
+pub fn logical_and(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    logical_fn("logical_and", a, b, |p, q| p && q)
+}
+pub fn logical_or(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    logical_fn("logical_or", a, b, |p, q| p || q)
+}
+pub fn logical_xor(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    logical_fn("logical_xor", a, b, |p, q| p != q)
+}
+
+/// A bitwise operator in the common integral or bool dtype (floats are an error).
+fn bitwise_fn(name: &'static str, a: &Tensor, b: Rhs<'_>, f: fn(i64, i64) -> i64) -> Result<Tensor> {
+    binary(name, a, b, move |x, y, d, shape| {
+        if d.is_floating() {
+            return dtype_err(format!("\"{name}\" not implemented for '{}'", d.name()));
+        }
+        out_i(pmap2(&i64s(x, shape)?, &i64s(y, shape)?, f), shape, d)
+    })
+}
+pub fn bitwise_and<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
+    bitwise_fn("bitwise_and", a, b.into(), |x, y| x & y)
+}
+pub fn bitwise_or<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
+    bitwise_fn("bitwise_or", a, b.into(), |x, y| x | y)
+}
+pub fn bitwise_xor<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
+    bitwise_fn("bitwise_xor", a, b.into(), |x, y| x ^ y)
+}
+/// `bitwise_not`: `!x` on integers, logical not on bool (floats are an error).
+pub fn bitwise_not(x: &Tensor) -> Result<Tensor> {
+    on_host1("bitwise_not", &[x], |h| {
+        let t = &h[0];
+        let d = t.dtype();
+        match d {
+            DType::Bool => out_i(pmap(&t.to_i64_vec()?, |v| i64::from(*v == 0)), t.sizes(), d),
+            d if d.is_floating() => dtype_err(format!("\"bitwise_not\" not implemented for '{}'", d.name())),
+            _ => out_i(pmap(&t.to_i64_vec()?, |v| !v), t.sizes(), d),
+        }
+    })
+}
+
+/// `atan2(self, other)`: integral inputs promote to the default float dtype.
+pub fn atan2(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    binary("atan2", a, Rhs::Tensor(b), |x, y, d, shape| {
+        let od = if d.is_floating() { d } else { DEFAULT_FLOAT };
+        out_f(pmap2(&f64s(x, shape)?, &f64s(y, shape)?, f64::atan2), shape, od)
+    })
+}
+
+/// `fmod` (C `fmod`, the dividend's sign) and `remainder` (Python `%`, the divisor's sign);
+/// an integral zero divisor is `ZeroDivisionError`.
+fn modulo(name: &'static str, a: &Tensor, b: Rhs<'_>, python: bool) -> Result<Tensor> {
+    binary(name, a, b, move |x, y, d, shape| {
+        if d.is_floating() {
+            let f = move |p: f64, q: f64| {
+                let m = p % q;
+                if python && m != 0.0 && ((q < 0.0) != (m < 0.0)) { m + q } else { m }
+            };
+            out_f(pmap2(&f64s(x, shape)?, &f64s(y, shape)?, f), shape, d)
+        } else {
+            let (p, q) = (i64s(x, shape)?, i64s(y, shape)?);
+            if q.contains(&0) {
+                return Err(Error::InvalidArgument(format!("{name}: ZeroDivisionError")));
+            }
+            let f = move |p: i64, q: i64| {
+                let m = p.wrapping_rem(q);
+                if python && m != 0 && ((q < 0) != (m < 0)) { m + q } else { m }
+            };
+            out_i(pmap2(&p, &q, f), shape, d)
+        }
+    })
+}
+pub fn fmod<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
+    modulo("fmod", a, b.into(), false)
+}
+pub fn remainder<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
+    modulo("remainder", a, b.into(), true)
 }

@@ -605,6 +605,9 @@ pub struct GroupCtx {
     pub hook: Option<String>,
     /// Why the translator gave up.
     pub reason: String,
+    /// When the group runs: `true`, or `need(needs, k) || ...` over its inputs' gradient slots
+    /// (PyTorch's `should_compute_output`; a list input, or one after a list, always runs).
+    pub cond: String,
 }
 
 /// A hook method of `BackwardHooks`.
@@ -794,17 +797,26 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
         }
         let mut env = Env { vars, ops: &index };
         let is_list = |input: &str| args.iter().any(|a| a.name == input && matches!(a.ty, Type::List { .. }));
+        // The gradient slot of a differentiable input, when it is fixed at generation time:
+        // its position among `args_with_derivatives` with no list before it (a list's length
+        // is only known at run time).
+        let slot_of = |input: &str| -> Option<usize> {
+            let k = d.args_with_derivatives.iter().position(|a| a == input)?;
+            let list_before_or_at = d.args_with_derivatives[..=k].iter().any(|a| is_list(a));
+            (!list_before_or_at).then_some(k)
+        };
+        let need_of = |input: &str| slot_of(input).map_or_else(|| "true".to_string(), |k| format!("need(needs, {k})"));
         let mut groups = Vec::new();
         let mut uses_grad = false;
         for g in &d.formulas {
             let vars_of: Vec<String> = g.inputs.iter().map(|i| format!("g_{i}")).collect();
             let single_tensor = g.inputs.len() == 1 && !is_list(&g.inputs[0]);
             let several_tensors = g.inputs.len() > 1 && !g.inputs.iter().any(|i| is_list(i));
-            // `grad_input_mask`: which of the group's inputs want a gradient. A node does not
-            // know which inputs require grad; it computes them all (the engine drops the ones
-            // without an edge).
-            let mask = vec!["true"; g.inputs.len()].join(", ");
-            env.vars.insert("grad_input_mask".into(), (format!("[{mask}]"), Ty::BoolList));
+            // `grad_input_mask`: which of the group's inputs want a gradient (the engine passes
+            // which inputs have an edge, as PyTorch's `should_compute_output`).
+            let needs: Vec<String> = g.inputs.iter().map(|i| need_of(i)).collect();
+            let cond = if needs.iter().any(|n| n == "true") { "true".to_string() } else { needs.join(" || ") };
+            env.vars.insert("grad_input_mask".into(), (format!("[{}]", needs.join(", ")), Ty::BoolList));
             let tr = if single_tensor {
                 env.translate(&g.rewritten)
             } else if several_tensors {
@@ -825,6 +837,7 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
                         code: Some(code),
                         hook: None,
                         reason: String::new(),
+                        cond: cond.clone(),
                     });
                 }
                 Err(reason) => {
@@ -849,6 +862,7 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
                         code: None,
                         hook: Some(hook),
                         reason: one_line(&reason),
+                        cond: cond.clone(),
                     });
                 }
             }
@@ -995,17 +1009,25 @@ mod tests {
             assert_eq!(code(&a, op, input), want, "{op}::{input}");
         }
         // `grad.defined() ? native_layer_norm_backward(..) : std::tuple<..>()`: one helper call for
-        // the three inputs
+        // the three inputs, with `grad_input_mask` from the node's `needs`
         let ln = node(&a, "native_layer_norm");
         let g = ln.groups.iter().find(|g| g.inputs.len() == 3).expect("one group for input, weight, bias");
         assert_eq!(
             g.code.as_deref(),
             Some(
-                "autograd_helpers::native_layer_norm_backward(o, &grad, &self.input, &self.normalized_shape, &self.result1, &self.result2, self.weight.as_ref(), self.bias.as_ref(), &[true, true, true])?"
+                "autograd_helpers::native_layer_norm_backward(o, &grad, &self.input, &self.normalized_shape, &self.result1, &self.result2, self.weight.as_ref(), self.bias.as_ref(), &[need(needs, 0), need(needs, 1), need(needs, 2)])?"
             ),
             "{}",
             g.reason
         );
+        // should_compute_output: the group runs when any of its inputs needs a gradient
+        assert_eq!(g.cond, "need(needs, 0) || need(needs, 1) || need(needs, 2)");
+        let addmm = node(&a, "addmm");
+        let conds: Vec<(&str, &str)> = addmm.groups.iter().map(|g| (g.inputs[0].as_str(), g.cond.as_str())).collect();
+        assert!(conds.contains(&("g_mat1", "need(needs, 1)")), "{conds:?}");
+        // a list input's slots are only known at run time: its group always runs
+        let cat = node(&a, "cat");
+        assert!(cat.groups.iter().all(|g| g.cond == "true"), "{:?}", cat.groups);
         // saved state typed from the IR
         let mm = node(&a, "mm");
         let f = |n: &str| mm.fields.iter().find(|f| f.name == n).map(|f| f.ty.as_str());
