@@ -201,6 +201,11 @@ UNARY = [
     ("trunc", "arith", "normal", []),
     ("fmod.Scalar", "arith", "normal", [S(1.5)]),
     ("remainder.Scalar", "arith", "normal", [S(1.5)]),
+    # hand-written hooks (`impl BackwardHooks for NpuOps`)
+    ("erf", "transcendental", "normal", []),
+    ("log1p", "transcendental", "positive", []),
+    ("clamp_min", "arith", "normal", [S(0.0)]),
+    ("clamp_max", "arith", "normal", [S(0.0)]),
 ]
 
 BINARY = [
@@ -213,6 +218,8 @@ BINARY = [
     ("sigmoid_backward", "transcendental", "normal", []),
     ("tanh_backward", "transcendental", "normal", []),
     ("threshold_backward", "arith", "normal", [S(0)]),
+    ("maximum", "arith", "normal", []),
+    ("minimum", "arith", "normal", []),
     ("hardtanh_backward", "arith", "normal", [S(-1), S(1)]),
     ("leaky_relu_backward", "arith", "normal", [S(0.1), B(False)]),
 ]
@@ -256,6 +263,8 @@ def specs():
         ("_softmax", "softmax", "contiguous", [T(6, 10), I(0), B(False)]),
         ("_log_softmax", "softmax", "contiguous", [T(6, 10), I(1), B(False)]),
         ("_log_softmax", "softmax", "contiguous", [T(6, 10), I(0), B(False)]),
+        ("where.self", "arith", "contiguous", [mask(6, 8), T(6, 8), T(6, 8)]),
+        ("where.self", "reduce", "broadcast", [mask(8), T(6, 1), T(6, 8)]),
         ("masked_fill.Scalar", "arith", "contiguous", [T(6, 8), mask(6, 8), S(0.25)]),
         ("masked_fill.Scalar", "arith", "broadcast", [T(6, 8), mask(8), S(-1.5)]),
         ("mse_loss", "loss", "contiguous", [T(6, 8), T(6, 8), I(0)]),

@@ -757,6 +757,24 @@ def build_math():
         binary_tensor(f"{name}.Tensor", "arith", f.Tensor, FLOATS + INTS, kind_b="nonzero")
         binary_scalar(f"{name}.Scalar", "arith", f.Scalar, FLOATS, [2.5, -1.5])
         binary_scalar(f"{name}.Scalar", "arith", f.Scalar, INTS, [3, -4])
+    # activation backwards at and around their kinks (where PyTorch picks a side)
+    edges = [-3.5, -3.0, -2.75, -1.0, -0.5, 0.0, 0.5, 1.0, 2.75, 3.0, 3.5, float("nan")]
+    for op, fn, extra in (
+        ("hardswish_backward", lambda g, x: aten.hardswish_backward(g, x), []),
+        ("hardsigmoid_backward", lambda g, x: aten.hardsigmoid_backward(g, x), []),
+        ("hardtanh_backward", lambda g, x: aten.hardtanh_backward(g, x, -1.0, 1.0), [scalar_enc(-1.0), scalar_enc(1.0)]),
+        ("leaky_relu_backward", lambda g, x: aten.leaky_relu_backward(g, x, 0.1, False), [scalar_enc(0.1), {"b": False}]),
+        ("elu_backward", lambda g, x: aten.elu_backward(g, 1.5, 1.0, 1.0, False, x),
+         [scalar_enc(1.5), scalar_enc(1.0), scalar_enc(1.0), {"b": False}]),
+    ):
+        for dt in FLOATS:
+            def build(op=op, fn=fn, extra=extra, dt=dt):
+                c = new_case(op, "transcendental" if op == "elu_backward" else "arith", dt, "contiguous")
+                g = tensor_arg(c, [len(edges)], dt)
+                x = tensor_arg(c, [len(edges)], dt, value=torch.tensor(edges, dtype=DT[dt]))
+                args = [g.enc, x.enc] + extra if op != "elu_backward" else [g.enc] + extra + [x.enc]
+                emit(c, args, fn(g.value, x.value))
+            attempt(op, build)
     gen = saved
 
 

@@ -664,20 +664,22 @@ pub fn elu_backward(
 /// xirang-kernel: hardsigmoid_backward
 pub fn hardsigmoid_backward(grad_output: &Tensor, self_: &Tensor) -> Result<Tensor> {
     with_real!("hardsigmoid_backward", grad_output.dtype(), T => {
-        let (three, sixth) = (T::from_f64(3.0), T::from_f64(1.0 / 6.0));
+        // PyTorch's constant is the float `1.0f / 6.0f`, also for double
+        let (three, sixth) = (T::from_f64(3.0), T::from_f64(f64::from(1.0f32 / 6.0f32)));
         binary_real::<T>("hardsigmoid_backward", grad_output, self_, move |g, x| {
             if x > -three && x < three { g * sixth } else { T::ZERO }
         })
     })
 }
 
-/// `hardswish_backward(grad_output, self)`: 0 below -3, `g * (x / 3 + 0.5)` up to 3, else `g`.
+/// `hardswish_backward(grad_output, self)`: 0 up to -3, `g * (x / 3 + 0.5)` below 3, else `g` (the
+/// kinks take the outer sides, as PyTorch: 0 at -3, `g` at 3).
 /// xirang-kernel: hardswish_backward
 pub fn hardswish_backward(grad_output: &Tensor, self_: &Tensor) -> Result<Tensor> {
     with_real!("hardswish_backward", grad_output.dtype(), T => {
         let (three, half) = (T::from_f64(3.0), T::from_f64(0.5));
         binary_real::<T>("hardswish_backward", grad_output, self_, move |g, x| {
-            if x < -three { T::ZERO } else if x <= three { g * (x / three + half) } else { g }
+            if x <= -three { T::ZERO } else if x < three { g * (x / three + half) } else { g }
         })
     })
 }

@@ -56,6 +56,137 @@ impl crate::generated::autograd::BackwardHooks for NpuOps {
         let u = aten::add_scalar(self, &aten::mul_tensor(self, x, &aten::rsub_scalar(self, &s, one, one)?)?, one, one)?;
         aten::mul_tensor(self, g, &aten::mul_tensor(self, &s, &u)?).map(Some)
     }
+
+    /// `where.self: self: where(condition, grad, 0)`: the gradient where the condition holds.
+    fn hook_where_self_self(
+        &self,
+        node: &crate::generated::autograd::WhereSelfBackward,
+        grads: &[Option<Tensor>],
+    ) -> Result<Option<Tensor>> {
+        use crate::generated::ops::aten;
+        let Some(Some(g)) = grads.first() else { return Ok(None) };
+        let off = aten::logical_not(self, &node.condition)?;
+        aten::masked_fill_scalar(self, g, &off, Scalar::Int(0)).map(Some)
+    }
+
+    /// `where.self: other: where(condition, 0, grad)`.
+    fn hook_where_self_other(
+        &self,
+        node: &crate::generated::autograd::WhereSelfBackward,
+        grads: &[Option<Tensor>],
+    ) -> Result<Option<Tensor>> {
+        use crate::generated::ops::aten;
+        let Some(Some(g)) = grads.first() else { return Ok(None) };
+        aten::masked_fill_scalar(self, g, &node.condition, Scalar::Int(0)).map(Some)
+    }
+
+    /// `maximum: self: at::where(self == other, grad / 2, grad).masked_fill_(self < other, 0)`.
+    fn hook_maximum_self(
+        &self,
+        node: &crate::generated::autograd::MaximumBackward,
+        grads: &[Option<Tensor>],
+    ) -> Result<Option<Tensor>> {
+        let Some(Some(g)) = grads.first() else { return Ok(None) };
+        extremum_grad(self, g, &node.self_, &node.other, Side::SelfLess).map(Some)
+    }
+
+    /// `maximum: other: at::where(self == other, grad / 2, grad).masked_fill_(self > other, 0)`.
+    fn hook_maximum_other(
+        &self,
+        node: &crate::generated::autograd::MaximumBackward,
+        grads: &[Option<Tensor>],
+    ) -> Result<Option<Tensor>> {
+        let Some(Some(g)) = grads.first() else { return Ok(None) };
+        extremum_grad(self, g, &node.self_, &node.other, Side::SelfGreater).map(Some)
+    }
+
+    /// `minimum: self: at::where(self == other, grad / 2, grad).masked_fill_(self > other, 0)`.
+    fn hook_minimum_self(
+        &self,
+        node: &crate::generated::autograd::MinimumBackward,
+        grads: &[Option<Tensor>],
+    ) -> Result<Option<Tensor>> {
+        let Some(Some(g)) = grads.first() else { return Ok(None) };
+        extremum_grad(self, g, &node.self_, &node.other, Side::SelfGreater).map(Some)
+    }
+
+    /// `minimum: other: at::where(self == other, grad / 2, grad).masked_fill_(self < other, 0)`.
+    fn hook_minimum_other(
+        &self,
+        node: &crate::generated::autograd::MinimumBackward,
+        grads: &[Option<Tensor>],
+    ) -> Result<Option<Tensor>> {
+        let Some(Some(g)) = grads.first() else { return Ok(None) };
+        extremum_grad(self, g, &node.self_, &node.other, Side::SelfLess).map(Some)
+    }
+
+    /// `erf: self: 2.0 / sqrt(M_PI) * exp(-(self.pow(2))) * grad`, in that order.
+    fn hook_erf_self(
+        &self,
+        node: &crate::generated::autograd::ErfBackward,
+        grads: &[Option<Tensor>],
+    ) -> Result<Option<Tensor>> {
+        use crate::generated::ops::aten;
+        let Some(Some(g)) = grads.first() else { return Ok(None) };
+        let e = aten::exp(self, &aten::neg(self, &aten::pow_tensor_scalar(self, &node.self_, Scalar::Int(2))?)?)?;
+        let c = Scalar::Float(std::f64::consts::FRAC_2_SQRT_PI);
+        aten::mul_tensor(self, &aten::mul_scalar(self, &e, c)?, g).map(Some)
+    }
+
+    /// `log1p: self: log1p_backward(grad, self)` = `grad / (self + 1)`.
+    fn hook_log1p_self(
+        &self,
+        node: &crate::generated::autograd::Log1pBackward,
+        grads: &[Option<Tensor>],
+    ) -> Result<Option<Tensor>> {
+        use crate::generated::ops::aten;
+        let Some(Some(g)) = grads.first() else { return Ok(None) };
+        let one = Scalar::Int(1);
+        aten::div_tensor(self, g, &aten::add_scalar(self, &node.self_, one, one)?).map(Some)
+    }
+
+    /// `clamp_min: self: where(self >= min, grad, 0)` (NaN inputs get 0, as `>=` is false).
+    fn hook_clamp_min_self(
+        &self,
+        node: &crate::generated::autograd::ClampMinBackward,
+        grads: &[Option<Tensor>],
+    ) -> Result<Option<Tensor>> {
+        use crate::generated::ops::aten;
+        let Some(Some(g)) = grads.first() else { return Ok(None) };
+        let off = aten::logical_not(self, &aten::ge_scalar(self, &node.self_, node.min)?)?;
+        aten::masked_fill_scalar(self, g, &off, Scalar::Int(0)).map(Some)
+    }
+
+    /// `clamp_max: self: where(self <= max, grad, 0)`.
+    fn hook_clamp_max_self(
+        &self,
+        node: &crate::generated::autograd::ClampMaxBackward,
+        grads: &[Option<Tensor>],
+    ) -> Result<Option<Tensor>> {
+        use crate::generated::ops::aten;
+        let Some(Some(g)) = grads.first() else { return Ok(None) };
+        let off = aten::logical_not(self, &aten::le_scalar(self, &node.self_, node.max)?)?;
+        aten::masked_fill_scalar(self, g, &off, Scalar::Int(0)).map(Some)
+    }
+}
+
+/// Which elements lose the gradient in `maximum`/`minimum`'s backward.
+#[derive(Clone, Copy)]
+enum Side {
+    SelfLess,
+    SelfGreater,
+}
+
+/// `at::where(self == other, grad / 2, grad).masked_fill_(<side>, 0)`: ties split the gradient.
+fn extremum_grad(o: &NpuOps, g: &Tensor, a: &Tensor, b: &Tensor, side: Side) -> Result<Tensor> {
+    use crate::generated::ops::aten;
+    let tie = aten::eq_tensor(o, a, b)?;
+    let split = aten::where_self(o, &tie, &aten::div_scalar(o, g, Scalar::Int(2))?, g)?;
+    let off = match side {
+        Side::SelfLess => aten::lt_tensor(o, a, b)?,
+        Side::SelfGreater => aten::gt_tensor(o, a, b)?,
+    };
+    aten::masked_fill_scalar(o, &split, &off, Scalar::Int(0))
 }
 
 impl AtenOps for NpuOps {

@@ -104,28 +104,26 @@ pub fn elu_backward(
     self_or_result: &Tensor,
 ) -> Result<Tensor> {
     let (neg, pos, ipt) = (alpha.to_f64() * scale.to_f64(), scale.to_f64(), input_scale.to_f64());
+    // `x <= 0` picks the negative side (NaN takes the positive one, as PyTorch)
     pointwise2("elu_backward", grad, self_or_result, true, move |g, x| {
-        if x > 0.0 {
-            g * pos
-        } else if is_result {
-            g * ipt * (x + neg)
-        } else {
-            g * ipt * neg * (x * ipt).exp()
-        }
+        if x <= 0.0 { if is_result { g * ipt * (x + neg) } else { g * ipt * neg * (x * ipt).exp() } } else { g * pos }
     })
 }
 
-/// `hardsigmoid_backward(grad_output, self)`: `grad / 6` on `(-3, 3)`, else 0.
+/// `hardsigmoid_backward(grad_output, self)`: `grad * (1/6)` on `(-3, 3)`, else 0; the constant is
+/// PyTorch's float `1.0f / 6.0f`, also for double.
 pub fn hardsigmoid_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
-    pointwise2("hardsigmoid_backward", grad, x, true, |g, v| if v > -3.0 && v < 3.0 { g / 6.0 } else { 0.0 })
+    let sixth = f64::from(1.0f32 / 6.0f32);
+    pointwise2("hardsigmoid_backward", grad, x, true, move |g, v| if v > -3.0 && v < 3.0 { g * sixth } else { 0.0 })
 }
 
-/// `hardswish_backward(grad_output, self)`.
+/// `hardswish_backward(grad_output, self)`: 0 up to -3, `grad * (x / 3 + 0.5)` below 3, else
+/// `grad` (0 at -3 and `grad` at 3, as PyTorch).
 pub fn hardswish_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
     pointwise2("hardswish_backward", grad, x, true, |g, v| {
-        if v < -3.0 {
+        if v <= -3.0 {
             0.0
-        } else if v <= 3.0 {
+        } else if v < 3.0 {
             g * (v / 3.0 + 0.5)
         } else {
             g
