@@ -2,8 +2,9 @@
 // Source: PyTorch v2.3.1 derivatives.yaml (dispatch key `Default`) of the selected operators.
 //! Autograd skeletons for PyTorch v2.3.1: 690 backward nodes.
 //!
-//! Backward formulas: 301 inputs translated into front-end calls, 591 left to hooks
-//! (see [`BACKWARD_COVERAGE`]).
+//! Backward formulas: 397 inputs translated into front-end calls, 461 left to hooks,
+//! 34 that PyTorch itself does not implement (`not_implemented(..)`: the
+//! node raises the same error; see [`BACKWARD_COVERAGE`]).
 //!
 //! * One struct `<Op>Backward` per `derivatives.yaml` entry: the state its formulas save, as public
 //!   fields (tensors as `Tensor`, sizes as `Vec<i64>`, ...), and `apply(o, grads)`, which returns
@@ -34,18 +35,19 @@ fn need(needs: &[bool], k: usize) -> bool {
     needs.get(k).copied().unwrap_or(true)
 }
 
-/// Every differentiable input of every node: (operator, input, `translated` or `hook`).
+/// Every differentiable input of every node: (operator, input, `translated`, `hook`, or
+/// `not_implemented`: PyTorch's own formula is `not_implemented(..)`).
 pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("_adaptive_avg_pool2d", "self", "translated"),
-    ("_adaptive_avg_pool2d_backward", "grad_output", "hook"),
-    ("_adaptive_avg_pool2d_backward", "self", "hook"),
+    ("_adaptive_avg_pool2d_backward", "grad_output", "translated"),
+    ("_adaptive_avg_pool2d_backward", "self", "translated"),
     ("_adaptive_avg_pool3d", "self", "translated"),
-    ("_adaptive_avg_pool3d_backward", "grad_output", "hook"),
-    ("_adaptive_avg_pool3d_backward", "self", "hook"),
-    ("_cdist_backward", "cdist", "hook"),
-    ("_cdist_backward", "grad", "hook"),
-    ("_cdist_backward", "x1", "hook"),
-    ("_cdist_backward", "x2", "hook"),
+    ("_adaptive_avg_pool3d_backward", "grad_output", "translated"),
+    ("_adaptive_avg_pool3d_backward", "self", "translated"),
+    ("_cdist_backward", "cdist", "not_implemented"),
+    ("_cdist_backward", "grad", "not_implemented"),
+    ("_cdist_backward", "x1", "not_implemented"),
+    ("_cdist_backward", "x2", "not_implemented"),
     ("_cdist_forward", "x1", "hook"),
     ("_cdist_forward", "x2", "hook"),
     ("_coalesce", "self", "translated"),
@@ -120,8 +122,8 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("_linalg_solve_ex", "B", "hook"),
     ("_linalg_svd", "A", "hook"),
     ("_log_softmax", "self", "translated"),
-    ("_log_softmax_backward_data", "grad_output", "hook"),
-    ("_log_softmax_backward_data", "output", "hook"),
+    ("_log_softmax_backward_data", "grad_output", "translated"),
+    ("_log_softmax_backward_data", "output", "translated"),
     ("_lstm_mps", "input", "hook"),
     ("_lstm_mps", "hx", "hook"),
     ("_lstm_mps", "params", "hook"),
@@ -156,9 +158,9 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("_nnpack_spatial_convolution", "weight", "hook"),
     ("_nnpack_spatial_convolution", "bias", "hook"),
     ("_pack_padded_sequence", "input", "hook"),
-    ("_pdist_backward", "grad", "hook"),
-    ("_pdist_backward", "pdist", "hook"),
-    ("_pdist_backward", "self", "hook"),
+    ("_pdist_backward", "grad", "not_implemented"),
+    ("_pdist_backward", "pdist", "not_implemented"),
+    ("_pdist_backward", "self", "not_implemented"),
     ("_pdist_forward", "self", "translated"),
     ("_pin_memory", "self", "translated"),
     ("_prelu_kernel", "self", "hook"),
@@ -186,8 +188,8 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("_slow_conv2d_forward", "weight", "hook"),
     ("_slow_conv2d_forward", "bias", "hook"),
     ("_softmax", "self", "translated"),
-    ("_softmax_backward_data", "grad_output", "hook"),
-    ("_softmax_backward_data", "output", "hook"),
+    ("_softmax_backward_data", "grad_output", "translated"),
+    ("_softmax_backward_data", "output", "translated"),
     ("_sparse_addmm", "mat1", "hook"),
     ("_sparse_addmm", "mat2", "translated"),
     ("_sparse_addmm", "self", "translated"),
@@ -200,7 +202,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("_sparse_sparse_matmul", "self", "hook"),
     ("_sparse_sum.dim", "self", "translated"),
     ("_standard_gamma", "self", "hook"),
-    ("_standard_gamma_grad", "self", "hook"),
+    ("_standard_gamma_grad", "self", "not_implemented"),
     ("_test_autograd_multiple_dispatch.fullcoverage", "self", "translated"),
     ("_test_autograd_multiple_dispatch_view", "self", "hook"),
     ("_test_autograd_multiple_dispatch_view_copy", "self", "hook"),
@@ -215,7 +217,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("_thnn_fused_lstm_cell", "cx", "hook"),
     ("_thnn_fused_lstm_cell", "input_bias", "hook"),
     ("_thnn_fused_lstm_cell", "hidden_bias", "hook"),
-    ("_to_copy", "self", "hook"),
+    ("_to_copy", "self", "translated"),
     ("_to_dense", "self", "hook"),
     ("_to_sparse", "self", "hook"),
     ("_to_sparse.sparse_dim", "self", "hook"),
@@ -226,8 +228,8 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("_trilinear", "i1", "hook"),
     ("_trilinear", "i2", "hook"),
     ("_trilinear", "i3", "hook"),
-    ("_unique", "self", "hook"),
-    ("_unique2", "self", "hook"),
+    ("_unique", "self", "not_implemented"),
+    ("_unique2", "self", "not_implemented"),
     ("_unsafe_index.Tensor", "self", "hook"),
     ("_unsafe_index_put", "self", "hook"),
     ("_unsafe_index_put", "values", "hook"),
@@ -246,19 +248,19 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("_weight_norm_interface", "g", "hook"),
     ("abs", "self", "translated"),
     ("acos", "self", "translated"),
-    ("acosh", "self", "hook"),
-    ("acosh_", "self", "hook"),
+    ("acosh", "self", "translated"),
+    ("acosh_", "self", "not_implemented"),
     ("adaptive_max_pool2d", "self", "translated"),
     ("adaptive_max_pool2d_backward", "grad_output", "hook"),
-    ("adaptive_max_pool2d_backward", "self", "hook"),
+    ("adaptive_max_pool2d_backward", "self", "translated"),
     ("adaptive_max_pool3d", "self", "translated"),
     ("adaptive_max_pool3d_backward", "grad_output", "hook"),
-    ("adaptive_max_pool3d_backward", "self", "hook"),
+    ("adaptive_max_pool3d_backward", "self", "translated"),
     ("add.Scalar", "self", "translated"),
     ("add.Tensor", "other", "translated"),
     ("add.Tensor", "self", "translated"),
-    ("addbmm", "batch1", "hook"),
-    ("addbmm", "batch2", "hook"),
+    ("addbmm", "batch1", "translated"),
+    ("addbmm", "batch2", "translated"),
     ("addbmm", "self", "translated"),
     ("addcdiv", "self", "translated"),
     ("addcdiv", "tensor1", "translated"),
@@ -269,7 +271,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("addmm", "mat1", "translated"),
     ("addmm", "mat2", "translated"),
     ("addmm", "self", "translated"),
-    ("addmv", "mat", "hook"),
+    ("addmv", "mat", "translated"),
     ("addmv", "self", "translated"),
     ("addmv", "vec", "translated"),
     ("addr", "self", "translated"),
@@ -278,8 +280,8 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("affine_grid_generator", "theta", "hook"),
     ("alias", "self", "translated"),
     ("alias_copy", "self", "translated"),
-    ("amax", "self", "hook"),
-    ("amin", "self", "hook"),
+    ("amax", "self", "translated"),
+    ("amin", "self", "translated"),
     ("angle", "self", "hook"),
     ("as_strided", "self", "hook"),
     ("as_strided_", "self", "hook"),
@@ -288,23 +290,23 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("as_strided_scatter", "src", "hook"),
     ("asin", "self", "translated"),
     ("asinh", "self", "translated"),
-    ("asinh_", "self", "hook"),
+    ("asinh_", "self", "not_implemented"),
     ("atan", "self", "translated"),
-    ("atan2", "self", "hook"),
-    ("atan2", "other", "hook"),
+    ("atan2", "self", "translated"),
+    ("atan2", "other", "translated"),
     ("atanh", "self", "translated"),
-    ("atanh_", "self", "hook"),
+    ("atanh_", "self", "not_implemented"),
     ("avg_pool2d", "self", "translated"),
     ("avg_pool2d_backward", "grad_output", "translated"),
-    ("avg_pool2d_backward", "self", "hook"),
+    ("avg_pool2d_backward", "self", "translated"),
     ("avg_pool3d", "self", "translated"),
     ("avg_pool3d_backward", "grad_output", "translated"),
-    ("avg_pool3d_backward", "self", "hook"),
+    ("avg_pool3d_backward", "self", "translated"),
     ("baddbmm", "batch1", "translated"),
     ("baddbmm", "batch2", "translated"),
     ("baddbmm", "self", "translated"),
     ("bernoulli", "self", "translated"),
-    ("bernoulli_.Tensor", "p", "hook"),
+    ("bernoulli_.Tensor", "p", "translated"),
     ("bernoulli_.Tensor", "self", "translated"),
     ("bernoulli_.float", "self", "translated"),
     ("binary_cross_entropy", "self", "translated"),
@@ -320,13 +322,13 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("cat", "tensors", "hook"),
     ("cauchy_", "self", "translated"),
     ("ceil", "self", "translated"),
-    ("celu", "self", "hook"),
-    ("celu_", "self", "hook"),
+    ("celu", "self", "translated"),
+    ("celu_", "self", "translated"),
     ("cholesky", "self", "hook"),
     ("cholesky_inverse", "self", "hook"),
     ("cholesky_solve", "self", "hook"),
     ("cholesky_solve", "input2", "hook"),
-    ("clamp", "self", "hook"),
+    ("clamp", "self", "translated"),
     ("clamp.Tensor", "min", "hook"),
     ("clamp.Tensor", "max", "hook"),
     ("clamp.Tensor", "self", "hook"),
@@ -361,7 +363,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("convolution_overrideable", "weight", "hook"),
     ("convolution_overrideable", "bias", "hook"),
     ("copysign.Scalar", "self", "hook"),
-    ("copysign.Tensor", "other", "hook"),
+    ("copysign.Tensor", "other", "translated"),
     ("copysign.Tensor", "self", "hook"),
     ("cos", "self", "translated"),
     ("cosh", "self", "translated"),
@@ -372,9 +374,9 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("cudnn_batch_norm_backward", "input", "hook"),
     ("cudnn_batch_norm_backward", "weight", "hook"),
     ("cudnn_batch_norm_backward", "grad_output", "hook"),
-    ("cudnn_batch_norm_backward", "reserveSpace", "hook"),
-    ("cudnn_batch_norm_backward", "save_mean", "hook"),
-    ("cudnn_batch_norm_backward", "save_var", "hook"),
+    ("cudnn_batch_norm_backward", "reserveSpace", "not_implemented"),
+    ("cudnn_batch_norm_backward", "save_mean", "not_implemented"),
+    ("cudnn_batch_norm_backward", "save_var", "not_implemented"),
     ("cudnn_convolution", "self", "hook"),
     ("cudnn_convolution", "weight", "hook"),
     ("cudnn_convolution_transpose", "self", "hook"),
@@ -390,7 +392,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("diagonal", "self", "translated"),
     ("diagonal_backward", "grad_output", "translated"),
     ("diagonal_copy", "self", "translated"),
-    ("diagonal_scatter", "self", "hook"),
+    ("diagonal_scatter", "self", "translated"),
     ("diagonal_scatter", "src", "translated"),
     ("digamma", "self", "translated"),
     ("dist", "other", "hook"),
@@ -406,18 +408,18 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("elu", "self", "translated"),
     ("elu_", "self", "translated"),
     ("elu_backward", "grad_output", "translated"),
-    ("elu_backward", "self_or_result", "hook"),
+    ("elu_backward", "self_or_result", "translated"),
     ("embedding", "weight", "translated"),
-    ("embedding_dense_backward", "grad_output", "hook"),
-    ("embedding_renorm_", "self", "hook"),
-    ("eq_.Scalar", "self", "hook"),
-    ("eq_.Tensor", "other", "hook"),
-    ("eq_.Tensor", "self", "hook"),
-    ("erf", "self", "hook"),
-    ("erfc", "self", "hook"),
-    ("erfinv", "self", "hook"),
+    ("embedding_dense_backward", "grad_output", "translated"),
+    ("embedding_renorm_", "self", "not_implemented"),
+    ("eq_.Scalar", "self", "translated"),
+    ("eq_.Tensor", "other", "translated"),
+    ("eq_.Tensor", "self", "translated"),
+    ("erf", "self", "translated"),
+    ("erfc", "self", "translated"),
+    ("erfinv", "self", "translated"),
     ("exp", "self", "translated"),
-    ("exp2", "self", "hook"),
+    ("exp2", "self", "translated"),
     ("expand", "self", "translated"),
     ("expand_copy", "self", "translated"),
     ("expm1", "self", "translated"),
@@ -437,25 +439,25 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("fmin", "other", "hook"),
     ("fmin", "self", "hook"),
     ("fmod.Scalar", "self", "translated"),
-    ("fmod.Tensor", "other", "hook"),
+    ("fmod.Tensor", "other", "translated"),
     ("fmod.Tensor", "self", "translated"),
     ("frac", "self", "translated"),
     ("fractional_max_pool2d", "self", "translated"),
     ("fractional_max_pool2d_backward", "grad_output", "hook"),
-    ("fractional_max_pool2d_backward", "self", "hook"),
+    ("fractional_max_pool2d_backward", "self", "translated"),
     ("fractional_max_pool3d", "self", "translated"),
     ("fractional_max_pool3d_backward", "grad_output", "hook"),
-    ("fractional_max_pool3d_backward", "self", "hook"),
+    ("fractional_max_pool3d_backward", "self", "translated"),
     ("frexp.Tensor", "self", "translated"),
-    ("gather", "self", "hook"),
-    ("ge_.Scalar", "self", "hook"),
-    ("ge_.Tensor", "other", "hook"),
-    ("ge_.Tensor", "self", "hook"),
+    ("gather", "self", "translated"),
+    ("ge_.Scalar", "self", "translated"),
+    ("ge_.Tensor", "other", "translated"),
+    ("ge_.Tensor", "self", "translated"),
     ("gelu", "self", "translated"),
     ("gelu_backward", "grad_output", "translated"),
-    ("gelu_backward", "self", "hook"),
+    ("gelu_backward", "self", "translated"),
     ("geometric_", "self", "translated"),
-    ("geqrf", "self", "hook"),
+    ("geqrf", "self", "not_implemented"),
     ("glu", "self", "translated"),
     ("glu_backward", "grad_output", "hook"),
     ("glu_backward", "self", "hook"),
@@ -463,16 +465,16 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("grid_sampler_2d", "grid", "hook"),
     ("grid_sampler_3d", "input", "hook"),
     ("grid_sampler_3d", "grid", "hook"),
-    ("gt_.Scalar", "self", "hook"),
-    ("gt_.Tensor", "other", "hook"),
-    ("gt_.Tensor", "self", "hook"),
+    ("gt_.Scalar", "self", "translated"),
+    ("gt_.Tensor", "other", "translated"),
+    ("gt_.Tensor", "self", "translated"),
     ("hardshrink", "self", "translated"),
     ("hardshrink_backward", "grad_out", "translated"),
     ("hardshrink_backward", "self", "translated"),
     ("hardsigmoid", "self", "translated"),
     ("hardswish", "self", "translated"),
     ("hardswish_backward", "grad_output", "translated"),
-    ("hardswish_backward", "self", "hook"),
+    ("hardswish_backward", "self", "translated"),
     ("hardtanh", "self", "translated"),
     ("hardtanh_backward", "grad_output", "translated"),
     ("hardtanh_backward", "self", "translated"),
@@ -485,10 +487,10 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("hypot", "self", "translated"),
     ("i0", "self", "hook"),
     ("igamma", "other", "translated"),
-    ("igamma", "self", "hook"),
+    ("igamma", "self", "not_implemented"),
     ("igammac", "other", "translated"),
-    ("igammac", "self", "hook"),
-    ("im2col", "self", "hook"),
+    ("igammac", "self", "not_implemented"),
+    ("im2col", "self", "translated"),
     ("index.Tensor", "self", "hook"),
     ("index_add", "self", "translated"),
     ("index_add", "source", "hook"),
@@ -501,17 +503,17 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("index_put", "values", "hook"),
     ("index_reduce", "self", "hook"),
     ("index_reduce", "source", "hook"),
-    ("index_select", "self", "hook"),
+    ("index_select", "self", "translated"),
     ("kthvalue", "self", "hook"),
-    ("le_.Scalar", "self", "hook"),
-    ("le_.Tensor", "other", "hook"),
-    ("le_.Tensor", "self", "hook"),
+    ("le_.Scalar", "self", "translated"),
+    ("le_.Tensor", "other", "translated"),
+    ("le_.Tensor", "self", "translated"),
     ("leaky_relu", "self", "translated"),
     ("leaky_relu_", "self", "translated"),
     ("leaky_relu_backward", "grad_output", "translated"),
     ("leaky_relu_backward", "self", "translated"),
     ("lerp.Scalar", "end", "translated"),
-    ("lerp.Scalar", "self", "hook"),
+    ("lerp.Scalar", "self", "translated"),
     ("lerp.Tensor", "end", "translated"),
     ("lerp.Tensor", "self", "translated"),
     ("lerp.Tensor", "weight", "translated"),
@@ -556,27 +558,27 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("logcumsumexp", "self", "hook"),
     ("logit", "self", "hook"),
     ("logsumexp", "self", "hook"),
-    ("lt_.Scalar", "self", "hook"),
-    ("lt_.Tensor", "other", "hook"),
-    ("lt_.Tensor", "self", "hook"),
+    ("lt_.Scalar", "self", "translated"),
+    ("lt_.Tensor", "other", "translated"),
+    ("lt_.Tensor", "self", "translated"),
     ("lu_unpack", "LU_data", "hook"),
     ("masked_fill.Scalar", "self", "translated"),
     ("masked_fill.Tensor", "self", "translated"),
-    ("masked_fill.Tensor", "value", "hook"),
+    ("masked_fill.Tensor", "value", "translated"),
     ("masked_scatter", "self", "translated"),
     ("masked_scatter", "source", "translated"),
-    ("masked_scatter_backward", "grad_output", "hook"),
+    ("masked_scatter_backward", "grad_output", "translated"),
     ("masked_select", "self", "hook"),
     ("max", "self", "hook"),
     ("max.dim", "self", "hook"),
     ("max_pool2d_backward", "grad_output", "hook"),
-    ("max_pool2d_backward", "self", "hook"),
+    ("max_pool2d_backward", "self", "translated"),
     ("max_pool2d_with_indices", "self", "translated"),
     ("max_pool2d_with_indices_backward", "grad_output", "hook"),
-    ("max_pool2d_with_indices_backward", "self", "hook"),
+    ("max_pool2d_with_indices_backward", "self", "translated"),
     ("max_pool3d_with_indices", "self", "translated"),
     ("max_pool3d_with_indices_backward", "grad_output", "hook"),
-    ("max_pool3d_with_indices_backward", "self", "hook"),
+    ("max_pool3d_with_indices_backward", "self", "translated"),
     ("max_unpool2d", "self", "hook"),
     ("max_unpool3d", "self", "hook"),
     ("maximum", "other", "hook"),
@@ -595,8 +597,8 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("miopen_batch_norm_backward", "input", "hook"),
     ("miopen_batch_norm_backward", "weight", "hook"),
     ("miopen_batch_norm_backward", "grad_output", "hook"),
-    ("miopen_batch_norm_backward", "save_mean", "hook"),
-    ("miopen_batch_norm_backward", "save_var", "hook"),
+    ("miopen_batch_norm_backward", "save_mean", "not_implemented"),
+    ("miopen_batch_norm_backward", "save_var", "not_implemented"),
     ("miopen_convolution", "self", "hook"),
     ("miopen_convolution", "weight", "hook"),
     ("miopen_convolution", "bias", "hook"),
@@ -636,14 +638,14 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("mse_loss", "self", "translated"),
     ("mse_loss", "target", "translated"),
     ("mse_loss_backward", "grad_output", "translated"),
-    ("mse_loss_backward", "self", "hook"),
-    ("mse_loss_backward", "target", "hook"),
+    ("mse_loss_backward", "self", "translated"),
+    ("mse_loss_backward", "target", "translated"),
     ("mul.Scalar", "self", "translated"),
     ("mul.Tensor", "other", "translated"),
     ("mul.Tensor", "self", "translated"),
     ("multi_margin_loss", "self", "translated"),
     ("multilabel_margin_loss_forward", "self", "translated"),
-    ("mv", "self", "hook"),
+    ("mv", "self", "translated"),
     ("mv", "vec", "translated"),
     ("mvlgamma", "self", "hook"),
     ("nan_to_num", "self", "hook"),
@@ -656,11 +658,11 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("native_batch_norm_backward", "input", "hook"),
     ("native_batch_norm_backward", "weight", "hook"),
     ("native_batch_norm_backward", "grad_out", "hook"),
-    ("native_batch_norm_backward", "save_invstd", "hook"),
-    ("native_batch_norm_backward", "save_mean", "hook"),
+    ("native_batch_norm_backward", "save_invstd", "not_implemented"),
+    ("native_batch_norm_backward", "save_mean", "not_implemented"),
     ("native_dropout", "input", "hook"),
-    ("native_dropout_backward", "grad_output", "hook"),
-    ("native_dropout_backward", "mask", "hook"),
+    ("native_dropout_backward", "grad_output", "translated"),
+    ("native_dropout_backward", "mask", "not_implemented"),
     ("native_group_norm", "input", "hook"),
     ("native_group_norm", "weight", "hook"),
     ("native_group_norm", "bias", "hook"),
@@ -671,28 +673,28 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("native_layer_norm_backward", "input", "hook"),
     ("native_layer_norm_backward", "weight", "hook"),
     ("native_layer_norm_backward", "grad_out", "hook"),
-    ("native_layer_norm_backward", "mean", "hook"),
-    ("native_layer_norm_backward", "rstd", "hook"),
-    ("ne_.Scalar", "self", "hook"),
-    ("ne_.Tensor", "other", "hook"),
-    ("ne_.Tensor", "self", "hook"),
+    ("native_layer_norm_backward", "mean", "not_implemented"),
+    ("native_layer_norm_backward", "rstd", "not_implemented"),
+    ("ne_.Scalar", "self", "translated"),
+    ("ne_.Tensor", "other", "translated"),
+    ("ne_.Tensor", "self", "translated"),
     ("neg", "self", "translated"),
-    ("nextafter", "other", "hook"),
-    ("nextafter", "self", "hook"),
+    ("nextafter", "other", "not_implemented"),
+    ("nextafter", "self", "not_implemented"),
     ("nll_loss2d_backward", "grad_output", "hook"),
     ("nll_loss2d_backward", "self", "translated"),
     ("nll_loss2d_forward", "self", "translated"),
-    ("nll_loss_backward", "grad_output", "hook"),
+    ("nll_loss_backward", "grad_output", "translated"),
     ("nll_loss_backward", "self", "translated"),
     ("nll_loss_forward", "self", "translated"),
     ("norm.Scalar", "self", "hook"),
     ("norm.ScalarOpt_dim", "self", "hook"),
     ("norm.ScalarOpt_dim_dtype", "self", "hook"),
     ("norm.ScalarOpt_dtype", "self", "hook"),
-    ("normal.Tensor_Tensor", "mean", "hook"),
-    ("normal.Tensor_Tensor", "std", "hook"),
-    ("normal.Tensor_float", "mean", "hook"),
-    ("normal.float_Tensor", "std", "hook"),
+    ("normal.Tensor_Tensor", "mean", "translated"),
+    ("normal.Tensor_Tensor", "std", "translated"),
+    ("normal.Tensor_float", "mean", "translated"),
+    ("normal.float_Tensor", "std", "translated"),
     ("normal_", "self", "translated"),
     ("ormqr", "self", "hook"),
     ("ormqr", "input2", "hook"),
@@ -701,15 +703,15 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("permute_copy", "self", "translated"),
     ("pixel_shuffle", "self", "translated"),
     ("pixel_unshuffle", "self", "translated"),
-    ("poisson", "self", "hook"),
+    ("poisson", "self", "translated"),
     ("polar", "abs", "hook"),
     ("polar", "angle", "hook"),
     ("polygamma", "self", "translated"),
     ("polygamma_", "self", "translated"),
-    ("pow.Scalar", "exponent", "hook"),
-    ("pow.Tensor_Scalar", "self", "hook"),
-    ("pow.Tensor_Tensor", "exponent", "hook"),
-    ("pow.Tensor_Tensor", "self", "hook"),
+    ("pow.Scalar", "exponent", "translated"),
+    ("pow.Tensor_Scalar", "self", "translated"),
+    ("pow.Tensor_Tensor", "exponent", "translated"),
+    ("pow.Tensor_Tensor", "self", "translated"),
     ("prod", "self", "hook"),
     ("prod.dim_int", "self", "hook"),
     ("put", "self", "hook"),
@@ -721,28 +723,28 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("reciprocal", "self", "translated"),
     ("reflection_pad1d", "self", "translated"),
     ("reflection_pad1d_backward", "grad_output", "translated"),
-    ("reflection_pad1d_backward", "self", "hook"),
+    ("reflection_pad1d_backward", "self", "translated"),
     ("reflection_pad2d", "self", "translated"),
     ("reflection_pad2d_backward", "grad_output", "translated"),
-    ("reflection_pad2d_backward", "self", "hook"),
+    ("reflection_pad2d_backward", "self", "translated"),
     ("reflection_pad3d", "self", "translated"),
     ("reflection_pad3d_backward", "grad_output", "translated"),
-    ("reflection_pad3d_backward", "self", "hook"),
+    ("reflection_pad3d_backward", "self", "translated"),
     ("relu", "self", "translated"),
     ("remainder.Scalar", "self", "translated"),
-    ("remainder.Tensor", "other", "hook"),
+    ("remainder.Tensor", "other", "translated"),
     ("remainder.Tensor", "self", "translated"),
     ("renorm", "self", "hook"),
     ("repeat", "self", "hook"),
     ("replication_pad1d", "self", "translated"),
     ("replication_pad1d_backward", "grad_output", "translated"),
-    ("replication_pad1d_backward", "self", "hook"),
+    ("replication_pad1d_backward", "self", "translated"),
     ("replication_pad2d", "self", "translated"),
     ("replication_pad2d_backward", "grad_output", "translated"),
-    ("replication_pad2d_backward", "self", "hook"),
+    ("replication_pad2d_backward", "self", "translated"),
     ("replication_pad3d", "self", "translated"),
     ("replication_pad3d_backward", "grad_output", "translated"),
-    ("replication_pad3d_backward", "self", "hook"),
+    ("replication_pad3d_backward", "self", "translated"),
     ("roll", "self", "hook"),
     ("rot90", "self", "translated"),
     ("round", "self", "translated"),
@@ -766,9 +768,9 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("select.int", "self", "translated"),
     ("select_backward", "grad_output", "translated"),
     ("select_copy.int", "self", "translated"),
-    ("select_scatter", "self", "hook"),
+    ("select_scatter", "self", "translated"),
     ("select_scatter", "src", "translated"),
-    ("sgn", "self", "hook"),
+    ("sgn", "self", "translated"),
     ("sigmoid", "self", "translated"),
     ("sigmoid_backward", "grad_output", "translated"),
     ("sigmoid_backward", "output", "translated"),
@@ -777,12 +779,12 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("sin", "self", "translated"),
     ("sinc", "self", "hook"),
     ("sinh", "self", "translated"),
-    ("slice.Tensor", "self", "hook"),
+    ("slice.Tensor", "self", "translated"),
     ("slice_backward", "grad_output", "translated"),
-    ("slice_copy.Tensor", "self", "hook"),
+    ("slice_copy.Tensor", "self", "translated"),
     ("slice_inverse", "self", "translated"),
-    ("slice_inverse", "src", "hook"),
-    ("slice_scatter", "self", "hook"),
+    ("slice_inverse", "src", "translated"),
+    ("slice_scatter", "self", "translated"),
     ("slice_scatter", "src", "translated"),
     ("slow_conv3d_forward", "self", "hook"),
     ("slow_conv3d_forward", "weight", "hook"),
@@ -821,7 +823,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("sparse_sampled_addmm", "mat1", "hook"),
     ("sparse_sampled_addmm", "mat2", "hook"),
     ("special_entr", "self", "translated"),
-    ("special_erfcx", "self", "hook"),
+    ("special_erfcx", "self", "translated"),
     ("special_i0e", "self", "translated"),
     ("special_i1", "self", "hook"),
     ("special_i1e", "self", "hook"),
@@ -832,21 +834,21 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("special_xlog1py.other_scalar", "self", "hook"),
     ("special_xlog1py.self_scalar", "other", "translated"),
     ("special_zeta", "other", "translated"),
-    ("special_zeta", "self", "hook"),
-    ("special_zeta.other_scalar", "self", "hook"),
+    ("special_zeta", "self", "not_implemented"),
+    ("special_zeta.other_scalar", "self", "not_implemented"),
     ("special_zeta.self_scalar", "other", "hook"),
     ("split.Tensor", "self", "hook"),
     ("split_copy.Tensor", "self", "hook"),
     ("split_with_sizes", "self", "hook"),
     ("split_with_sizes_copy", "self", "hook"),
     ("sqrt", "self", "translated"),
-    ("squeeze", "self", "hook"),
+    ("squeeze", "self", "translated"),
     ("squeeze.dim", "self", "translated"),
     ("squeeze.dims", "self", "hook"),
-    ("squeeze_", "self", "hook"),
+    ("squeeze_", "self", "translated"),
     ("squeeze_.dim", "self", "translated"),
     ("squeeze_.dims", "self", "hook"),
-    ("squeeze_copy", "self", "hook"),
+    ("squeeze_copy", "self", "translated"),
     ("squeeze_copy.dim", "self", "translated"),
     ("squeeze_copy.dims", "self", "hook"),
     ("stack", "tensors", "hook"),
@@ -887,9 +889,9 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("unfold_backward", "grad_in", "translated"),
     ("unfold_copy", "self", "translated"),
     ("uniform_", "self", "translated"),
-    ("unique_consecutive", "self", "hook"),
-    ("unique_dim", "self", "hook"),
-    ("unique_dim_consecutive", "self", "hook"),
+    ("unique_consecutive", "self", "not_implemented"),
+    ("unique_dim", "self", "not_implemented"),
+    ("unique_dim_consecutive", "self", "not_implemented"),
     ("unsafe_split.Tensor", "self", "hook"),
     ("unsafe_split_with_sizes", "self", "hook"),
     ("unsqueeze", "self", "translated"),
@@ -932,38 +934,6 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
 
 /// Hand-written backward formulas: one method per formula the generator did not translate.
 pub trait BackwardHooks {
-    /// `AdaptiveAvgPool2dBackwardBackward`: `_adaptive_avg_pool2d_symint(grad, {grad_output.sym_size(-2), grad_output.sym_size(-1)})` (not translated: a `initializer_list`).
-    fn hook__adaptive_avg_pool2d_backward_grad_output(&self, node: &AdaptiveAvgPool2dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `AdaptiveAvgPool2dBackwardBackward::grad_output` not implemented: formula `_adaptive_avg_pool2d_symint(grad, {grad_output.sym_size(-2), grad_output.sym_size(-1)})`".to_string()))
-    }
-    /// `AdaptiveAvgPool2dBackwardBackward`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook__adaptive_avg_pool2d_backward_self(&self, node: &AdaptiveAvgPool2dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `AdaptiveAvgPool2dBackwardBackward::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
-    /// `AdaptiveAvgPool3dBackwardBackward`: `_adaptive_avg_pool3d_symint(grad, { grad_output.sym_size(-3), grad_output.sym_size(-2), grad_output.sym_size(-1) })` (not translated: a `initializer_list`).
-    fn hook__adaptive_avg_pool3d_backward_grad_output(&self, node: &AdaptiveAvgPool3dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `AdaptiveAvgPool3dBackwardBackward::grad_output` not implemented: formula `_adaptive_avg_pool3d_symint(grad, { grad_output.sym_size(-3), grad_output.sym_size(-2), grad_output.sym_size(-1) })`".to_string()))
-    }
-    /// `AdaptiveAvgPool3dBackwardBackward`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook__adaptive_avg_pool3d_backward_self(&self, node: &AdaptiveAvgPool3dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `AdaptiveAvgPool3dBackwardBackward::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
-    /// `CdistBackwardBackward`: `not_implemented("_cdist_backward")` (not translated: a `string_literal`).
-    fn hook__cdist_backward_cdist(&self, node: &CdistBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `CdistBackwardBackward::cdist` not implemented: formula `not_implemented(\"_cdist_backward\")`".to_string()))
-    }
-    /// `CdistBackwardBackward`: `not_implemented("_cdist_backward")` (not translated: a `string_literal`).
-    fn hook__cdist_backward_grad(&self, node: &CdistBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `CdistBackwardBackward::grad` not implemented: formula `not_implemented(\"_cdist_backward\")`".to_string()))
-    }
-    /// `CdistBackwardBackward`: `not_implemented("_cdist_backward")` (not translated: a `string_literal`).
-    fn hook__cdist_backward_x1(&self, node: &CdistBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `CdistBackwardBackward::x1` not implemented: formula `not_implemented(\"_cdist_backward\")`".to_string()))
-    }
-    /// `CdistBackwardBackward`: `not_implemented("_cdist_backward")` (not translated: a `string_literal`).
-    fn hook__cdist_backward_x2(&self, node: &CdistBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `CdistBackwardBackward::x2` not implemented: formula `not_implemented(\"_cdist_backward\")`".to_string()))
-    }
     /// `CdistForwardBackward`: `_cdist_backward(grad.contiguous(), x1, x2, p, result)` (not translated: no operator or helper `contiguous`).
     fn hook__cdist_forward_x1(&self, node: &CdistForwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `CdistForwardBackward::x1` not implemented: formula `_cdist_backward(grad.contiguous(), x1, x2, p, result)`".to_string()))
@@ -996,31 +966,31 @@ pub trait BackwardHooks {
     fn hook__cudnn_rnn_input_hx_cx_weight(&self, node: &CudnnRnnBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `CudnnRnnBackward::input, hx, cx, weight` not implemented: formula `_cudnn_rnn_backward_symint(input, weight, weight_stride0, result4, hx, cx, result0, grads[0], grads[1], grads[2], mode, hidden_size, proj_size, num_layers, batch_first, dropout, train, bidirectional, batch_sizes, dropout_state, retain_variables ? result3.clone() : result3, grad_input_mask)`".to_string()))
     }
-    /// `CudnnRnnBackwardBackward`: `not_implemented("_cudnn_rnn_backward", kCudnnDoubleBackwardMsg)` (not translated: a `string_literal`).
+    /// `CudnnRnnBackwardBackward`: `not_implemented("_cudnn_rnn_backward", kCudnnDoubleBackwardMsg)` (not translated: unknown name `kCudnnDoubleBackwardMsg`).
     fn hook__cudnn_rnn_backward_cx(&self, node: &CudnnRnnBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `CudnnRnnBackwardBackward::cx` not implemented: formula `not_implemented(\"_cudnn_rnn_backward\", kCudnnDoubleBackwardMsg)`".to_string()))
     }
-    /// `CudnnRnnBackwardBackward`: `not_implemented("_cudnn_rnn_backward", kCudnnDoubleBackwardMsg)` (not translated: a `string_literal`).
+    /// `CudnnRnnBackwardBackward`: `not_implemented("_cudnn_rnn_backward", kCudnnDoubleBackwardMsg)` (not translated: unknown name `kCudnnDoubleBackwardMsg`).
     fn hook__cudnn_rnn_backward_grad_cy(&self, node: &CudnnRnnBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `CudnnRnnBackwardBackward::grad_cy` not implemented: formula `not_implemented(\"_cudnn_rnn_backward\", kCudnnDoubleBackwardMsg)`".to_string()))
     }
-    /// `CudnnRnnBackwardBackward`: `not_implemented("_cudnn_rnn_backward", kCudnnDoubleBackwardMsg)` (not translated: a `string_literal`).
+    /// `CudnnRnnBackwardBackward`: `not_implemented("_cudnn_rnn_backward", kCudnnDoubleBackwardMsg)` (not translated: unknown name `kCudnnDoubleBackwardMsg`).
     fn hook__cudnn_rnn_backward_grad_hy(&self, node: &CudnnRnnBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `CudnnRnnBackwardBackward::grad_hy` not implemented: formula `not_implemented(\"_cudnn_rnn_backward\", kCudnnDoubleBackwardMsg)`".to_string()))
     }
-    /// `CudnnRnnBackwardBackward`: `not_implemented("_cudnn_rnn_backward", kCudnnDoubleBackwardMsg)` (not translated: a `string_literal`).
+    /// `CudnnRnnBackwardBackward`: `not_implemented("_cudnn_rnn_backward", kCudnnDoubleBackwardMsg)` (not translated: unknown name `kCudnnDoubleBackwardMsg`).
     fn hook__cudnn_rnn_backward_grad_output(&self, node: &CudnnRnnBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `CudnnRnnBackwardBackward::grad_output` not implemented: formula `not_implemented(\"_cudnn_rnn_backward\", kCudnnDoubleBackwardMsg)`".to_string()))
     }
-    /// `CudnnRnnBackwardBackward`: `not_implemented("_cudnn_rnn_backward", kCudnnDoubleBackwardMsg)` (not translated: a `string_literal`).
+    /// `CudnnRnnBackwardBackward`: `not_implemented("_cudnn_rnn_backward", kCudnnDoubleBackwardMsg)` (not translated: unknown name `kCudnnDoubleBackwardMsg`).
     fn hook__cudnn_rnn_backward_hx(&self, node: &CudnnRnnBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `CudnnRnnBackwardBackward::hx` not implemented: formula `not_implemented(\"_cudnn_rnn_backward\", kCudnnDoubleBackwardMsg)`".to_string()))
     }
-    /// `CudnnRnnBackwardBackward`: `not_implemented("_cudnn_rnn_backward", kCudnnDoubleBackwardMsg)` (not translated: a `string_literal`).
+    /// `CudnnRnnBackwardBackward`: `not_implemented("_cudnn_rnn_backward", kCudnnDoubleBackwardMsg)` (not translated: unknown name `kCudnnDoubleBackwardMsg`).
     fn hook__cudnn_rnn_backward_input(&self, node: &CudnnRnnBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `CudnnRnnBackwardBackward::input` not implemented: formula `not_implemented(\"_cudnn_rnn_backward\", kCudnnDoubleBackwardMsg)`".to_string()))
     }
-    /// `CudnnRnnBackwardBackward`: `not_implemented("_cudnn_rnn_backward", kCudnnDoubleBackwardMsg)` (not translated: a `string_literal`).
+    /// `CudnnRnnBackwardBackward`: `not_implemented("_cudnn_rnn_backward", kCudnnDoubleBackwardMsg)` (not translated: unknown name `kCudnnDoubleBackwardMsg`).
     fn hook__cudnn_rnn_backward_output(&self, node: &CudnnRnnBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `CudnnRnnBackwardBackward::output` not implemented: formula `not_implemented(\"_cudnn_rnn_backward\", kCudnnDoubleBackwardMsg)`".to_string()))
     }
@@ -1152,14 +1122,6 @@ pub trait BackwardHooks {
     fn hook__linalg_svd_A(&self, node: &LinalgSvdBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `LinalgSvdBackward::A` not implemented: formula `svd_backward(full_matrices && grad_U.defined() ? grad_U.narrow_symint(-1, 0, S.sym_size(-1)) : grad_U, grad_S, full_matrices && grad_Vh.defined() ? grad_Vh.narrow_symint(-2, 0, S.sym_size(-1)) : grad_Vh, full_matrices ? U.narrow_symint(-1, 0, S.sym_size(-1)) : U, S, full_matrices ? Vh.narrow_symint(-2, 0, S.sym_size(-1)) : Vh)`".to_string()))
     }
-    /// `LogSoftmaxBackwardDataBackward`: `grad.to(output.dtype()) - (grad.to(output.dtype()) * output.exp()).sum(dim, true)` (not translated: no operator or helper `dtype`).
-    fn hook__log_softmax_backward_data_grad_output(&self, node: &LogSoftmaxBackwardDataBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `LogSoftmaxBackwardDataBackward::grad_output` not implemented: formula `grad.to(output.dtype()) - (grad.to(output.dtype()) * output.exp()).sum(dim, true)`".to_string()))
-    }
-    /// `LogSoftmaxBackwardDataBackward`: `(-grad_output.sum(dim, true) * output.exp() * grad.to(output.dtype())).to(output.dtype())` (not translated: no overload of `sum` takes (Tensor, Int, Bool)).
-    fn hook__log_softmax_backward_data_output(&self, node: &LogSoftmaxBackwardDataBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `LogSoftmaxBackwardDataBackward::output` not implemented: formula `(-grad_output.sum(dim, true) * output.exp() * grad.to(output.dtype())).to(output.dtype())`".to_string()))
-    }
     /// `LstmMpsBackward`: `lstm_mps_backward(grads[0], grads[1], grads[2], result3, result4, input, result5, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)` (not translated: several inputs).
     fn hook__lstm_mps_input_hx_params(&self, node: &LstmMpsBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `LstmMpsBackward::input, hx, params` not implemented: formula `lstm_mps_backward(grads[0], grads[1], grads[2], result3, result4, input, result5, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)`".to_string()))
@@ -1208,18 +1170,6 @@ pub trait BackwardHooks {
     fn hook__pack_padded_sequence_input(&self, node: &PackPaddedSequenceBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `PackPaddedSequenceBackward::input` not implemented: formula `_pack_padded_sequence_backward_symint(grad, input.sym_sizes(), result1, batch_first)`".to_string()))
     }
-    /// `PdistBackwardBackward`: `not_implemented("_pdist_backward")` (not translated: a `string_literal`).
-    fn hook__pdist_backward_grad(&self, node: &PdistBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `PdistBackwardBackward::grad` not implemented: formula `not_implemented(\"_pdist_backward\")`".to_string()))
-    }
-    /// `PdistBackwardBackward`: `not_implemented("_pdist_backward")` (not translated: a `string_literal`).
-    fn hook__pdist_backward_pdist(&self, node: &PdistBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `PdistBackwardBackward::pdist` not implemented: formula `not_implemented(\"_pdist_backward\")`".to_string()))
-    }
-    /// `PdistBackwardBackward`: `not_implemented("_pdist_backward")` (not translated: a `string_literal`).
-    fn hook__pdist_backward_self(&self, node: &PdistBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `PdistBackwardBackward::self` not implemented: formula `not_implemented(\"_pdist_backward\")`".to_string()))
-    }
     /// `PreluKernelBackward`: `grad.defined() ? _prelu_kernel_backward(grad, self, weight) : std::tuple<Tensor, Tensor>()` (not translated: no overload of `_prelu_kernel_backward` takes (Tensor, Tensor, Tensor)).
     fn hook__prelu_kernel_self_weight(&self, node: &PreluKernelBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `PreluKernelBackward::self, weight` not implemented: formula `grad.defined() ? _prelu_kernel_backward(grad, self, weight) : std::tuple<Tensor, Tensor>()`".to_string()))
@@ -1256,14 +1206,6 @@ pub trait BackwardHooks {
     fn hook__slow_conv2d_forward_self_weight_bias(&self, node: &SlowConv2dForwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `SlowConv2dForwardBackward::self, weight, bias` not implemented: formula `grad.defined() ? _slow_conv2d_backward_symint(grad, self, weight, kernel_size, stride, padding, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `SoftmaxBackwardDataBackward`: `_softmax_backward_data(grad.to(output.dtype()), output, dim, input_dtype)` (not translated: no operator or helper `dtype`).
-    fn hook__softmax_backward_data_grad_output(&self, node: &SoftmaxBackwardDataBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `SoftmaxBackwardDataBackward::grad_output` not implemented: formula `_softmax_backward_data(grad.to(output.dtype()), output, dim, input_dtype)`".to_string()))
-    }
-    /// `SoftmaxBackwardDataBackward`: `softmax_double_backward(grad.to(output.dtype()), grad_output, dim, output).to(output.dtype())` (not translated: no operator or helper `dtype`).
-    fn hook__softmax_backward_data_output(&self, node: &SoftmaxBackwardDataBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `SoftmaxBackwardDataBackward::output` not implemented: formula `softmax_double_backward(grad.to(output.dtype()), grad_output, dim, output).to(output.dtype())`".to_string()))
-    }
     /// `SparseAddmmBackward`: `mm_mat1_sparse_backward(grad, mat1, mat2, alpha)` (not translated: no operator or helper `mm_mat1_sparse_backward`).
     fn hook__sparse_addmm_mat1(&self, node: &SparseAddmmBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SparseAddmmBackward::mat1` not implemented: formula `mm_mat1_sparse_backward(grad, mat1, mat2, alpha)`".to_string()))
@@ -1284,10 +1226,6 @@ pub trait BackwardHooks {
     fn hook__standard_gamma_self(&self, node: &StandardGammaBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `StandardGammaBackward::self` not implemented: formula `grad * _standard_gamma_grad(self, result)`".to_string()))
     }
-    /// `StandardGammaGradBackward`: `not_implemented("_standard_gamma_grad")` (not translated: a `string_literal`).
-    fn hook__standard_gamma_grad_self(&self, node: &StandardGammaGradBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `StandardGammaGradBackward::self` not implemented: formula `not_implemented(\"_standard_gamma_grad\")`".to_string()))
-    }
     /// `TestAutogradMultipleDispatchViewBackward`: `grad.reshape_as(self)` (not translated: no operator or helper `reshape_as`).
     fn hook__test_autograd_multiple_dispatch_view_self(&self, node: &TestAutogradMultipleDispatchViewBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `TestAutogradMultipleDispatchViewBackward::self` not implemented: formula `grad.reshape_as(self)`".to_string()))
@@ -1307,10 +1245,6 @@ pub trait BackwardHooks {
     /// `ThnnFusedLstmCellBackward`: `GradMode::is_enabled() ? _thnn_differentiable_lstm_cell_backward(grads[0], grads[1], input_gates, hidden_gates, input_bias, hidden_bias, cx, result1) : _thnn_fused_lstm_cell_backward(grads[0], grads[1], cx, result1, result2, input_bias.defined())` (not translated: a `subscript_expression`).
     fn hook__thnn_fused_lstm_cell_input_gates_hidden_gates_cx_input_bias_hidden_bias(&self, node: &ThnnFusedLstmCellBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ThnnFusedLstmCellBackward::input_gates, hidden_gates, cx, input_bias, hidden_bias` not implemented: formula `GradMode::is_enabled() ? _thnn_differentiable_lstm_cell_backward(grads[0], grads[1], input_gates, hidden_gates, input_bias, hidden_bias, cx, result1) : _thnn_fused_lstm_cell_backward(grads[0], grads[1], cx, result1, result2, input_bias.defined())`".to_string()))
-    }
-    /// `ToCopyBackward`: `_to_copy_backward(grad, self.options())` (not translated: no operator or helper `_to_copy_backward`).
-    fn hook__to_copy_self(&self, node: &ToCopyBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `ToCopyBackward::self` not implemented: formula `_to_copy_backward(grad, self.options())`".to_string()))
     }
     /// `ToDenseBackward`: `to_dense_backward(grad, self, masked_grad)` (not translated: no operator or helper `to_dense_backward`).
     fn hook__to_dense_self(&self, node: &ToDenseBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -1344,15 +1278,7 @@ pub trait BackwardHooks {
     fn hook__trilinear_i1_i2_i3(&self, node: &TrilinearBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `TrilinearBackward::i1, i2, i3` not implemented: formula `_trilinear_backward(grad, wrap_opt_if(i1, grad_input_mask[1] || grad_input_mask[2]), wrap_opt_if(i2, grad_input_mask[0] || grad_input_mask[2]), wrap_opt_if(i3, grad_input_mask[0] || grad_input_mask[1]), expand1, expand2, expand3, sumdim, grad_input_mask)`".to_string()))
     }
-    /// `UniqueBackward`: `not_implemented("_unique")` (not translated: a `string_literal`).
-    fn hook__unique_self(&self, node: &UniqueBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `UniqueBackward::self` not implemented: formula `not_implemented(\"_unique\")`".to_string()))
-    }
-    /// `Unique2Backward`: `not_implemented("_unique2")` (not translated: a `string_literal`).
-    fn hook__unique2_self(&self, node: &Unique2Backward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `Unique2Backward::self` not implemented: formula `not_implemented(\"_unique2\")`".to_string()))
-    }
-    /// `UnsafeIndexTensorBackward`: `at::_unsafe_index_put(grad.new_zeros_symint(self.sym_sizes(), self.options()), indices, grad, true)` (not translated: no overload of `new_zeros` takes (Tensor, IntList, Other)).
+    /// `UnsafeIndexTensorBackward`: `at::_unsafe_index_put(grad.new_zeros_symint(self.sym_sizes(), self.options()), indices, grad, true)` (not translated: no overload of `new_zeros` takes (Tensor, IntList, Options)).
     fn hook__unsafe_index_tensor_self(&self, node: &UnsafeIndexTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `UnsafeIndexTensorBackward::self` not implemented: formula `at::_unsafe_index_put(grad.new_zeros_symint(self.sym_sizes(), self.options()), indices, grad, true)`".to_string()))
     }
@@ -1408,53 +1334,17 @@ pub trait BackwardHooks {
     fn hook__weight_norm_interface_v_g(&self, node: &WeightNormInterfaceBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `WeightNormInterfaceBackward::v, g` not implemented: formula `grad.defined() ? (GradMode::is_enabled() ? _weight_norm_differentiable_backward(grad.contiguous(), v, g, result1, dim) : _weight_norm_interface_backward(grad.contiguous(), v, g, result1, dim)) : std::tuple<Tensor, Tensor>()`".to_string()))
     }
-    /// `AcoshBackward`: `self.is_complex() ? grad * ((self + 1).rsqrt() * (self - 1).rsqrt()).conj() : grad * (self * self - 1).rsqrt()` (not translated: a `conditional_expression`).
-    fn hook_acosh_self(&self, node: &AcoshBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `AcoshBackward::self` not implemented: formula `self.is_complex() ? grad * ((self + 1).rsqrt() * (self - 1).rsqrt()).conj() : grad * (self * self - 1).rsqrt()`".to_string()))
-    }
-    /// `AcoshBackward1`: `not_implemented("inplace version of acosh")` (not translated: a `string_literal`).
-    fn hook_acosh__self(&self, node: &AcoshBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `AcoshBackward1::self` not implemented: formula `not_implemented(\"inplace version of acosh\")`".to_string()))
-    }
     /// `AdaptiveMaxPool2dBackwardBackward`: `max_pool_double_backward(grad, indices, 2)` (not translated: no operator or helper `max_pool_double_backward`).
     fn hook_adaptive_max_pool2d_backward_grad_output(&self, node: &AdaptiveMaxPool2dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `AdaptiveMaxPool2dBackwardBackward::grad_output` not implemented: formula `max_pool_double_backward(grad, indices, 2)`".to_string()))
-    }
-    /// `AdaptiveMaxPool2dBackwardBackward`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_adaptive_max_pool2d_backward_self(&self, node: &AdaptiveMaxPool2dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `AdaptiveMaxPool2dBackwardBackward::self` not implemented: formula `zeros_like(self)`".to_string()))
     }
     /// `AdaptiveMaxPool3dBackwardBackward`: `max_pool_double_backward(grad, indices, 3)` (not translated: no operator or helper `max_pool_double_backward`).
     fn hook_adaptive_max_pool3d_backward_grad_output(&self, node: &AdaptiveMaxPool3dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `AdaptiveMaxPool3dBackwardBackward::grad_output` not implemented: formula `max_pool_double_backward(grad, indices, 3)`".to_string()))
     }
-    /// `AdaptiveMaxPool3dBackwardBackward`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_adaptive_max_pool3d_backward_self(&self, node: &AdaptiveMaxPool3dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `AdaptiveMaxPool3dBackwardBackward::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
-    /// `AddbmmBackward`: `maybe_multiply(grad.unsqueeze(0).expand_symint({ batch1.sym_size(0), batch1.sym_size(1), batch2.sym_size(2) }).bmm(batch2.transpose(1, 2).conj()), alpha.conj())` (not translated: a `initializer_list`).
-    fn hook_addbmm_batch1(&self, node: &AddbmmBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `AddbmmBackward::batch1` not implemented: formula `maybe_multiply(grad.unsqueeze(0).expand_symint({ batch1.sym_size(0), batch1.sym_size(1), batch2.sym_size(2) }).bmm(batch2.transpose(1, 2).conj()), alpha.conj())`".to_string()))
-    }
-    /// `AddbmmBackward`: `maybe_multiply(batch1.transpose(1, 2).conj().bmm(grad.unsqueeze(0).expand_symint({ batch1.sym_size(0), batch1.sym_size(1), batch2.sym_size(2) })), alpha.conj())` (not translated: a `initializer_list`).
-    fn hook_addbmm_batch2(&self, node: &AddbmmBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `AddbmmBackward::batch2` not implemented: formula `maybe_multiply(batch1.transpose(1, 2).conj().bmm(grad.unsqueeze(0).expand_symint({ batch1.sym_size(0), batch1.sym_size(1), batch2.sym_size(2) })), alpha.conj())`".to_string()))
-    }
-    /// `AddmvBackward`: `maybe_multiply(grad.ger(vec.conj()), alpha.conj())` (not translated: no operator or helper `ger`).
-    fn hook_addmv_mat(&self, node: &AddmvBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `AddmvBackward::mat` not implemented: formula `maybe_multiply(grad.ger(vec.conj()), alpha.conj())`".to_string()))
-    }
     /// `AffineGridGeneratorBackward`: `affine_grid_generator_backward_symint(grad, size, align_corners)` (not translated: no operator or helper `affine_grid_generator_backward`).
     fn hook_affine_grid_generator_theta(&self, node: &AffineGridGeneratorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `AffineGridGeneratorBackward::theta` not implemented: formula `affine_grid_generator_backward_symint(grad, size, align_corners)`".to_string()))
-    }
-    /// `AmaxBackward`: `scale_grad_by_count(restore_reduced_dims(grad, dim, keepdim), restore_reduced_dims(result, dim, keepdim) == self, dim)` (not translated: no operator or helper `restore_reduced_dims`).
-    fn hook_amax_self(&self, node: &AmaxBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `AmaxBackward::self` not implemented: formula `scale_grad_by_count(restore_reduced_dims(grad, dim, keepdim), restore_reduced_dims(result, dim, keepdim) == self, dim)`".to_string()))
-    }
-    /// `AminBackward`: `scale_grad_by_count(restore_reduced_dims(grad, dim, keepdim), restore_reduced_dims(result, dim, keepdim) == self, dim)` (not translated: no operator or helper `restore_reduced_dims`).
-    fn hook_amin_self(&self, node: &AminBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `AminBackward::self` not implemented: formula `scale_grad_by_count(restore_reduced_dims(grad, dim, keepdim), restore_reduced_dims(result, dim, keepdim) == self, dim)`".to_string()))
     }
     /// `AngleBackward`: `angle_backward(grad, self)` (not translated: no operator or helper `angle_backward`).
     fn hook_angle_self(&self, node: &AngleBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -1479,30 +1369,6 @@ pub trait BackwardHooks {
     /// `AsStridedScatterBackward`: `grad.contiguous().as_strided_symint(size, stride, storage_offset)` (not translated: no operator or helper `contiguous`).
     fn hook_as_strided_scatter_src(&self, node: &AsStridedScatterBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `AsStridedScatterBackward::src` not implemented: formula `grad.contiguous().as_strided_symint(size, stride, storage_offset)`".to_string()))
-    }
-    /// `AsinhBackward1`: `not_implemented("inplace version of asinh")` (not translated: a `string_literal`).
-    fn hook_asinh__self(&self, node: &AsinhBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `AsinhBackward1::self` not implemented: formula `not_implemented(\"inplace version of asinh\")`".to_string()))
-    }
-    /// `Atan2Backward`: `atan2_backward(grad, self, other, grad_input_mask)` (not translated: no operator or helper `atan2_backward`).
-    fn hook_atan2_self_other(&self, node: &Atan2Backward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
-        Err(Error::Unsupported("backward hook `Atan2Backward::self, other` not implemented: formula `atan2_backward(grad, self, other, grad_input_mask)`".to_string()))
-    }
-    /// `AtanhBackward1`: `not_implemented("inplace version of atanh")` (not translated: a `string_literal`).
-    fn hook_atanh__self(&self, node: &AtanhBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `AtanhBackward1::self` not implemented: formula `not_implemented(\"inplace version of atanh\")`".to_string()))
-    }
-    /// `AvgPool2dBackwardBackward`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_avg_pool2d_backward_self(&self, node: &AvgPool2dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `AvgPool2dBackwardBackward::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
-    /// `AvgPool3dBackwardBackward`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_avg_pool3d_backward_self(&self, node: &AvgPool3dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `AvgPool3dBackwardBackward::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
-    /// `BernoulliTensorBackward`: `zeros_like(p)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_bernoulli_tensor__p(&self, node: &BernoulliTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `BernoulliTensorBackward::p` not implemented: formula `zeros_like(p)`".to_string()))
     }
     /// `BinaryCrossEntropyBackward`: `binary_cross_entropy_target_backward(grad, self, target, weight, reduction)` (not translated: no operator or helper `binary_cross_entropy_target_backward`).
     fn hook_binary_cross_entropy_target(&self, node: &BinaryCrossEntropyBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -1536,14 +1402,6 @@ pub trait BackwardHooks {
     fn hook_cat_tensors(&self, node: &CatBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `CatBackward::tensors` not implemented: formula `cat_tensors_backward(grad, to_args_sizes_symint(tensors), to_args_scalartypes(tensors), dim)`".to_string()))
     }
-    /// `CeluBackward`: `elu_backward(grad, alpha, 1, 1.0/alpha.toFloat(), /* is_result */ false, self)` (not translated: no operator or helper `toFloat`).
-    fn hook_celu_self(&self, node: &CeluBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `CeluBackward::self` not implemented: formula `elu_backward(grad, alpha, 1, 1.0/alpha.toFloat(), /* is_result */ false, self)`".to_string()))
-    }
-    /// `CeluBackward1`: `elu_backward(grad, alpha, 1, 1.0/alpha.toFloat(), /* is_result */ true, result)` (not translated: no operator or helper `toFloat`).
-    fn hook_celu__self(&self, node: &CeluBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `CeluBackward1::self` not implemented: formula `elu_backward(grad, alpha, 1, 1.0/alpha.toFloat(), /* is_result */ true, result)`".to_string()))
-    }
     /// `CholeskyBackward`: `cholesky_backward(grad, upper, result)` (not translated: no operator or helper `cholesky_backward`).
     fn hook_cholesky_self(&self, node: &CholeskyBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `CholeskyBackward::self` not implemented: formula `cholesky_backward(grad, upper, result)`".to_string()))
@@ -1556,39 +1414,35 @@ pub trait BackwardHooks {
     fn hook_cholesky_solve_self_input2(&self, node: &CholeskySolveBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `CholeskySolveBackward::self, input2` not implemented: formula `cholesky_solve_backward(grad, self, input2, result, upper, grad_input_mask)`".to_string()))
     }
-    /// `ClampBackward`: `clamp_backward(grad, self, min, max)` (not translated: no operator or helper `clamp_backward`).
-    fn hook_clamp_self(&self, node: &ClampBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `ClampBackward::self` not implemented: formula `clamp_backward(grad, self, min, max)`".to_string()))
-    }
     /// `ClampTensorBackward`: `clamp_backward_min_max(grad, self, min, max, grad_input_mask)` (not translated: no operator or helper `clamp_backward_min_max`).
     fn hook_clamp_tensor_min_max(&self, node: &ClampTensorBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ClampTensorBackward::min, max` not implemented: formula `clamp_backward_min_max(grad, self, min, max, grad_input_mask)`".to_string()))
     }
-    /// `ClampTensorBackward`: `clamp_backward(grad, self, min, max)` (not translated: no operator or helper `clamp_backward`).
+    /// `ClampTensorBackward`: `clamp_backward(grad, self, min, max)` (not translated: `clamp_backward`: a OptTensor for a OptScalar).
     fn hook_clamp_tensor_self(&self, node: &ClampTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `ClampTensorBackward::self` not implemented: formula `clamp_backward(grad, self, min, max)`".to_string()))
     }
-    /// `ClampMaxBackward`: `where(self <= max, grad, at::scalar_tensor(0., grad.options()))` (not translated: no operator or helper `options`).
+    /// `ClampMaxBackward`: `where(self <= max, grad, at::scalar_tensor(0., grad.options()))` (not translated: no overload of `scalar_tensor` takes (Float, Options)).
     fn hook_clamp_max_self(&self, node: &ClampMaxBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `ClampMaxBackward::self` not implemented: formula `where(self <= max, grad, at::scalar_tensor(0., grad.options()))`".to_string()))
     }
-    /// `ClampMaxTensorBackward`: `where(self > max, grad, at::scalar_tensor(0., grad.options()))` (not translated: no operator or helper `options`).
+    /// `ClampMaxTensorBackward`: `where(self > max, grad, at::scalar_tensor(0., grad.options()))` (not translated: no overload of `scalar_tensor` takes (Float, Options)).
     fn hook_clamp_max_tensor_max(&self, node: &ClampMaxTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `ClampMaxTensorBackward::max` not implemented: formula `where(self > max, grad, at::scalar_tensor(0., grad.options()))`".to_string()))
     }
-    /// `ClampMaxTensorBackward`: `where(self <= max, grad, at::scalar_tensor(0., grad.options()))` (not translated: no operator or helper `options`).
+    /// `ClampMaxTensorBackward`: `where(self <= max, grad, at::scalar_tensor(0., grad.options()))` (not translated: no overload of `scalar_tensor` takes (Float, Options)).
     fn hook_clamp_max_tensor_self(&self, node: &ClampMaxTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `ClampMaxTensorBackward::self` not implemented: formula `where(self <= max, grad, at::scalar_tensor(0., grad.options()))`".to_string()))
     }
-    /// `ClampMinBackward`: `where(self >= min, grad, at::scalar_tensor(0., grad.options()))` (not translated: no operator or helper `options`).
+    /// `ClampMinBackward`: `where(self >= min, grad, at::scalar_tensor(0., grad.options()))` (not translated: no overload of `scalar_tensor` takes (Float, Options)).
     fn hook_clamp_min_self(&self, node: &ClampMinBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `ClampMinBackward::self` not implemented: formula `where(self >= min, grad, at::scalar_tensor(0., grad.options()))`".to_string()))
     }
-    /// `ClampMinTensorBackward`: `where(self < min, grad, at::scalar_tensor(0., grad.options()))` (not translated: no operator or helper `options`).
+    /// `ClampMinTensorBackward`: `where(self < min, grad, at::scalar_tensor(0., grad.options()))` (not translated: no overload of `scalar_tensor` takes (Float, Options)).
     fn hook_clamp_min_tensor_min(&self, node: &ClampMinTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `ClampMinTensorBackward::min` not implemented: formula `where(self < min, grad, at::scalar_tensor(0., grad.options()))`".to_string()))
     }
-    /// `ClampMinTensorBackward`: `where(self >= min, grad, at::scalar_tensor(0., grad.options()))` (not translated: no operator or helper `options`).
+    /// `ClampMinTensorBackward`: `where(self >= min, grad, at::scalar_tensor(0., grad.options()))` (not translated: no overload of `scalar_tensor` takes (Float, Options)).
     fn hook_clamp_min_tensor_self(&self, node: &ClampMinTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `ClampMinTensorBackward::self` not implemented: formula `where(self >= min, grad, at::scalar_tensor(0., grad.options()))`".to_string()))
     }
@@ -1636,10 +1490,6 @@ pub trait BackwardHooks {
     fn hook_copysign_scalar_self(&self, node: &CopysignScalarBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `CopysignScalarBackward::self` not implemented: formula `copysign_tensor_self_backward(grad, self, result)`".to_string()))
     }
-    /// `CopysignTensorBackward`: `zeros_like(other)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_copysign_tensor_other(&self, node: &CopysignTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `CopysignTensorBackward::other` not implemented: formula `zeros_like(other)`".to_string()))
-    }
     /// `CopysignTensorBackward`: `copysign_tensor_self_backward(grad, self, result)` (not translated: no operator or helper `copysign_tensor_self_backward`).
     fn hook_copysign_tensor_self(&self, node: &CopysignTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `CopysignTensorBackward::self` not implemented: formula `copysign_tensor_self_backward(grad, self, result)`".to_string()))
@@ -1652,23 +1502,11 @@ pub trait BackwardHooks {
     fn hook_cudnn_batch_norm_backward_input_weight_grad_output(&self, node: &CudnnBatchNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `CudnnBatchNormBackwardBackward::input, weight, grad_output` not implemented: formula `batchnorm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_output, running_mean, running_var, true, epsilon, save_mean, save_var, grad_input_mask)`".to_string()))
     }
-    /// `CudnnBatchNormBackwardBackward`: `not_implemented("cudnn_batch_norm_backward reserveSpace")` (not translated: a `string_literal`).
-    fn hook_cudnn_batch_norm_backward_reserveSpace(&self, node: &CudnnBatchNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `CudnnBatchNormBackwardBackward::reserveSpace` not implemented: formula `not_implemented(\"cudnn_batch_norm_backward reserveSpace\")`".to_string()))
-    }
-    /// `CudnnBatchNormBackwardBackward`: `not_implemented("cudnn_batch_norm_backward save_mean")` (not translated: a `string_literal`).
-    fn hook_cudnn_batch_norm_backward_save_mean(&self, node: &CudnnBatchNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `CudnnBatchNormBackwardBackward::save_mean` not implemented: formula `not_implemented(\"cudnn_batch_norm_backward save_mean\")`".to_string()))
-    }
-    /// `CudnnBatchNormBackwardBackward`: `not_implemented("cudnn_batch_norm_backward save_var")` (not translated: a `string_literal`).
-    fn hook_cudnn_batch_norm_backward_save_var(&self, node: &CudnnBatchNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `CudnnBatchNormBackwardBackward::save_var` not implemented: formula `not_implemented(\"cudnn_batch_norm_backward save_var\")`".to_string()))
-    }
     /// `CudnnConvolutionBackward`: `_cudnn_convolution_backward(self, grad, weight, padding, std::vector<c10::SymInt>(padding.size(), 0), stride, dilation, false, groups, {grad_input_mask[0], grad_input_mask[1]})` (not translated: function `std::vector<c10::SymInt>`).
     fn hook_cudnn_convolution_self_weight(&self, node: &CudnnConvolutionBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `CudnnConvolutionBackward::self, weight` not implemented: formula `_cudnn_convolution_backward(self, grad, weight, padding, std::vector<c10::SymInt>(padding.size(), 0), stride, dilation, false, groups, {grad_input_mask[0], grad_input_mask[1]})`".to_string()))
     }
-    /// `CudnnConvolutionTransposeBackward`: `_cudnn_convolution_backward(self, grad, weight, padding, output_padding, stride, dilation, true, groups, {grad_input_mask[0], grad_input_mask[1]})` (not translated: a `initializer_list`).
+    /// `CudnnConvolutionTransposeBackward`: `_cudnn_convolution_backward(self, grad, weight, padding, output_padding, stride, dilation, true, groups, {grad_input_mask[0], grad_input_mask[1]})` (not translated: a `subscript_expression`).
     fn hook_cudnn_convolution_transpose_self_weight(&self, node: &CudnnConvolutionTransposeBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `CudnnConvolutionTransposeBackward::self, weight` not implemented: formula `_cudnn_convolution_backward(self, grad, weight, padding, output_padding, stride, dilation, true, groups, {grad_input_mask[0], grad_input_mask[1]})`".to_string()))
     }
@@ -1684,21 +1522,17 @@ pub trait BackwardHooks {
     fn hook_cummin_self(&self, node: &CumminBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `CumminBackward::self` not implemented: formula `cummaxmin_backward(grad, self, indices, dim)`".to_string()))
     }
-    /// `CumprodBackward`: `cumprod_backward(grad.to(self.scalar_type()), self, dim, result)` (not translated: no operator or helper `to`).
+    /// `CumprodBackward`: `cumprod_backward(grad.to(self.scalar_type()), self, dim, result)` (not translated: no operator or helper `cumprod_backward`).
     fn hook_cumprod_self(&self, node: &CumprodBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `CumprodBackward::self` not implemented: formula `cumprod_backward(grad.to(self.scalar_type()), self, dim, result)`".to_string()))
     }
-    /// `CumsumBackward`: `cumsum_backward(grad.to(self.scalar_type()), dim)` (not translated: no operator or helper `to`).
+    /// `CumsumBackward`: `cumsum_backward(grad.to(self.scalar_type()), dim)` (not translated: no operator or helper `cumsum_backward`).
     fn hook_cumsum_self(&self, node: &CumsumBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `CumsumBackward::self` not implemented: formula `cumsum_backward(grad.to(self.scalar_type()), dim)`".to_string()))
     }
     /// `Deg2radBackward`: `deg2rad_backward(grad)` (not translated: no operator or helper `deg2rad_backward`).
     fn hook_deg2rad_self(&self, node: &Deg2radBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `Deg2radBackward::self` not implemented: formula `deg2rad_backward(grad)`".to_string()))
-    }
-    /// `DiagonalScatterBackward`: `diagonal_scatter(grad, zeros_like(src), offset, dim1, dim2)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_diagonal_scatter_self(&self, node: &DiagonalScatterBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `DiagonalScatterBackward::self` not implemented: formula `diagonal_scatter(grad, zeros_like(src), offset, dim1, dim2)`".to_string()))
     }
     /// `DistBackward`: `-norm_backward(grad, self - other, p, result)` (not translated: no operator or helper `norm_backward`).
     fn hook_dist_other(&self, node: &DistBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -1719,46 +1553,6 @@ pub trait BackwardHooks {
     /// `DivTensorModeBackward`: `div_tensor_self_backward(grad, other, self.scalar_type(), rounding_mode)` (not translated: a `conditional_expression`).
     fn hook_div_tensor_mode_self(&self, node: &DivTensorModeBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `DivTensorModeBackward::self` not implemented: formula `div_tensor_self_backward(grad, other, self.scalar_type(), rounding_mode)`".to_string()))
-    }
-    /// `EluBackwardBackward`: `elu_double_backward(grad, grad_output, alpha, scale, input_scale, is_result, self_or_result)` (not translated: no operator or helper `elu_double_backward`).
-    fn hook_elu_backward_self_or_result(&self, node: &EluBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `EluBackwardBackward::self_or_result` not implemented: formula `elu_double_backward(grad, grad_output, alpha, scale, input_scale, is_result, self_or_result)`".to_string()))
-    }
-    /// `EmbeddingDenseBackwardBackward`: `embedding_dense_double_backward_symint(grad, indices, padding_idx)` (not translated: no operator or helper `embedding_dense_double_backward`).
-    fn hook_embedding_dense_backward_grad_output(&self, node: &EmbeddingDenseBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `EmbeddingDenseBackwardBackward::grad_output` not implemented: formula `embedding_dense_double_backward_symint(grad, indices, padding_idx)`".to_string()))
-    }
-    /// `EmbeddingRenormBackward`: `not_implemented("embedding_renorm")` (not translated: a `string_literal`).
-    fn hook_embedding_renorm__self(&self, node: &EmbeddingRenormBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `EmbeddingRenormBackward::self` not implemented: formula `not_implemented(\"embedding_renorm\")`".to_string()))
-    }
-    /// `EqScalarBackward1`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_eq_scalar__self(&self, node: &EqScalarBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `EqScalarBackward1::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
-    /// `EqTensorBackward1`: `zeros_like(other)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_eq_tensor__other(&self, node: &EqTensorBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `EqTensorBackward1::other` not implemented: formula `zeros_like(other)`".to_string()))
-    }
-    /// `EqTensorBackward1`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_eq_tensor__self(&self, node: &EqTensorBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `EqTensorBackward1::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
-    /// `ErfBackward`: `2.0 / sqrt(M_PI) * exp(-(self.pow(2))) * grad` (not translated: unknown name `M_PI`).
-    fn hook_erf_self(&self, node: &ErfBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `ErfBackward::self` not implemented: formula `2.0 / sqrt(M_PI) * exp(-(self.pow(2))) * grad`".to_string()))
-    }
-    /// `ErfcBackward`: `-2.0 / sqrt(M_PI) * exp(-(self.pow(2))) * grad` (not translated: unknown name `M_PI`).
-    fn hook_erfc_self(&self, node: &ErfcBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `ErfcBackward::self` not implemented: formula `-2.0 / sqrt(M_PI) * exp(-(self.pow(2))) * grad`".to_string()))
-    }
-    /// `ErfinvBackward`: `0.5 * sqrt(M_PI) * exp(self.erfinv().pow(2)) * grad` (not translated: unknown name `M_PI`).
-    fn hook_erfinv_self(&self, node: &ErfinvBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `ErfinvBackward::self` not implemented: formula `0.5 * sqrt(M_PI) * exp(self.erfinv().pow(2)) * grad`".to_string()))
-    }
-    /// `Exp2Backward`: `grad * result.conj() * M_LN2` (not translated: unknown name `M_LN2`).
-    fn hook_exp2_self(&self, node: &Exp2Backward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `Exp2Backward::self` not implemented: formula `grad * result.conj() * M_LN2`".to_string()))
     }
     /// `FakeQuantizePerChannelAffineCachemaskBackward`: `fake_quantize_per_channel_affine_cachemask_backward(grad, mask)` (not translated: no operator or helper `fake_quantize_per_channel_affine_cachemask_backward`).
     fn hook_fake_quantize_per_channel_affine_cachemask_self(&self, node: &FakeQuantizePerChannelAffineCachemaskBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -1784,49 +1578,13 @@ pub trait BackwardHooks {
     fn hook_fmin_self(&self, node: &FminBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `FminBackward::self` not implemented: formula `grad.masked_fill((self <= other).logical_or_(other.isnan()).logical_not_(), 0)`".to_string()))
     }
-    /// `FmodTensorBackward`: `-grad * self.div(other, /*rounding_mode=*/"trunc")` (not translated: a `string_literal`).
-    fn hook_fmod_tensor_other(&self, node: &FmodTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `FmodTensorBackward::other` not implemented: formula `-grad * self.div(other, /*rounding_mode=*/\"trunc\")`".to_string()))
-    }
     /// `FractionalMaxPool2dBackwardBackward`: `max_pool_double_backward(grad, indices, 2)` (not translated: no operator or helper `max_pool_double_backward`).
     fn hook_fractional_max_pool2d_backward_grad_output(&self, node: &FractionalMaxPool2dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `FractionalMaxPool2dBackwardBackward::grad_output` not implemented: formula `max_pool_double_backward(grad, indices, 2)`".to_string()))
     }
-    /// `FractionalMaxPool2dBackwardBackward`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_fractional_max_pool2d_backward_self(&self, node: &FractionalMaxPool2dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `FractionalMaxPool2dBackwardBackward::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
     /// `FractionalMaxPool3dBackwardBackward`: `max_pool_double_backward(grad, indices, 3)` (not translated: no operator or helper `max_pool_double_backward`).
     fn hook_fractional_max_pool3d_backward_grad_output(&self, node: &FractionalMaxPool3dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `FractionalMaxPool3dBackwardBackward::grad_output` not implemented: formula `max_pool_double_backward(grad, indices, 3)`".to_string()))
-    }
-    /// `FractionalMaxPool3dBackwardBackward`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_fractional_max_pool3d_backward_self(&self, node: &FractionalMaxPool3dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `FractionalMaxPool3dBackwardBackward::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
-    /// `GatherBackward`: `gather_backward(grad, self, dim, index, sparse_grad)` (not translated: no operator or helper `gather_backward`).
-    fn hook_gather_self(&self, node: &GatherBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `GatherBackward::self` not implemented: formula `gather_backward(grad, self, dim, index, sparse_grad)`".to_string()))
-    }
-    /// `GeScalarBackward1`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_ge_scalar__self(&self, node: &GeScalarBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `GeScalarBackward1::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
-    /// `GeTensorBackward1`: `zeros_like(other)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_ge_tensor__other(&self, node: &GeTensorBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `GeTensorBackward1::other` not implemented: formula `zeros_like(other)`".to_string()))
-    }
-    /// `GeTensorBackward1`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_ge_tensor__self(&self, node: &GeTensorBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `GeTensorBackward1::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
-    /// `GeluBackwardBackward`: `gelu_double_backward(grad, grad_output, self, approximate)` (not translated: no operator or helper `gelu_double_backward`).
-    fn hook_gelu_backward_self(&self, node: &GeluBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `GeluBackwardBackward::self` not implemented: formula `gelu_double_backward(grad, grad_output, self, approximate)`".to_string()))
-    }
-    /// `GeqrfBackward`: `not_implemented("geqrf")` (not translated: a `string_literal`).
-    fn hook_geqrf_self(&self, node: &GeqrfBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `GeqrfBackward::self` not implemented: formula `not_implemented(\"geqrf\")`".to_string()))
     }
     /// `GluBackwardBackward`: `glu_double_backward_grad_output(grad, self, dim)` (not translated: no operator or helper `glu_double_backward_grad_output`).
     fn hook_glu_backward_grad_output(&self, node: &GluBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -1844,22 +1602,6 @@ pub trait BackwardHooks {
     fn hook_grid_sampler_3d_input_grid(&self, node: &GridSampler3dBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `GridSampler3dBackward::input, grid` not implemented: formula `grad.defined() ? grid_sampler_3d_backward(grad, input, grid, interpolation_mode, padding_mode, align_corners, grad_input_mask) : std::tuple<Tensor, Tensor>()`".to_string()))
     }
-    /// `GtScalarBackward1`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_gt_scalar__self(&self, node: &GtScalarBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `GtScalarBackward1::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
-    /// `GtTensorBackward1`: `zeros_like(other)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_gt_tensor__other(&self, node: &GtTensorBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `GtTensorBackward1::other` not implemented: formula `zeros_like(other)`".to_string()))
-    }
-    /// `GtTensorBackward1`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_gt_tensor__self(&self, node: &GtTensorBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `GtTensorBackward1::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
-    /// `HardswishBackwardBackward`: `at::where(at::logical_and(-3.0 < self, self < 3.0), grad * grad_output / 3.0, at::zeros({}, self.options()))` (not translated: a `initializer_list`).
-    fn hook_hardswish_backward_self(&self, node: &HardswishBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `HardswishBackwardBackward::self` not implemented: formula `at::where(at::logical_and(-3.0 < self, self < 3.0), grad * grad_output / 3.0, at::zeros({}, self.options()))`".to_string()))
-    }
     /// `HuberLossBackwardBackward`: `huber_loss_double_backward_grad_output(grad, grad_output, self, target, reduction, delta)` (not translated: no operator or helper `huber_loss_double_backward_grad_output`).
     fn hook_huber_loss_backward_grad_output(&self, node: &HuberLossBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `HuberLossBackwardBackward::grad_output` not implemented: formula `huber_loss_double_backward_grad_output(grad, grad_output, self, target, reduction, delta)`".to_string()))
@@ -1876,19 +1618,7 @@ pub trait BackwardHooks {
     fn hook_i0_self(&self, node: &I0Backward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `I0Backward::self` not implemented: formula `grad * at::special_i1(self)`".to_string()))
     }
-    /// `IgammaBackward`: `not_implemented("igamma: input")` (not translated: a `string_literal`).
-    fn hook_igamma_self(&self, node: &IgammaBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `IgammaBackward::self` not implemented: formula `not_implemented(\"igamma: input\")`".to_string()))
-    }
-    /// `IgammacBackward`: `not_implemented("igammac: input")` (not translated: a `string_literal`).
-    fn hook_igammac_self(&self, node: &IgammacBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `IgammacBackward::self` not implemented: formula `not_implemented(\"igammac: input\")`".to_string()))
-    }
-    /// `Im2colBackward`: `col2im_symint(grad, {self.sym_size(-2), self.sym_size(-1)}, kernel_size, dilation, padding, stride)` (not translated: a `initializer_list`).
-    fn hook_im2col_self(&self, node: &Im2colBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `Im2colBackward::self` not implemented: formula `col2im_symint(grad, {self.sym_size(-2), self.sym_size(-1)}, kernel_size, dilation, padding, stride)`".to_string()))
-    }
-    /// `IndexTensorBackward`: `index_backward(grad.new_zeros_symint(self.sym_sizes(), self.options()), indices, grad)` (not translated: no overload of `new_zeros` takes (Tensor, IntList, Other)).
+    /// `IndexTensorBackward`: `index_backward(grad.new_zeros_symint(self.sym_sizes(), self.options()), indices, grad)` (not translated: no overload of `new_zeros` takes (Tensor, IntList, Options)).
     fn hook_index_tensor_self(&self, node: &IndexTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `IndexTensorBackward::self` not implemented: formula `index_backward(grad.new_zeros_symint(self.sym_sizes(), self.options()), indices, grad)`".to_string()))
     }
@@ -1916,29 +1646,9 @@ pub trait BackwardHooks {
     fn hook_index_reduce_self_source(&self, node: &IndexReduceBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `IndexReduceBackward::self, source` not implemented: formula `index_reduce_backward(grad, self, dim, index, source, reduce, include_self, result)`".to_string()))
     }
-    /// `IndexSelectBackward`: `index_select_backward_symint(grad, self.sym_sizes(), dim, index)` (not translated: no operator or helper `index_select_backward`).
-    fn hook_index_select_self(&self, node: &IndexSelectBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `IndexSelectBackward::self` not implemented: formula `index_select_backward_symint(grad, self.sym_sizes(), dim, index)`".to_string()))
-    }
     /// `KthvalueBackward`: `value_selecting_reduction_backward_symint(grad, dim, indices, self.sym_sizes(), keepdim)` (not translated: no operator or helper `value_selecting_reduction_backward`).
     fn hook_kthvalue_self(&self, node: &KthvalueBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `KthvalueBackward::self` not implemented: formula `value_selecting_reduction_backward_symint(grad, dim, indices, self.sym_sizes(), keepdim)`".to_string()))
-    }
-    /// `LeScalarBackward1`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_le_scalar__self(&self, node: &LeScalarBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `LeScalarBackward1::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
-    /// `LeTensorBackward1`: `zeros_like(other)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_le_tensor__other(&self, node: &LeTensorBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `LeTensorBackward1::other` not implemented: formula `zeros_like(other)`".to_string()))
-    }
-    /// `LeTensorBackward1`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_le_tensor__self(&self, node: &LeTensorBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `LeTensorBackward1::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
-    /// `LerpScalarBackward`: `weight.isComplex() ? grad * (1 - weight.conj().toComplexDouble()) : grad * (1 - weight.toDouble())` (not translated: a `conditional_expression`).
-    fn hook_lerp_scalar_self(&self, node: &LerpScalarBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `LerpScalarBackward::self` not implemented: formula `weight.isComplex() ? grad * (1 - weight.conj().toComplexDouble()) : grad * (1 - weight.toDouble())`".to_string()))
     }
     /// `LgammaBackward`: `grad * digamma(self)` (not translated: a `declaration`).
     fn hook_lgamma_self(&self, node: &LgammaBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -2024,29 +1734,9 @@ pub trait BackwardHooks {
     fn hook_logsumexp_self(&self, node: &LogsumexpBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `LogsumexpBackward::self` not implemented: formula `logsumexp_backward(grad, self, result, dim, keepdim)`".to_string()))
     }
-    /// `LtScalarBackward1`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_lt_scalar__self(&self, node: &LtScalarBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `LtScalarBackward1::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
-    /// `LtTensorBackward1`: `zeros_like(other)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_lt_tensor__other(&self, node: &LtTensorBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `LtTensorBackward1::other` not implemented: formula `zeros_like(other)`".to_string()))
-    }
-    /// `LtTensorBackward1`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_lt_tensor__self(&self, node: &LtTensorBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `LtTensorBackward1::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
     /// `LuUnpackBackward`: `lu_unpack_backward(grad_L, grad_U, LU_data.sym_size(-2), LU_data.sym_size(-1))` (not translated: unknown name `grad_L`).
     fn hook_lu_unpack_LU_data(&self, node: &LuUnpackBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `LuUnpackBackward::LU_data` not implemented: formula `lu_unpack_backward(grad_L, grad_U, LU_data.sym_size(-2), LU_data.sym_size(-1))`".to_string()))
-    }
-    /// `MaskedFillTensorBackward`: `masked_fill_backward(grad, mask)` (not translated: no operator or helper `masked_fill_backward`).
-    fn hook_masked_fill_tensor_value(&self, node: &MaskedFillTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `MaskedFillTensorBackward::value` not implemented: formula `masked_fill_backward(grad, mask)`".to_string()))
-    }
-    /// `MaskedScatterBackwardBackward`: `zeros_like(grad_output).masked_scatter(mask, grad)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_masked_scatter_backward_grad_output(&self, node: &MaskedScatterBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `MaskedScatterBackwardBackward::grad_output` not implemented: formula `zeros_like(grad_output).masked_scatter(mask, grad)`".to_string()))
     }
     /// `MaskedSelectBackward`: `masked_select_backward(grad, self, mask)` (not translated: no operator or helper `masked_select_backward`).
     fn hook_masked_select_self(&self, node: &MaskedSelectBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -2064,25 +1754,13 @@ pub trait BackwardHooks {
     fn hook_max_pool2d_backward_grad_output(&self, node: &MaxPool2dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `MaxPool2dBackwardBackward::grad_output` not implemented: formula `error_for_max_pool2d_double_backward()`".to_string()))
     }
-    /// `MaxPool2dBackwardBackward`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_max_pool2d_backward_self(&self, node: &MaxPool2dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `MaxPool2dBackwardBackward::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
     /// `MaxPool2dWithIndicesBackwardBackward`: `max_pool_double_backward(grad, indices, 2)` (not translated: no operator or helper `max_pool_double_backward`).
     fn hook_max_pool2d_with_indices_backward_grad_output(&self, node: &MaxPool2dWithIndicesBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `MaxPool2dWithIndicesBackwardBackward::grad_output` not implemented: formula `max_pool_double_backward(grad, indices, 2)`".to_string()))
     }
-    /// `MaxPool2dWithIndicesBackwardBackward`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_max_pool2d_with_indices_backward_self(&self, node: &MaxPool2dWithIndicesBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `MaxPool2dWithIndicesBackwardBackward::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
     /// `MaxPool3dWithIndicesBackwardBackward`: `max_pool_double_backward(grad, indices, 3)` (not translated: no operator or helper `max_pool_double_backward`).
     fn hook_max_pool3d_with_indices_backward_grad_output(&self, node: &MaxPool3dWithIndicesBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `MaxPool3dWithIndicesBackwardBackward::grad_output` not implemented: formula `max_pool_double_backward(grad, indices, 3)`".to_string()))
-    }
-    /// `MaxPool3dWithIndicesBackwardBackward`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_max_pool3d_with_indices_backward_self(&self, node: &MaxPool3dWithIndicesBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `MaxPool3dWithIndicesBackwardBackward::self` not implemented: formula `zeros_like(self)`".to_string()))
     }
     /// `MaxUnpool2dBackward`: `max_pool_double_backward(grad, indices, 2)` (not translated: no operator or helper `max_pool_double_backward`).
     fn hook_max_unpool2d_self(&self, node: &MaxUnpool2dBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -2132,14 +1810,6 @@ pub trait BackwardHooks {
     fn hook_miopen_batch_norm_backward_input_weight_grad_output(&self, node: &MiopenBatchNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `MiopenBatchNormBackwardBackward::input, weight, grad_output` not implemented: formula `batchnorm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_output, running_mean, running_var, true, epsilon, save_mean, save_var, grad_input_mask)`".to_string()))
     }
-    /// `MiopenBatchNormBackwardBackward`: `not_implemented("miopen_batch_norm_backward save_mean")` (not translated: a `string_literal`).
-    fn hook_miopen_batch_norm_backward_save_mean(&self, node: &MiopenBatchNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `MiopenBatchNormBackwardBackward::save_mean` not implemented: formula `not_implemented(\"miopen_batch_norm_backward save_mean\")`".to_string()))
-    }
-    /// `MiopenBatchNormBackwardBackward`: `not_implemented("miopen_batch_norm_backward save_var")` (not translated: a `string_literal`).
-    fn hook_miopen_batch_norm_backward_save_var(&self, node: &MiopenBatchNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `MiopenBatchNormBackwardBackward::save_var` not implemented: formula `not_implemented(\"miopen_batch_norm_backward save_var\")`".to_string()))
-    }
     /// `MiopenConvolutionBackward`: `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, false, std::vector<c10::SymInt>(padding.size(), 0), groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: function `std::vector<c10::SymInt>`).
     fn hook_miopen_convolution_self_weight_bias(&self, node: &MiopenConvolutionBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `MiopenConvolutionBackward::self, weight, bias` not implemented: formula `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, false, std::vector<c10::SymInt>(padding.size(), 0), groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
@@ -2180,18 +1850,6 @@ pub trait BackwardHooks {
     fn hook_mps_convolution_backward_grad_output_self_weight(&self, node: &MpsConvolutionBackwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `MpsConvolutionBackwardBackward::grad_output, self, weight` not implemented: formula `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, self, stride, padding, dilation, false, std::vector<c10::SymInt>(padding.size(), 0), groups, grad_input_mask)`".to_string()))
     }
-    /// `MseLossBackwardBackward`: `mse_loss_double_backward(grad * grad_output, self, reduction)` (not translated: no operator or helper `mse_loss_double_backward`).
-    fn hook_mse_loss_backward_self(&self, node: &MseLossBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `MseLossBackwardBackward::self` not implemented: formula `mse_loss_double_backward(grad * grad_output, self, reduction)`".to_string()))
-    }
-    /// `MseLossBackwardBackward`: `-mse_loss_double_backward(grad * grad_output, target, reduction)` (not translated: no operator or helper `mse_loss_double_backward`).
-    fn hook_mse_loss_backward_target(&self, node: &MseLossBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `MseLossBackwardBackward::target` not implemented: formula `-mse_loss_double_backward(grad * grad_output, target, reduction)`".to_string()))
-    }
-    /// `MvBackward`: `grad.ger(vec.conj())` (not translated: no operator or helper `ger`).
-    fn hook_mv_self(&self, node: &MvBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `MvBackward::self` not implemented: formula `grad.ger(vec.conj())`".to_string()))
-    }
     /// `MvlgammaBackward`: `mvlgamma_backward(grad, self, p)` (not translated: no operator or helper `mvlgamma_backward`).
     fn hook_mvlgamma_self(&self, node: &MvlgammaBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `MvlgammaBackward::self` not implemented: formula `mvlgamma_backward(grad, self, p)`".to_string()))
@@ -2208,7 +1866,7 @@ pub trait BackwardHooks {
     fn hook_nanmedian_dim_self(&self, node: &NanmedianDimBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `NanmedianDimBackward::self` not implemented: formula `value_selecting_reduction_backward_symint(grad, dim, indices, self.sym_sizes(), keepdim)`".to_string()))
     }
-    /// `NansumBackward`: `nansum_backward(grad.to(self.scalar_type()), self, dim, keepdim)` (not translated: no operator or helper `to`).
+    /// `NansumBackward`: `nansum_backward(grad.to(self.scalar_type()), self, dim, keepdim)` (not translated: no operator or helper `nansum_backward`).
     fn hook_nansum_self(&self, node: &NansumBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `NansumBackward::self` not implemented: formula `nansum_backward(grad.to(self.scalar_type()), self, dim, keepdim)`".to_string()))
     }
@@ -2220,25 +1878,9 @@ pub trait BackwardHooks {
     fn hook_native_batch_norm_backward_input_weight_grad_out(&self, node: &NativeBatchNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `NativeBatchNormBackwardBackward::input, weight, grad_out` not implemented: formula `batchnorm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_out, running_mean, running_var, train, eps, save_mean, save_invstd, grad_input_mask)`".to_string()))
     }
-    /// `NativeBatchNormBackwardBackward`: `not_implemented("native_batch_norm_backward save_invstd")` (not translated: a `string_literal`).
-    fn hook_native_batch_norm_backward_save_invstd(&self, node: &NativeBatchNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `NativeBatchNormBackwardBackward::save_invstd` not implemented: formula `not_implemented(\"native_batch_norm_backward save_invstd\")`".to_string()))
-    }
-    /// `NativeBatchNormBackwardBackward`: `not_implemented("native_batch_norm_backward save_mean")` (not translated: a `string_literal`).
-    fn hook_native_batch_norm_backward_save_mean(&self, node: &NativeBatchNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `NativeBatchNormBackwardBackward::save_mean` not implemented: formula `not_implemented(\"native_batch_norm_backward save_mean\")`".to_string()))
-    }
     /// `NativeDropoutBackward`: `GradMode::is_enabled() ? infinitely_differentiable_native_dropout_backward(grad, result1, (!train.has_value() || !train.value() ? 1 : (p == 1 ? 0.0 : 1.0 / (1.0 - p)))) : native_dropout_backward(grad, result1, (!train.has_value() || !train.value() ? 1 : (p == 1 ? 0.0 : 1.0 / (1.0 - p))))` (not translated: a `conditional_expression`).
     fn hook_native_dropout_input(&self, node: &NativeDropoutBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `NativeDropoutBackward::input` not implemented: formula `GradMode::is_enabled() ? infinitely_differentiable_native_dropout_backward(grad, result1, (!train.has_value() || !train.value() ? 1 : (p == 1 ? 0.0 : 1.0 / (1.0 - p)))) : native_dropout_backward(grad, result1, (!train.has_value() || !train.value() ? 1 : (p == 1 ? 0.0 : 1.0 / (1.0 - p))))`".to_string()))
-    }
-    /// `NativeDropoutBackwardBackward`: `native_dropout_double_backward(grad, grad_output, mask, scale)` (not translated: no operator or helper `native_dropout_double_backward`).
-    fn hook_native_dropout_backward_grad_output(&self, node: &NativeDropoutBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `NativeDropoutBackwardBackward::grad_output` not implemented: formula `native_dropout_double_backward(grad, grad_output, mask, scale)`".to_string()))
-    }
-    /// `NativeDropoutBackwardBackward`: `not_implemented("native_dropout_backward: mask")` (not translated: a `string_literal`).
-    fn hook_native_dropout_backward_mask(&self, node: &NativeDropoutBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `NativeDropoutBackwardBackward::mask` not implemented: formula `not_implemented(\"native_dropout_backward: mask\")`".to_string()))
     }
     /// `NativeGroupNormBackward`: `GradMode::is_enabled() || grads[1].defined() || grads[2].defined() ? infinitely_differentiable_native_group_norm_backward(grads[0], grads[1], grads[2], input, result1, result2, weight, N, C, HxW, group, eps, grad_input_mask) : (grads[0].defined() ? native_group_norm_backward_symint(grads[0].device().is_xpu() ? grads[0] : grads[0].contiguous(grads[0].device().is_cpu() ? input.suggest_memory_format() : c10::MemoryFormat::Contiguous), input.device().is_xpu() ? input : input.contiguous(input.device().is_cpu() ? input.suggest_memory_format() : c10::MemoryFormat::Contiguous), result1, result2, weight, N, C, HxW, group, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>())` (not translated: a `conditional_expression`).
     fn hook_native_group_norm_input_weight_bias(&self, node: &NativeGroupNormBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
@@ -2252,41 +1894,9 @@ pub trait BackwardHooks {
     fn hook_native_layer_norm_backward_input_weight_grad_out(&self, node: &NativeLayerNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `NativeLayerNormBackwardBackward::input, weight, grad_out` not implemented: formula `layer_norm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_out, mean, rstd, normalized_shape, grad_input_mask)`".to_string()))
     }
-    /// `NativeLayerNormBackwardBackward`: `not_implemented("native_layer_norm_backward mean")` (not translated: a `string_literal`).
-    fn hook_native_layer_norm_backward_mean(&self, node: &NativeLayerNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `NativeLayerNormBackwardBackward::mean` not implemented: formula `not_implemented(\"native_layer_norm_backward mean\")`".to_string()))
-    }
-    /// `NativeLayerNormBackwardBackward`: `not_implemented("native_layer_norm_backward rstd")` (not translated: a `string_literal`).
-    fn hook_native_layer_norm_backward_rstd(&self, node: &NativeLayerNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `NativeLayerNormBackwardBackward::rstd` not implemented: formula `not_implemented(\"native_layer_norm_backward rstd\")`".to_string()))
-    }
-    /// `NeScalarBackward1`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_ne_scalar__self(&self, node: &NeScalarBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `NeScalarBackward1::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
-    /// `NeTensorBackward1`: `zeros_like(other)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_ne_tensor__other(&self, node: &NeTensorBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `NeTensorBackward1::other` not implemented: formula `zeros_like(other)`".to_string()))
-    }
-    /// `NeTensorBackward1`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_ne_tensor__self(&self, node: &NeTensorBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `NeTensorBackward1::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
-    /// `NextafterBackward`: `not_implemented("nextafter")` (not translated: a `string_literal`).
-    fn hook_nextafter_other(&self, node: &NextafterBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `NextafterBackward::other` not implemented: formula `not_implemented(\"nextafter\")`".to_string()))
-    }
-    /// `NextafterBackward`: `not_implemented("nextafter")` (not translated: a `string_literal`).
-    fn hook_nextafter_self(&self, node: &NextafterBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `NextafterBackward::self` not implemented: formula `not_implemented(\"nextafter\")`".to_string()))
-    }
     /// `NllLoss2dBackwardBackward`: `nll_loss2d_symint(grad, target, weight, reduction, ignore_index)` (not translated: no operator or helper `nll_loss2d`).
     fn hook_nll_loss2d_backward_grad_output(&self, node: &NllLoss2dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `NllLoss2dBackwardBackward::grad_output` not implemented: formula `nll_loss2d_symint(grad, target, weight, reduction, ignore_index)`".to_string()))
-    }
-    /// `NllLossBackwardBackward`: `nll_loss_symint(grad, target, weight, reduction, ignore_index)` (not translated: no operator or helper `nll_loss`).
-    fn hook_nll_loss_backward_grad_output(&self, node: &NllLossBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `NllLossBackwardBackward::grad_output` not implemented: formula `nll_loss_symint(grad, target, weight, reduction, ignore_index)`".to_string()))
     }
     /// `NormScalarBackward`: `norm_backward(grad, self, p, result)` (not translated: no operator or helper `norm_backward`).
     fn hook_norm_scalar_self(&self, node: &NormScalarBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -2296,63 +1906,27 @@ pub trait BackwardHooks {
     fn hook_norm_scalaropt_dim_self(&self, node: &NormScalaroptDimBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `NormScalaroptDimBackward::self` not implemented: formula `norm_backward(grad, self, p, result, dim, keepdim)`".to_string()))
     }
-    /// `NormScalaroptDimDtypeBackward`: `norm_backward(grad, self.to(grad.scalar_type()), p, result, dim, keepdim)` (not translated: no operator or helper `scalar_type`).
+    /// `NormScalaroptDimDtypeBackward`: `norm_backward(grad, self.to(grad.scalar_type()), p, result, dim, keepdim)` (not translated: no operator or helper `norm_backward`).
     fn hook_norm_scalaropt_dim_dtype_self(&self, node: &NormScalaroptDimDtypeBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `NormScalaroptDimDtypeBackward::self` not implemented: formula `norm_backward(grad, self.to(grad.scalar_type()), p, result, dim, keepdim)`".to_string()))
     }
-    /// `NormScalaroptDtypeBackward`: `norm_backward(grad, self.to(grad.scalar_type()), p, result)` (not translated: no operator or helper `scalar_type`).
+    /// `NormScalaroptDtypeBackward`: `norm_backward(grad, self.to(grad.scalar_type()), p, result)` (not translated: no operator or helper `norm_backward`).
     fn hook_norm_scalaropt_dtype_self(&self, node: &NormScalaroptDtypeBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `NormScalaroptDtypeBackward::self` not implemented: formula `norm_backward(grad, self.to(grad.scalar_type()), p, result)`".to_string()))
-    }
-    /// `NormalTensorTensorBackward`: `at::zeros_symint(mean.sym_sizes(), grad.options())` (not translated: no operator or helper `options`).
-    fn hook_normal_tensor_tensor_mean(&self, node: &NormalTensorTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `NormalTensorTensorBackward::mean` not implemented: formula `at::zeros_symint(mean.sym_sizes(), grad.options())`".to_string()))
-    }
-    /// `NormalTensorTensorBackward`: `at::zeros_symint(std.sym_sizes(), grad.options())` (not translated: no operator or helper `options`).
-    fn hook_normal_tensor_tensor_std(&self, node: &NormalTensorTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `NormalTensorTensorBackward::std` not implemented: formula `at::zeros_symint(std.sym_sizes(), grad.options())`".to_string()))
-    }
-    /// `NormalTensorFloatBackward`: `at::zeros_symint(mean.sym_sizes(), grad.options())` (not translated: no operator or helper `options`).
-    fn hook_normal_tensor_float_mean(&self, node: &NormalTensorFloatBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `NormalTensorFloatBackward::mean` not implemented: formula `at::zeros_symint(mean.sym_sizes(), grad.options())`".to_string()))
-    }
-    /// `NormalFloatTensorBackward`: `at::zeros_symint(std.sym_sizes(), grad.options())` (not translated: no operator or helper `options`).
-    fn hook_normal_float_tensor_std(&self, node: &NormalFloatTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `NormalFloatTensorBackward::std` not implemented: formula `at::zeros_symint(std.sym_sizes(), grad.options())`".to_string()))
     }
     /// `OrmqrBackward`: `ormqr_backward(grad, result, self, input2, input3, left, transpose, grad_input_mask)` (not translated: no operator or helper `ormqr_backward`).
     fn hook_ormqr_self_input2_input3(&self, node: &OrmqrBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `OrmqrBackward::self, input2, input3` not implemented: formula `ormqr_backward(grad, result, self, input2, input3, left, transpose, grad_input_mask)`".to_string()))
     }
-    /// `PoissonBackward`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_poisson_self(&self, node: &PoissonBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `PoissonBackward::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
     /// `PolarBackward`: `polar_backward(grad, result)` (not translated: no operator or helper `polar_backward`).
     fn hook_polar_abs_angle(&self, node: &PolarBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `PolarBackward::abs, angle` not implemented: formula `polar_backward(grad, result)`".to_string()))
     }
-    /// `PowScalarBackward`: `pow_backward_exponent(grad, self, exponent, result)` (not translated: no operator or helper `pow_backward_exponent`).
-    fn hook_pow_scalar_exponent(&self, node: &PowScalarBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `PowScalarBackward::exponent` not implemented: formula `pow_backward_exponent(grad, self, exponent, result)`".to_string()))
-    }
-    /// `PowTensorScalarBackward`: `pow_backward(grad, self, exponent)` (not translated: no operator or helper `pow_backward`).
-    fn hook_pow_tensor_scalar_self(&self, node: &PowTensorScalarBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `PowTensorScalarBackward::self` not implemented: formula `pow_backward(grad, self, exponent)`".to_string()))
-    }
-    /// `PowTensorTensorBackward`: `pow_backward_exponent(grad, self, exponent, result)` (not translated: no operator or helper `pow_backward_exponent`).
-    fn hook_pow_tensor_tensor_exponent(&self, node: &PowTensorTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `PowTensorTensorBackward::exponent` not implemented: formula `pow_backward_exponent(grad, self, exponent, result)`".to_string()))
-    }
-    /// `PowTensorTensorBackward`: `pow_backward_self(grad, self, exponent)` (not translated: no operator or helper `pow_backward_self`).
-    fn hook_pow_tensor_tensor_self(&self, node: &PowTensorTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `PowTensorTensorBackward::self` not implemented: formula `pow_backward_self(grad, self, exponent)`".to_string()))
-    }
-    /// `ProdBackward`: `prod_backward(grad, self.to(grad.scalar_type()), result)` (not translated: no operator or helper `scalar_type`).
+    /// `ProdBackward`: `prod_backward(grad, self.to(grad.scalar_type()), result)` (not translated: no operator or helper `prod_backward`).
     fn hook_prod_self(&self, node: &ProdBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `ProdBackward::self` not implemented: formula `prod_backward(grad, self.to(grad.scalar_type()), result)`".to_string()))
     }
-    /// `ProdDimIntBackward`: `prod_backward(grad, self.to(grad.scalar_type()), result, dim, keepdim)` (not translated: no operator or helper `scalar_type`).
+    /// `ProdDimIntBackward`: `prod_backward(grad, self.to(grad.scalar_type()), result, dim, keepdim)` (not translated: no operator or helper `prod_backward`).
     fn hook_prod_dim_int_self(&self, node: &ProdDimIntBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `ProdDimIntBackward::self` not implemented: formula `prod_backward(grad, self.to(grad.scalar_type()), result, dim, keepdim)`".to_string()))
     }
@@ -2368,22 +1942,6 @@ pub trait BackwardHooks {
     fn hook_rad2deg_self(&self, node: &Rad2degBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `Rad2degBackward::self` not implemented: formula `rad2deg_backward(grad)`".to_string()))
     }
-    /// `ReflectionPad1dBackwardBackward`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_reflection_pad1d_backward_self(&self, node: &ReflectionPad1dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `ReflectionPad1dBackwardBackward::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
-    /// `ReflectionPad2dBackwardBackward`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_reflection_pad2d_backward_self(&self, node: &ReflectionPad2dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `ReflectionPad2dBackwardBackward::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
-    /// `ReflectionPad3dBackwardBackward`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_reflection_pad3d_backward_self(&self, node: &ReflectionPad3dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `ReflectionPad3dBackwardBackward::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
-    /// `RemainderTensorBackward`: `-grad * self.div(other, /*rounding_mode=*/"floor")` (not translated: a `string_literal`).
-    fn hook_remainder_tensor_other(&self, node: &RemainderTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `RemainderTensorBackward::other` not implemented: formula `-grad * self.div(other, /*rounding_mode=*/\"floor\")`".to_string()))
-    }
     /// `RenormBackward`: `renorm_backward(grad, self, p, dim, maxnorm)` (not translated: no operator or helper `renorm_backward`).
     fn hook_renorm_self(&self, node: &RenormBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `RenormBackward::self` not implemented: formula `renorm_backward(grad, self, p, dim, maxnorm)`".to_string()))
@@ -2391,18 +1949,6 @@ pub trait BackwardHooks {
     /// `RepeatBackward`: `repeat_backward(grad, repeats, self.sym_sizes())` (not translated: no operator or helper `repeat_backward`).
     fn hook_repeat_self(&self, node: &RepeatBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `RepeatBackward::self` not implemented: formula `repeat_backward(grad, repeats, self.sym_sizes())`".to_string()))
-    }
-    /// `ReplicationPad1dBackwardBackward`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_replication_pad1d_backward_self(&self, node: &ReplicationPad1dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `ReplicationPad1dBackwardBackward::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
-    /// `ReplicationPad2dBackwardBackward`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_replication_pad2d_backward_self(&self, node: &ReplicationPad2dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `ReplicationPad2dBackwardBackward::self` not implemented: formula `zeros_like(self)`".to_string()))
-    }
-    /// `ReplicationPad3dBackwardBackward`: `zeros_like(self)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_replication_pad3d_backward_self(&self, node: &ReplicationPad3dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `ReplicationPad3dBackwardBackward::self` not implemented: formula `zeros_like(self)`".to_string()))
     }
     /// `RollBackward`: `grad.roll_symint(fmap(reverse_list_symint(shifts), [](c10::SymInt i){return -i;}), reverse_list(dims))` (not translated: no operator or helper `reverse_list`).
     fn hook_roll_self(&self, node: &RollBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -2412,14 +1958,6 @@ pub trait BackwardHooks {
     fn hook_scatter_reduce_two_self_src(&self, node: &ScatterReduceTwoBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ScatterReduceTwoBackward::self, src` not implemented: formula `scatter_reduce_backward(grad, self, dim, index, src, reduce, include_self, result)`".to_string()))
     }
-    /// `SelectScatterBackward`: `select_scatter_symint(grad, zeros_like(src), dim, index)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_select_scatter_self(&self, node: &SelectScatterBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `SelectScatterBackward::self` not implemented: formula `select_scatter_symint(grad, zeros_like(src), dim, index)`".to_string()))
-    }
-    /// `SgnBackward`: `sgn_backward(self, grad, result)` (not translated: no operator or helper `sgn_backward`).
-    fn hook_sgn_self(&self, node: &SgnBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `SgnBackward::self` not implemented: formula `sgn_backward(self, grad, result)`".to_string()))
-    }
     /// `SiluBackward`: `GradMode::is_enabled() ? infinitely_differentiable_silu_backward(grad, self) : silu_backward(grad, self)` (not translated: no operator or helper `silu_backward`).
     fn hook_silu_self(&self, node: &SiluBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SiluBackward::self` not implemented: formula `GradMode::is_enabled() ? infinitely_differentiable_silu_backward(grad, self) : silu_backward(grad, self)`".to_string()))
@@ -2428,23 +1966,7 @@ pub trait BackwardHooks {
     fn hook_sinc_self(&self, node: &SincBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SincBackward::self` not implemented: formula `sinc_backward(grad, self)`".to_string()))
     }
-    /// `SliceTensorBackward`: `slice_backward_wrapper(grad, self.sym_sizes(), dim, start, end, step)` (not translated: no operator or helper `slice_backward_wrapper`).
-    fn hook_slice_tensor_self(&self, node: &SliceTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `SliceTensorBackward::self` not implemented: formula `slice_backward_wrapper(grad, self.sym_sizes(), dim, start, end, step)`".to_string()))
-    }
-    /// `SliceCopyTensorBackward`: `slice_backward_wrapper(grad, self.sym_sizes(), dim, start, end, step)` (not translated: no operator or helper `slice_backward_wrapper`).
-    fn hook_slice_copy_tensor_self(&self, node: &SliceCopyTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `SliceCopyTensorBackward::self` not implemented: formula `slice_backward_wrapper(grad, self.sym_sizes(), dim, start, end, step)`".to_string()))
-    }
-    /// `SliceInverseBackward`: `slice_scatter_symint(grad, zeros_like(self), dim, start, end, step)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_slice_inverse_src(&self, node: &SliceInverseBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `SliceInverseBackward::src` not implemented: formula `slice_scatter_symint(grad, zeros_like(self), dim, start, end, step)`".to_string()))
-    }
-    /// `SliceScatterBackward`: `slice_scatter_symint(grad, zeros_like(src), dim, start, end, step)` (not translated: no overload of `zeros` takes (Other)).
-    fn hook_slice_scatter_self(&self, node: &SliceScatterBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `SliceScatterBackward::self` not implemented: formula `slice_scatter_symint(grad, zeros_like(src), dim, start, end, step)`".to_string()))
-    }
-    /// `SlowConv3dForwardBackward`: `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, /*dilation=*/ {{1, 1, 1}}, false, /*output_padding=*/ {{0, 0, 0}}, 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: a `initializer_list`).
+    /// `SlowConv3dForwardBackward`: `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, /*dilation=*/ {{1, 1, 1}}, false, /*output_padding=*/ {{0, 0, 0}}, 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: an initializer list of non-integers).
     fn hook_slow_conv3d_forward_self_weight_bias(&self, node: &SlowConv3dForwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `SlowConv3dForwardBackward::self, weight, bias` not implemented: formula `grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, /*dilation=*/ {{1, 1, 1}}, false, /*output_padding=*/ {{0, 0, 0}}, 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
@@ -2504,10 +2026,6 @@ pub trait BackwardHooks {
     fn hook_sparse_sampled_addmm_self_mat1_mat2(&self, node: &SparseSampledAddmmBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `SparseSampledAddmmBackward::self, mat1, mat2` not implemented: formula `sparse_sampled_addmm_backward(grad, self, wrap_opt_if(mat1, grad_input_mask[2]), wrap_opt_if(mat2, grad_input_mask[1]), alpha, beta, grad_input_mask)`".to_string()))
     }
-    /// `SpecialErfcxBackward`: `(2.0 * self * result - 2.0 / sqrt(M_PI)) * grad` (not translated: unknown name `M_PI`).
-    fn hook_special_erfcx_self(&self, node: &SpecialErfcxBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `SpecialErfcxBackward::self` not implemented: formula `(2.0 * self * result - 2.0 / sqrt(M_PI)) * grad`".to_string()))
-    }
     /// `SpecialI1Backward`: `i1_backward(grad, self, result)` (not translated: no operator or helper `i1_backward`).
     fn hook_special_i1_self(&self, node: &SpecialI1Backward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SpecialI1Backward::self` not implemented: formula `i1_backward(grad, self, result)`".to_string()))
@@ -2532,14 +2050,6 @@ pub trait BackwardHooks {
     fn hook_special_xlog1py_other_scalar_self(&self, node: &SpecialXlog1pyOtherScalarBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SpecialXlog1pyOtherScalarBackward::self` not implemented: formula `other.toDouble() > -1. ? at::special_xlog1py(grad, other) : at::special_xlog1py(grad, other).masked_fill(self == 0., 0.)`".to_string()))
     }
-    /// `SpecialZetaBackward`: `not_implemented("zeta")` (not translated: a `string_literal`).
-    fn hook_special_zeta_self(&self, node: &SpecialZetaBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `SpecialZetaBackward::self` not implemented: formula `not_implemented(\"zeta\")`".to_string()))
-    }
-    /// `SpecialZetaOtherScalarBackward`: `not_implemented("zeta")` (not translated: a `string_literal`).
-    fn hook_special_zeta_other_scalar_self(&self, node: &SpecialZetaOtherScalarBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `SpecialZetaOtherScalarBackward::self` not implemented: formula `not_implemented(\"zeta\")`".to_string()))
-    }
     /// `SpecialZetaSelfScalarBackward`: `grad * -self * special_zeta(self.toDouble() + 1., other)` (not translated: unary `-`).
     fn hook_special_zeta_self_scalar_other(&self, node: &SpecialZetaSelfScalarBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SpecialZetaSelfScalarBackward::other` not implemented: formula `grad * -self * special_zeta(self.toDouble() + 1., other)`".to_string()))
@@ -2560,27 +2070,15 @@ pub trait BackwardHooks {
     fn hook_split_with_sizes_copy_self(&self, node: &SplitWithSizesCopyBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SplitWithSizesCopyBackward::self` not implemented: formula `split_with_sizes_backward(grads, split_sizes, dim, self.sym_sizes(), self.options())`".to_string()))
     }
-    /// `SqueezeBackward`: `unsqueeze_to(grad, self.sym_sizes())` (not translated: `unsqueeze_to` with 2 arguments).
-    fn hook_squeeze_self(&self, node: &SqueezeBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `SqueezeBackward::self` not implemented: formula `unsqueeze_to(grad, self.sym_sizes())`".to_string()))
-    }
-    /// `SqueezeDimsBackward`: `unsqueeze_to(grad, dim, self.sym_sizes())` (not translated: `unsqueeze_to`: a IntList for a Int).
+    /// `SqueezeDimsBackward`: `unsqueeze_to(grad, dim, self.sym_sizes())` (not translated: `unsqueeze_to` with 3 arguments).
     fn hook_squeeze_dims_self(&self, node: &SqueezeDimsBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SqueezeDimsBackward::self` not implemented: formula `unsqueeze_to(grad, dim, self.sym_sizes())`".to_string()))
     }
-    /// `SqueezeBackward1`: `unsqueeze_to(grad, self.sym_sizes())` (not translated: `unsqueeze_to` with 2 arguments).
-    fn hook_squeeze__self(&self, node: &SqueezeBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `SqueezeBackward1::self` not implemented: formula `unsqueeze_to(grad, self.sym_sizes())`".to_string()))
-    }
-    /// `SqueezeDimsBackward1`: `unsqueeze_to(grad, dim, self.sym_sizes())` (not translated: `unsqueeze_to`: a IntList for a Int).
+    /// `SqueezeDimsBackward1`: `unsqueeze_to(grad, dim, self.sym_sizes())` (not translated: `unsqueeze_to` with 3 arguments).
     fn hook_squeeze_dims__self(&self, node: &SqueezeDimsBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SqueezeDimsBackward1::self` not implemented: formula `unsqueeze_to(grad, dim, self.sym_sizes())`".to_string()))
     }
-    /// `SqueezeCopyBackward`: `unsqueeze_to(grad, self.sym_sizes())` (not translated: `unsqueeze_to` with 2 arguments).
-    fn hook_squeeze_copy_self(&self, node: &SqueezeCopyBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `SqueezeCopyBackward::self` not implemented: formula `unsqueeze_to(grad, self.sym_sizes())`".to_string()))
-    }
-    /// `SqueezeCopyDimsBackward`: `unsqueeze_to(grad, dim, self.sym_sizes())` (not translated: `unsqueeze_to`: a IntList for a Int).
+    /// `SqueezeCopyDimsBackward`: `unsqueeze_to(grad, dim, self.sym_sizes())` (not translated: `unsqueeze_to` with 3 arguments).
     fn hook_squeeze_copy_dims_self(&self, node: &SqueezeCopyDimsBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SqueezeCopyDimsBackward::self` not implemented: formula `unsqueeze_to(grad, dim, self.sym_sizes())`".to_string()))
     }
@@ -2623,18 +2121,6 @@ pub trait BackwardHooks {
     /// `UnbindCopyIntBackward`: `unbind_backward(grads, dim)` (not translated: unknown name `grads`).
     fn hook_unbind_copy_int_self(&self, node: &UnbindCopyIntBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `UnbindCopyIntBackward::self` not implemented: formula `unbind_backward(grads, dim)`".to_string()))
-    }
-    /// `UniqueConsecutiveBackward`: `not_implemented("unique_consecutive")` (not translated: a `string_literal`).
-    fn hook_unique_consecutive_self(&self, node: &UniqueConsecutiveBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `UniqueConsecutiveBackward::self` not implemented: formula `not_implemented(\"unique_consecutive\")`".to_string()))
-    }
-    /// `UniqueDimBackward`: `not_implemented("unique_dim")` (not translated: a `string_literal`).
-    fn hook_unique_dim_self(&self, node: &UniqueDimBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `UniqueDimBackward::self` not implemented: formula `not_implemented(\"unique_dim\")`".to_string()))
-    }
-    /// `UniqueDimConsecutiveBackward`: `not_implemented("unique_dim_consecutive")` (not translated: a `string_literal`).
-    fn hook_unique_dim_consecutive_self(&self, node: &UniqueDimConsecutiveBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `UniqueDimConsecutiveBackward::self` not implemented: formula `not_implemented(\"unique_dim_consecutive\")`".to_string()))
     }
     /// `UnsafeSplitTensorBackward`: `split_backward(grads, split_size, dim, self.sym_sizes(), self.options())` (not translated: unknown name `grads`).
     fn hook_unsafe_split_tensor_self(&self, node: &UnsafeSplitTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -2812,7 +2298,7 @@ pub struct AdaptiveAvgPool2dBackwardBackward {
     /// Saved `grad_output_sym_argsize_minus_1`.
     pub grad_output_sym_argsize_minus_1: i64,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl AdaptiveAvgPool2dBackwardBackward {
@@ -2826,10 +2312,12 @@ impl AdaptiveAvgPool2dBackwardBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_grad_output: `_adaptive_avg_pool2d_symint(grad, {grad_output.sym_size(-2), grad_output.sym_size(-1)})`
-        let g_grad_output = if need(needs, 0) { BackwardHooks::hook__adaptive_avg_pool2d_backward_grad_output(o, self, grads)? } else { None };
+        let g_grad_output = if need(needs, 0) { Some(aten::_adaptive_avg_pool2d(o, &grad, &vec![self.grad_output_sym_argsize_minus_2, self.grad_output_sym_argsize_minus_1])?) } else { None };
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 1) { BackwardHooks::hook__adaptive_avg_pool2d_backward_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_self);
@@ -2842,7 +2330,7 @@ impl AdaptiveAvgPool2dBackwardBackward {
         Ok(AdaptiveAvgPool2dBackwardBackward {
             grad_output_sym_argsize_minus_2: cap::size(OP, cap::arg(OP, a, 0)?, -2)?,
             grad_output_sym_argsize_minus_1: cap::size(OP, cap::arg(OP, a, 0)?, -1)?,
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
         })
     }
 }
@@ -2920,7 +2408,7 @@ pub struct AdaptiveAvgPool3dBackwardBackward {
     /// Saved `grad_output_sym_argsize_minus_1`.
     pub grad_output_sym_argsize_minus_1: i64,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl AdaptiveAvgPool3dBackwardBackward {
@@ -2934,10 +2422,12 @@ impl AdaptiveAvgPool3dBackwardBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_grad_output: `_adaptive_avg_pool3d_symint(grad, { grad_output.sym_size(-3), grad_output.sym_size(-2), grad_output.sym_size(-1) })`
-        let g_grad_output = if need(needs, 0) { BackwardHooks::hook__adaptive_avg_pool3d_backward_grad_output(o, self, grads)? } else { None };
+        let g_grad_output = if need(needs, 0) { Some(aten::_adaptive_avg_pool3d(o, &grad, &vec![self.grad_output_sym_argsize_minus_3, self.grad_output_sym_argsize_minus_2, self.grad_output_sym_argsize_minus_1])?) } else { None };
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 1) { BackwardHooks::hook__adaptive_avg_pool3d_backward_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_self);
@@ -2951,7 +2441,7 @@ impl AdaptiveAvgPool3dBackwardBackward {
             grad_output_sym_argsize_minus_3: cap::size(OP, cap::arg(OP, a, 0)?, -3)?,
             grad_output_sym_argsize_minus_2: cap::size(OP, cap::arg(OP, a, 0)?, -2)?,
             grad_output_sym_argsize_minus_1: cap::size(OP, cap::arg(OP, a, 0)?, -1)?,
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
         })
     }
 }
@@ -2986,13 +2476,13 @@ impl CdistBackwardBackward {
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
         // g_cdist: `not_implemented("_cdist_backward")`
-        let g_cdist = if need(needs, 3) { BackwardHooks::hook__cdist_backward_cdist(o, self, grads)? } else { None };
+        let g_cdist = if need(needs, 3) { Some(autograd_helpers::not_implemented("the derivative for `_cdist_backward` input `cdist` is not implemented upstream: _cdist_backward")?) } else { None };
         // g_grad: `not_implemented("_cdist_backward")`
-        let g_grad = if need(needs, 0) { BackwardHooks::hook__cdist_backward_grad(o, self, grads)? } else { None };
+        let g_grad = if need(needs, 0) { Some(autograd_helpers::not_implemented("the derivative for `_cdist_backward` input `grad` is not implemented upstream: _cdist_backward")?) } else { None };
         // g_x1: `not_implemented("_cdist_backward")`
-        let g_x1 = if need(needs, 1) { BackwardHooks::hook__cdist_backward_x1(o, self, grads)? } else { None };
+        let g_x1 = if need(needs, 1) { Some(autograd_helpers::not_implemented("the derivative for `_cdist_backward` input `x1` is not implemented upstream: _cdist_backward")?) } else { None };
         // g_x2: `not_implemented("_cdist_backward")`
-        let g_x2 = if need(needs, 2) { BackwardHooks::hook__cdist_backward_x2(o, self, grads)? } else { None };
+        let g_x2 = if need(needs, 2) { Some(autograd_helpers::not_implemented("the derivative for `_cdist_backward` input `x2` is not implemented upstream: _cdist_backward")?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad);
         out.push(g_x1);
@@ -5289,7 +4779,7 @@ pub struct IndexPutImplBackward {
     /// Saved `indices`.
     pub indices: Vec<Option<Tensor>>,
     /// Saved `values_info`.
-    pub values_info: Opaque,
+    pub values_info: crate::autograd::TensorInfo,
     /// Saved `accumulate`.
     pub accumulate: bool,
 }
@@ -5320,7 +4810,7 @@ impl IndexPutImplBackward {
         const OP: &str = "_index_put_impl_";
         Ok(IndexPutImplBackward {
             indices: cap::value::<Vec<Option<Tensor>>>(OP, cap::arg(OP, a, 1)?)?,
-            values_info: return Err(cap::unsupported(OP, "values_info")),
+            values_info: cap::info(OP, cap::arg(OP, a, 2)?)?,
             accumulate: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
         })
     }
@@ -5927,10 +5417,12 @@ impl LogSoftmaxBackwardDataBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_grad_output: `grad.to(output.dtype()) - (grad.to(output.dtype()) * output.exp()).sum(dim, true)`
-        let g_grad_output = if need(needs, 0) { BackwardHooks::hook__log_softmax_backward_data_grad_output(o, self, grads)? } else { None };
+        let g_grad_output = if need(needs, 0) { Some(aten::sub_tensor(o, &autograd_helpers::to_dtype(o, &grad, self.output.dtype())?, &aten::sum_dim_intlist(o, &aten::mul_tensor(o, &autograd_helpers::to_dtype(o, &grad, self.output.dtype())?, &aten::exp(o, &self.output)?)?, Some(&[self.dim][..]), true, None)?, Scalar::Int(1))?) } else { None };
         // g_output: `(-grad_output.sum(dim, true) * output.exp() * grad.to(output.dtype())).to(output.dtype())`
-        let g_output = if need(needs, 1) { BackwardHooks::hook__log_softmax_backward_data_output(o, self, grads)? } else { None };
+        let g_output = if need(needs, 1) { Some(autograd_helpers::to_dtype(o, &aten::mul_tensor(o, &aten::mul_tensor(o, &aten::neg(o, &aten::sum_dim_intlist(o, &self.grad_output, Some(&[self.dim][..]), true, None)?)?, &aten::exp(o, &self.output)?)?, &autograd_helpers::to_dtype(o, &grad, self.output.dtype())?)?, self.output.dtype())?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_output);
@@ -7223,11 +6715,11 @@ impl PdistBackwardBackward {
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
         // g_grad: `not_implemented("_pdist_backward")`
-        let g_grad = if need(needs, 0) { BackwardHooks::hook__pdist_backward_grad(o, self, grads)? } else { None };
+        let g_grad = if need(needs, 0) { Some(autograd_helpers::not_implemented("the derivative for `_pdist_backward` input `grad` is not implemented upstream: _pdist_backward")?) } else { None };
         // g_pdist: `not_implemented("_pdist_backward")`
-        let g_pdist = if need(needs, 2) { BackwardHooks::hook__pdist_backward_pdist(o, self, grads)? } else { None };
+        let g_pdist = if need(needs, 2) { Some(autograd_helpers::not_implemented("the derivative for `_pdist_backward` input `pdist` is not implemented upstream: _pdist_backward")?) } else { None };
         // g_self: `not_implemented("_pdist_backward")`
-        let g_self = if need(needs, 1) { BackwardHooks::hook__pdist_backward_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 1) { Some(autograd_helpers::not_implemented("the derivative for `_pdist_backward` input `self` is not implemented upstream: _pdist_backward")?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad);
         out.push(g_self);
@@ -7418,7 +6910,7 @@ impl BackwardFn for PreluKernelBackward {
 #[derive(Clone)]
 pub struct PreluKernelBackwardBackward {
     /// Saved `grad_output_options`.
-    pub grad_output_options: Opaque,
+    pub grad_output_options: crate::autograd::TensorOptions,
     /// Saved `self`.
     pub self_: Tensor,
     /// Saved `weight`.
@@ -7426,11 +6918,11 @@ pub struct PreluKernelBackwardBackward {
     /// Saved `grad_output`.
     pub grad_output: Tensor,
     /// Saved `self_options`.
-    pub self_options: Opaque,
+    pub self_options: crate::autograd::TensorOptions,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
     /// Saved `weight_options`.
-    pub weight_options: Opaque,
+    pub weight_options: crate::autograd::TensorOptions,
 }
 
 impl PreluKernelBackwardBackward {
@@ -7461,13 +6953,13 @@ impl PreluKernelBackwardBackward {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<PreluKernelBackwardBackward> {
         const OP: &str = "_prelu_kernel_backward";
         Ok(PreluKernelBackwardBackward {
-            grad_output_options: return Err(cap::unsupported(OP, "grad_output_options")),
+            grad_output_options: cap::options(OP, cap::arg(OP, a, 0)?)?,
             self_: cap::tensor(OP, "self", cap::arg(OP, a, 1)?)?,
             weight: cap::tensor(OP, "weight", cap::arg(OP, a, 2)?)?,
             grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 0)?)?,
-            self_options: return Err(cap::unsupported(OP, "self_options")),
-            self_info: return Err(cap::unsupported(OP, "self_info")),
-            weight_options: return Err(cap::unsupported(OP, "weight_options")),
+            self_options: cap::options(OP, cap::arg(OP, a, 1)?)?,
+            self_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
+            weight_options: cap::options(OP, cap::arg(OP, a, 2)?)?,
         })
     }
 }
@@ -8122,10 +7614,12 @@ impl SoftmaxBackwardDataBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_grad_output: `_softmax_backward_data(grad.to(output.dtype()), output, dim, input_dtype)`
-        let g_grad_output = if need(needs, 0) { BackwardHooks::hook__softmax_backward_data_grad_output(o, self, grads)? } else { None };
+        let g_grad_output = if need(needs, 0) { Some(aten::_softmax_backward_data(o, &autograd_helpers::to_dtype(o, &grad, self.output.dtype())?, &self.output, self.dim, self.input_dtype)?) } else { None };
         // g_output: `softmax_double_backward(grad.to(output.dtype()), grad_output, dim, output).to(output.dtype())`
-        let g_output = if need(needs, 1) { BackwardHooks::hook__softmax_backward_data_output(o, self, grads)? } else { None };
+        let g_output = if need(needs, 1) { Some(autograd_helpers::to_dtype(o, &autograd_helpers::softmax_double_backward(o, &autograd_helpers::to_dtype(o, &grad, self.output.dtype())?, &self.grad_output, self.dim, &self.output)?, self.output.dtype())?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_output);
@@ -8637,7 +8131,7 @@ impl StandardGammaGradBackward {
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
         // g_self: `not_implemented("_standard_gamma_grad")`
-        let g_self = if need(needs, 0) { BackwardHooks::hook__standard_gamma_grad_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::not_implemented("the derivative for `_standard_gamma_grad` input `self` is not implemented upstream: _standard_gamma_grad")?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -9015,7 +8509,7 @@ impl BackwardFn for ThnnFusedLstmCellBackward {
 #[derive(Clone)]
 pub struct ToCopyBackward {
     /// Saved `self_options`.
-    pub self_options: Opaque,
+    pub self_options: crate::autograd::TensorOptions,
 }
 
 impl ToCopyBackward {
@@ -9029,8 +8523,10 @@ impl ToCopyBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `_to_copy_backward(grad, self.options())`
-        let g_self = if need(needs, 0) { BackwardHooks::hook__to_copy_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::to_copy_backward(o, &grad, &self.self_options)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -9040,7 +8536,7 @@ impl ToCopyBackward {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<ToCopyBackward> {
         const OP: &str = "_to_copy";
         Ok(ToCopyBackward {
-            self_options: return Err(cap::unsupported(OP, "self_options")),
+            self_options: cap::options(OP, cap::arg(OP, a, 0)?)?,
         })
     }
 }
@@ -9499,7 +8995,7 @@ impl UniqueBackward {
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
         // g_self: `not_implemented("_unique")`
-        let g_self = if need(needs, 0) { BackwardHooks::hook__unique_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::not_implemented("the derivative for `_unique` input `self` is not implemented upstream: _unique")?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -9543,7 +9039,7 @@ impl Unique2Backward {
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
         // g_self: `not_implemented("_unique2")`
-        let g_self = if need(needs, 0) { BackwardHooks::hook__unique2_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::not_implemented("the derivative for `_unique2` input `self` is not implemented upstream: _unique2")?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -9576,7 +9072,7 @@ pub struct UnsafeIndexTensorBackward {
     /// Saved `self_sym_sizes`.
     pub self_sym_sizes: Vec<i64>,
     /// Saved `self_options`.
-    pub self_options: Opaque,
+    pub self_options: crate::autograd::TensorOptions,
     /// Saved `indices`.
     pub indices: Vec<Option<Tensor>>,
 }
@@ -9604,7 +9100,7 @@ impl UnsafeIndexTensorBackward {
         const OP: &str = "_unsafe_index.Tensor";
         Ok(UnsafeIndexTensorBackward {
             self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
-            self_options: return Err(cap::unsupported(OP, "self_options")),
+            self_options: cap::options(OP, cap::arg(OP, a, 0)?)?,
             indices: cap::value::<Vec<Option<Tensor>>>(OP, cap::arg(OP, a, 1)?)?,
         })
     }
@@ -9629,7 +9125,7 @@ pub struct UnsafeIndexPutBackward {
     /// Saved `indices`.
     pub indices: Vec<Option<Tensor>>,
     /// Saved `values_info`.
-    pub values_info: Opaque,
+    pub values_info: crate::autograd::TensorInfo,
     /// Saved `accumulate`.
     pub accumulate: bool,
 }
@@ -9660,7 +9156,7 @@ impl UnsafeIndexPutBackward {
         const OP: &str = "_unsafe_index_put";
         Ok(UnsafeIndexPutBackward {
             indices: cap::value::<Vec<Option<Tensor>>>(OP, cap::arg(OP, a, 1)?)?,
-            values_info: return Err(cap::unsupported(OP, "values_info")),
+            values_info: cap::info(OP, cap::arg(OP, a, 2)?)?,
             accumulate: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
         })
     }
@@ -10547,8 +10043,10 @@ impl AcoshBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `self.is_complex() ? grad * ((self + 1).rsqrt() * (self - 1).rsqrt()).conj() : grad * (self * self - 1).rsqrt()`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_acosh_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::mul_tensor(o, &grad, &aten::rsqrt(o, &aten::sub_scalar(o, &aten::mul_tensor(o, &self.self_, &self.self_)?, Scalar::Int(1), Scalar::Int(1))?)?)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -10594,7 +10092,7 @@ impl AcoshBackward1 {
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
         // g_self: `not_implemented("inplace version of acosh")`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_acosh__self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::not_implemented("the derivative for `acosh_` input `self` is not implemented upstream: inplace version of acosh")?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -10681,7 +10179,7 @@ pub struct AdaptiveMaxPool2dBackwardBackward {
     /// Saved `indices`.
     pub indices: Tensor,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl AdaptiveMaxPool2dBackwardBackward {
@@ -10695,10 +10193,12 @@ impl AdaptiveMaxPool2dBackwardBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_grad_output: `max_pool_double_backward(grad, indices, 2)`
         let g_grad_output = if need(needs, 0) { BackwardHooks::hook_adaptive_max_pool2d_backward_grad_output(o, self, grads)? } else { None };
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 1) { BackwardHooks::hook_adaptive_max_pool2d_backward_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_self);
@@ -10710,7 +10210,7 @@ impl AdaptiveMaxPool2dBackwardBackward {
         const OP: &str = "adaptive_max_pool2d_backward";
         Ok(AdaptiveMaxPool2dBackwardBackward {
             indices: cap::tensor(OP, "indices", cap::arg(OP, a, 2)?)?,
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
         })
     }
 }
@@ -10789,7 +10289,7 @@ pub struct AdaptiveMaxPool3dBackwardBackward {
     /// Saved `indices`.
     pub indices: Tensor,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl AdaptiveMaxPool3dBackwardBackward {
@@ -10803,10 +10303,12 @@ impl AdaptiveMaxPool3dBackwardBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_grad_output: `max_pool_double_backward(grad, indices, 3)`
         let g_grad_output = if need(needs, 0) { BackwardHooks::hook_adaptive_max_pool3d_backward_grad_output(o, self, grads)? } else { None };
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 1) { BackwardHooks::hook_adaptive_max_pool3d_backward_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_self);
@@ -10818,7 +10320,7 @@ impl AdaptiveMaxPool3dBackwardBackward {
         const OP: &str = "adaptive_max_pool3d_backward";
         Ok(AdaptiveMaxPool3dBackwardBackward {
             indices: cap::tensor(OP, "indices", cap::arg(OP, a, 2)?)?,
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
         })
     }
 }
@@ -10977,9 +10479,9 @@ impl AddbmmBackward {
         let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 3]) };
         let grad = grad.clone();
         // g_batch1: `maybe_multiply(grad.unsqueeze(0).expand_symint({ batch1.sym_size(0), batch1.sym_size(1), batch2.sym_size(2) }).bmm(batch2.transpose(1, 2).conj()), alpha.conj())`
-        let g_batch1 = if need(needs, 1) { BackwardHooks::hook_addbmm_batch1(o, self, grads)? } else { None };
+        let g_batch1 = if need(needs, 1) { Some(autograd_helpers::maybe_multiply(o, &aten::bmm(o, &aten::expand(o, &aten::unsqueeze(o, &grad, 0)?, &vec![self.batch1_sym_argsize_0, self.batch1_sym_argsize_1, self.batch2_sym_argsize_2], false)?, &aten::transpose_int(o, &self.batch2, 1, 2)?)?, self.alpha)?) } else { None };
         // g_batch2: `maybe_multiply(batch1.transpose(1, 2).conj().bmm(grad.unsqueeze(0).expand_symint({ batch1.sym_size(0), batch1.sym_size(1), batch2.sym_size(2) })), alpha.conj())`
-        let g_batch2 = if need(needs, 2) { BackwardHooks::hook_addbmm_batch2(o, self, grads)? } else { None };
+        let g_batch2 = if need(needs, 2) { Some(autograd_helpers::maybe_multiply(o, &aten::bmm(o, &aten::transpose_int(o, &self.batch1, 1, 2)?, &aten::expand(o, &aten::unsqueeze(o, &grad, 0)?, &vec![self.batch1_sym_argsize_0, self.batch1_sym_argsize_1, self.batch2_sym_argsize_2], false)?)?, self.alpha)?) } else { None };
         // g_self: `maybe_multiply(grad, beta.conj())`
         let g_self = if need(needs, 0) { Some(autograd_helpers::maybe_multiply(o, &grad, self.beta)?) } else { None };
         let mut out = Vec::new();
@@ -11274,7 +10776,7 @@ impl AddmvBackward {
         let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 3]) };
         let grad = grad.clone();
         // g_mat: `maybe_multiply(grad.ger(vec.conj()), alpha.conj())`
-        let g_mat = if need(needs, 1) { BackwardHooks::hook_addmv_mat(o, self, grads)? } else { None };
+        let g_mat = if need(needs, 1) { Some(autograd_helpers::maybe_multiply(o, &autograd_helpers::outer(o, &grad, &self.vec)?, self.alpha)?) } else { None };
         // g_self: `maybe_multiply(grad, beta.conj())`
         let g_self = if need(needs, 0) { Some(autograd_helpers::maybe_multiply(o, &grad, self.beta)?) } else { None };
         // g_vec: `maybe_multiply(mat.t().conj().mv(grad), alpha.conj())`
@@ -11668,8 +11170,10 @@ impl AmaxBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `scale_grad_by_count(restore_reduced_dims(grad, dim, keepdim), restore_reduced_dims(result, dim, keepdim) == self, dim)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_amax_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::scale_grad_by_count(o, &autograd_helpers::restore_reduced_dims(o, &grad, &self.dim, self.keepdim)?, &aten::eq_tensor(o, &autograd_helpers::restore_reduced_dims(o, &self.result, &self.dim, self.keepdim)?, &self.self_)?, &self.dim)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -11726,8 +11230,10 @@ impl AminBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `scale_grad_by_count(restore_reduced_dims(grad, dim, keepdim), restore_reduced_dims(result, dim, keepdim) == self, dim)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_amin_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::scale_grad_by_count(o, &autograd_helpers::restore_reduced_dims(o, &grad, &self.dim, self.keepdim)?, &aten::eq_tensor(o, &autograd_helpers::restore_reduced_dims(o, &self.result, &self.dim, self.keepdim)?, &self.self_)?, &self.dim)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -12278,7 +11784,7 @@ impl AsinhBackward1 {
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
         // g_self: `not_implemented("inplace version of asinh")`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_asinh__self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::not_implemented("the derivative for `asinh_` input `self` is not implemented upstream: inplace version of asinh")?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -12375,8 +11881,10 @@ impl Atan2Backward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_self, g_other: `atan2_backward(grad, self, other, grad_input_mask)`
-        let mut r_g_self = if need(needs, 0) || need(needs, 1) { BackwardHooks::hook_atan2_self_other(o, self, grads)? } else { Vec::new() }.into_iter();
+        let mut r_g_self = if need(needs, 0) || need(needs, 1) { autograd_helpers::atan2_backward(o, &grad, &self.self_, &self.other, &[need(needs, 0), need(needs, 1)])? } else { Vec::new() }.into_iter();
         let g_self = r_g_self.next().flatten();
         let g_other = r_g_self.next().flatten();
         let mut out = Vec::new();
@@ -12477,7 +11985,7 @@ impl AtanhBackward1 {
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
         // g_self: `not_implemented("inplace version of atanh")`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_atanh__self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::not_implemented("the derivative for `atanh_` input `self` is not implemented upstream: inplace version of atanh")?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -12588,7 +12096,7 @@ pub struct AvgPool2dBackwardBackward {
     /// Saved `divisor_override`.
     pub divisor_override: Option<i64>,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl AvgPool2dBackwardBackward {
@@ -12607,7 +12115,7 @@ impl AvgPool2dBackwardBackward {
         // g_grad_output: `avg_pool2d(grad, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)`
         let g_grad_output = if need(needs, 0) { Some(aten::avg_pool2d(o, &grad, &self.kernel_size, &self.stride, &self.padding, self.ceil_mode, self.count_include_pad, self.divisor_override)?) } else { None };
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 1) { BackwardHooks::hook_avg_pool2d_backward_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_self);
@@ -12624,7 +12132,7 @@ impl AvgPool2dBackwardBackward {
             ceil_mode: cap::value::<bool>(OP, cap::arg(OP, a, 5)?)?,
             count_include_pad: cap::value::<bool>(OP, cap::arg(OP, a, 6)?)?,
             divisor_override: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 7)?)?,
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
         })
     }
 }
@@ -12726,7 +12234,7 @@ pub struct AvgPool3dBackwardBackward {
     /// Saved `divisor_override`.
     pub divisor_override: Option<i64>,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl AvgPool3dBackwardBackward {
@@ -12745,7 +12253,7 @@ impl AvgPool3dBackwardBackward {
         // g_grad_output: `avg_pool3d(grad, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)`
         let g_grad_output = if need(needs, 0) { Some(aten::avg_pool3d(o, &grad, &self.kernel_size, &self.stride, &self.padding, self.ceil_mode, self.count_include_pad, self.divisor_override)?) } else { None };
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 1) { BackwardHooks::hook_avg_pool3d_backward_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_self);
@@ -12762,7 +12270,7 @@ impl AvgPool3dBackwardBackward {
             ceil_mode: cap::value::<bool>(OP, cap::arg(OP, a, 5)?)?,
             count_include_pad: cap::value::<bool>(OP, cap::arg(OP, a, 6)?)?,
             divisor_override: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 7)?)?,
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
         })
     }
 }
@@ -12896,7 +12404,7 @@ impl BackwardFn for BernoulliBackward {
 #[derive(Clone)]
 pub struct BernoulliTensorBackward {
     /// Saved `p_info`.
-    pub p_info: Opaque,
+    pub p_info: crate::autograd::TensorInfo,
 }
 
 impl BernoulliTensorBackward {
@@ -12913,7 +12421,7 @@ impl BernoulliTensorBackward {
         let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
         let grad = grad.clone();
         // g_p: `zeros_like(p)`
-        let g_p = if need(needs, 1) { BackwardHooks::hook_bernoulli_tensor__p(o, self, grads)? } else { None };
+        let g_p = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.p_info)?) } else { None };
         // g_self: `zeros_like(grad)`
         let g_self = if need(needs, 0) { Some(aten::zeros_like(o, &grad, None, None, None, None, None)?) } else { None };
         let mut out = Vec::new();
@@ -12926,7 +12434,7 @@ impl BernoulliTensorBackward {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<BernoulliTensorBackward> {
         const OP: &str = "bernoulli_.Tensor";
         Ok(BernoulliTensorBackward {
-            p_info: return Err(cap::unsupported(OP, "p_info")),
+            p_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
         })
     }
 }
@@ -13543,8 +13051,10 @@ impl CeluBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `elu_backward(grad, alpha, 1, 1.0/alpha.toFloat(), /* is_result */ false, self)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_celu_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::elu_backward(o, &grad, self.alpha, Scalar::Int(1), Scalar::Float((1.0 / self.alpha.to_f64())), false, &self.self_)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -13594,8 +13104,10 @@ impl CeluBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `elu_backward(grad, alpha, 1, 1.0/alpha.toFloat(), /* is_result */ true, result)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_celu__self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::elu_backward(o, &grad, self.alpha, Scalar::Int(1), Scalar::Float((1.0 / self.alpha.to_f64())), true, &self.result)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -13815,8 +13327,10 @@ impl ClampBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `clamp_backward(grad, self, min, max)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_clamp_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::clamp_backward(o, &grad, &self.self_, self.min, self.max)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -14953,7 +14467,7 @@ impl BackwardFn for CopysignScalarBackward {
 #[derive(Clone)]
 pub struct CopysignTensorBackward {
     /// Saved `other_info`.
-    pub other_info: Opaque,
+    pub other_info: crate::autograd::TensorInfo,
     /// Saved `self`.
     pub self_: Tensor,
     /// Saved `result`.
@@ -14971,8 +14485,10 @@ impl CopysignTensorBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_other: `zeros_like(other)`
-        let g_other = if need(needs, 1) { BackwardHooks::hook_copysign_tensor_other(o, self, grads)? } else { None };
+        let g_other = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.other_info)?) } else { None };
         // g_self: `copysign_tensor_self_backward(grad, self, result)`
         let g_self = if need(needs, 0) { BackwardHooks::hook_copysign_tensor_self(o, self, grads)? } else { None };
         let mut out = Vec::new();
@@ -14985,7 +14501,7 @@ impl CopysignTensorBackward {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<CopysignTensorBackward> {
         const OP: &str = "copysign.Tensor";
         Ok(CopysignTensorBackward {
-            other_info: return Err(cap::unsupported(OP, "other_info")),
+            other_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
             self_: cap::tensor(OP, "self", cap::arg(OP, a, 0)?)?,
             result: cap::tensor(OP, "result", cap::arg(OP, r, 0)?)?,
         })
@@ -15452,11 +14968,11 @@ impl CudnnBatchNormBackwardBackward {
         let g_weight = r_g_input.next().flatten();
         let g_grad_output = r_g_input.next().flatten();
         // g_reserveSpace: `not_implemented("cudnn_batch_norm_backward reserveSpace")`
-        let g_reserveSpace = if need(needs, 5) { BackwardHooks::hook_cudnn_batch_norm_backward_reserveSpace(o, self, grads)? } else { None };
+        let g_reserveSpace = if need(needs, 5) { Some(autograd_helpers::not_implemented("the derivative for `cudnn_batch_norm_backward` input `reserveSpace` is not implemented upstream: cudnn_batch_norm_backward reserveSpace")?) } else { None };
         // g_save_mean: `not_implemented("cudnn_batch_norm_backward save_mean")`
-        let g_save_mean = if need(needs, 3) { BackwardHooks::hook_cudnn_batch_norm_backward_save_mean(o, self, grads)? } else { None };
+        let g_save_mean = if need(needs, 3) { Some(autograd_helpers::not_implemented("the derivative for `cudnn_batch_norm_backward` input `save_mean` is not implemented upstream: cudnn_batch_norm_backward save_mean")?) } else { None };
         // g_save_var: `not_implemented("cudnn_batch_norm_backward save_var")`
-        let g_save_var = if need(needs, 4) { BackwardHooks::hook_cudnn_batch_norm_backward_save_var(o, self, grads)? } else { None };
+        let g_save_var = if need(needs, 4) { Some(autograd_helpers::not_implemented("the derivative for `cudnn_batch_norm_backward` input `save_var` is not implemented upstream: cudnn_batch_norm_backward save_var")?) } else { None };
         let mut out = Vec::new();
         out.push(g_input);
         out.push(g_grad_output);
@@ -16189,7 +15705,7 @@ impl BackwardFn for DiagonalCopyBackward {
 #[derive(Clone)]
 pub struct DiagonalScatterBackward {
     /// Saved `src_info`.
-    pub src_info: Opaque,
+    pub src_info: crate::autograd::TensorInfo,
     /// Saved `offset`.
     pub offset: i64,
     /// Saved `dim1`.
@@ -16212,7 +15728,7 @@ impl DiagonalScatterBackward {
         let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
         let grad = grad.clone();
         // g_self: `diagonal_scatter(grad, zeros_like(src), offset, dim1, dim2)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_diagonal_scatter_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::diagonal_scatter(o, &grad, &autograd_helpers::zeros_info(o, &self.src_info)?, self.offset, self.dim1, self.dim2)?) } else { None };
         // g_src: `grad.diagonal(offset, dim1, dim2)`
         let g_src = if need(needs, 1) { Some(aten::diagonal(o, &grad, self.offset, self.dim1, self.dim2)?) } else { None };
         let mut out = Vec::new();
@@ -16225,7 +15741,7 @@ impl DiagonalScatterBackward {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<DiagonalScatterBackward> {
         const OP: &str = "diagonal_scatter";
         Ok(DiagonalScatterBackward {
-            src_info: return Err(cap::unsupported(OP, "src_info")),
+            src_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
             offset: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
             dim1: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
             dim2: cap::value::<i64>(OP, cap::arg(OP, a, 4)?)?,
@@ -16792,7 +16308,7 @@ impl EluBackwardBackward {
         // g_grad_output: `elu_backward(grad, alpha, scale, input_scale, is_result, self_or_result)`
         let g_grad_output = if need(needs, 0) { Some(aten::elu_backward(o, &grad, self.alpha, self.scale, self.input_scale, self.is_result, &self.self_or_result)?) } else { None };
         // g_self_or_result: `elu_double_backward(grad, grad_output, alpha, scale, input_scale, is_result, self_or_result)`
-        let g_self_or_result = if need(needs, 1) { BackwardHooks::hook_elu_backward_self_or_result(o, self, grads)? } else { None };
+        let g_self_or_result = if need(needs, 1) { Some(autograd_helpers::elu_double_backward(o, &grad, &self.grad_output, self.alpha, self.scale, self.input_scale, self.is_result, &self.self_or_result)?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_self_or_result);
@@ -16910,8 +16426,10 @@ impl EmbeddingDenseBackwardBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_grad_output: `embedding_dense_double_backward_symint(grad, indices, padding_idx)`
-        let g_grad_output = if need(needs, 0) { BackwardHooks::hook_embedding_dense_backward_grad_output(o, self, grads)? } else { None };
+        let g_grad_output = if need(needs, 0) { Some(autograd_helpers::embedding_dense_double_backward(o, &grad, &self.indices, self.padding_idx)?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         Ok(out)
@@ -16958,7 +16476,7 @@ impl EmbeddingRenormBackward {
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
         // g_self: `not_implemented("embedding_renorm")`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_embedding_renorm__self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::not_implemented("the derivative for `embedding_renorm_` input `self` is not implemented upstream: embedding_renorm")?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -17071,7 +16589,7 @@ impl BackwardFn for EqTensorBackward {
 #[derive(Clone)]
 pub struct EqScalarBackward1 {
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl EqScalarBackward1 {
@@ -17085,8 +16603,10 @@ impl EqScalarBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_eq_scalar__self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -17096,7 +16616,7 @@ impl EqScalarBackward1 {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<EqScalarBackward1> {
         const OP: &str = "eq_.Scalar";
         Ok(EqScalarBackward1 {
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 0)?)?,
         })
     }
 }
@@ -17118,9 +16638,9 @@ impl BackwardFn for EqScalarBackward1 {
 #[derive(Clone)]
 pub struct EqTensorBackward1 {
     /// Saved `other_info`.
-    pub other_info: Opaque,
+    pub other_info: crate::autograd::TensorInfo,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl EqTensorBackward1 {
@@ -17134,10 +16654,12 @@ impl EqTensorBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_other: `zeros_like(other)`
-        let g_other = if need(needs, 1) { BackwardHooks::hook_eq_tensor__other(o, self, grads)? } else { None };
+        let g_other = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.other_info)?) } else { None };
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_eq_tensor__self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         out.push(g_other);
@@ -17148,8 +16670,8 @@ impl EqTensorBackward1 {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<EqTensorBackward1> {
         const OP: &str = "eq_.Tensor";
         Ok(EqTensorBackward1 {
-            other_info: return Err(cap::unsupported(OP, "other_info")),
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            other_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
+            self_info: cap::info(OP, cap::arg(OP, a, 0)?)?,
         })
     }
 }
@@ -17185,8 +16707,10 @@ impl ErfBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `2.0 / sqrt(M_PI) * exp(-(self.pow(2))) * grad`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_erf_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::mul_tensor(o, &aten::mul_scalar(o, &aten::exp(o, &aten::neg(o, &aten::pow_tensor_scalar(o, &self.self_, Scalar::Int(2))?)?)?, Scalar::Float((2.0 / (std::f64::consts::PI).sqrt())))?, &grad)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -17233,8 +16757,10 @@ impl ErfcBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `-2.0 / sqrt(M_PI) * exp(-(self.pow(2))) * grad`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_erfc_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::mul_tensor(o, &aten::mul_scalar(o, &aten::exp(o, &aten::neg(o, &aten::pow_tensor_scalar(o, &self.self_, Scalar::Int(2))?)?)?, Scalar::Float((-2.0 / (std::f64::consts::PI).sqrt())))?, &grad)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -17281,8 +16807,10 @@ impl ErfinvBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `0.5 * sqrt(M_PI) * exp(self.erfinv().pow(2)) * grad`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_erfinv_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::mul_tensor(o, &aten::mul_scalar(o, &aten::exp(o, &aten::pow_tensor_scalar(o, &aten::erfinv(o, &self.self_)?, Scalar::Int(2))?)?, Scalar::Float((0.5 * (std::f64::consts::PI).sqrt())))?, &grad)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -17379,8 +16907,10 @@ impl Exp2Backward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `grad * result.conj() * M_LN2`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_exp2_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::mul_scalar(o, &aten::mul_tensor(o, &grad, &self.result)?, Scalar::Float(std::f64::consts::LN_2))?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -18163,7 +17693,7 @@ impl FmodTensorBackward {
         let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
         let grad = grad.clone();
         // g_other: `-grad * self.div(other, /*rounding_mode=*/"trunc")`
-        let g_other = if need(needs, 1) { BackwardHooks::hook_fmod_tensor_other(o, self, grads)? } else { None };
+        let g_other = if need(needs, 1) { Some(aten::mul_tensor(o, &aten::neg(o, &grad)?, &aten::div_tensor_mode(o, &self.self_, &self.other, Some(String::from("trunc").as_str()))?)?) } else { None };
         // g_self: `grad`
         let g_self = if need(needs, 0) { Some(grad.clone()) } else { None };
         let mut out = Vec::new();
@@ -18309,7 +17839,7 @@ pub struct FractionalMaxPool2dBackwardBackward {
     /// Saved `indices`.
     pub indices: Tensor,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl FractionalMaxPool2dBackwardBackward {
@@ -18323,10 +17853,12 @@ impl FractionalMaxPool2dBackwardBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_grad_output: `max_pool_double_backward(grad, indices, 2)`
         let g_grad_output = if need(needs, 0) { BackwardHooks::hook_fractional_max_pool2d_backward_grad_output(o, self, grads)? } else { None };
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 1) { BackwardHooks::hook_fractional_max_pool2d_backward_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_self);
@@ -18338,7 +17870,7 @@ impl FractionalMaxPool2dBackwardBackward {
         const OP: &str = "fractional_max_pool2d_backward";
         Ok(FractionalMaxPool2dBackwardBackward {
             indices: cap::tensor(OP, "indices", cap::arg(OP, a, 4)?)?,
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
         })
     }
 }
@@ -18423,7 +17955,7 @@ pub struct FractionalMaxPool3dBackwardBackward {
     /// Saved `indices`.
     pub indices: Tensor,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl FractionalMaxPool3dBackwardBackward {
@@ -18437,10 +17969,12 @@ impl FractionalMaxPool3dBackwardBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_grad_output: `max_pool_double_backward(grad, indices, 3)`
         let g_grad_output = if need(needs, 0) { BackwardHooks::hook_fractional_max_pool3d_backward_grad_output(o, self, grads)? } else { None };
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 1) { BackwardHooks::hook_fractional_max_pool3d_backward_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_self);
@@ -18452,7 +17986,7 @@ impl FractionalMaxPool3dBackwardBackward {
         const OP: &str = "fractional_max_pool3d_backward";
         Ok(FractionalMaxPool3dBackwardBackward {
             indices: cap::tensor(OP, "indices", cap::arg(OP, a, 4)?)?,
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
         })
     }
 }
@@ -18545,8 +18079,10 @@ impl GatherBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `gather_backward(grad, self, dim, index, sparse_grad)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_gather_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::gather_backward(o, &grad, &self.self_, self.dim, &self.index, self.sparse_grad)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -18665,7 +18201,7 @@ impl BackwardFn for GeTensorBackward {
 #[derive(Clone)]
 pub struct GeScalarBackward1 {
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl GeScalarBackward1 {
@@ -18679,8 +18215,10 @@ impl GeScalarBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_ge_scalar__self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -18690,7 +18228,7 @@ impl GeScalarBackward1 {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<GeScalarBackward1> {
         const OP: &str = "ge_.Scalar";
         Ok(GeScalarBackward1 {
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 0)?)?,
         })
     }
 }
@@ -18712,9 +18250,9 @@ impl BackwardFn for GeScalarBackward1 {
 #[derive(Clone)]
 pub struct GeTensorBackward1 {
     /// Saved `other_info`.
-    pub other_info: Opaque,
+    pub other_info: crate::autograd::TensorInfo,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl GeTensorBackward1 {
@@ -18728,10 +18266,12 @@ impl GeTensorBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_other: `zeros_like(other)`
-        let g_other = if need(needs, 1) { BackwardHooks::hook_ge_tensor__other(o, self, grads)? } else { None };
+        let g_other = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.other_info)?) } else { None };
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_ge_tensor__self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         out.push(g_other);
@@ -18742,8 +18282,8 @@ impl GeTensorBackward1 {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<GeTensorBackward1> {
         const OP: &str = "ge_.Tensor";
         Ok(GeTensorBackward1 {
-            other_info: return Err(cap::unsupported(OP, "other_info")),
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            other_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
+            self_info: cap::info(OP, cap::arg(OP, a, 0)?)?,
         })
     }
 }
@@ -18841,7 +18381,7 @@ impl GeluBackwardBackward {
         // g_grad_output: `gelu_backward(grad, self, approximate)`
         let g_grad_output = if need(needs, 0) { Some(aten::gelu_backward(o, &grad, &self.self_, self.approximate.as_str())?) } else { None };
         // g_self: `gelu_double_backward(grad, grad_output, self, approximate)`
-        let g_self = if need(needs, 1) { BackwardHooks::hook_gelu_backward_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 1) { Some(autograd_helpers::gelu_double_backward(o, &grad, &self.grad_output, &self.self_, self.approximate.as_str())?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_self);
@@ -18937,7 +18477,7 @@ impl GeqrfBackward {
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
         // g_self: `not_implemented("geqrf")`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_geqrf_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::not_implemented("the derivative for `geqrf` input `self` is not implemented upstream: geqrf")?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -19289,7 +18829,7 @@ impl BackwardFn for GtTensorBackward {
 #[derive(Clone)]
 pub struct GtScalarBackward1 {
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl GtScalarBackward1 {
@@ -19303,8 +18843,10 @@ impl GtScalarBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_gt_scalar__self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -19314,7 +18856,7 @@ impl GtScalarBackward1 {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<GtScalarBackward1> {
         const OP: &str = "gt_.Scalar";
         Ok(GtScalarBackward1 {
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 0)?)?,
         })
     }
 }
@@ -19336,9 +18878,9 @@ impl BackwardFn for GtScalarBackward1 {
 #[derive(Clone)]
 pub struct GtTensorBackward1 {
     /// Saved `other_info`.
-    pub other_info: Opaque,
+    pub other_info: crate::autograd::TensorInfo,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl GtTensorBackward1 {
@@ -19352,10 +18894,12 @@ impl GtTensorBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_other: `zeros_like(other)`
-        let g_other = if need(needs, 1) { BackwardHooks::hook_gt_tensor__other(o, self, grads)? } else { None };
+        let g_other = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.other_info)?) } else { None };
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_gt_tensor__self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         out.push(g_other);
@@ -19366,8 +18910,8 @@ impl GtTensorBackward1 {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<GtTensorBackward1> {
         const OP: &str = "gt_.Tensor";
         Ok(GtTensorBackward1 {
-            other_info: return Err(cap::unsupported(OP, "other_info")),
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            other_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
+            self_info: cap::info(OP, cap::arg(OP, a, 0)?)?,
         })
     }
 }
@@ -19602,7 +19146,7 @@ pub struct HardswishBackwardBackward {
     /// Saved `grad_output`.
     pub grad_output: Tensor,
     /// Saved `self_options`.
-    pub self_options: Opaque,
+    pub self_options: crate::autograd::TensorOptions,
 }
 
 impl HardswishBackwardBackward {
@@ -19621,7 +19165,7 @@ impl HardswishBackwardBackward {
         // g_grad_output: `hardswish_backward(grad, self)`
         let g_grad_output = if need(needs, 0) { Some(aten::hardswish_backward(o, &grad, &self.self_)?) } else { None };
         // g_self: `at::where(at::logical_and(-3.0 < self, self < 3.0), grad * grad_output / 3.0, at::zeros({}, self.options()))`
-        let g_self = if need(needs, 1) { BackwardHooks::hook_hardswish_backward_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 1) { Some(aten::where_self(o, &aten::logical_and(o, &aten::gt_scalar(o, &self.self_, Scalar::Float(-3.0))?, &aten::lt_scalar(o, &self.self_, Scalar::Float(3.0))?)?, &aten::div_scalar(o, &aten::mul_tensor(o, &grad, &self.grad_output)?, Scalar::Float(3.0))?, &autograd_helpers::zeros_options(o, &vec![], &self.self_options)?)?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_self);
@@ -19634,7 +19178,7 @@ impl HardswishBackwardBackward {
         Ok(HardswishBackwardBackward {
             self_: cap::tensor(OP, "self", cap::arg(OP, a, 1)?)?,
             grad_output: cap::tensor(OP, "grad_output", cap::arg(OP, a, 0)?)?,
-            self_options: return Err(cap::unsupported(OP, "self_options")),
+            self_options: cap::options(OP, cap::arg(OP, a, 1)?)?,
         })
     }
 }
@@ -20075,7 +19619,7 @@ impl IgammaBackward {
         // g_other: `grad * exp((self - 1) * log(other) - other - lgamma(self))`
         let g_other = if need(needs, 1) { Some(aten::mul_tensor(o, &grad, &aten::exp(o, &aten::sub_tensor(o, &aten::sub_tensor(o, &aten::mul_tensor(o, &aten::sub_scalar(o, &self.self_, Scalar::Int(1), Scalar::Int(1))?, &aten::log(o, &self.other)?)?, &self.other, Scalar::Int(1))?, &aten::lgamma(o, &self.self_)?, Scalar::Int(1))?)?)?) } else { None };
         // g_self: `not_implemented("igamma: input")`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_igamma_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::not_implemented("the derivative for `igamma` input `self` is not implemented upstream: igamma: input")?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         out.push(g_other);
@@ -20132,7 +19676,7 @@ impl IgammacBackward {
         // g_other: `-grad * exp((self - 1) * log(other) - other - lgamma(self))`
         let g_other = if need(needs, 1) { Some(aten::mul_tensor(o, &aten::neg(o, &grad)?, &aten::exp(o, &aten::sub_tensor(o, &aten::sub_tensor(o, &aten::mul_tensor(o, &aten::sub_scalar(o, &self.self_, Scalar::Int(1), Scalar::Int(1))?, &aten::log(o, &self.other)?)?, &self.other, Scalar::Int(1))?, &aten::lgamma(o, &self.self_)?, Scalar::Int(1))?)?)?) } else { None };
         // g_self: `not_implemented("igammac: input")`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_igammac_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::not_implemented("the derivative for `igammac` input `self` is not implemented upstream: igammac: input")?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         out.push(g_other);
@@ -20192,8 +19736,10 @@ impl Im2colBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `col2im_symint(grad, {self.sym_size(-2), self.sym_size(-1)}, kernel_size, dilation, padding, stride)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_im2col_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::col2im(o, &grad, &vec![self.self_sym_argsize_minus_2, self.self_sym_argsize_minus_1], &self.kernel_size, &self.dilation, &self.padding, &self.stride)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -20232,7 +19778,7 @@ pub struct IndexTensorBackward {
     /// Saved `self_sym_sizes`.
     pub self_sym_sizes: Vec<i64>,
     /// Saved `self_options`.
-    pub self_options: Opaque,
+    pub self_options: crate::autograd::TensorOptions,
     /// Saved `indices`.
     pub indices: Vec<Option<Tensor>>,
 }
@@ -20260,7 +19806,7 @@ impl IndexTensorBackward {
         const OP: &str = "index.Tensor";
         Ok(IndexTensorBackward {
             self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
-            self_options: return Err(cap::unsupported(OP, "self_options")),
+            self_options: cap::options(OP, cap::arg(OP, a, 0)?)?,
             indices: cap::value::<Vec<Option<Tensor>>>(OP, cap::arg(OP, a, 1)?)?,
         })
     }
@@ -20523,7 +20069,7 @@ pub struct IndexPutBackward {
     /// Saved `indices`.
     pub indices: Vec<Option<Tensor>>,
     /// Saved `values_info`.
-    pub values_info: Opaque,
+    pub values_info: crate::autograd::TensorInfo,
     /// Saved `accumulate`.
     pub accumulate: bool,
 }
@@ -20554,7 +20100,7 @@ impl IndexPutBackward {
         const OP: &str = "index_put";
         Ok(IndexPutBackward {
             indices: cap::value::<Vec<Option<Tensor>>>(OP, cap::arg(OP, a, 1)?)?,
-            values_info: return Err(cap::unsupported(OP, "values_info")),
+            values_info: cap::info(OP, cap::arg(OP, a, 2)?)?,
             accumulate: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
         })
     }
@@ -20667,8 +20213,10 @@ impl IndexSelectBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `index_select_backward_symint(grad, self.sym_sizes(), dim, index)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_index_select_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::index_select_backward(o, &grad, &self.self_sym_sizes, self.dim, &self.index)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -20965,7 +20513,7 @@ impl BackwardFn for LeTensorBackward {
 #[derive(Clone)]
 pub struct LeScalarBackward1 {
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl LeScalarBackward1 {
@@ -20979,8 +20527,10 @@ impl LeScalarBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_le_scalar__self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -20990,7 +20540,7 @@ impl LeScalarBackward1 {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LeScalarBackward1> {
         const OP: &str = "le_.Scalar";
         Ok(LeScalarBackward1 {
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 0)?)?,
         })
     }
 }
@@ -21012,9 +20562,9 @@ impl BackwardFn for LeScalarBackward1 {
 #[derive(Clone)]
 pub struct LeTensorBackward1 {
     /// Saved `other_info`.
-    pub other_info: Opaque,
+    pub other_info: crate::autograd::TensorInfo,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl LeTensorBackward1 {
@@ -21028,10 +20578,12 @@ impl LeTensorBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_other: `zeros_like(other)`
-        let g_other = if need(needs, 1) { BackwardHooks::hook_le_tensor__other(o, self, grads)? } else { None };
+        let g_other = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.other_info)?) } else { None };
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_le_tensor__self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         out.push(g_other);
@@ -21042,8 +20594,8 @@ impl LeTensorBackward1 {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LeTensorBackward1> {
         const OP: &str = "le_.Tensor";
         Ok(LeTensorBackward1 {
-            other_info: return Err(cap::unsupported(OP, "other_info")),
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            other_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
+            self_info: cap::info(OP, cap::arg(OP, a, 0)?)?,
         })
     }
 }
@@ -21246,7 +20798,7 @@ impl LerpScalarBackward {
         // g_end: `grad * weight.conj()`
         let g_end = if need(needs, 1) { Some(aten::mul_scalar(o, &grad, self.weight)?) } else { None };
         // g_self: `weight.isComplex() ? grad * (1 - weight.conj().toComplexDouble()) : grad * (1 - weight.toDouble())`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_lerp_scalar_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::mul_scalar(o, &grad, Scalar::Float(((1 as f64) - self.weight.to_f64())))?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         out.push(g_end);
@@ -23137,7 +22689,7 @@ impl BackwardFn for LtTensorBackward {
 #[derive(Clone)]
 pub struct LtScalarBackward1 {
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl LtScalarBackward1 {
@@ -23151,8 +22703,10 @@ impl LtScalarBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_lt_scalar__self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -23162,7 +22716,7 @@ impl LtScalarBackward1 {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LtScalarBackward1> {
         const OP: &str = "lt_.Scalar";
         Ok(LtScalarBackward1 {
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 0)?)?,
         })
     }
 }
@@ -23184,9 +22738,9 @@ impl BackwardFn for LtScalarBackward1 {
 #[derive(Clone)]
 pub struct LtTensorBackward1 {
     /// Saved `other_info`.
-    pub other_info: Opaque,
+    pub other_info: crate::autograd::TensorInfo,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl LtTensorBackward1 {
@@ -23200,10 +22754,12 @@ impl LtTensorBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_other: `zeros_like(other)`
-        let g_other = if need(needs, 1) { BackwardHooks::hook_lt_tensor__other(o, self, grads)? } else { None };
+        let g_other = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.other_info)?) } else { None };
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_lt_tensor__self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         out.push(g_other);
@@ -23214,8 +22770,8 @@ impl LtTensorBackward1 {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<LtTensorBackward1> {
         const OP: &str = "lt_.Tensor";
         Ok(LtTensorBackward1 {
-            other_info: return Err(cap::unsupported(OP, "other_info")),
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            other_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
+            self_info: cap::info(OP, cap::arg(OP, a, 0)?)?,
         })
     }
 }
@@ -23356,7 +22912,7 @@ impl MaskedFillTensorBackward {
         // g_self: `grad.masked_fill(mask, 0)`
         let g_self = if need(needs, 0) { Some(aten::masked_fill_scalar(o, &grad, &self.mask, Scalar::Int(0))?) } else { None };
         // g_value: `masked_fill_backward(grad, mask)`
-        let g_value = if need(needs, 1) { BackwardHooks::hook_masked_fill_tensor_value(o, self, grads)? } else { None };
+        let g_value = if need(needs, 1) { Some(autograd_helpers::masked_fill_backward(o, &grad, &self.mask)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         out.push(g_value);
@@ -23446,7 +23002,7 @@ impl BackwardFn for MaskedScatterBackward {
 #[derive(Clone)]
 pub struct MaskedScatterBackwardBackward {
     /// Saved `grad_output_info`.
-    pub grad_output_info: Opaque,
+    pub grad_output_info: crate::autograd::TensorInfo,
     /// Saved `mask`.
     pub mask: Tensor,
 }
@@ -23462,8 +23018,10 @@ impl MaskedScatterBackwardBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_grad_output: `zeros_like(grad_output).masked_scatter(mask, grad)`
-        let g_grad_output = if need(needs, 0) { BackwardHooks::hook_masked_scatter_backward_grad_output(o, self, grads)? } else { None };
+        let g_grad_output = if need(needs, 0) { Some(aten::masked_scatter(o, &autograd_helpers::zeros_info(o, &self.grad_output_info)?, &self.mask, &grad)?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         Ok(out)
@@ -23473,7 +23031,7 @@ impl MaskedScatterBackwardBackward {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MaskedScatterBackwardBackward> {
         const OP: &str = "masked_scatter_backward";
         Ok(MaskedScatterBackwardBackward {
-            grad_output_info: return Err(cap::unsupported(OP, "grad_output_info")),
+            grad_output_info: cap::info(OP, cap::arg(OP, a, 0)?)?,
             mask: cap::tensor(OP, "mask", cap::arg(OP, a, 1)?)?,
         })
     }
@@ -23658,7 +23216,7 @@ impl BackwardFn for MaxDimBackward {
 #[derive(Clone)]
 pub struct MaxPool2dBackwardBackward {
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl MaxPool2dBackwardBackward {
@@ -23672,10 +23230,12 @@ impl MaxPool2dBackwardBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_grad_output: `error_for_max_pool2d_double_backward()`
         let g_grad_output = if need(needs, 0) { BackwardHooks::hook_max_pool2d_backward_grad_output(o, self, grads)? } else { None };
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 1) { BackwardHooks::hook_max_pool2d_backward_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_self);
@@ -23686,7 +23246,7 @@ impl MaxPool2dBackwardBackward {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<MaxPool2dBackwardBackward> {
         const OP: &str = "max_pool2d_backward";
         Ok(MaxPool2dBackwardBackward {
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
         })
     }
 }
@@ -23779,7 +23339,7 @@ pub struct MaxPool2dWithIndicesBackwardBackward {
     /// Saved `indices`.
     pub indices: Tensor,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl MaxPool2dWithIndicesBackwardBackward {
@@ -23793,10 +23353,12 @@ impl MaxPool2dWithIndicesBackwardBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_grad_output: `max_pool_double_backward(grad, indices, 2)`
         let g_grad_output = if need(needs, 0) { BackwardHooks::hook_max_pool2d_with_indices_backward_grad_output(o, self, grads)? } else { None };
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 1) { BackwardHooks::hook_max_pool2d_with_indices_backward_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_self);
@@ -23808,7 +23370,7 @@ impl MaxPool2dWithIndicesBackwardBackward {
         const OP: &str = "max_pool2d_with_indices_backward";
         Ok(MaxPool2dWithIndicesBackwardBackward {
             indices: cap::tensor(OP, "indices", cap::arg(OP, a, 7)?)?,
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
         })
     }
 }
@@ -23902,7 +23464,7 @@ pub struct MaxPool3dWithIndicesBackwardBackward {
     /// Saved `indices`.
     pub indices: Tensor,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl MaxPool3dWithIndicesBackwardBackward {
@@ -23916,10 +23478,12 @@ impl MaxPool3dWithIndicesBackwardBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_grad_output: `max_pool_double_backward(grad, indices, 3)`
         let g_grad_output = if need(needs, 0) { BackwardHooks::hook_max_pool3d_with_indices_backward_grad_output(o, self, grads)? } else { None };
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 1) { BackwardHooks::hook_max_pool3d_with_indices_backward_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_self);
@@ -23931,7 +23495,7 @@ impl MaxPool3dWithIndicesBackwardBackward {
         const OP: &str = "max_pool3d_with_indices_backward";
         Ok(MaxPool3dWithIndicesBackwardBackward {
             indices: cap::tensor(OP, "indices", cap::arg(OP, a, 7)?)?,
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
         })
     }
 }
@@ -24601,9 +24165,9 @@ impl MiopenBatchNormBackwardBackward {
         let g_weight = r_g_input.next().flatten();
         let g_grad_output = r_g_input.next().flatten();
         // g_save_mean: `not_implemented("miopen_batch_norm_backward save_mean")`
-        let g_save_mean = if need(needs, 3) { BackwardHooks::hook_miopen_batch_norm_backward_save_mean(o, self, grads)? } else { None };
+        let g_save_mean = if need(needs, 3) { Some(autograd_helpers::not_implemented("the derivative for `miopen_batch_norm_backward` input `save_mean` is not implemented upstream: miopen_batch_norm_backward save_mean")?) } else { None };
         // g_save_var: `not_implemented("miopen_batch_norm_backward save_var")`
-        let g_save_var = if need(needs, 4) { BackwardHooks::hook_miopen_batch_norm_backward_save_var(o, self, grads)? } else { None };
+        let g_save_var = if need(needs, 4) { Some(autograd_helpers::not_implemented("the derivative for `miopen_batch_norm_backward` input `save_var` is not implemented upstream: miopen_batch_norm_backward save_var")?) } else { None };
         let mut out = Vec::new();
         out.push(g_input);
         out.push(g_grad_output);
@@ -25847,9 +25411,9 @@ impl MseLossBackwardBackward {
         // g_grad_output: `mse_loss_backward(grad, self, target, reduction)`
         let g_grad_output = if need(needs, 0) { Some(aten::mse_loss_backward(o, &grad, &self.self_, &self.target, self.reduction)?) } else { None };
         // g_self: `mse_loss_double_backward(grad * grad_output, self, reduction)`
-        let g_self = if need(needs, 1) { BackwardHooks::hook_mse_loss_backward_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 1) { Some(autograd_helpers::mse_loss_double_backward(o, &aten::mul_tensor(o, &grad, &self.grad_output)?, &self.self_, self.reduction)?) } else { None };
         // g_target: `-mse_loss_double_backward(grad * grad_output, target, reduction)`
-        let g_target = if need(needs, 2) { BackwardHooks::hook_mse_loss_backward_target(o, self, grads)? } else { None };
+        let g_target = if need(needs, 2) { Some(aten::neg(o, &autograd_helpers::mse_loss_double_backward(o, &aten::mul_tensor(o, &grad, &self.grad_output)?, &self.target, self.reduction)?)?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_self);
@@ -26192,7 +25756,7 @@ impl MvBackward {
         let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
         let grad = grad.clone();
         // g_self: `grad.ger(vec.conj())`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_mv_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::outer(o, &grad, &self.vec)?) } else { None };
         // g_vec: `self.conj().t().mv(grad)`
         let g_vec = if need(needs, 1) { Some(aten::mv(o, &aten::t(o, &self.self_)?, &grad)?) } else { None };
         let mut out = Vec::new();
@@ -26610,9 +26174,9 @@ impl NativeBatchNormBackwardBackward {
         let g_weight = r_g_input.next().flatten();
         let g_grad_out = r_g_input.next().flatten();
         // g_save_invstd: `not_implemented("native_batch_norm_backward save_invstd")`
-        let g_save_invstd = if need(needs, 4) { BackwardHooks::hook_native_batch_norm_backward_save_invstd(o, self, grads)? } else { None };
+        let g_save_invstd = if need(needs, 4) { Some(autograd_helpers::not_implemented("the derivative for `native_batch_norm_backward` input `save_invstd` is not implemented upstream: native_batch_norm_backward save_invstd")?) } else { None };
         // g_save_mean: `not_implemented("native_batch_norm_backward save_mean")`
-        let g_save_mean = if need(needs, 3) { BackwardHooks::hook_native_batch_norm_backward_save_mean(o, self, grads)? } else { None };
+        let g_save_mean = if need(needs, 3) { Some(autograd_helpers::not_implemented("the derivative for `native_batch_norm_backward` input `save_mean` is not implemented upstream: native_batch_norm_backward save_mean")?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_out);
         out.push(g_input);
@@ -26735,10 +26299,12 @@ impl NativeDropoutBackwardBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_grad_output: `native_dropout_double_backward(grad, grad_output, mask, scale)`
-        let g_grad_output = if need(needs, 0) { BackwardHooks::hook_native_dropout_backward_grad_output(o, self, grads)? } else { None };
+        let g_grad_output = if need(needs, 0) { Some(autograd_helpers::native_dropout_double_backward(o, &grad, &self.grad_output, &self.mask, self.scale)?) } else { None };
         // g_mask: `not_implemented("native_dropout_backward: mask")`
-        let g_mask = if need(needs, 1) { BackwardHooks::hook_native_dropout_backward_mask(o, self, grads)? } else { None };
+        let g_mask = if need(needs, 1) { Some(autograd_helpers::not_implemented("the derivative for `native_dropout_backward` input `mask` is not implemented upstream: native_dropout_backward: mask")?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_mask);
@@ -26961,9 +26527,9 @@ impl NativeLayerNormBackwardBackward {
         let g_weight = r_g_input.next().flatten();
         let g_grad_out = r_g_input.next().flatten();
         // g_mean: `not_implemented("native_layer_norm_backward mean")`
-        let g_mean = if need(needs, 2) { BackwardHooks::hook_native_layer_norm_backward_mean(o, self, grads)? } else { None };
+        let g_mean = if need(needs, 2) { Some(autograd_helpers::not_implemented("the derivative for `native_layer_norm_backward` input `mean` is not implemented upstream: native_layer_norm_backward mean")?) } else { None };
         // g_rstd: `not_implemented("native_layer_norm_backward rstd")`
-        let g_rstd = if need(needs, 3) { BackwardHooks::hook_native_layer_norm_backward_rstd(o, self, grads)? } else { None };
+        let g_rstd = if need(needs, 3) { Some(autograd_helpers::not_implemented("the derivative for `native_layer_norm_backward` input `rstd` is not implemented upstream: native_layer_norm_backward rstd")?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_out);
         out.push(g_input);
@@ -27092,7 +26658,7 @@ impl BackwardFn for NeTensorBackward {
 #[derive(Clone)]
 pub struct NeScalarBackward1 {
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl NeScalarBackward1 {
@@ -27106,8 +26672,10 @@ impl NeScalarBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_ne_scalar__self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -27117,7 +26685,7 @@ impl NeScalarBackward1 {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NeScalarBackward1> {
         const OP: &str = "ne_.Scalar";
         Ok(NeScalarBackward1 {
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 0)?)?,
         })
     }
 }
@@ -27139,9 +26707,9 @@ impl BackwardFn for NeScalarBackward1 {
 #[derive(Clone)]
 pub struct NeTensorBackward1 {
     /// Saved `other_info`.
-    pub other_info: Opaque,
+    pub other_info: crate::autograd::TensorInfo,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl NeTensorBackward1 {
@@ -27155,10 +26723,12 @@ impl NeTensorBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_other: `zeros_like(other)`
-        let g_other = if need(needs, 1) { BackwardHooks::hook_ne_tensor__other(o, self, grads)? } else { None };
+        let g_other = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.other_info)?) } else { None };
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_ne_tensor__self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         out.push(g_other);
@@ -27169,8 +26739,8 @@ impl NeTensorBackward1 {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<NeTensorBackward1> {
         const OP: &str = "ne_.Tensor";
         Ok(NeTensorBackward1 {
-            other_info: return Err(cap::unsupported(OP, "other_info")),
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            other_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
+            self_info: cap::info(OP, cap::arg(OP, a, 0)?)?,
         })
     }
 }
@@ -27251,9 +26821,9 @@ impl NextafterBackward {
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
         // g_other: `not_implemented("nextafter")`
-        let g_other = if need(needs, 1) { BackwardHooks::hook_nextafter_other(o, self, grads)? } else { None };
+        let g_other = if need(needs, 1) { Some(autograd_helpers::not_implemented("the derivative for `nextafter` input `other` is not implemented upstream: nextafter")?) } else { None };
         // g_self: `not_implemented("nextafter")`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_nextafter_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::not_implemented("the derivative for `nextafter` input `self` is not implemented upstream: nextafter")?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         out.push(g_other);
@@ -27439,7 +27009,7 @@ impl NllLossBackwardBackward {
         let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
         let grad = grad.clone();
         // g_grad_output: `nll_loss_symint(grad, target, weight, reduction, ignore_index)`
-        let g_grad_output = if need(needs, 0) { BackwardHooks::hook_nll_loss_backward_grad_output(o, self, grads)? } else { None };
+        let g_grad_output = if need(needs, 0) { Some(autograd_helpers::nll_loss(o, &grad, &self.target, self.weight.as_ref(), self.reduction, self.ignore_index)?) } else { None };
         // g_self: `zeros_like(grad)`
         let g_self = if need(needs, 1) { Some(aten::zeros_like(o, &grad, None, None, None, None, None)?) } else { None };
         let mut out = Vec::new();
@@ -27836,10 +27406,12 @@ impl NormalTensorTensorBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_mean: `at::zeros_symint(mean.sym_sizes(), grad.options())`
-        let g_mean = if need(needs, 0) { BackwardHooks::hook_normal_tensor_tensor_mean(o, self, grads)? } else { None };
+        let g_mean = if need(needs, 0) { Some(autograd_helpers::zeros_options(o, &self.mean_sym_sizes, &crate::autograd::TensorOptions::of(&grad))?) } else { None };
         // g_std: `at::zeros_symint(std.sym_sizes(), grad.options())`
-        let g_std = if need(needs, 1) { BackwardHooks::hook_normal_tensor_tensor_std(o, self, grads)? } else { None };
+        let g_std = if need(needs, 1) { Some(autograd_helpers::zeros_options(o, &self.std_sym_sizes, &crate::autograd::TensorOptions::of(&grad))?) } else { None };
         let mut out = Vec::new();
         out.push(g_mean);
         out.push(g_std);
@@ -27887,8 +27459,10 @@ impl NormalTensorFloatBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_mean: `at::zeros_symint(mean.sym_sizes(), grad.options())`
-        let g_mean = if need(needs, 0) { BackwardHooks::hook_normal_tensor_float_mean(o, self, grads)? } else { None };
+        let g_mean = if need(needs, 0) { Some(autograd_helpers::zeros_options(o, &self.mean_sym_sizes, &crate::autograd::TensorOptions::of(&grad))?) } else { None };
         let mut out = Vec::new();
         out.push(g_mean);
         Ok(out)
@@ -27934,8 +27508,10 @@ impl NormalFloatTensorBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_std: `at::zeros_symint(std.sym_sizes(), grad.options())`
-        let g_std = if need(needs, 0) { BackwardHooks::hook_normal_float_tensor_std(o, self, grads)? } else { None };
+        let g_std = if need(needs, 0) { Some(autograd_helpers::zeros_options(o, &self.std_sym_sizes, &crate::autograd::TensorOptions::of(&grad))?) } else { None };
         let mut out = Vec::new();
         out.push(g_std);
         Ok(out)
@@ -28280,7 +27856,7 @@ impl BackwardFn for PixelUnshuffleBackward {
 #[derive(Clone)]
 pub struct PoissonBackward {
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl PoissonBackward {
@@ -28294,8 +27870,10 @@ impl PoissonBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_poisson_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -28305,7 +27883,7 @@ impl PoissonBackward {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<PoissonBackward> {
         const OP: &str = "poisson";
         Ok(PoissonBackward {
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 0)?)?,
         })
     }
 }
@@ -28502,8 +28080,10 @@ impl PowScalarBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_exponent: `pow_backward_exponent(grad, self, exponent, result)`
-        let g_exponent = if need(needs, 0) { BackwardHooks::hook_pow_scalar_exponent(o, self, grads)? } else { None };
+        let g_exponent = if need(needs, 0) { Some(autograd_helpers::pow_backward_exponent_scalar(o, &grad, self.self_, &self.exponent, &self.result)?) } else { None };
         let mut out = Vec::new();
         out.push(g_exponent);
         Ok(out)
@@ -28555,8 +28135,10 @@ impl PowTensorScalarBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `pow_backward(grad, self, exponent)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_pow_tensor_scalar_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::pow_backward(o, &grad, &self.self_, self.exponent)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -28608,10 +28190,12 @@ impl PowTensorTensorBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_exponent: `pow_backward_exponent(grad, self, exponent, result)`
-        let g_exponent = if need(needs, 1) { BackwardHooks::hook_pow_tensor_tensor_exponent(o, self, grads)? } else { None };
+        let g_exponent = if need(needs, 1) { Some(autograd_helpers::pow_backward_exponent(o, &grad, &self.self_, &self.exponent, &self.result)?) } else { None };
         // g_self: `pow_backward_self(grad, self, exponent)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_pow_tensor_tensor_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::pow_backward_self(o, &grad, &self.self_, &self.exponent)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         out.push(g_exponent);
@@ -28761,7 +28345,7 @@ pub struct PutBackward {
     /// Saved `index`.
     pub index: Tensor,
     /// Saved `source_info`.
-    pub source_info: Opaque,
+    pub source_info: crate::autograd::TensorInfo,
     /// Saved `accumulate`.
     pub accumulate: bool,
     /// Saved `source`.
@@ -28794,7 +28378,7 @@ impl PutBackward {
         const OP: &str = "put";
         Ok(PutBackward {
             index: cap::tensor(OP, "index", cap::arg(OP, a, 1)?)?,
-            source_info: return Err(cap::unsupported(OP, "source_info")),
+            source_info: cap::info(OP, cap::arg(OP, a, 2)?)?,
             accumulate: cap::value::<bool>(OP, cap::arg(OP, a, 3)?)?,
             source: cap::tensor(OP, "source", cap::arg(OP, a, 2)?)?,
         })
@@ -29107,7 +28691,7 @@ pub struct ReflectionPad1dBackwardBackward {
     /// Saved `padding`.
     pub padding: Vec<i64>,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl ReflectionPad1dBackwardBackward {
@@ -29126,7 +28710,7 @@ impl ReflectionPad1dBackwardBackward {
         // g_grad_output: `reflection_pad1d_symint(grad, padding)`
         let g_grad_output = if need(needs, 0) { Some(aten::reflection_pad1d(o, &grad, &self.padding)?) } else { None };
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 1) { BackwardHooks::hook_reflection_pad1d_backward_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_self);
@@ -29138,7 +28722,7 @@ impl ReflectionPad1dBackwardBackward {
         const OP: &str = "reflection_pad1d_backward";
         Ok(ReflectionPad1dBackwardBackward {
             padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
         })
     }
 }
@@ -29215,7 +28799,7 @@ pub struct ReflectionPad2dBackwardBackward {
     /// Saved `padding`.
     pub padding: Vec<i64>,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl ReflectionPad2dBackwardBackward {
@@ -29234,7 +28818,7 @@ impl ReflectionPad2dBackwardBackward {
         // g_grad_output: `reflection_pad2d_symint(grad, padding)`
         let g_grad_output = if need(needs, 0) { Some(aten::reflection_pad2d(o, &grad, &self.padding)?) } else { None };
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 1) { BackwardHooks::hook_reflection_pad2d_backward_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_self);
@@ -29246,7 +28830,7 @@ impl ReflectionPad2dBackwardBackward {
         const OP: &str = "reflection_pad2d_backward";
         Ok(ReflectionPad2dBackwardBackward {
             padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
         })
     }
 }
@@ -29323,7 +28907,7 @@ pub struct ReflectionPad3dBackwardBackward {
     /// Saved `padding`.
     pub padding: Vec<i64>,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl ReflectionPad3dBackwardBackward {
@@ -29342,7 +28926,7 @@ impl ReflectionPad3dBackwardBackward {
         // g_grad_output: `reflection_pad3d_symint(grad, padding)`
         let g_grad_output = if need(needs, 0) { Some(aten::reflection_pad3d(o, &grad, &self.padding)?) } else { None };
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 1) { BackwardHooks::hook_reflection_pad3d_backward_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_self);
@@ -29354,7 +28938,7 @@ impl ReflectionPad3dBackwardBackward {
         const OP: &str = "reflection_pad3d_backward";
         Ok(ReflectionPad3dBackwardBackward {
             padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
         })
     }
 }
@@ -29491,7 +29075,7 @@ impl RemainderTensorBackward {
         let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
         let grad = grad.clone();
         // g_other: `-grad * self.div(other, /*rounding_mode=*/"floor")`
-        let g_other = if need(needs, 1) { BackwardHooks::hook_remainder_tensor_other(o, self, grads)? } else { None };
+        let g_other = if need(needs, 1) { Some(aten::mul_tensor(o, &aten::neg(o, &grad)?, &aten::div_tensor_mode(o, &self.self_, &self.other, Some(String::from("floor").as_str()))?)?) } else { None };
         // g_self: `grad`
         let g_self = if need(needs, 0) { Some(grad.clone()) } else { None };
         let mut out = Vec::new();
@@ -29691,7 +29275,7 @@ pub struct ReplicationPad1dBackwardBackward {
     /// Saved `padding`.
     pub padding: Vec<i64>,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl ReplicationPad1dBackwardBackward {
@@ -29710,7 +29294,7 @@ impl ReplicationPad1dBackwardBackward {
         // g_grad_output: `replication_pad1d_symint(grad, padding)`
         let g_grad_output = if need(needs, 0) { Some(aten::replication_pad1d(o, &grad, &self.padding)?) } else { None };
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 1) { BackwardHooks::hook_replication_pad1d_backward_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_self);
@@ -29722,7 +29306,7 @@ impl ReplicationPad1dBackwardBackward {
         const OP: &str = "replication_pad1d_backward";
         Ok(ReplicationPad1dBackwardBackward {
             padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
         })
     }
 }
@@ -29799,7 +29383,7 @@ pub struct ReplicationPad2dBackwardBackward {
     /// Saved `padding`.
     pub padding: Vec<i64>,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl ReplicationPad2dBackwardBackward {
@@ -29818,7 +29402,7 @@ impl ReplicationPad2dBackwardBackward {
         // g_grad_output: `replication_pad2d_symint(grad, padding)`
         let g_grad_output = if need(needs, 0) { Some(aten::replication_pad2d(o, &grad, &self.padding)?) } else { None };
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 1) { BackwardHooks::hook_replication_pad2d_backward_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_self);
@@ -29830,7 +29414,7 @@ impl ReplicationPad2dBackwardBackward {
         const OP: &str = "replication_pad2d_backward";
         Ok(ReplicationPad2dBackwardBackward {
             padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
         })
     }
 }
@@ -29907,7 +29491,7 @@ pub struct ReplicationPad3dBackwardBackward {
     /// Saved `padding`.
     pub padding: Vec<i64>,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl ReplicationPad3dBackwardBackward {
@@ -29926,7 +29510,7 @@ impl ReplicationPad3dBackwardBackward {
         // g_grad_output: `replication_pad3d_symint(grad, padding)`
         let g_grad_output = if need(needs, 0) { Some(aten::replication_pad3d(o, &grad, &self.padding)?) } else { None };
         // g_self: `zeros_like(self)`
-        let g_self = if need(needs, 1) { BackwardHooks::hook_replication_pad3d_backward_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_self);
@@ -29938,7 +29522,7 @@ impl ReplicationPad3dBackwardBackward {
         const OP: &str = "replication_pad3d_backward";
         Ok(ReplicationPad3dBackwardBackward {
             padding: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
         })
     }
 }
@@ -31058,7 +30642,7 @@ impl BackwardFn for SelectCopyIntBackward {
 #[derive(Clone)]
 pub struct SelectScatterBackward {
     /// Saved `src_info`.
-    pub src_info: Opaque,
+    pub src_info: crate::autograd::TensorInfo,
     /// Saved `dim`.
     pub dim: i64,
     /// Saved `index`.
@@ -31079,7 +30663,7 @@ impl SelectScatterBackward {
         let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
         let grad = grad.clone();
         // g_self: `select_scatter_symint(grad, zeros_like(src), dim, index)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_select_scatter_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::select_scatter(o, &grad, &autograd_helpers::zeros_info(o, &self.src_info)?, self.dim, self.index)?) } else { None };
         // g_src: `grad.select_symint(dim, index)`
         let g_src = if need(needs, 1) { Some(aten::select_int(o, &grad, self.dim, self.index)?) } else { None };
         let mut out = Vec::new();
@@ -31092,7 +30676,7 @@ impl SelectScatterBackward {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SelectScatterBackward> {
         const OP: &str = "select_scatter";
         Ok(SelectScatterBackward {
-            src_info: return Err(cap::unsupported(OP, "src_info")),
+            src_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
             dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
             index: cap::value::<i64>(OP, cap::arg(OP, a, 3)?)?,
         })
@@ -31132,8 +30716,10 @@ impl SgnBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `sgn_backward(self, grad, result)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_sgn_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::sgn_backward(o, &self.self_, &grad, &self.result)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -31539,8 +31125,10 @@ impl SliceTensorBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `slice_backward_wrapper(grad, self.sym_sizes(), dim, start, end, step)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_slice_tensor_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::slice_backward_wrapper(o, &grad, &self.self_sym_sizes, self.dim, self.start, self.end, self.step)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -31656,8 +31244,10 @@ impl SliceCopyTensorBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `slice_backward_wrapper(grad, self.sym_sizes(), dim, start, end, step)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_slice_copy_tensor_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::slice_backward_wrapper(o, &grad, &self.self_sym_sizes, self.dim, self.start, self.end, self.step)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -31701,7 +31291,7 @@ pub struct SliceInverseBackward {
     /// Saved `step`.
     pub step: i64,
     /// Saved `self_info`.
-    pub self_info: Opaque,
+    pub self_info: crate::autograd::TensorInfo,
 }
 
 impl SliceInverseBackward {
@@ -31720,7 +31310,7 @@ impl SliceInverseBackward {
         // g_self: `grad.slice_symint(dim, start, end, step)`
         let g_self = if need(needs, 0) { Some(aten::slice_tensor(o, &grad, self.dim, self.start, self.end, self.step)?) } else { None };
         // g_src: `slice_scatter_symint(grad, zeros_like(self), dim, start, end, step)`
-        let g_src = if need(needs, 1) { BackwardHooks::hook_slice_inverse_src(o, self, grads)? } else { None };
+        let g_src = if need(needs, 1) { Some(aten::slice_scatter(o, &grad, &autograd_helpers::zeros_info(o, &self.self_info)?, self.dim, self.start, self.end, self.step)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         out.push(g_src);
@@ -31735,7 +31325,7 @@ impl SliceInverseBackward {
             start: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 3)?)?,
             end: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 4)?)?,
             step: cap::value::<i64>(OP, cap::arg(OP, a, 5)?)?,
-            self_info: return Err(cap::unsupported(OP, "self_info")),
+            self_info: cap::info(OP, cap::arg(OP, a, 0)?)?,
         })
     }
 }
@@ -31757,7 +31347,7 @@ impl BackwardFn for SliceInverseBackward {
 #[derive(Clone)]
 pub struct SliceScatterBackward {
     /// Saved `src_info`.
-    pub src_info: Opaque,
+    pub src_info: crate::autograd::TensorInfo,
     /// Saved `dim`.
     pub dim: i64,
     /// Saved `start`.
@@ -31782,7 +31372,7 @@ impl SliceScatterBackward {
         let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
         let grad = grad.clone();
         // g_self: `slice_scatter_symint(grad, zeros_like(src), dim, start, end, step)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_slice_scatter_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::slice_scatter(o, &grad, &autograd_helpers::zeros_info(o, &self.src_info)?, self.dim, self.start, self.end, self.step)?) } else { None };
         // g_src: `grad.slice_symint(dim, start, end, step)`
         let g_src = if need(needs, 1) { Some(aten::slice_tensor(o, &grad, self.dim, self.start, self.end, self.step)?) } else { None };
         let mut out = Vec::new();
@@ -31795,7 +31385,7 @@ impl SliceScatterBackward {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<SliceScatterBackward> {
         const OP: &str = "slice_scatter";
         Ok(SliceScatterBackward {
-            src_info: return Err(cap::unsupported(OP, "src_info")),
+            src_info: cap::info(OP, cap::arg(OP, a, 1)?)?,
             dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
             start: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 3)?)?,
             end: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 4)?)?,
@@ -33690,8 +33280,10 @@ impl SpecialErfcxBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `(2.0 * self * result - 2.0 / sqrt(M_PI)) * grad`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_special_erfcx_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::mul_tensor(o, &aten::sub_scalar(o, &aten::mul_tensor(o, &aten::mul_scalar(o, &self.self_, Scalar::Float(2.0))?, &self.result)?, Scalar::Float((2.0 / (std::f64::consts::PI).sqrt())), Scalar::Int(1))?, &grad)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -35437,7 +35029,7 @@ impl SpecialZetaBackward {
         // g_other: `grad * -self * special_zeta(self + 1., other)`
         let g_other = if need(needs, 1) { Some(aten::mul_tensor(o, &aten::mul_tensor(o, &grad, &aten::neg(o, &self.self_)?)?, &aten::special_zeta(o, &aten::add_scalar(o, &self.self_, Scalar::Float(1.0), Scalar::Int(1))?, &self.other)?)?) } else { None };
         // g_self: `not_implemented("zeta")`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_special_zeta_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::not_implemented("the derivative for `special_zeta` input `self` is not implemented upstream: zeta")?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         out.push(g_other);
@@ -35486,7 +35078,7 @@ impl SpecialZetaOtherScalarBackward {
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
         // g_self: `not_implemented("zeta")`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_special_zeta_other_scalar_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::not_implemented("the derivative for `special_zeta.other_scalar` input `self` is not implemented upstream: zeta")?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -35570,7 +35162,7 @@ pub struct SplitTensorBackward {
     /// Saved `self_sym_sizes`.
     pub self_sym_sizes: Vec<i64>,
     /// Saved `self_options`.
-    pub self_options: Opaque,
+    pub self_options: crate::autograd::TensorOptions,
     /// Saved `split_size`.
     pub split_size: i64,
     /// Saved `dim`.
@@ -35600,7 +35192,7 @@ impl SplitTensorBackward {
         const OP: &str = "split.Tensor";
         Ok(SplitTensorBackward {
             self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
-            self_options: return Err(cap::unsupported(OP, "self_options")),
+            self_options: cap::options(OP, cap::arg(OP, a, 0)?)?,
             split_size: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
             dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
         })
@@ -35626,7 +35218,7 @@ pub struct SplitCopyTensorBackward {
     /// Saved `self_sym_sizes`.
     pub self_sym_sizes: Vec<i64>,
     /// Saved `self_options`.
-    pub self_options: Opaque,
+    pub self_options: crate::autograd::TensorOptions,
     /// Saved `split_size`.
     pub split_size: i64,
     /// Saved `dim`.
@@ -35656,7 +35248,7 @@ impl SplitCopyTensorBackward {
         const OP: &str = "split_copy.Tensor";
         Ok(SplitCopyTensorBackward {
             self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
-            self_options: return Err(cap::unsupported(OP, "self_options")),
+            self_options: cap::options(OP, cap::arg(OP, a, 0)?)?,
             split_size: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
             dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
         })
@@ -35682,7 +35274,7 @@ pub struct SplitWithSizesBackward {
     /// Saved `self_sym_sizes`.
     pub self_sym_sizes: Vec<i64>,
     /// Saved `self_options`.
-    pub self_options: Opaque,
+    pub self_options: crate::autograd::TensorOptions,
     /// Saved `split_sizes`.
     pub split_sizes: Vec<i64>,
     /// Saved `dim`.
@@ -35712,7 +35304,7 @@ impl SplitWithSizesBackward {
         const OP: &str = "split_with_sizes";
         Ok(SplitWithSizesBackward {
             self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
-            self_options: return Err(cap::unsupported(OP, "self_options")),
+            self_options: cap::options(OP, cap::arg(OP, a, 0)?)?,
             split_sizes: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
             dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
         })
@@ -35738,7 +35330,7 @@ pub struct SplitWithSizesCopyBackward {
     /// Saved `self_sym_sizes`.
     pub self_sym_sizes: Vec<i64>,
     /// Saved `self_options`.
-    pub self_options: Opaque,
+    pub self_options: crate::autograd::TensorOptions,
     /// Saved `split_sizes`.
     pub split_sizes: Vec<i64>,
     /// Saved `dim`.
@@ -35768,7 +35360,7 @@ impl SplitWithSizesCopyBackward {
         const OP: &str = "split_with_sizes_copy";
         Ok(SplitWithSizesCopyBackward {
             self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
-            self_options: return Err(cap::unsupported(OP, "self_options")),
+            self_options: cap::options(OP, cap::arg(OP, a, 0)?)?,
             split_sizes: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
             dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
         })
@@ -35856,8 +35448,10 @@ impl SqueezeBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `unsqueeze_to(grad, self.sym_sizes())`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_squeeze_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::unsqueeze_to_sizes(o, &grad, &self.self_sym_sizes)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -36005,8 +35599,10 @@ impl SqueezeBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `unsqueeze_to(grad, self.sym_sizes())`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_squeeze__self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::unsqueeze_to_sizes(o, &grad, &self.self_sym_sizes)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -36154,8 +35750,10 @@ impl SqueezeCopyBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `unsqueeze_to(grad, self.sym_sizes())`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_squeeze_copy_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::unsqueeze_to_sizes(o, &grad, &self.self_sym_sizes)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -38072,7 +37670,7 @@ impl UniqueConsecutiveBackward {
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
         // g_self: `not_implemented("unique_consecutive")`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_unique_consecutive_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::not_implemented("the derivative for `unique_consecutive` input `self` is not implemented upstream: unique_consecutive")?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -38116,7 +37714,7 @@ impl UniqueDimBackward {
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
         // g_self: `not_implemented("unique_dim")`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_unique_dim_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::not_implemented("the derivative for `unique_dim` input `self` is not implemented upstream: unique_dim")?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -38160,7 +37758,7 @@ impl UniqueDimConsecutiveBackward {
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
         // g_self: `not_implemented("unique_dim_consecutive")`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_unique_dim_consecutive_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::not_implemented("the derivative for `unique_dim_consecutive` input `self` is not implemented upstream: unique_dim_consecutive")?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -38193,7 +37791,7 @@ pub struct UnsafeSplitTensorBackward {
     /// Saved `self_sym_sizes`.
     pub self_sym_sizes: Vec<i64>,
     /// Saved `self_options`.
-    pub self_options: Opaque,
+    pub self_options: crate::autograd::TensorOptions,
     /// Saved `split_size`.
     pub split_size: i64,
     /// Saved `dim`.
@@ -38223,7 +37821,7 @@ impl UnsafeSplitTensorBackward {
         const OP: &str = "unsafe_split.Tensor";
         Ok(UnsafeSplitTensorBackward {
             self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
-            self_options: return Err(cap::unsupported(OP, "self_options")),
+            self_options: cap::options(OP, cap::arg(OP, a, 0)?)?,
             split_size: cap::value::<i64>(OP, cap::arg(OP, a, 1)?)?,
             dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
         })
@@ -38249,7 +37847,7 @@ pub struct UnsafeSplitWithSizesBackward {
     /// Saved `self_sym_sizes`.
     pub self_sym_sizes: Vec<i64>,
     /// Saved `self_options`.
-    pub self_options: Opaque,
+    pub self_options: crate::autograd::TensorOptions,
     /// Saved `split_sizes`.
     pub split_sizes: Vec<i64>,
     /// Saved `dim`.
@@ -38279,7 +37877,7 @@ impl UnsafeSplitWithSizesBackward {
         const OP: &str = "unsafe_split_with_sizes";
         Ok(UnsafeSplitWithSizesBackward {
             self_sym_sizes: cap::sizes(OP, cap::arg(OP, a, 0)?)?,
-            self_options: return Err(cap::unsupported(OP, "self_options")),
+            self_options: cap::options(OP, cap::arg(OP, a, 0)?)?,
             split_sizes: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
             dim: cap::value::<i64>(OP, cap::arg(OP, a, 2)?)?,
         })

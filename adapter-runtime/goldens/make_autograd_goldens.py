@@ -64,6 +64,13 @@ def P(*shape, layout="contiguous"):
     return T(*shape, kind="positive", layout=layout)
 
 
+class TL:
+    """A differentiable ``Tensor[]`` (``cat``): every element requires grad."""
+
+    def __init__(self, *elems):
+        self.elems = list(elems)
+
+
 class F:
     def __init__(self, make):
         self.make = make
@@ -123,6 +130,16 @@ def indices(shape, n):
         t.view(-1)[0] = 2
         t.view(-1)[-1] = t.view(-1)[1]
         return mg.tensor_arg(c, list(shape), "i64", value=t)
+
+    return F(make)
+
+
+def total_weight(n, ncls):
+    """``nll_loss_forward``'s second output for ``target(n, ncls)`` without class weights: the
+    number of targets that are not ignored (the target helper sets one to -100 when n > 2)."""
+
+    def make(c, dt):
+        return mg.tensor_arg(c, [], dt, value=torch.tensor(float(n - 1 if n > 2 else n)).to(mg.DT[dt]))
 
     return F(make)
 
@@ -294,6 +311,66 @@ def specs():
         ("embedding", "reduce", "contiguous", [T(10, 8), indices([3, 5], 10), I(-1), B(False), B(False)]),
         ("embedding", "reduce", "contiguous", [T(10, 8), indices([12], 10), I(2), B(False), B(False)]),
     ]
+    # translated once the translator took `M_LN2`, `is_complex()` conditions, string literals,
+    # `.to(dtype)` and the helpers of `autograd_helpers.rs` (session 6); appended, so the
+    # generator sequence of the cases above is unchanged
+    for op, cls, kind, extra in [
+        ("acosh", "transcendental", "ge1", []),
+        ("exp2", "transcendental", "normal", []),
+        ("sgn", "arith", "normal", []),
+    ]:
+        out.append((op, cls, "contiguous", [T(16, 24, kind=kind)] + extra))
+        out.append((op, cls, "transposed", [T(5, 7, kind=kind, layout="transposed")] + extra))
+    for op, cls, kind, extra in [
+        ("atan2", "transcendental", "normal", []),
+        ("fmod.Tensor", "arith", "positive", []),
+        ("remainder.Tensor", "arith", "positive", []),
+    ]:
+        out.append((op, cls, "contiguous", [T(16, 24), T(16, 24, kind=kind)] + extra))
+        out.append((op, cls, "transposed", [T(5, 7, layout="transposed"), T(5, 7, kind=kind)] + extra))
+        out.append((op, "reduce", "broadcast", [T(6, 8), T(8, kind=kind)] + extra))
+    out += [
+        ("lerp.Scalar", "arith", "contiguous", [T(6, 8), T(6, 8), S(0.3)]),
+        ("lerp.Scalar", "arith", "transposed", [T(5, 7, layout="transposed"), T(5, 7), S(-1.5)]),
+        ("amax", "reduce", "contiguous", [T(4, 6, 5), IL([1]), B(False)]),
+        ("amax", "reduce", "contiguous", [T(4, 6, 5), IL([0, 2]), B(True)]),
+        ("amax", "reduce", "contiguous", [T(6, 8, kind="halves"), IL([]), B(False)]),  # ties share
+        ("mv", "matmul", "contiguous", [T(6, 16), T(16)]),
+        ("mv", "matmul", "transposed", [T(5, 7, layout="transposed"), T(7)]),
+        ("addmv", "matmul", "contiguous", [T(6), T(6, 16), T(16), S(1), S(1)]),
+        ("addmv", "matmul", "broadcast", [T(1), T(6, 16), T(16), S(0.5), S(2)]),
+        ("gather", "reduce", "contiguous", [T(6, 8), I(1), indices([6, 5], 8), B(False)]),
+        ("gather", "reduce", "contiguous", [T(6, 8), I(0), indices([9, 8], 6), B(False)]),
+        ("index_select", "reduce", "contiguous", [T(10, 8), I(0), indices([12], 10)]),
+        ("index_select", "reduce", "transposed", [T(5, 7, layout="transposed"), I(1), indices([9], 5)]),
+        ("cat", "arith", "contiguous", [TL(T(3, 8), T(5, 8), T(1, 8)), I(0)]),
+        ("cat", "arith", "transposed", [TL(T(5, 7, layout="transposed"), T(5, 3)), I(-1)]),
+        # dropout: PyTorch's random mask cannot be reproduced; the deterministic settings check
+        # the formula's scale (p = 0 training: mask all ones; not training: scale 1)
+        ("native_dropout", "arith", "contiguous", [T(16, 24), FL(0.0), B(True)]),
+        ("native_dropout", "arith", "contiguous", [T(16, 24), FL(0.5), B(False)]),
+        ("_softmax_backward_data", "softmax", "contiguous",
+         [T(6, 10), T(6, 10, value=lambda dt: torch.softmax(mg.rand([6, 10], dt).double(), 1).to(mg.DT[dt])),
+          I(1), V({"dtype": "same"}, None)]),
+        ("_log_softmax_backward_data", "softmax", "contiguous",
+         [T(6, 10), T(6, 10, value=lambda dt: torch.log_softmax(mg.rand([6, 10], dt).double(), 1).to(mg.DT[dt])),
+          I(1), V({"dtype": "same"}, None)]),
+        ("elu_backward", "transcendental", "contiguous", [T(16, 24), S(1.0), S(1.0), S(1.0), B(False), T(16, 24)]),
+        ("elu_backward", "transcendental", "contiguous", [T(16, 24), S(0.7), S(1.2), S(0.9), B(False), T(16, 24)]),
+        ("gelu_backward", "transcendental", "contiguous", [T(16, 24), T(16, 24), STR("none")]),
+        ("gelu_backward", "cancellation", "contiguous", [T(16, 24), T(16, 24), STR("tanh")]),  # tolerances.json
+        ("hardswish_backward", "arith", "contiguous", [T(16, 24), T(16, 24)]),
+        ("mse_loss_backward", "loss", "contiguous", [T(), T(6, 8), T(6, 8), I(1)]),
+        ("mse_loss_backward", "loss", "contiguous", [T(6, 8), T(6, 8), T(6, 8), I(0)]),
+        ("embedding_dense_backward", "reduce", "contiguous",
+         [T(3, 5, 8), indices([3, 5], 10), I(10), I(-1), B(False)]),
+        ("embedding_dense_backward", "reduce", "contiguous",
+         [T(12, 8), indices([12], 10), I(10), I(2), B(False)]),
+        ("nll_loss_backward", "loss", "contiguous",
+         [T(), log_probs(7, 5), target(7, 5), NONE, I(1), I(-100), total_weight(7, 5)]),
+        ("nll_loss_backward", "loss", "contiguous",
+         [T(7), log_probs(7, 5), target(7, 5), NONE, I(0), I(-100), total_weight(7, 5)]),
+    ]
     return out
 
 
@@ -313,6 +390,21 @@ def build(op, cls, layout, spec, dt):
             values.append(leaf)
             inputs.append(k)
             leaves.append(leaf)
+        elif isinstance(a, TL):
+            encs, elems = [], []
+            for e in a.elems:
+                arg = mg.tensor_arg(c, e.shape, dt, e.layout, kind=e.kind)
+                leaf = arg.value.detach().requires_grad_(True)
+                encs.append(arg.enc)
+                elems.append(leaf)
+                leaves.append(leaf)
+            args.append({"TL": encs})
+            values.append(elems)
+            inputs.append(k)
+        elif isinstance(a, V) and a.enc == {"dtype": "same"}:
+            # `input_dtype` of the softmax backward operators: the case dtype
+            args.append({"dtype": dt})
+            values.append(mg.DT[dt])
         elif isinstance(a, F):
             arg = a.make(c, dt)
             args.append(arg.enc)

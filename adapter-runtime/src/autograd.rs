@@ -48,6 +48,35 @@ pub trait BackwardFn: Send + Sync {
     fn saved_tensors(&self) -> Vec<&Tensor>;
 }
 
+/// A saved `x.options()` (`x_options`): the dtype and device a formula creates tensors with.
+#[derive(Clone)]
+pub struct TensorOptions {
+    pub dtype: DType,
+    /// The device context (`None`: host).
+    pub device: Option<Arc<crate::device::DeviceContext>>,
+}
+
+impl TensorOptions {
+    pub fn of(t: &Tensor) -> TensorOptions {
+        TensorOptions { dtype: t.dtype(), device: t.device_ctx().cloned() }
+    }
+
+    /// `t` moved to these options' device.
+    pub fn place(&self, t: Tensor) -> Result<Tensor> {
+        match &self.device {
+            Some(ctx) => t.to_ctx(ctx),
+            None => Ok(t),
+        }
+    }
+}
+
+/// A saved `x_info` (torchgen's `TypeAndSize`: in-place formulas' `zeros_like(x)`).
+#[derive(Clone)]
+pub struct TensorInfo {
+    pub sizes: Vec<i64>,
+    pub options: TensorOptions,
+}
+
 /// Signature of a generated capture function: boxed arguments, boxed results -> node.
 pub type Capture = fn(&[IValue], &[IValue]) -> Result<Box<dyn BackwardFn>>;
 
@@ -589,6 +618,13 @@ pub mod cap {
             IValue::TensorList(ts) => Ok(ts.iter().map(Tensor::dtype).collect()),
             other => Err(Error::InvalidArgument(format!("{op}: expected Tensor[], got {}", other.kind()))),
         }
+    }
+    pub fn options(op: &str, v: &IValue) -> Result<TensorOptions> {
+        Ok(TensorOptions::of(want(op, "options", v)?))
+    }
+    pub fn info(op: &str, v: &IValue) -> Result<TensorInfo> {
+        let t = want(op, "info", v)?;
+        Ok(TensorInfo { sizes: ints(t.sizes()), options: TensorOptions::of(t) })
     }
     /// A saved value the generator cannot capture from the boxed call.
     pub fn unsupported(op: &str, what: &str) -> Error {

@@ -2,6 +2,7 @@
 //! `FunctionsManual.cpp` functions and the engine's `sum_to`, over the operator front-ends
 //! (`generated::ops::aten`) and the host reference ops. Real dtypes only: `conj` is the identity.
 
+use crate::autograd::{TensorInfo, TensorOptions};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
 use crate::generated::ops::{AtenOps, aten};
@@ -279,4 +280,435 @@ pub fn native_layer_norm_backward<O: AtenOps + ?Sized>(
         (want(1) && weight.is_some()).then_some(gw),
         (want(2) && bias.is_some()).then_some(gb),
     ])
+}
+
+// ---------------------------------------------------------------------------------------------
+// more of `FunctionsManual.cpp` (real dtypes)
+// ---------------------------------------------------------------------------------------------
+
+/// A zero-filled tensor of `sizes` and `dtype` on `like`'s device.
+fn zeros_on(like: &Tensor, sizes: &[i64], dtype: DType) -> Result<Tensor> {
+    let sizes = usizes(sizes)?;
+    let t = Tensor::zeros(&sizes, dtype);
+    match like.device_ctx() {
+        Some(ctx) => t.to_ctx(ctx),
+        None => Ok(t),
+    }
+}
+
+fn usizes(sizes: &[i64]) -> Result<Vec<usize>> {
+    sizes
+        .iter()
+        .map(|&s| usize::try_from(s).map_err(|_| Error::Shape(format!("negative size {s} in {sizes:?}"))))
+        .collect()
+}
+
+fn i64s(xs: &[usize]) -> Vec<i64> {
+    xs.iter().map(|&x| x as i64).collect()
+}
+
+/// PyTorch's `not_implemented(msg)` formulas: the gradient is an error upstream too.
+pub fn not_implemented<T>(what: &str) -> Result<T> {
+    Err(Error::Unsupported(what.to_string()))
+}
+
+/// `x.to(dtype)`: `x` itself when it already has the dtype.
+pub fn to_dtype<O: AtenOps + ?Sized>(_o: &O, x: &Tensor, dtype: DType) -> Result<Tensor> {
+    if x.dtype() == dtype { Ok(x.clone()) } else { x.to_dtype(dtype) }
+}
+
+/// `_to_copy_backward(grad, self_options)`: the gradient converted back to the input's dtype
+/// and device.
+pub fn to_copy_backward<O: AtenOps + ?Sized>(o: &O, grad: &Tensor, options: &TensorOptions) -> Result<Tensor> {
+    options.place(to_dtype(o, grad, options.dtype)?)
+}
+
+/// `x_info.zeros()`: zeros of the saved input's sizes, dtype and device.
+pub fn zeros_info<O: AtenOps + ?Sized>(_o: &O, info: &TensorInfo) -> Result<Tensor> {
+    info.options.place(Tensor::zeros(&usizes(&info.sizes)?, info.options.dtype))
+}
+
+/// `at::zeros(sizes, options)`.
+pub fn zeros_options<O: AtenOps + ?Sized>(_o: &O, sizes: &[i64], options: &TensorOptions) -> Result<Tensor> {
+    options.place(Tensor::zeros(&usizes(sizes)?, options.dtype))
+}
+
+/// `unsqueeze_to(grad, sizes)` (`squeeze`): re-inserts every dimension of size 1 of `sizes`.
+pub fn unsqueeze_to_sizes<O: AtenOps + ?Sized>(_o: &O, grad: &Tensor, sizes: &[i64]) -> Result<Tensor> {
+    let mut r = grad.clone();
+    for (d, &s) in sizes.iter().enumerate() {
+        if s == 1 {
+            r = r.unsqueeze(d as i64)?;
+        }
+    }
+    Ok(r)
+}
+
+/// `restore_reduced_dims(output, dims, keepdim)`: `output` reshaped with size 1 at the reduced
+/// `dims` (an empty `dims` reduced every dimension: the 0-d output broadcasts as it is).
+pub fn restore_reduced_dims<O: AtenOps + ?Sized>(
+    _o: &O,
+    output: &Tensor,
+    dims: &[i64],
+    keepdim: bool,
+) -> Result<Tensor> {
+    if keepdim {
+        return Ok(output.clone());
+    }
+    let total = output.dim() + dims.len();
+    let mut target = vec![0i64; total];
+    for &d in dims {
+        target[crate::shape::wrap_dim(d, total)?] = 1;
+    }
+    let mut j = 0;
+    for &s in output.sizes() {
+        while j < total && target[j] > 0 {
+            j += 1;
+        }
+        if j >= total {
+            return Err(Error::Shape(format!("restore_reduced_dims: {:?} with dims {dims:?}", output.sizes())));
+        }
+        target[j] = s as i64;
+        j += 1;
+    }
+    output.reshape(&target)
+}
+
+/// `scale_grad_by_count(grad, mask, dims)`: `(grad / mask.sum(dims, true)) * mask` (ties of
+/// `amax`/`amin` share the gradient evenly; empty `dims`: every dimension).
+pub fn scale_grad_by_count<O: AtenOps + ?Sized>(o: &O, grad: &Tensor, mask: &Tensor, dims: &[i64]) -> Result<Tensor> {
+    let m = to_dtype(o, mask, grad.dtype())?;
+    let all: Vec<i64> = (0..m.dim() as i64).collect();
+    let dims = if dims.is_empty() { &all[..] } else { dims };
+    let count = aten::sum_dim_intlist(o, &m, Some(dims), true, None)?;
+    aten::mul_tensor(o, &aten::div_tensor(o, grad, &count)?, &m)
+}
+
+/// `atan2_backward(grad, self, other, output_mask)`: `grad * other / (self² + other²)` and
+/// `grad * -self / (self² + other²)`.
+pub fn atan2_backward<O: AtenOps + ?Sized>(
+    o: &O,
+    grad: &Tensor,
+    self_: &Tensor,
+    other: &Tensor,
+    output_mask: &[bool],
+) -> Result<Vec<Option<Tensor>>> {
+    let one = Scalar::Int(1);
+    let den = aten::add_tensor(o, &aten::mul_tensor(o, self_, self_)?, &aten::mul_tensor(o, other, other)?, one)?;
+    let recip = aten::reciprocal(o, &den)?;
+    let want = |i: usize| output_mask.get(i).copied().unwrap_or(true);
+    let gs = if want(0) { Some(aten::mul_tensor(o, &aten::mul_tensor(o, grad, other)?, &recip)?) } else { None };
+    let go = if want(1) {
+        Some(aten::mul_tensor(o, &aten::mul_tensor(o, grad, &aten::neg(o, self_)?)?, &recip)?)
+    } else {
+        None
+    };
+    Ok(vec![gs, go])
+}
+
+/// `gather_backward(grad, self, dim, index, sparse_grad)`: `zeros_like(self).scatter_add(dim,
+/// index, grad)` (dense only).
+pub fn gather_backward<O: AtenOps + ?Sized>(
+    o: &O,
+    grad: &Tensor,
+    self_: &Tensor,
+    dim: i64,
+    index: &Tensor,
+    sparse_grad: bool,
+) -> Result<Tensor> {
+    if sparse_grad {
+        return Err(Error::Unsupported("gather_backward: sparse gradients are not supported".into()));
+    }
+    let z = zeros_on(grad, &i64s(self_.sizes()), grad.dtype())?;
+    aten::scatter_add(o, &z, dim, index, grad)
+}
+
+/// `index_select_backward(grad, sizes, dim, index)`: `zeros(sizes).index_add_(dim, index,
+/// grad)`, as a `scatter_add` with the index broadcast along `dim`.
+pub fn index_select_backward<O: AtenOps + ?Sized>(
+    o: &O,
+    grad: &Tensor,
+    sizes: &[i64],
+    dim: i64,
+    index: &Tensor,
+) -> Result<Tensor> {
+    if sizes.is_empty() {
+        // a 0-d input: its one element was selected (possibly several times)
+        return aten::sum(o, grad, None)?.reshape(&[]);
+    }
+    let d = crate::shape::wrap_dim(dim, sizes.len())?;
+    let mut shape = vec![1i64; grad.dim()];
+    shape[d] = index.numel() as i64;
+    let idx = index.reshape(&shape)?.expand(&i64s(grad.sizes()))?.contiguous()?;
+    let z = zeros_on(grad, sizes, grad.dtype())?;
+    aten::scatter_add(o, &z, d as i64, &idx, grad)
+}
+
+/// `sgn_backward(self, grad, result)`: zero for real inputs.
+pub fn sgn_backward<O: AtenOps + ?Sized>(_o: &O, self_: &Tensor, grad: &Tensor, _result: &Tensor) -> Result<Tensor> {
+    zeros_on(grad, &i64s(self_.sizes()), grad.dtype())
+}
+
+/// `a.ger(b)` / `outer(a, b)`: `a[:, None] * b[None, :]`.
+pub fn outer<O: AtenOps + ?Sized>(o: &O, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    aten::mul_tensor(o, &a.unsqueeze(1)?, &b.unsqueeze(0)?)
+}
+
+/// `nll_loss(self, target, weight, reduction, ignore_index)`: `nll_loss_forward`'s output.
+pub fn nll_loss<O: AtenOps + ?Sized>(
+    o: &O,
+    self_: &Tensor,
+    target: &Tensor,
+    weight: Option<&Tensor>,
+    reduction: i64,
+    ignore_index: i64,
+) -> Result<Tensor> {
+    Ok(aten::nll_loss_forward(o, self_, target, weight, reduction, ignore_index)?.0)
+}
+
+/// `mse_loss_double_backward(grad, input, reduction)`: `2 * grad`, divided by `input.numel()`
+/// under mean reduction.
+pub fn mse_loss_double_backward<O: AtenOps + ?Sized>(
+    o: &O,
+    grad: &Tensor,
+    input: &Tensor,
+    reduction: i64,
+) -> Result<Tensor> {
+    let g = aten::mul_scalar(o, grad, Scalar::Int(2))?;
+    if reduction == 1 { aten::div_scalar(o, &g, Scalar::Int(input.numel() as i64)) } else { Ok(g) }
+}
+
+/// `elu_double_backward(grad, grad_output, alpha, scale, input_scale, is_result, self_or_result)`.
+#[allow(clippy::too_many_arguments)]
+pub fn elu_double_backward<O: AtenOps + ?Sized>(
+    o: &O,
+    grad: &Tensor,
+    grad_output: &Tensor,
+    alpha: Scalar,
+    scale: Scalar,
+    input_scale: Scalar,
+    is_result: bool,
+    self_or_result: &Tensor,
+) -> Result<Tensor> {
+    let neg = to_dtype(o, &aten::lt_scalar(o, self_or_result, Scalar::Int(0))?, grad.dtype())?;
+    let ggo = aten::mul_scalar(o, &aten::mul_tensor(o, grad, grad_output)?, input_scale)?;
+    if is_result {
+        aten::mul_tensor(o, &ggo, &neg)
+    } else {
+        let e = aten::elu_backward(o, &ggo, alpha, scale, input_scale, is_result, self_or_result)?;
+        aten::mul_tensor(o, &e, &neg)
+    }
+}
+
+/// `gelu_double_backward(ggI, gO, input, approximate)`: `ggI * gO * gelu''(input)`.
+pub fn gelu_double_backward<O: AtenOps + ?Sized>(
+    o: &O,
+    ggi: &Tensor,
+    go: &Tensor,
+    input: &Tensor,
+    approximate: &str,
+) -> Result<Tensor> {
+    let one = Scalar::Int(1);
+    let x2 = aten::mul_tensor(o, input, input)?;
+    if approximate == "tanh" {
+        // PyTorch's expression, operation by operation (each rounds to the tensor's dtype, so
+        // f16/bf16 results follow only when the order is the same)
+        let b = std::f64::consts::SQRT_2 * std::f64::consts::FRAC_2_SQRT_PI * 0.5;
+        let k = 0.044715;
+        let f = |v: f64| Scalar::Float(v);
+        let pow3 = aten::pow_tensor_scalar(o, input, Scalar::Int(3))?;
+        let inner = aten::mul_scalar(o, &aten::add_tensor(o, input, &aten::mul_scalar(o, &pow3, f(k))?, one)?, f(b))?;
+        let tanh_inner = aten::tanh(o, &inner)?;
+        let sech_inner = aten::reciprocal(o, &aten::cosh(o, &inner)?)?;
+        let fx = aten::mul_scalar(o, input, f(0.5))?;
+        let g = aten::rsub_scalar(o, &aten::mul_tensor(o, &tanh_inner, &tanh_inner)?, one, one)?;
+        let h3 = aten::mul_tensor(o, &aten::mul_scalar(o, input, f(3.0 * k))?, input)?;
+        let h = aten::mul_scalar(o, &aten::add_scalar(o, &h3, one, one)?, f(b))?;
+        let f_prime_gh = aten::mul_tensor(o, &aten::mul_scalar(o, &g, f(0.5))?, &h)?;
+        let g_prime = aten::mul_tensor(
+            o,
+            &aten::mul_tensor(
+                o,
+                &aten::mul_scalar(o, &sech_inner, Scalar::Int(2))?,
+                &aten::mul_tensor(o, &aten::neg(o, &sech_inner)?, &tanh_inner)?,
+            )?,
+            &h,
+        )?;
+        let g_prime_fh = aten::mul_tensor(o, &aten::mul_tensor(o, &fx, &h)?, &g_prime)?;
+        let h_prime = aten::mul_scalar(o, &aten::mul_scalar(o, input, f(6.0 * k))?, f(b))?;
+        let h_prime_fg = aten::mul_tensor(o, &aten::mul_tensor(o, &fx, &g)?, &h_prime)?;
+        // left derivative f_prime_gh + right derivative (f_prime_gh + g_prime_fh + h_prime_fg)
+        let s = aten::add_tensor(o, &aten::add_tensor(o, &f_prime_gh, &f_prime_gh, one)?, &g_prime_fh, one)?;
+        let s = aten::add_tensor(o, &s, &h_prime_fg, one)?;
+        return aten::mul_tensor(o, &aten::mul_tensor(o, ggi, go)?, &s);
+    }
+    let second = {
+        // gelu'' = 2 pdf(x) - x² pdf(x), pdf = exp(-x²/2) / sqrt(2 pi)
+        let b = std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2 * 0.5;
+        let pdf =
+            aten::mul_scalar(o, &aten::exp(o, &aten::mul_scalar(o, &x2, Scalar::Float(-0.5))?)?, Scalar::Float(b))?;
+        aten::mul_tensor(o, &pdf, &aten::rsub_scalar(o, &x2, Scalar::Int(2), one)?)?
+    };
+    aten::mul_tensor(o, &aten::mul_tensor(o, ggi, go)?, &second)
+}
+
+/// `embedding_dense_double_backward(grad, indices, padding_idx)`: the rows of `grad` the
+/// indices select (zero at `padding_idx`), shaped `indices.sizes() + [-1]`.
+pub fn embedding_dense_double_backward<O: AtenOps + ?Sized>(
+    o: &O,
+    grad: &Tensor,
+    indices: &Tensor,
+    padding_idx: i64,
+) -> Result<Tensor> {
+    let flat = indices.reshape(&[-1])?;
+    let mut gg = aten::index_select(o, grad, 0, &flat)?;
+    if padding_idx >= 0 {
+        let pad = aten::eq_scalar(o, &flat, Scalar::Int(padding_idx))?.reshape(&[-1, 1])?;
+        gg = aten::masked_fill_scalar(o, &gg, &pad, Scalar::Int(0))?;
+    }
+    let mut size = i64s(indices.sizes());
+    size.push(-1);
+    gg.reshape(&size)
+}
+
+/// `softmax_double_backward(grad, grad_output, dim, output)`: `gO * grad - sum(output * gO) *
+/// grad - gO * sum(output * grad)` (sums over `dim`, kept).
+pub fn softmax_double_backward<O: AtenOps + ?Sized>(
+    o: &O,
+    grad: &Tensor,
+    grad_output: &Tensor,
+    dim: i64,
+    output: &Tensor,
+) -> Result<Tensor> {
+    let one = Scalar::Int(1);
+    let s1 = aten::sum_dim_intlist(o, &aten::mul_tensor(o, output, grad_output)?, Some(&[dim]), true, None)?;
+    let s2 = aten::sum_dim_intlist(o, &aten::mul_tensor(o, output, grad)?, Some(&[dim]), true, None)?;
+    let a = aten::mul_tensor(o, grad_output, grad)?;
+    let a = aten::sub_tensor(o, &a, &aten::mul_tensor(o, &s1, grad)?, one)?;
+    aten::sub_tensor(o, &a, &aten::mul_tensor(o, grad_output, &s2)?, one)
+}
+
+/// `clamp_backward(grad, self, min, max)`: the gradient where `min <= self <= max` (the bounds
+/// get the subgradient 1).
+pub fn clamp_backward<O: AtenOps + ?Sized>(
+    o: &O,
+    grad: &Tensor,
+    self_: &Tensor,
+    min: Option<Scalar>,
+    max: Option<Scalar>,
+) -> Result<Tensor> {
+    let mask = match (min, max) {
+        (Some(lo), Some(hi)) => {
+            Some(aten::logical_and(o, &aten::ge_scalar(o, self_, lo)?, &aten::le_scalar(o, self_, hi)?)?)
+        }
+        (Some(lo), None) => Some(aten::ge_scalar(o, self_, lo)?),
+        (None, Some(hi)) => Some(aten::le_scalar(o, self_, hi)?),
+        (None, None) => None,
+    };
+    match mask {
+        Some(m) => aten::mul_tensor(o, grad, &to_dtype(o, &m, grad.dtype())?),
+        None => Ok(grad.clone()),
+    }
+}
+
+/// `pow_backward(grad, self, exponent)`: `grad * exponent * self^(exponent - 1)`; zeros for a
+/// zero exponent.
+pub fn pow_backward<O: AtenOps + ?Sized>(o: &O, grad: &Tensor, self_: &Tensor, exponent: Scalar) -> Result<Tensor> {
+    if exponent.to_f64() == 0.0 {
+        return zeros_on(grad, &i64s(self_.sizes()), grad.dtype());
+    }
+    let e = exponent.to_f64();
+    let p = aten::pow_tensor_scalar(o, self_, Scalar::Float(e - 1.0))?;
+    aten::mul_tensor(o, grad, &aten::mul_scalar(o, &p, Scalar::Float(e))?)
+}
+
+/// `pow_backward_self(grad, self, exponent)`: `where(exponent == 0, 0, grad * exponent *
+/// self^(exponent - 1))`.
+pub fn pow_backward_self<O: AtenOps + ?Sized>(
+    o: &O,
+    grad: &Tensor,
+    self_: &Tensor,
+    exponent: &Tensor,
+) -> Result<Tensor> {
+    let one = Scalar::Int(1);
+    let p = aten::pow_tensor_tensor(o, self_, &aten::sub_scalar(o, exponent, one, one)?)?;
+    let g = aten::mul_tensor(o, grad, &aten::mul_tensor(o, exponent, &p)?)?;
+    let zero = aten::eq_scalar(o, exponent, Scalar::Int(0))?;
+    aten::masked_fill_scalar(o, &g, &zero, Scalar::Int(0))
+}
+
+/// `pow_backward_exponent(grad, self, exponent, result)`: `grad * where(self == 0 && exponent >=
+/// 0, 0, result * log(self))`.
+pub fn pow_backward_exponent<O: AtenOps + ?Sized>(
+    o: &O,
+    grad: &Tensor,
+    self_: &Tensor,
+    exponent: &Tensor,
+    result: &Tensor,
+) -> Result<Tensor> {
+    let cond = aten::logical_and(
+        o,
+        &aten::eq_scalar(o, self_, Scalar::Int(0))?,
+        &aten::ge_scalar(o, exponent, Scalar::Int(0))?,
+    )?;
+    let v = aten::mul_tensor(o, result, &aten::log(o, self_)?)?;
+    let v = aten::masked_fill_scalar(o, &v, &cond, Scalar::Int(0))?;
+    aten::mul_tensor(o, grad, &v)
+}
+
+/// `pow_backward_exponent(grad, base, exponent, result)` with a Scalar base (`pow.Scalar`):
+/// `grad * result * log(base)`, zero where `base == 0` and `exponent >= 0`.
+pub fn pow_backward_exponent_scalar<O: AtenOps + ?Sized>(
+    o: &O,
+    grad: &Tensor,
+    base: Scalar,
+    exponent: &Tensor,
+    result: &Tensor,
+) -> Result<Tensor> {
+    let b = base.to_f64();
+    let v = aten::mul_scalar(o, result, Scalar::Float(b.ln()))?;
+    let v = if b == 0.0 {
+        let cond = aten::ge_scalar(o, exponent, Scalar::Int(0))?;
+        aten::masked_fill_scalar(o, &v, &cond, Scalar::Int(0))?
+    } else {
+        v
+    };
+    aten::mul_tensor(o, grad, &v)
+}
+
+/// `native_dropout_double_backward(ggI, grad, mask, scale)`: `ggI * mask * scale` (in `grad`'s
+/// dtype).
+pub fn native_dropout_double_backward<O: AtenOps + ?Sized>(
+    o: &O,
+    ggi: &Tensor,
+    grad: &Tensor,
+    mask: &Tensor,
+    scale: f64,
+) -> Result<Tensor> {
+    let m = aten::mul_scalar(o, &to_dtype(o, mask, grad.dtype())?, Scalar::Float(scale))?;
+    aten::mul_tensor(o, &to_dtype(o, ggi, grad.dtype())?, &m)
+}
+
+/// `masked_fill_backward(grad, mask)`: the sum of the gradient where the mask is set (the
+/// gradient of the 0-d fill value).
+pub fn masked_fill_backward<O: AtenOps + ?Sized>(o: &O, grad: &Tensor, mask: &Tensor) -> Result<Tensor> {
+    let off = aten::logical_not(o, mask)?;
+    let kept = aten::masked_fill_scalar(o, grad, &off, Scalar::Int(0))?;
+    aten::sum(o, &kept, None)
+}
+
+/// `slice_backward_wrapper(grad, sizes, dim, start, end, step)`: zeros of the input's sizes with
+/// `grad` written into the slice.
+pub fn slice_backward_wrapper<O: AtenOps + ?Sized>(
+    _o: &O,
+    grad: &Tensor,
+    sizes: &[i64],
+    dim: i64,
+    start: Option<i64>,
+    end: Option<i64>,
+    step: i64,
+) -> Result<Tensor> {
+    let z = zeros_on(grad, sizes, grad.dtype())?;
+    z.slice(dim, start, end, step)?.copy_(grad)?;
+    Ok(z)
 }

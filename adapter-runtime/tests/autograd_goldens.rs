@@ -56,10 +56,20 @@ fn run_case(ctx: &suite::Ctx, tols: &Value, case: &Value) -> Result<(f64, f64, u
     let mut leaves = Vec::new();
     for i in case["inputs"].as_array().unwrap() {
         let i = i.as_u64().unwrap() as usize;
-        let IValue::Tensor(t) = &args[i] else { return Err(format!("argument {i} is not a tensor")) };
-        let leaf = t.requires_grad_(true);
-        args[i] = IValue::Tensor(leaf.clone());
-        leaves.push(leaf);
+        match &args[i] {
+            IValue::Tensor(t) => {
+                let leaf = t.requires_grad_(true);
+                args[i] = IValue::Tensor(leaf.clone());
+                leaves.push(leaf);
+            }
+            // a differentiable `Tensor[]` (`cat`): every element is a leaf, in order
+            IValue::TensorList(ts) => {
+                let elems: Vec<Tensor> = ts.iter().map(|t| t.requires_grad_(true)).collect();
+                leaves.extend(elems.iter().cloned());
+                args[i] = IValue::TensorList(elems);
+            }
+            _ => return Err(format!("argument {i} is not a tensor")),
+        }
     }
     let outs = autograd::call(o, op, &args).map_err(|e| format!("forward: {e}"))?;
     let (mut roots, mut seeds) = (Vec::new(), Vec::new());

@@ -28,6 +28,10 @@ enum A {
     /// A differentiable f64 input of this shape; values in (-1, 1) away from 0 (`Pos`: (0.5, 1.5)).
     T(&'static [usize]),
     Pos(&'static [usize]),
+    /// Values in (1.2, 2.2) (`acosh`).
+    Gt1(&'static [usize]),
+    /// A differentiable `Tensor[]` of these shapes (`cat`).
+    L(&'static [&'static [usize]]),
     /// A tensor that does not require grad (index, mask, target...).
     Fixed(fn() -> Tensor),
     V(fn() -> IValue),
@@ -164,6 +168,82 @@ fn cases() -> Vec<(&'static str, Vec<A>)> {
             "embedding",
             vec![T(&[5, 3]), Fixed(indices), V(|| int(-1)), V(|| IValue::Bool(false)), V(|| IValue::Bool(false))],
         ),
+        // translated after the translator learned `M_LN2`, `is_complex()`, string literals,
+        // `.to(dtype)` and the helpers of `autograd_helpers.rs`
+        ("acosh", vec![Gt1(&[2, 3])]),
+        ("exp2", vec![T(&[2, 3])]),
+        ("sgn", vec![T(&[2, 3])]),
+        ("atan2", vec![T(&[2, 3]), T(&[3])]),
+        ("fmod.Tensor", vec![T(&[2, 3]), Pos(&[2, 3])]),
+        ("remainder.Tensor", vec![T(&[2, 3]), Pos(&[3])]),
+        ("lerp.Scalar", vec![T(&[2, 3]), T(&[2, 3]), V(|| IValue::Scalar(Scalar::Float(0.3)))]),
+        ("amax", vec![T(&[2, 3, 2]), V(|| IValue::IntList(vec![1])), V(|| IValue::Bool(false))]),
+        ("amax", vec![T(&[2, 3]), V(|| IValue::IntList(vec![])), V(|| IValue::Bool(true))]),
+        ("mv", vec![T(&[2, 3]), T(&[3])]),
+        (
+            "addmv",
+            vec![
+                T(&[2]),
+                T(&[2, 3]),
+                T(&[3]),
+                V(|| IValue::Scalar(Scalar::Float(0.5))),
+                V(|| IValue::Scalar(Scalar::Int(2))),
+            ],
+        ),
+        (
+            "gather",
+            vec![
+                T(&[2, 3]),
+                V(|| int(1)),
+                Fixed(|| Tensor::from_vec(vec![0i64, 2, 1, 1], &[2, 2]).unwrap()),
+                V(|| IValue::Bool(false)),
+            ],
+        ),
+        ("index_select", vec![T(&[3, 2]), V(|| int(0)), Fixed(|| Tensor::from_vec(vec![2i64, 0, 2], &[3]).unwrap())]),
+        ("cat", vec![L(&[&[2, 3], &[1, 3], &[2, 3]]), V(|| int(0))]),
+        ("cat", vec![L(&[&[2, 1], &[2, 3]]), V(|| int(-1))]),
+        // dropout: the engine re-seeds the default generator before every forward (see `check`)
+        ("native_dropout", vec![T(&[4, 5]), V(|| IValue::Float(0.4)), V(|| IValue::Bool(true))]),
+        ("_softmax_backward_data", vec![T(&[2, 3]), T(&[2, 3]), V(|| int(1)), V(|| IValue::DType(DType::F64))]),
+        ("_log_softmax_backward_data", vec![T(&[2, 3]), T(&[2, 3]), V(|| int(1)), V(|| IValue::DType(DType::F64))]),
+        (
+            "elu_backward",
+            vec![
+                T(&[2, 3]),
+                V(|| IValue::Scalar(Scalar::Float(0.7))),
+                V(|| IValue::Scalar(Scalar::Float(1.2))),
+                V(|| IValue::Scalar(Scalar::Float(0.9))),
+                V(|| IValue::Bool(false)),
+                T(&[2, 3]),
+            ],
+        ),
+        ("gelu_backward", vec![T(&[2, 3]), T(&[2, 3]), V(|| IValue::Str("none".into()))]),
+        ("gelu_backward", vec![T(&[2, 3]), T(&[2, 3]), V(|| IValue::Str("tanh".into()))]),
+        ("hardswish_backward", vec![T(&[2, 3]), T(&[2, 3])]),
+        ("mse_loss_backward", vec![T(&[]), T(&[2, 3]), T(&[2, 3]), V(|| int(1))]),
+        ("mse_loss_backward", vec![T(&[2, 3]), T(&[2, 3]), T(&[2, 3]), V(|| int(0))]),
+        (
+            "embedding_dense_backward",
+            vec![
+                T(&[2, 2, 2]),
+                Fixed(|| Tensor::from_vec(vec![2i64, 0, 2, 1], &[2, 2]).unwrap()),
+                V(|| int(4)),
+                V(|| int(1)),
+                V(|| IValue::Bool(false)),
+            ],
+        ),
+        (
+            "nll_loss_backward",
+            vec![
+                T(&[]),
+                T(&[3, 4]),
+                Fixed(target),
+                V(|| IValue::None),
+                V(|| int(1)),
+                V(|| int(-100)),
+                Fixed(|| Tensor::from_vec(vec![3.0f64], &[]).unwrap()),
+            ],
+        ),
     ]
 }
 
@@ -205,12 +285,23 @@ fn build(spec: &[A], data: &[Vec<f64>], grad: bool) -> (Vec<IValue>, Vec<Tensor>
     let mut k = 0;
     for a in spec {
         match a {
-            A::T(s) | A::Pos(s) => {
+            A::T(s) | A::Pos(s) | A::Gt1(s) => {
                 let t = Tensor::from_vec(data[k].clone(), s).unwrap();
                 k += 1;
                 let t = if grad { t.requires_grad_(true) } else { t };
                 leaves.push(t.clone());
                 args.push(IValue::Tensor(t));
+            }
+            A::L(shapes) => {
+                let mut list = Vec::new();
+                for s in *shapes {
+                    let t = Tensor::from_vec(data[k].clone(), s).unwrap();
+                    k += 1;
+                    let t = if grad { t.requires_grad_(true) } else { t };
+                    leaves.push(t.clone());
+                    list.push(t);
+                }
+                args.push(IValue::TensorList(list));
             }
             A::Fixed(f) => args.push(IValue::Tensor(f())),
             A::V(f) => args.push(f()),
@@ -235,8 +326,15 @@ fn float_outputs(op: &str, outs: &[IValue]) -> Vec<Tensor> {
 }
 
 /// `sum_k <out_k, c_k>` with plain f64 arithmetic (no graph).
+/// Random operators draw from the default generator: every forward of a case starts from the
+/// same seed, so the finite differences see the dropout mask the recorded forward saw.
+fn reseed() {
+    xirang_runtime::host_registry::manual_seed(20261201);
+}
+
 fn objective(op: &str, spec: &[A], data: &[Vec<f64>], cots: &[Vec<f64>]) -> f64 {
     let (args, _) = build(spec, data, false);
+    reseed();
     let outs = autograd::call(&NpuOps, op, &args).unwrap();
     float_outputs(op, &outs)
         .iter()
@@ -248,16 +346,23 @@ fn objective(op: &str, spec: &[A], data: &[Vec<f64>], cots: &[Vec<f64>]) -> f64 
 fn check(op: &'static str, spec: &[A], seed: u64) -> Result<(), String> {
     let o = &NpuOps;
     let mut rng = Rng(seed);
-    let data: Vec<Vec<f64>> = spec
-        .iter()
-        .filter_map(|a| match a {
-            A::T(s) => Some(values(&mut rng, numel(s), false)),
-            A::Pos(s) => Some(values(&mut rng, numel(s), true)),
-            _ => None,
-        })
-        .collect();
+    let mut data: Vec<Vec<f64>> = Vec::new();
+    for a in spec {
+        match a {
+            A::T(s) => data.push(values(&mut rng, numel(s), false)),
+            A::Pos(s) => data.push(values(&mut rng, numel(s), true)),
+            A::Gt1(s) => data.push(values(&mut rng, numel(s), true).into_iter().map(|v| v + 0.7).collect()),
+            A::L(shapes) => {
+                for s in *shapes {
+                    data.push(values(&mut rng, numel(s), false));
+                }
+            }
+            _ => {}
+        }
+    }
     // analytical
     let (args, leaves) = build(spec, &data, true);
+    reseed();
     let outs = autograd::call(o, op, &args).map_err(|e| format!("{op}: forward: {e}"))?;
     let outs = float_outputs(op, &outs);
     let cots: Vec<Vec<f64>> = outs.iter().map(|t| values(&mut rng, t.numel(), false)).collect();

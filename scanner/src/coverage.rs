@@ -90,18 +90,32 @@ pub enum GradStatus {
     Translated,
     HandWritten,
     MissingHook,
+    /// PyTorch's own formula is `not_implemented(...)`: backward raises upstream too.
+    NotImplementedUpstream,
     NotDifferentiable,
 }
 
 impl GradStatus {
-    pub const ALL: [GradStatus; 4] =
-        [GradStatus::Translated, GradStatus::HandWritten, GradStatus::MissingHook, GradStatus::NotDifferentiable];
+    pub const ALL: [GradStatus; 5] = [
+        GradStatus::Translated,
+        GradStatus::HandWritten,
+        GradStatus::MissingHook,
+        GradStatus::NotImplementedUpstream,
+        GradStatus::NotDifferentiable,
+    ];
+
+    /// Whether the input has (or lacks) a backward of this adapter's: not for inputs that are
+    /// not differentiable or whose gradient PyTorch does not implement either.
+    pub fn has_backward_or_misses(self) -> bool {
+        matches!(self, GradStatus::Translated | GradStatus::HandWritten | GradStatus::MissingHook)
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
             GradStatus::Translated => "translated",
             GradStatus::HandWritten => "hand-written",
             GradStatus::MissingHook => "missing hook",
+            GradStatus::NotImplementedUpstream => "not implemented upstream",
             GradStatus::NotDifferentiable => "not differentiable",
         }
     }
@@ -197,7 +211,7 @@ impl Coverage {
     /// hand-written), among those with a derivative entry and at least one such input.
     pub fn complete_backward(&self) -> (usize, usize) {
         let with: Vec<&OpCoverage> =
-            self.ops.iter().filter(|o| o.inputs.iter().any(|i| i.status != GradStatus::NotDifferentiable)).collect();
+            self.ops.iter().filter(|o| o.inputs.iter().any(|i| i.status.has_backward_or_misses())).collect();
         let done = with.iter().filter(|o| o.inputs.iter().all(|i| i.status != GradStatus::MissingHook)).count();
         (done, with.len())
     }
@@ -392,9 +406,16 @@ fn assemble(
                 for v in &g.inputs {
                     let input = v.strip_prefix("g_").unwrap_or(v).to_string();
                     let c = match (&g.code, &g.hook) {
-                        (Some(_), _) => {
-                            InputCoverage { input: input.clone(), status: GradStatus::Translated, hook: None, at: None }
-                        }
+                        (Some(_), _) => InputCoverage {
+                            input: input.clone(),
+                            status: if g.upstream_not_implemented {
+                                GradStatus::NotImplementedUpstream
+                            } else {
+                                GradStatus::Translated
+                            },
+                            hook: None,
+                            at: None,
+                        },
                         (None, hook) => {
                             let k = hook.as_deref().and_then(|h| index.hook(h));
                             InputCoverage {
@@ -696,6 +717,11 @@ mod tests {
         let ag = generate::autograd::autograd_model(&inputs, &c.ops.iter().map(|o| o.op.clone()).collect());
         assert_eq!(g[&GradStatus::Translated], ag.count("translated"));
         assert_eq!(g[&GradStatus::HandWritten] + g[&GradStatus::MissingHook], ag.count("hook"));
+        // PyTorch's own `not_implemented(..)` formulas: counted apart, not hooks to write
+        assert_eq!(g[&GradStatus::NotImplementedUpstream], ag.count("not_implemented"));
+        assert!(g[&GradStatus::NotImplementedUpstream] > 0);
+        let acosh_ = row(&c, "acosh_");
+        assert_eq!(acosh_.inputs[0].status, GradStatus::NotImplementedUpstream);
         // deterministic
         assert_eq!(render_json(&c).unwrap(), render_json(&build(&inputs, None).unwrap()).unwrap());
         let v: serde_json::Value = serde_json::from_str(&render_json(&c).unwrap()).unwrap();

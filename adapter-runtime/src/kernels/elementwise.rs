@@ -1048,6 +1048,12 @@ pub fn acos(self_: &Tensor) -> Result<Tensor> {
 pub fn atan(self_: &Tensor) -> Result<Tensor> {
     float_map("atan", self_, f64::atan)
 }
+/// `exp2` (computed in f64 and rounded once: the `exp(x * ln 2)` recipe rounds `x * ln 2` to the
+/// tensor's dtype first, which costs f16 a few ulp).
+/// xirang-kernel: exp2
+pub fn exp2(self_: &Tensor) -> Result<Tensor> {
+    float_map("exp2", self_, f64::exp2)
+}
 /// `sinh`.
 /// xirang-kernel: sinh
 pub fn sinh(self_: &Tensor) -> Result<Tensor> {

@@ -120,19 +120,6 @@ impl crate::generated::autograd::BackwardHooks for NpuOps {
         extremum_grad(self, g, &node.self_, &node.other, Side::SelfLess).map(Some)
     }
 
-    /// `erf: self: 2.0 / sqrt(M_PI) * exp(-(self.pow(2))) * grad`, in that order.
-    fn hook_erf_self(
-        &self,
-        node: &crate::generated::autograd::ErfBackward,
-        grads: &[Option<Tensor>],
-    ) -> Result<Option<Tensor>> {
-        use crate::generated::ops::aten;
-        let Some(Some(g)) = grads.first() else { return Ok(None) };
-        let e = aten::exp(self, &aten::neg(self, &aten::pow_tensor_scalar(self, &node.self_, Scalar::Int(2))?)?)?;
-        let c = Scalar::Float(std::f64::consts::FRAC_2_SQRT_PI);
-        aten::mul_tensor(self, &aten::mul_scalar(self, &e, c)?, g).map(Some)
-    }
-
     /// `log1p: self: log1p_backward(grad, self)` = `grad / (self + 1)`.
     fn hook_log1p_self(
         &self,
@@ -155,6 +142,51 @@ impl crate::generated::autograd::BackwardHooks for NpuOps {
         let Some(Some(g)) = grads.first() else { return Ok(None) };
         let off = aten::logical_not(self, &aten::ge_scalar(self, &node.self_, node.min)?)?;
         aten::masked_fill_scalar(self, g, &off, Scalar::Int(0)).map(Some)
+    }
+
+    /// `cat: tensors: cat_tensors_backward(grad, to_args_sizes_symint(tensors), ..., dim)`: the
+    /// gradient split along `dim` by the inputs' sizes (a legacy empty `[0]` input gets an empty
+    /// gradient). A list input, so the translator leaves it to a hook.
+    fn hook_cat_tensors(
+        &self,
+        node: &crate::generated::autograd::CatBackward,
+        grads: &[Option<Tensor>],
+    ) -> Result<Vec<Option<Tensor>>> {
+        let sizes = &node.tensors_args_sizes_symint;
+        let Some(Some(g)) = grads.first() else { return Ok(vec![None; sizes.len()]) };
+        let legacy_empty = |s: &Vec<i64>| s.as_slice() == [0];
+        let ndim = sizes.iter().find(|s| !legacy_empty(s)).map_or(1, Vec::len);
+        let dim = crate::shape::wrap_dim(node.dim, ndim)?;
+        let mut at = 0i64;
+        let mut out = Vec::with_capacity(sizes.len());
+        for s in sizes {
+            if legacy_empty(s) {
+                out.push(Some(Tensor::zeros(&[0], g.dtype())));
+                continue;
+            }
+            let n = s[dim];
+            out.push(Some(g.narrow(dim as i64, at, n as usize)?));
+            at += n;
+        }
+        Ok(out)
+    }
+
+    /// `native_dropout: input: native_dropout_backward(grad, result1, scale)`, scale `1` when not
+    /// training, else `1 / (1 - p)` (`0` for `p == 1`); the translator does not take the
+    /// `!train.has_value() || !train.value()` condition.
+    fn hook_native_dropout_input(
+        &self,
+        node: &crate::generated::autograd::NativeDropoutBackward,
+        grads: &[Option<Tensor>],
+    ) -> Result<Option<Tensor>> {
+        use crate::generated::ops::aten;
+        let Some(Some(g)) = grads.first() else { return Ok(None) };
+        let scale = match node.train {
+            Some(true) if node.p == 1.0 => 0.0,
+            Some(true) => 1.0 / (1.0 - node.p),
+            _ => 1.0,
+        };
+        aten::native_dropout_backward(self, g, &node.result1, scale).map(Some)
     }
 
     /// `clamp_max: self: where(self <= max, grad, 0)`.
@@ -304,6 +336,9 @@ impl AtenOps for NpuOps {
     }
     fn rsqrt(&self, self_: &Tensor) -> Result<Tensor> {
         one("rsqrt", vec![self_.into()])
+    }
+    fn exp2(&self, self_: &Tensor) -> Result<Tensor> {
+        one("exp2", vec![self_.into()])
     }
     fn sigmoid(&self, self_: &Tensor) -> Result<Tensor> {
         one("sigmoid", vec![self_.into()])

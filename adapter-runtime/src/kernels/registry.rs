@@ -125,6 +125,7 @@ entries! {
     "eq.Tensor", 2, eq_tensor, |OP, a| one(super::eq_tensor(t(OP, a, 0)?, t(OP, a, 1)?)?);
     "erf", 1, erf, |OP, a| one(super::erf(t(OP, a, 0)?)?);
     "exp", 1, exp, |OP, a| one(super::exp(t(OP, a, 0)?)?);
+    "exp2", 1, exp2, |OP, a| one(super::exp2(t(OP, a, 0)?)?);
     "floor", 1, floor, |OP, a| one(super::floor(t(OP, a, 0)?)?);
     "fmod.Scalar", 2, fmod_scalar, |OP, a| one(super::fmod_scalar(t(OP, a, 0)?, s(OP, a, 1)?)?);
     "fmod.Tensor", 2, fmod_tensor, |OP, a| one(super::fmod_tensor(t(OP, a, 0)?, t(OP, a, 1)?)?);

@@ -709,6 +709,9 @@ pub fn acosh(x: &Tensor) -> Result<Tensor> {
 pub fn atanh(x: &Tensor) -> Result<Tensor> {
     float_fn("atanh", x, f64::atanh)
 }
+pub fn exp2(x: &Tensor) -> Result<Tensor> {
+    float_fn("exp2", x, f64::exp2)
+}
 pub fn erf(x: &Tensor) -> Result<Tensor> {
     float_fn("erf", x, libm::erf)
 }

@@ -41,6 +41,11 @@ pub enum Ty {
     Str,
     /// A list of bools (`grad_input_mask`).
     BoolList,
+    /// `x.options()` / a saved `x_options`: dtype and device (`crate::autograd::TensorOptions`).
+    Options,
+    /// A saved `x_info` (in-place formulas' `zeros_like(x)`): sizes, dtype and device
+    /// (`crate::autograd::TensorInfo`).
+    Info,
     /// Several gradients at once (`std::tuple<Tensor, ...>` of a multi-input formula), as
     /// `Vec<Option<Tensor>>`.
     Grads,
@@ -116,8 +121,30 @@ fn derived_ty(suffix: &str, of: &Type) -> (String, Ty) {
         s if s.starts_with("sym_argsize_") => int(),
         "args_sizes" | "args_sizes_symint" if matches!(of, Type::List { .. }) => ("Vec<Vec<i64>>".into(), Ty::Other),
         "args_scalartypes" => ("Vec<DType>".into(), Ty::Other),
+        "options" => ("crate::autograd::TensorOptions".into(), Ty::Options),
+        "info" => ("crate::autograd::TensorInfo".into(), Ty::Info),
         _ => ("Opaque".into(), Ty::Other),
     }
+}
+
+/// `<math.h>` constants the formulas use (`M_PI`, `M_LN2`, ...), as Rust `f64` constants.
+fn math_constant(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "M_PI" => "std::f64::consts::PI",
+        "M_PI_2" => "std::f64::consts::FRAC_PI_2",
+        "M_PI_4" => "std::f64::consts::FRAC_PI_4",
+        "M_1_PI" => "std::f64::consts::FRAC_1_PI",
+        "M_2_PI" => "std::f64::consts::FRAC_2_PI",
+        "M_2_SQRTPI" => "std::f64::consts::FRAC_2_SQRT_PI",
+        "M_SQRT2" => "std::f64::consts::SQRT_2",
+        "M_SQRT1_2" => "std::f64::consts::FRAC_1_SQRT_2",
+        "M_E" => "std::f64::consts::E",
+        "M_LN2" => "std::f64::consts::LN_2",
+        "M_LN10" => "std::f64::consts::LN_10",
+        "M_LOG2E" => "std::f64::consts::LOG2_E",
+        "M_LOG10E" => "std::f64::consts::LOG10_E",
+        _ => return None,
+    })
 }
 
 /// A translated expression.
@@ -198,6 +225,53 @@ const HELPERS: &[Helper] = &[
     h("mean_backward", "mean_backward", &[Ty::Tensor, Ty::IntList, Ty::OptIntList, Ty::Int, Ty::Bool]),
     h("unsqueeze_to", "unsqueeze_to", &[Ty::Tensor, Ty::Int, Ty::IntList]),
     h("embedding_backward", "embedding_backward", &[Ty::Tensor, Ty::Tensor, Ty::Int, Ty::Int, Ty::Bool, Ty::Bool]),
+    h("unsqueeze_to", "unsqueeze_to_sizes", &[Ty::Tensor, Ty::IntList]),
+    h("restore_reduced_dims", "restore_reduced_dims", &[Ty::Tensor, Ty::IntList, Ty::Bool]),
+    h("scale_grad_by_count", "scale_grad_by_count", &[Ty::Tensor, Ty::Tensor, Ty::IntList]),
+    h("gather_backward", "gather_backward", &[Ty::Tensor, Ty::Tensor, Ty::Int, Ty::Tensor, Ty::Bool]),
+    h("index_select_backward", "index_select_backward", &[Ty::Tensor, Ty::IntList, Ty::Int, Ty::Tensor]),
+    h("sgn_backward", "sgn_backward", &[Ty::Tensor, Ty::Tensor, Ty::Tensor]),
+    h("ger", "outer", &[Ty::Tensor, Ty::Tensor]),
+    h("outer", "outer", &[Ty::Tensor, Ty::Tensor]),
+    h("nll_loss", "nll_loss", &[Ty::Tensor, Ty::Tensor, Ty::OptTensor, Ty::Int, Ty::Int]),
+    h("mse_loss_double_backward", "mse_loss_double_backward", &[Ty::Tensor, Ty::Tensor, Ty::Int]),
+    h(
+        "elu_double_backward",
+        "elu_double_backward",
+        &[Ty::Tensor, Ty::Tensor, Ty::Scalar, Ty::Scalar, Ty::Scalar, Ty::Bool, Ty::Tensor],
+    ),
+    h("gelu_double_backward", "gelu_double_backward", &[Ty::Tensor, Ty::Tensor, Ty::Tensor, Ty::Str]),
+    h("embedding_dense_double_backward", "embedding_dense_double_backward", &[Ty::Tensor, Ty::Tensor, Ty::Int]),
+    h("softmax_double_backward", "softmax_double_backward", &[Ty::Tensor, Ty::Tensor, Ty::Int, Ty::Tensor]),
+    h("clamp_backward", "clamp_backward", &[Ty::Tensor, Ty::Tensor, Ty::OptScalar, Ty::OptScalar]),
+    h("pow_backward", "pow_backward", &[Ty::Tensor, Ty::Tensor, Ty::Scalar]),
+    h("pow_backward_self", "pow_backward_self", &[Ty::Tensor, Ty::Tensor, Ty::Tensor]),
+    h("pow_backward_exponent", "pow_backward_exponent", &[Ty::Tensor, Ty::Tensor, Ty::Tensor, Ty::Tensor]),
+    h("pow_backward_exponent", "pow_backward_exponent_scalar", &[Ty::Tensor, Ty::Scalar, Ty::Tensor, Ty::Tensor]),
+    h("masked_fill_backward", "masked_fill_backward", &[Ty::Tensor, Ty::Tensor]),
+    h(
+        "native_dropout_double_backward",
+        "native_dropout_double_backward",
+        &[Ty::Tensor, Ty::Tensor, Ty::Tensor, Ty::Float],
+    ),
+    h(
+        "slice_backward_wrapper",
+        "slice_backward_wrapper",
+        &[Ty::Tensor, Ty::IntList, Ty::Int, Ty::OptInt, Ty::OptInt, Ty::Int],
+    ),
+    // `x.to(dtype)`: the identity when the dtype is already right
+    h("to", "to_dtype", &[Ty::Tensor, Ty::DType]),
+    h("_to_copy_backward", "to_copy_backward", &[Ty::Tensor, Ty::Options]),
+    // `x_info.zeros()` (torchgen's rewrite of `zeros_like(x)` in in-place formulas)
+    h("zeros", "zeros_info", &[Ty::Info]),
+    // `at::zeros({}, x.options())`
+    h("zeros", "zeros_options", &[Ty::IntList, Ty::Options]),
+    Helper {
+        name: "atan2_backward",
+        rust: "atan2_backward",
+        params: &[Ty::Tensor, Ty::Tensor, Ty::Tensor, Ty::BoolList],
+        ret: Ty::Grads,
+    },
     Helper {
         name: "native_layer_norm_backward",
         rust: "native_layer_norm_backward",
@@ -237,7 +311,16 @@ fn conv_ty(e: &Expr, want: Ty) -> Option<String> {
         (Ty::OptIntList, Ty::IntList) => Some(format!("Some({}.as_slice())", e.code)),
         (Ty::OptTensor | Ty::OptIntList, Ty::NoneLit) => Some("None".into()),
         (Ty::Scalar, _) => scalar_of(e),
-        (a, b) if a == b && matches!(a, Ty::DType | Ty::Layout | Ty::Int | Ty::Bool) => Some(e.code.clone()),
+        (Ty::OptScalar | Ty::OptInt, Ty::NoneLit) => Some("None".into()),
+        (Ty::OptScalar, Ty::OptScalar) | (Ty::OptInt, Ty::OptInt) => Some(e.code.clone()),
+        (Ty::OptScalar, _) => scalar_of(e).map(|c| format!("Some({c})")),
+        (Ty::OptInt, Ty::Int) => Some(format!("Some({})", e.code)),
+        (Ty::Options | Ty::Info, _) if e.ty == want => Some(format!("&{}", e.code)),
+        (Ty::IntList, Ty::Int) => Some(format!("&[{}]", e.code)),
+        (Ty::Float, Ty::Int) => Some(format!("({} as f64)", e.code)),
+        (a, b) if a == b && matches!(a, Ty::DType | Ty::Layout | Ty::Int | Ty::Bool | Ty::Float) => {
+            Some(e.code.clone())
+        }
         _ => None,
     }
 }
@@ -258,9 +341,12 @@ fn conv(e: &Expr, ty: &Type) -> Option<String> {
         Type::Base(BaseTy::ScalarType) => (e.ty == Ty::DType).then(|| c.clone()),
         Type::Base(BaseTy::Layout) => (e.ty == Ty::Layout).then(|| c.clone()),
         Type::Base(BaseTy::Str) => (e.ty == Ty::Str).then(|| format!("{c}.as_str()")),
-        Type::List { elem, .. } if matches!(**elem, Type::Base(BaseTy::Int | BaseTy::SymInt)) => {
-            (e.ty == Ty::IntList).then(|| format!("&{c}"))
-        }
+        Type::List { elem, .. } if matches!(**elem, Type::Base(BaseTy::Int | BaseTy::SymInt)) => match e.ty {
+            Ty::IntList => Some(format!("&{c}")),
+            // `x.sum(dim, true)`: one int for an `int[1]`
+            Ty::Int => Some(format!("&[{c}]")),
+            _ => None,
+        },
         Type::Optional(inner) => {
             if e.ty == Ty::NoneLit {
                 return Some("None".into());
@@ -280,6 +366,9 @@ fn conv(e: &Expr, ty: &Type) -> Option<String> {
                     if matches!(**elem, Type::Base(BaseTy::Int | BaseTy::SymInt)) =>
                 {
                     Some(format!("{c}.as_deref()"))
+                }
+                (Type::List { elem, .. }, Ty::Int) if matches!(**elem, Type::Base(BaseTy::Int | BaseTy::SymInt)) => {
+                    Some(format!("Some(&[{c}][..])"))
                 }
                 (Type::Base(BaseTy::Tensor), _) => None,
                 (inner, _) => conv(e, inner).map(|x| format!("Some({x})")),
@@ -373,7 +462,10 @@ impl Env<'_, '_> {
                 let t = text(n);
                 match self.vars.get(&t) {
                     Some((code, ty)) => Ok(Expr { code: code.clone(), ty: *ty }),
-                    None => Err(format!("unknown name `{t}`")),
+                    None => match math_constant(&t) {
+                        Some(c) => Ok(Expr { code: c.into(), ty: Ty::Float }),
+                        None => Err(format!("unknown name `{t}`")),
+                    },
                 }
             }
             "true" | "false" => Ok(Expr { code: n.kind().into(), ty: Ty::Bool }),
@@ -397,6 +489,28 @@ impl Env<'_, '_> {
                 } else {
                     Ok(Expr { code: t, ty: Ty::Int })
                 }
+            }
+            "string_literal" => {
+                // `"trunc"` (a rounding mode): the literal's text, without escapes
+                let t = text(n);
+                let inner = t.strip_prefix('"').and_then(|x| x.strip_suffix('"')).ok_or("a string literal")?;
+                if inner.contains(['\\', '"']) {
+                    return Err("a string literal with escapes".into());
+                }
+                Ok(Expr { code: format!("String::from({inner:?})"), ty: Ty::Str })
+            }
+            "initializer_list" => {
+                // `{}` / `{1, 2}`: sizes
+                let mut cursor = n.walk();
+                let mut xs = Vec::new();
+                for c in n.named_children(&mut cursor) {
+                    let e = self.expr(c, src)?;
+                    if e.ty != Ty::Int {
+                        return Err("an initializer list of non-integers".into());
+                    }
+                    xs.push(e.code);
+                }
+                Ok(Expr { code: format!("vec![{}]", xs.join(", ")), ty: Ty::IntList })
             }
             "unary_expression" => {
                 let op = text(n.child_by_field_name("operator").ok_or("no operator")?);
@@ -455,9 +569,20 @@ impl Env<'_, '_> {
                 // defined gradient of its first output: these two conditions are known
                 let cond = n.child_by_field_name("condition").ok_or("no condition")?;
                 let cond: String = text(cond).split_whitespace().collect();
+                // real dtypes only: `x.is_complex()` is false
+                let complex_test = |c: &str| {
+                    let (recv, rest) = match c.split_once('.') {
+                        Some(p) => p,
+                        None => return false,
+                    };
+                    matches!(rest, "is_complex()" | "isComplex()")
+                        && !recv.is_empty()
+                        && recv.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+                };
                 let branch = match cond.as_str() {
                     "grad.defined()" => "consequence",
                     "GradMode::is_enabled()" | "at::GradMode::is_enabled()" => "alternative",
+                    c if complex_test(c) => "alternative",
                     _ => return Err("a `conditional_expression`".into()),
                 };
                 self.expr(n.child_by_field_name(branch).ok_or("no branch")?, src)
@@ -521,6 +646,31 @@ impl Env<'_, '_> {
             }
             ("handle_r_to_c", 2) if args[1].ty == Ty::Tensor => {
                 return Ok(args.into_iter().nth(1).expect("two arguments"));
+            }
+            // `alpha.toDouble()`
+            ("toDouble" | "toFloat", 1) => {
+                let code = match args[0].ty {
+                    Ty::Scalar => format!("{}.to_f64()", args[0].code),
+                    Ty::Int => format!("({} as f64)", args[0].code),
+                    Ty::Float => args[0].code.clone(),
+                    t => return Err(format!("`{name}` of a {t:?}")),
+                };
+                return Ok(Expr { code, ty: Ty::Float });
+            }
+            // `sqrt(M_PI)`: plain f64 arithmetic on numbers
+            ("sqrt" | "exp" | "log", 1) if matches!(args[0].ty, Ty::Int | Ty::Float) => {
+                let x = if args[0].ty == Ty::Int { format!("({} as f64)", args[0].code) } else { args[0].code.clone() };
+                let f = if name == "log" { "ln" } else { name };
+                return Ok(Expr { code: format!("({x}).{f}()"), ty: Ty::Float });
+            }
+            ("dtype" | "scalar_type", 1) if args[0].ty == Ty::Tensor => {
+                return Ok(Expr { code: format!("{}.dtype()", args[0].code), ty: Ty::DType });
+            }
+            ("options", 1) if args[0].ty == Ty::Tensor => {
+                return Ok(Expr {
+                    code: format!("crate::autograd::TensorOptions::of(&{})", args[0].code),
+                    ty: Ty::Options,
+                });
             }
             _ => {}
         }
@@ -605,6 +755,9 @@ pub struct GroupCtx {
     pub hook: Option<String>,
     /// Why the translator gave up.
     pub reason: String,
+    /// PyTorch's own formula is `not_implemented("...")`: the gradient is an error upstream too
+    /// (`code` returns that error).
+    pub upstream_not_implemented: bool,
     /// When the group runs: `true`, or `need(needs, k) || ...` over its inputs' gradient slots
     /// (PyTorch's `should_compute_output`; a list input, or one after a list, always runs).
     pub cond: String,
@@ -714,6 +867,8 @@ fn capture_expr(s: &str, ty: &str, args: &[&Argument], outs: &[(String, Type, us
         "sym_numel" => format!("cap::numel(OP, {v})?"),
         "args_sizes" | "args_sizes_symint" if ty == "Vec<Vec<i64>>" => format!("cap::list_sizes(OP, {v})?"),
         "args_scalartypes" => format!("cap::list_scalar_types(OP, {v})?"),
+        "options" => format!("cap::options(OP, {v})?"),
+        "info" => format!("cap::info(OP, {v})?"),
         x if x.starts_with("sym_argsize_") => {
             let k = &x["sym_argsize_".len()..];
             let k = match k.strip_prefix("minus_") {
@@ -727,6 +882,14 @@ fn capture_expr(s: &str, ty: &str, args: &[&Argument], outs: &[(String, Type, us
         }
         _ => format!("return Err(cap::unsupported(OP, {s:?}))"),
     }
+}
+
+/// The message of a formula that is exactly `not_implemented("...")` (PyTorch's own formula
+/// raises for that input).
+fn not_implemented_message(formula: &str) -> Option<String> {
+    let inner = formula.trim().strip_prefix("not_implemented(")?.strip_suffix(')')?.trim();
+    let m = inner.strip_prefix('"')?.strip_suffix('"')?;
+    (!m.contains(['"', '\\'])).then(|| m.to_string())
 }
 
 /// Builds the backward nodes of the selected operators' `Default` derivative entries.
@@ -817,7 +980,15 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
             let needs: Vec<String> = g.inputs.iter().map(|i| need_of(i)).collect();
             let cond = if needs.iter().any(|n| n == "true") { "true".to_string() } else { needs.join(" || ") };
             env.vars.insert("grad_input_mask".into(), (format!("[{}]", needs.join(", ")), Ty::BoolList));
-            let tr = if single_tensor {
+            // `not_implemented("inplace version of acosh")`: PyTorch raises, so does the node
+            let upstream = not_implemented_message(&g.rewritten);
+            let tr = if let Some(m) = &upstream {
+                let what = format!(
+                    "the derivative for `{q}` input `{}` is not implemented upstream: {m}",
+                    g.inputs.join(", ")
+                );
+                Ok(format!("autograd_helpers::not_implemented({what:?})?"))
+            } else if single_tensor {
                 env.translate(&g.rewritten)
             } else if several_tensors {
                 env.translate_as(&g.rewritten, Ty::Grads)
@@ -827,9 +998,10 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
             let formula = one_line(&g.formula);
             match tr {
                 Ok(code) => {
-                    uses_grad |= code.contains("grad");
+                    uses_grad |= upstream.is_none() && code.contains("grad");
+                    let kind = if upstream.is_some() { "not_implemented" } else { "translated" };
                     for i in &g.inputs {
-                        out.coverage.push((q.clone(), i.clone(), "translated"));
+                        out.coverage.push((q.clone(), i.clone(), kind));
                     }
                     groups.push(GroupCtx {
                         inputs: vars_of,
@@ -838,6 +1010,7 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
                         hook: None,
                         reason: String::new(),
                         cond: cond.clone(),
+                        upstream_not_implemented: upstream.is_some(),
                     });
                 }
                 Err(reason) => {
@@ -863,6 +1036,7 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
                         hook: Some(hook),
                         reason: one_line(&reason),
                         cond: cond.clone(),
+                        upstream_not_implemented: false,
                     });
                 }
             }
@@ -914,11 +1088,19 @@ struct AutogradTemplate<'a> {
     a: &'a Autograd,
     translated: usize,
     hooked: usize,
+    upstream_not_implemented: usize,
 }
 
 /// Renders `generated/autograd.rs`.
 pub fn render(pytorch: &str, a: &Autograd) -> Result<String, askama::Error> {
-    AutogradTemplate { pytorch, a, translated: a.count("translated"), hooked: a.count("hook") }.render()
+    AutogradTemplate {
+        pytorch,
+        a,
+        translated: a.count("translated"),
+        hooked: a.count("hook"),
+        upstream_not_implemented: a.count("not_implemented"),
+    }
+    .render()
 }
 
 #[cfg(test)]
@@ -1005,9 +1187,55 @@ mod tests {
                 "autograd_helpers::mul_tensor_backward_scalar(o, &grad, self.other, self.self_scalar_type)?",
             ),
         ];
-        for (op, input, want) in cases {
+        let learned = [
+            // `<math.h>` constants
+            (
+                "exp2",
+                "self",
+                "aten::mul_scalar(o, &aten::mul_tensor(o, &grad, &self.result)?, Scalar::Float(std::f64::consts::LN_2))?",
+            ),
+            // `x.is_complex() ? .. : ..`: real tensors take the second branch
+            (
+                "acosh",
+                "self",
+                "aten::mul_tensor(o, &grad, &aten::rsqrt(o, &aten::sub_scalar(o, &aten::mul_tensor(o, &self.self_, &self.self_)?, Scalar::Int(1), Scalar::Int(1))?)?)?",
+            ),
+            // a string literal for an optional `str` parameter
+            (
+                "fmod.Tensor",
+                "other",
+                "aten::mul_tensor(o, &aten::neg(o, &grad)?, &aten::div_tensor_mode(o, &self.self_, &self.other, Some(String::from(\"trunc\").as_str()))?)?",
+            ),
+            // `weight.toDouble()`
+            ("lerp.Scalar", "self", "aten::mul_scalar(o, &grad, Scalar::Float(((1 as f64) - self.weight.to_f64())))?"),
+            // torchgen's `self_info.zeros()` (in-place `zeros_like(self)`)
+            ("eq_.Scalar", "self", "autograd_helpers::zeros_info(o, &self.self_info)?"),
+            // one int for an `int[1]?`, and `.to(dtype)`
+            (
+                "_log_softmax_backward_data",
+                "grad_output",
+                "aten::sub_tensor(o, &autograd_helpers::to_dtype(o, &grad, self.output.dtype())?, &aten::sum_dim_intlist(o, &aten::mul_tensor(o, &autograd_helpers::to_dtype(o, &grad, self.output.dtype())?, &aten::exp(o, &self.output)?)?, Some(&[self.dim][..]), true, None)?, Scalar::Int(1))?",
+            ),
+            // `sqrt(M_PI)` in f64
+            (
+                "erf",
+                "self",
+                "aten::mul_tensor(o, &aten::mul_scalar(o, &aten::exp(o, &aten::neg(o, &aten::pow_tensor_scalar(o, &self.self_, Scalar::Int(2))?)?)?, Scalar::Float((2.0 / (std::f64::consts::PI).sqrt())))?, &grad)?",
+            ),
+        ];
+        for (op, input, want) in cases.into_iter().chain(learned) {
             assert_eq!(code(&a, op, input), want, "{op}::{input}");
         }
+        // PyTorch's own `not_implemented(..)`: the node raises the same, counted apart
+        let g = &node(&a, "acosh_").groups[0];
+        assert!(g.upstream_not_implemented);
+        assert_eq!(
+            g.code.as_deref(),
+            Some(
+                "autograd_helpers::not_implemented(\"the derivative for `acosh_` input `self` is not implemented upstream: inplace version of acosh\")?"
+            )
+        );
+        assert!(a.coverage.contains(&("acosh_".to_string(), "self".to_string(), "not_implemented")));
         // `grad.defined() ? native_layer_norm_backward(..) : std::tuple<..>()`: one helper call for
         // the three inputs, with `grad_input_mask` from the node's `needs`
         let ln = node(&a, "native_layer_norm");
@@ -1095,10 +1323,10 @@ mod tests {
     fn counts_translated_and_hooked_over_the_selection() {
         let (inputs, sel) = inputs().expect("the repository's xirang.toml and v2.3 snapshot");
         let a = build(&inputs.snapshot.derivatives, &inputs.snapshot.registry.functions, &sel);
-        let (tr, hk) = (a.count("translated"), a.count("hook"));
-        assert_eq!(tr + hk, a.coverage.len());
+        let (tr, hk, ni) = (a.count("translated"), a.count("hook"), a.count("not_implemented"));
+        assert_eq!(tr + hk + ni, a.coverage.len());
         assert_eq!(a.nodes.len(), 690);
-        assert_eq!((tr, hk), (301, 591));
+        assert_eq!((tr, hk, ni), (397, 461, 34));
         // every hook row has a BackwardHooks method and each node name is unique
         let names: HashSet<&str> = a.nodes.iter().map(|n| n.name.as_str()).collect();
         assert_eq!(names.len(), a.nodes.len());

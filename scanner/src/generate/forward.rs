@@ -418,7 +418,11 @@ mod tests {
         assert!(sum.lets.contains(&"fw::set_tangent(OP, \"self\", &mut b_lin, 0)?;".to_string()), "{:?}", sum.lets);
         assert_eq!(jvp(&m, "zero_").status, "untranslated");
         // not translated: a helper the runtime does not have
-        assert!(jvp(&m, "pow.Tensor_Scalar").message.contains("no operator or helper `pow_backward`"));
+        assert!(jvp(&m, "amax").message.contains("no operator or helper `amaxamin_jvp`"));
+        // translated through runtime helpers and `<math.h>` constants
+        for op in ["pow.Tensor_Scalar", "exp2", "acosh", "erf"] {
+            assert_eq!(jvp(&m, op).status, "translated", "{op}: {}", jvp(&m, op).message);
+        }
         // coverage: every row is one of the three kinds, sorted and unique
         let (tr, un, no) = (m.count("translated"), m.count("untranslated"), m.count("no_formula"));
         assert_eq!(tr + un + no, m.coverage.len());
