@@ -20,8 +20,8 @@ backward operators against what autograd computes, not against a formula of ours
 Argument encoding (index.json):
   {"T": name} a tensor; optional "perm": [..] (a permuted, non-contiguous view of the stored
   contiguous base) or "expand": [..] (a stride-0 broadcast view of the base);
-  {"TL": [arg, ...]} a tensor list; {"i": n}; {"f": x}; {"b": v}; {"il": [..]}; {"bl": [..]};
-  {"s": {"i"|"f"|"b": v}} a Scalar; {"str": s}; {"dtype": "f32"}; null for None.
+  {"TL": [arg, ...]} a tensor list; {"OTL": [arg or null, ...]} an optional-tensor list (Tensor?[]); {"i": n}; {"f": x}; {"b": v}; {"il": [..]}; {"bl": [..]};
+  {"fl": [..]} a float list; {"s": {"i"|"f"|"b": v}} a Scalar; {"str": s}; {"dtype": "f32"}; null for None.
 
 Deterministic: fixed seeds; re-running with the same torch version gives identical files.
 """
@@ -775,6 +775,368 @@ def build_math():
                 args = [g.enc, x.enc] + extra if op != "elu_backward" else [g.enc] + extra + [x.enc]
                 emit(c, args, fn(g.value, x.value))
             attempt(op, build)
+    # exp2 became a native kernel (session 6): appended last, earlier cases keep their values
+    unary("exp2", "transcendental", aten.exp2, FLOATS)
+    gen = saved
+
+
+# ---------------------------------------------------------------- Core ATen host references
+
+def build_core():
+    """Core ATen operators served by host reference implementations (`ops/core_aten.rs`): data
+    movement, scans, reductions with indices, indexing, convolution, pooling, batch / group norm.
+    Own generator, after every other case, so earlier cases keep their values."""
+    global gen
+    saved, gen = gen, torch.Generator().manual_seed(20261202)
+
+    def case(op, cls, dt, layout, make):
+        def build():
+            c = new_case(op, cls, dt, layout)
+            args, out = make(c)
+            emit(c, args, out)
+        attempt(op, build)
+
+    def idx(c, shape, n):
+        t = torch.randint(0, n, shape, generator=gen)
+        return {"T": c.put(t)}, t
+
+    for dt in FLOATS + INTS + ["bool"]:
+        def flip(c, dt=dt):
+            a = tensor_arg(c, [3, 4, 5], dt)
+            return [a.enc, {"il": [0, 2]}], aten.flip(a.value, [0, 2])
+        case("flip", "copy", dt, "contiguous", flip)
+
+        def flip_t(c, dt=dt):
+            a = tensor_arg(c, [4, 6], dt, "transposed")
+            return [a.enc, {"il": [-1]}], aten.flip(a.value, [-1])
+        case("flip", "copy", dt, "transposed", flip_t)
+
+        def repeat(c, dt=dt):
+            a = tensor_arg(c, [2, 3], dt)
+            return [a.enc, {"il": [2, 1, 3]}], aten.repeat(a.value, [2, 1, 3])
+        case("repeat", "copy", dt, "contiguous", repeat)
+
+        def pad(c, dt=dt):
+            a = tensor_arg(c, [2, 3, 4], dt)
+            v = True if dt == "bool" else 7
+            return [a.enc, {"il": [1, 2, -1, 1]}, scalar_enc(v)], aten.constant_pad_nd(a.value, [1, 2, -1, 1], v)
+        case("constant_pad_nd", "copy", dt, "contiguous", pad)
+
+        def fill(c, dt=dt):
+            a = tensor_arg(c, [3, 4], dt)
+            v = False if dt == "bool" else 3
+            return [a.enc, scalar_enc(v)], aten.fill.Scalar(a.value, v)
+        case("fill.Scalar", "copy", dt, "contiguous", fill)
+
+        def any_(c, dt=dt):
+            a = tensor_arg(c, [4, 5], dt, kind="halves" if dt in FLOATS else "normal")
+            return [a.enc], aten.any(a.value)
+        case("any", "compare", dt, "contiguous", any_)
+
+        def any_dim(c, dt=dt):
+            a = tensor_arg(c, [4, 5], dt, kind="halves" if dt in FLOATS else "normal")
+            return [a.enc, {"i": 1}, {"b": True}], aten.any.dim(a.value, 1, True)
+        case("any.dim", "compare", dt, "contiguous", any_dim)
+
+        def any_dims(c, dt=dt):
+            a = tensor_arg(c, [3, 4, 5], dt, kind="halves" if dt in FLOATS else "normal")
+            return [a.enc, {"il": [0, 2]}, {"b": False}], aten.any.dims(a.value, [0, 2], False)
+        case("any.dims", "compare", dt, "contiguous", any_dims)
+
+        def scatter_src(c, dt=dt):
+            a = tensor_arg(c, [4, 5], dt)
+            src = tensor_arg(c, [4, 5], dt)
+            # distinct rows per column: no repeated target, so the result does not depend on order
+            perm = torch.stack([torch.randperm(4, generator=gen) for _ in range(3)], 1)
+            return [a.enc, {"i": 0}, {"T": c.put(perm)}, src.enc], aten.scatter.src(a.value, 0, perm, src.value)
+        case("scatter.src", "scatter", dt, "contiguous", scatter_src)
+
+        def scatter_value(c, dt=dt):
+            a = tensor_arg(c, [4, 5], dt)
+            ie, it = idx(c, [4, 2], 5)
+            v = True if dt == "bool" else 2
+            return [a.enc, {"i": 1}, ie, scalar_enc(v)], aten.scatter.value(a.value, 1, it, v)
+        case("scatter.value", "scatter", dt, "contiguous", scatter_value)
+
+        def slice_scatter(c, dt=dt):
+            a = tensor_arg(c, [6, 4], dt)
+            src = tensor_arg(c, [2, 4], dt)
+            return ([a.enc, src.enc, {"i": 0}, {"i": 1}, {"i": 5}, {"i": 2}],
+                    aten.slice_scatter(a.value, src.value, 0, 1, 5, 2))
+        case("slice_scatter", "copy", dt, "contiguous", slice_scatter)
+
+        def select_scatter(c, dt=dt):
+            a = tensor_arg(c, [3, 4], dt)
+            src = tensor_arg(c, [3], dt)
+            return [a.enc, src.enc, {"i": 1}, {"i": -1}], aten.select_scatter(a.value, src.value, 1, -1)
+        case("select_scatter", "copy", dt, "contiguous", select_scatter)
+
+        def index_t(c, dt=dt):
+            a = tensor_arg(c, [5, 4, 3], dt)
+            i0e, i0 = idx(c, [2, 3], 5)
+            i2e, i2 = idx(c, [3], 3)
+            return [a.enc, {"OTL": [i0e, None, i2e]}], aten.index.Tensor(a.value, [i0, None, i2])
+        case("index.Tensor", "gather", dt, "contiguous", index_t)
+
+        def index_mask(c, dt=dt):
+            a = tensor_arg(c, [4, 5], dt)
+            m = tensor_arg(c, [4], "bool")
+            return [a.enc, {"OTL": [m.enc]}], aten.index.Tensor(a.value, [m.value])
+        case("index.Tensor", "gather", dt, "contiguous", index_mask)
+
+        def index_put(c, dt=dt):
+            a = tensor_arg(c, [5, 4], dt)
+            ie = {"T": c.put(torch.tensor([4, 0, 2]))}
+            v = tensor_arg(c, [3, 4], dt)
+            return ([a.enc, {"OTL": [ie]}, v.enc, {"b": False}],
+                    aten.index_put(a.value, [torch.tensor([4, 0, 2])], v.value, False))
+        case("index_put", "scatter", dt, "contiguous", index_put)
+
+        def nonzero(c, dt=dt):
+            a = tensor_arg(c, [4, 5], dt, kind="halves" if dt in FLOATS else "normal")
+            return [a.enc], aten.nonzero(a.value)
+        case("nonzero", "select", dt, "contiguous", nonzero)
+
+    for dt in FLOATS + INTS:
+        def index_put_acc(c, dt=dt):
+            a = tensor_arg(c, [5, 4], dt)
+            ie = {"T": c.put(torch.tensor([4, 0, 4]))}
+            v = tensor_arg(c, [3, 4], dt)
+            return ([a.enc, {"OTL": [ie]}, v.enc, {"b": True}],
+                    aten.index_put(a.value, [torch.tensor([4, 0, 4])], v.value, True))
+        case("index_put", "reduce", dt, "contiguous", index_put_acc)
+
+        def cumsum(c, dt=dt):
+            a = tensor_arg(c, [4, 6], dt)
+            return [a.enc, {"i": 1}, None], aten.cumsum(a.value, 1)
+        case("cumsum", "reduce", dt, "contiguous", cumsum)
+
+        def cumsum_t(c, dt=dt):
+            a = tensor_arg(c, [5, 7], dt, "transposed")
+            return [a.enc, {"i": 0}, None], aten.cumsum(a.value, 0)
+        case("cumsum", "reduce", dt, "transposed", cumsum_t)
+
+        for op, f in (("max.dim", aten.max.dim), ("min.dim", aten.min.dim)):
+            def mm(c, dt=dt, f=f):
+                a = tensor_arg(c, [4, 7], dt)
+                return [a.enc, {"i": 1}, {"b": False}], f(a.value, 1, False)
+            case(op, "select", dt, "contiguous", mm)
+
+            def mm_t(c, dt=dt, f=f):
+                a = tensor_arg(c, [5, 6], dt, "transposed")
+                return [a.enc, {"i": 0}, {"b": True}], f(a.value, 0, True)
+            case(op, "select", dt, "transposed", mm_t)
+
+        def clamp_t(c, dt=dt):
+            a = tensor_arg(c, [4, 5], dt)
+            lo = tensor_arg(c, [5], dt)
+            hi = tensor_arg(c, [4, 1], dt, kind="positive")
+            return [a.enc, lo.enc, hi.enc], aten.clamp.Tensor(a.value, lo.value, hi.value)
+        case("clamp.Tensor", "arith", dt, "contiguous", clamp_t)
+
+        def sort(c, dt=dt):
+            a = tensor_arg(c, [4, 9], dt)
+            # distinct values per row (ties would make the indices order-dependent)
+            v = torch.stack([torch.randperm(9, generator=gen) for _ in range(4)]).to(a.value.dtype) - 4
+            return [{"T": c.put(v)}, {"i": -1}, {"b": True}], aten.sort(v, -1, True)
+        case("sort", "select", dt, "contiguous", sort)
+
+        def topk(c, dt=dt):
+            v = torch.stack([torch.randperm(8, generator=gen) for _ in range(5)], 1).to(DT[dt]) - 3
+            return [{"T": c.put(v)}, {"i": 3}, {"i": 0}, {"b": False}, {"b": True}], aten.topk(v, 3, 0, False, True)
+        case("topk", "select", dt, "contiguous", topk)
+
+    for dt in FLOATS:
+        def var_c(c, dt=dt):
+            a = tensor_arg(c, [4, 6, 5], dt)
+            return [a.enc, {"il": [0, 2]}, scalar_enc(1), {"b": False}], aten.var.correction(a.value, [0, 2], correction=1)
+        case("var.correction", "reduce", dt, "contiguous", var_c)
+
+        def var_all(c, dt=dt):
+            a = tensor_arg(c, [4, 6], dt)
+            return [a.enc, None, scalar_enc(0), {"b": True}], aten.var.correction(a.value, None, correction=0, keepdim=True)
+        case("var.correction", "reduce", dt, "contiguous", var_all)
+
+        def var_d(c, dt=dt):
+            a = tensor_arg(c, [5, 7], dt, "transposed")
+            return [a.enc, {"il": [1]}, {"b": True}, {"b": False}], aten.var.dim(a.value, [1], True, False)
+        case("var.dim", "reduce", dt, "transposed", var_d)
+
+        def conv2d(c, dt=dt):
+            x = tensor_arg(c, [2, 4, 7, 6], dt)
+            w = tensor_arg(c, [6, 2, 3, 2], dt)
+            b = tensor_arg(c, [6], dt)
+            args = [x.enc, w.enc, b.enc, {"il": [2, 1]}, {"il": [1, 0]}, {"il": [1, 2]}, {"b": False}, {"il": [0, 0]}, {"i": 2}]
+            return args, aten.convolution(x.value, w.value, b.value, [2, 1], [1, 0], [1, 2], False, [0, 0], 2)
+        case("convolution", "matmul", dt, "contiguous", conv2d)
+
+        def conv1d(c, dt=dt):
+            x = tensor_arg(c, [2, 3, 9], dt)
+            w = tensor_arg(c, [4, 3, 3], dt)
+            args = [x.enc, w.enc, None, {"il": [1]}, {"il": [1]}, {"il": [1]}, {"b": False}, {"il": [0]}, {"i": 1}]
+            return args, aten.convolution(x.value, w.value, None, [1], [1], [1], False, [0], 1)
+        case("convolution", "matmul", dt, "contiguous", conv1d)
+
+        def avgpool(c, dt=dt):
+            x = tensor_arg(c, [2, 3, 7, 6], dt)
+            args = [x.enc, {"il": [3, 2]}, {"il": [2, 2]}, {"il": [1, 0]}, {"b": True}, {"b": False}, None]
+            return args, aten.avg_pool2d(x.value, [3, 2], [2, 2], [1, 0], True, False, None)
+        case("avg_pool2d", "reduce", dt, "contiguous", avgpool)
+
+        def avgpool_inc(c, dt=dt):
+            x = tensor_arg(c, [3, 6, 6], dt)
+            args = [x.enc, {"il": [2, 2]}, {"il": []}, {"il": [1, 1]}, {"b": False}, {"b": True}, None]
+            return args, aten.avg_pool2d(x.value, [2, 2], [], [1, 1], False, True, None)
+        case("avg_pool2d", "reduce", dt, "contiguous", avgpool_inc)
+
+        def maxpool(c, dt=dt):
+            x = tensor_arg(c, [2, 3, 7, 6], dt)
+            args = [x.enc, {"il": [3, 3]}, {"il": [2, 1]}, {"il": [1, 1]}, {"il": [1, 1]}, {"b": True}]
+            return args, aten.max_pool2d_with_indices(x.value, [3, 3], [2, 1], [1, 1], [1, 1], True)
+        case("max_pool2d_with_indices", "select", dt, "contiguous", maxpool)
+
+        def bn_eval(c, dt=dt):
+            x = tensor_arg(c, [3, 4, 5], dt)
+            w, b = tensor_arg(c, [4], dt), tensor_arg(c, [4], dt)
+            m, v = tensor_arg(c, [4], dt), tensor_arg(c, [4], dt, kind="positive")
+            args = [x.enc, w.enc, b.enc, m.enc, v.enc, {"f": 0.1}, {"f": 1e-5}]
+            return args, aten._native_batch_norm_legit_no_training(x.value, w.value, b.value, m.value, v.value, 0.1, 1e-5)
+        case("_native_batch_norm_legit_no_training", "norm", dt, "contiguous", bn_eval)
+
+        def bn_train(c, dt=dt):
+            x = tensor_arg(c, [6, 3, 4, 2], dt)
+            w, b = tensor_arg(c, [3], dt), tensor_arg(c, [3], dt)
+            args = [x.enc, w.enc, b.enc, {"b": True}, {"f": 0.1}, {"f": 1e-5}]
+            return args, aten._native_batch_norm_legit.no_stats(x.value, w.value, b.value, True, 0.1, 1e-5)
+        case("_native_batch_norm_legit.no_stats", "norm", dt, "contiguous", bn_train)
+
+        def bn_running(c, dt=dt):
+            x = tensor_arg(c, [6, 3, 5], dt)
+            m, v = tensor_arg(c, [3], dt), tensor_arg(c, [3], dt, kind="positive")
+            rm, rv = m.value.clone(), v.value.clone()
+            out = aten._native_batch_norm_legit(x.value, None, None, rm, rv, True, 0.1, 1e-5)
+            return [x.enc, None, None, m.enc, v.enc, {"b": True}, {"f": 0.1}, {"f": 1e-5}], out
+        case("_native_batch_norm_legit", "norm", dt, "contiguous", bn_running)
+
+        def gn(c, dt=dt):
+            x = tensor_arg(c, [2, 6, 3, 4], dt)
+            w, b = tensor_arg(c, [6], dt), tensor_arg(c, [6], dt)
+            args = [x.enc, w.enc, b.enc, {"i": 2}, {"i": 6}, {"i": 12}, {"i": 3}, {"f": 1e-5}]
+            return args, aten.native_group_norm(x.value, w.value, b.value, 2, 6, 12, 3, 1e-5)
+        case("native_group_norm", "norm", dt, "contiguous", gn)
+
+    for dt in FLOATS + INTS:
+        def arange(c, dt=dt):
+            out = aten.arange.start_step(-3, 7, 2, dtype=DT[dt])
+            return [scalar_enc(-3), scalar_enc(7), scalar_enc(2), {"dtype": dt}, None, None, None], out
+        case("arange.start_step", "copy", dt, "contiguous", arange)
+
+    # second batch: padding modes, adaptive / 1-d pooling, resampling, pooling and convolution
+    # backwards, group norm backward, distances, scatter_reduce
+    for dt in FLOATS + INTS:
+        for op, shape, pad in (("reflection_pad1d", [2, 3, 6], [2, 3]), ("reflection_pad2d", [2, 3, 5, 4], [1, 2, 3, 0]),
+                               ("reflection_pad3d", [1, 2, 3, 4, 5], [1, 1, 2, 0, 1, 2]),
+                               ("replication_pad2d", [2, 3, 5, 4], [2, 1, 0, 3]),
+                               ("replication_pad3d", [1, 2, 3, 4, 5], [0, 2, 1, 1, 2, 0])):
+            def padm(c, dt=dt, op=op, shape=shape, pad=pad):
+                a = tensor_arg(c, shape, dt)
+                return [a.enc, {"il": pad}], getattr(aten, op)(a.value, pad)
+            case(op, "copy", dt, "contiguous", padm)
+
+        def up(c, dt=dt):
+            a = tensor_arg(c, [2, 3, 4, 5], dt)
+            return [a.enc, {"il": [7, 8]}, None], aten.upsample_nearest2d.vec(a.value, [7, 8], None)
+        case("upsample_nearest2d.vec", "copy", dt, "contiguous", up)
+
+        def up_s(c, dt=dt):
+            a = tensor_arg(c, [2, 3, 4, 5], dt)
+            return [a.enc, None, {"fl": [2.0, 1.5]}], aten.upsample_nearest2d.vec(a.value, None, [2.0, 1.5])
+        case("upsample_nearest2d.vec", "copy", dt, "contiguous", up_s)
+
+        for red in ("sum", "prod", "mean", "amax", "amin"):
+            for inc in (True, False):
+                def sr(c, dt=dt, red=red, inc=inc):
+                    a = tensor_arg(c, [4, 5], dt)
+                    src = tensor_arg(c, [6, 5], dt)
+                    ie, it = idx(c, [6, 5], 4)
+                    return ([a.enc, {"i": 0}, ie, src.enc, {"str": red}, {"b": inc}],
+                            aten.scatter_reduce.two(a.value, 0, it, src.value, red, include_self=inc))
+                case("scatter_reduce.two", "reduce", dt, "contiguous", sr)
+
+    for dt in FLOATS:
+        for op, shape, osz in (("adaptive_avg_pool1d", [2, 3, 10], [4]), ("_adaptive_avg_pool2d", [2, 3, 7, 9], [3, 4]),
+                               ("_adaptive_avg_pool3d", [1, 2, 5, 6, 7], [2, 3, 4])):
+            def ap(c, dt=dt, op=op, shape=shape, osz=osz):
+                a = tensor_arg(c, shape, dt)
+                return [a.enc, {"il": osz}], getattr(aten, op)(a.value, osz)
+            case(op, "reduce", dt, "contiguous", ap)
+
+        def ap1(c, dt=dt):
+            a = tensor_arg(c, [2, 3, 11], dt)
+            return ([a.enc, {"il": [3]}, {"il": [2]}, {"il": [1]}, {"b": True}, {"b": False}],
+                    aten.avg_pool1d(a.value, [3], [2], [1], True, False))
+        case("avg_pool1d", "reduce", dt, "contiguous", ap1)
+
+        def apb(c, dt=dt):
+            x = tensor_arg(c, [2, 3, 7, 6], dt)
+            out = aten.avg_pool2d(x.value, [3, 2], [2, 2], [1, 0], True, False, None)
+            g = tensor_arg(c, list(out.shape), dt)
+            args = [g.enc, x.enc, {"il": [3, 2]}, {"il": [2, 2]}, {"il": [1, 0]}, {"b": True}, {"b": False}, None]
+            return args, aten.avg_pool2d_backward(g.value, x.value, [3, 2], [2, 2], [1, 0], True, False, None)
+        case("avg_pool2d_backward", "reduce", dt, "contiguous", apb)
+
+        def mpb(c, dt=dt):
+            x = tensor_arg(c, [2, 3, 7, 6], dt)
+            out, ind = aten.max_pool2d_with_indices(x.value, [3, 3], [2, 1], [1, 1], [1, 1], False)
+            g = tensor_arg(c, list(out.shape), dt)
+            args = [g.enc, x.enc, {"il": [3, 3]}, {"il": [2, 1]}, {"il": [1, 1]}, {"il": [1, 1]}, {"b": False}, {"T": c.put(ind)}]
+            return args, aten.max_pool2d_with_indices_backward(g.value, x.value, [3, 3], [2, 1], [1, 1], [1, 1], False, ind)
+        case("max_pool2d_with_indices_backward", "reduce", dt, "contiguous", mpb)
+
+        def cb(c, dt=dt):
+            x = tensor_arg(c, [2, 4, 7, 6], dt)
+            w = tensor_arg(c, [6, 2, 3, 2], dt)
+            out = aten.convolution(x.value, w.value, None, [2, 1], [1, 0], [1, 2], False, [0, 0], 2)
+            g = tensor_arg(c, list(out.shape), dt)
+            args = [g.enc, x.enc, w.enc, {"il": [6]}, {"il": [2, 1]}, {"il": [1, 0]}, {"il": [1, 2]}, {"b": False},
+                    {"il": [0, 0]}, {"i": 2}, {"bl": [True, True, True]}]
+            return args, aten.convolution_backward(g.value, x.value, w.value, [6], [2, 1], [1, 0], [1, 2], False, [0, 0], 2,
+                                                   [True, True, True])
+        case("convolution_backward", "matmul", dt, "contiguous", cb)
+
+        def gnb(c, dt=dt):
+            x = tensor_arg(c, [2, 6, 3, 4], dt)
+            w, b = tensor_arg(c, [6], dt), tensor_arg(c, [6], dt)
+            _, mean, rstd = aten.native_group_norm(x.value, w.value, b.value, 2, 6, 12, 3, 1e-5)
+            g = tensor_arg(c, [2, 6, 3, 4], dt)
+            args = [g.enc, x.enc, {"T": c.put(mean)}, {"T": c.put(rstd)}, w.enc, {"i": 2}, {"i": 6}, {"i": 12}, {"i": 3},
+                    {"bl": [True, True, True]}]
+            return args, aten.native_group_norm_backward(g.value, x.value, mean, rstd, w.value, 2, 6, 12, 3, [True, True, True])
+        case("native_group_norm_backward", "norm", dt, "contiguous", gnb)
+
+        for pv in (2.0, 1.0, float("inf")):
+            def cd(c, dt=dt, pv=pv):
+                a, b = tensor_arg(c, [2, 4, 3], dt), tensor_arg(c, [2, 5, 3], dt)
+                return [a.enc, b.enc, {"f": pv}, None], aten._cdist_forward(a.value, b.value, pv, None)
+            case("_cdist_forward", "reduce", dt, "contiguous", cd)
+
+        def pd(c, dt=dt):
+            a = tensor_arg(c, [5, 3], dt)
+            return [a.enc, {"f": 2.0}], aten._pdist_forward(a.value, 2.0)
+        case("_pdist_forward", "reduce", dt, "contiguous", pd)
+
+        def aapb(c, dt=dt):
+            x = tensor_arg(c, [2, 3, 7, 9], dt)
+            g = tensor_arg(c, [2, 3, 3, 4], dt)
+            return [g.enc, x.enc], aten._adaptive_avg_pool2d_backward(g.value, x.value)
+        case("_adaptive_avg_pool2d_backward", "reduce", dt, "contiguous", aapb)
+
+        for osz, ac, sf in (([7, 9], False, None), ([7, 9], True, None), (None, False, [2.0, 1.5])):
+            def ub(c, dt=dt, osz=osz, ac=ac, sf=sf):
+                a = tensor_arg(c, [2, 3, 4, 5], dt)
+                args = [a.enc, {"il": osz} if osz else None, {"b": ac}, {"fl": sf} if sf else None]
+                return args, aten.upsample_bilinear2d.vec(a.value, osz, ac, sf)
+            case("upsample_bilinear2d.vec", "transcendental", dt, "contiguous", ub)
     gen = saved
 
 
@@ -787,6 +1149,7 @@ def main():
     build_index()
     build_views()
     build_math()
+    build_core()
     save_file(tensors, os.path.join(HERE, "cases.safetensors"))
     index = {"torch": torch.__version__, "count": len(cases), "skipped": dict(sorted(skipped.items())), "cases": cases}
     with open(os.path.join(HERE, "index.json"), "w") as f:

@@ -29,22 +29,37 @@ type Out = Result<Vec<IValue>>;
 
 /// (operator, argument count, implementation), sorted by operator name.
 static TABLE: &[(&str, usize, HostFn)] = &[
+    ("_adaptive_avg_pool2d", 2, adaptive_avg_pool2d_),
+    ("_adaptive_avg_pool2d_backward", 2, adaptive_avg_pool2d_backward_),
+    ("_adaptive_avg_pool3d", 2, adaptive_avg_pool3d_),
+    ("_cdist_forward", 4, cdist_forward),
+    ("_local_scalar_dense", 1, local_scalar_dense),
     ("_log_softmax", 3, log_softmax_),
     ("_log_softmax_backward_data", 4, log_softmax_backward_data),
+    ("_native_batch_norm_legit", 8, native_batch_norm_legit),
+    ("_native_batch_norm_legit.no_stats", 6, native_batch_norm_legit_no_stats),
+    ("_native_batch_norm_legit_no_training", 7, native_batch_norm_legit_no_training),
+    ("_pdist_forward", 2, pdist_forward),
     ("_softmax", 3, softmax_),
     ("_softmax_backward_data", 4, softmax_backward_data),
     ("_to_copy", 7, to_copy),
     ("abs", 1, abs),
     ("acos", 1, acos),
     ("acosh", 1, acosh),
+    ("adaptive_avg_pool1d", 2, adaptive_avg_pool1d),
     ("add.Scalar", 3, add_scalar),
     ("add.Tensor", 3, add_tensor),
     ("add.out", 4, add_out),
     ("add_.Scalar", 3, add_scalar_),
     ("add_.Tensor", 3, add_tensor_),
     ("addmm", 5, addmm),
+    ("alias", 1, alias),
     ("amax", 3, amax),
     ("amin", 3, amin),
+    ("any", 1, any),
+    ("any.dim", 3, any_dim),
+    ("any.dims", 3, any_dims),
+    ("arange.start_step", 7, arange_start_step),
     ("argmax", 3, argmax),
     ("argmin", 3, argmin),
     ("as_strided", 4, as_strided),
@@ -53,6 +68,9 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("atan", 1, atan),
     ("atan2", 2, atan2),
     ("atanh", 1, atanh),
+    ("avg_pool1d", 6, avg_pool1d),
+    ("avg_pool2d", 7, avg_pool2d),
+    ("avg_pool2d_backward", 8, avg_pool2d_backward),
     ("bitwise_and.Scalar", 2, bitwise_and_scalar),
     ("bitwise_and.Tensor", 2, bitwise_and_tensor),
     ("bitwise_not", 1, bitwise_not),
@@ -64,10 +82,17 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("cat", 2, cat),
     ("ceil", 1, ceil),
     ("clamp", 3, clamp),
+    ("clamp.Tensor", 3, clamp_tensor),
     ("clone", 2, clone),
+    ("constant_pad_nd", 3, constant_pad_nd),
+    ("convolution", 9, convolution),
+    ("convolution_backward", 11, convolution_backward),
+    ("copy", 3, copy),
     ("copy_", 3, copy_),
     ("cos", 1, cos),
     ("cosh", 1, cosh),
+    ("cumsum", 3, cumsum),
+    ("diagonal", 4, diagonal),
     ("div.Scalar", 2, div_scalar),
     ("div.Scalar_mode", 3, div_scalar_mode),
     ("div.Tensor", 2, div_tensor),
@@ -79,12 +104,16 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("embedding", 5, embedding),
     ("embedding_dense_backward", 5, embedding_dense_backward),
     ("empty.memory_format", 6, empty_memory_format),
+    ("empty_strided", 6, empty_strided),
     ("eq.Scalar", 2, eq_scalar),
     ("eq.Tensor", 2, eq_tensor),
     ("erf", 1, erf),
     ("exp", 1, exp),
+    ("exp2", 1, exp2),
     ("expand", 3, expand),
+    ("fill.Scalar", 2, fill_scalar),
     ("fill_.Scalar", 2, fill_scalar_),
+    ("flip", 2, flip),
     ("floor", 1, floor),
     ("fmod.Scalar", 2, fmod_scalar),
     ("fmod.Tensor", 2, fmod_tensor),
@@ -100,6 +129,8 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("hardsigmoid_backward", 2, hardsigmoid_backward),
     ("hardswish_backward", 2, hardswish_backward),
     ("hardtanh_backward", 4, hardtanh_backward),
+    ("index.Tensor", 2, index_tensor),
+    ("index_put", 4, index_put),
     ("index_select", 3, index_select),
     ("isinf", 1, isinf),
     ("isnan", 1, isnan),
@@ -116,9 +147,13 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("masked_fill.Scalar", 3, masked_fill_scalar),
     ("masked_fill.Tensor", 3, masked_fill_tensor),
     ("masked_fill_.Scalar", 3, masked_fill_scalar_),
+    ("max.dim", 3, max_dim),
+    ("max_pool2d_with_indices", 6, max_pool2d_with_indices),
+    ("max_pool2d_with_indices_backward", 8, max_pool2d_with_indices_backward),
     ("maximum", 2, maximum),
     ("mean", 2, mean),
     ("mean.dim", 4, mean_dim),
+    ("min.dim", 3, min_dim),
     ("minimum", 2, minimum),
     ("mm", 2, mm),
     ("mm.out", 3, mm_out),
@@ -131,6 +166,8 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("mul_.Tensor", 2, mul_tensor_),
     ("native_dropout", 3, native_dropout),
     ("native_dropout_backward", 3, native_dropout_backward),
+    ("native_group_norm", 8, native_group_norm),
+    ("native_group_norm_backward", 10, native_group_norm_backward),
     ("native_layer_norm", 5, native_layer_norm),
     ("native_layer_norm_backward", 8, native_layer_norm_backward),
     ("ne.Scalar", 2, ne_scalar),
@@ -138,6 +175,7 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("neg", 1, neg),
     ("nll_loss_backward", 7, nll_loss_backward),
     ("nll_loss_forward", 5, nll_loss_forward),
+    ("nonzero", 1, nonzero),
     ("ones_like", 6, ones_like),
     ("permute", 2, permute),
     ("pow.Scalar", 2, pow_scalar),
@@ -145,17 +183,30 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("pow.Tensor_Tensor", 2, pow_tensor_tensor),
     ("prod", 2, prod),
     ("prod.dim_int", 4, prod_dim_int),
+    ("rand", 5, rand),
+    ("randn", 5, randn),
+    ("randperm", 5, randperm),
+    ("reflection_pad1d", 2, reflection_pad1d),
+    ("reflection_pad2d", 2, reflection_pad2d),
+    ("reflection_pad3d", 2, reflection_pad3d),
     ("relu", 1, relu),
     ("relu_", 1, relu_),
     ("remainder.Scalar", 2, remainder_scalar),
     ("remainder.Tensor", 2, remainder_tensor),
+    ("repeat", 2, repeat),
+    ("replication_pad2d", 2, replication_pad2d),
+    ("replication_pad3d", 2, replication_pad3d),
     ("round", 1, round),
     ("rsqrt", 1, rsqrt),
     ("scalar_tensor", 5, scalar_tensor),
+    ("scatter.src", 4, scatter_src),
+    ("scatter.value", 4, scatter_value),
     ("scatter_add", 4, scatter_add),
     ("scatter_add_", 4, scatter_add_),
+    ("scatter_reduce.two", 6, scatter_reduce_two),
     ("select.int", 3, select_int),
     ("select_backward", 4, select_backward),
+    ("select_scatter", 4, select_scatter),
     ("sigmoid", 1, sigmoid),
     ("sigmoid_backward", 2, sigmoid_backward),
     ("sign", 1, sign),
@@ -164,9 +215,13 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("sin", 1, sin),
     ("sinh", 1, sinh),
     ("slice.Tensor", 5, slice_tensor),
+    ("slice_scatter", 6, slice_scatter),
+    ("sort", 3, sort),
+    ("split_with_sizes", 3, split_with_sizes),
     ("sqrt", 1, sqrt),
     ("squeeze", 1, squeeze),
     ("squeeze.dim", 2, squeeze_dim),
+    ("squeeze.dims", 2, squeeze_dims),
     ("sub.Scalar", 3, sub_scalar),
     ("sub.Tensor", 3, sub_tensor),
     ("sub.out", 4, sub_out),
@@ -174,14 +229,23 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("sum", 2, sum),
     ("sum.IntList_out", 5, sum_intlist_out),
     ("sum.dim_IntList", 4, sum_dim_intlist),
+    ("sym_numel", 1, sym_numel),
+    ("sym_size.int", 2, sym_size_int),
+    ("sym_storage_offset", 1, sym_storage_offset),
+    ("sym_stride.int", 2, sym_stride_int),
     ("t", 1, t),
     ("tan", 1, tan),
     ("tanh", 1, tanh),
     ("tanh_backward", 2, tanh_backward),
     ("threshold_backward", 3, threshold_backward),
+    ("topk", 5, topk),
     ("transpose.int", 3, transpose_int),
     ("trunc", 1, trunc),
     ("unsqueeze", 2, unsqueeze),
+    ("upsample_bilinear2d.vec", 4, upsample_bilinear2d_vec),
+    ("upsample_nearest2d.vec", 3, upsample_nearest2d_vec),
+    ("var.correction", 4, var_correction),
+    ("var.dim", 4, var_dim),
     ("view", 2, view),
     ("where.self", 3, where_self),
     ("zero_", 1, zero_),
@@ -505,6 +569,7 @@ unary_entries! {
     acosh, "acosh";
     atanh, "atanh";
     erf, "erf";
+    exp2, "exp2";
     ceil, "ceil";
     floor, "floor";
     round, "round";
@@ -1005,4 +1070,423 @@ mod tests {
             assert!(f(&args).is_err(), "{name} with None arguments");
         }
     }
+}
+
+// ------------------------------------------------------------ Core ATen (`ops::core_aten`)
+
+fn two(a: Tensor, b: Tensor) -> Out {
+    Ok(vec![a.into(), b.into()])
+}
+fn three((a, b, c): (Tensor, Tensor, Tensor)) -> Out {
+    Ok(vec![a.into(), b.into(), c.into()])
+}
+fn usz(op: &str, v: i64) -> Result<usize> {
+    usize::try_from(v).map_err(|_| Error::InvalidArgument(format!("{op}: negative value {v}")))
+}
+fn local_scalar_dense(a: Args) -> Out {
+    args!("_local_scalar_dense", a, 1);
+    Ok(vec![IValue::Scalar(tn(OP, a, 0)?.item()?)])
+}
+fn native_batch_norm_legit(a: Args) -> Out {
+    args!("_native_batch_norm_legit", a, 8);
+    let running = Some((tn(OP, a, 3)?, tn(OP, a, 4)?));
+    three(ops::batch_norm(
+        tn(OP, a, 0)?,
+        otn(OP, a, 1)?,
+        otn(OP, a, 2)?,
+        running,
+        bl(OP, a, 5)?,
+        flt(OP, a, 6)?,
+        flt(OP, a, 7)?,
+    )?)
+}
+fn native_batch_norm_legit_no_stats(a: Args) -> Out {
+    args!("_native_batch_norm_legit.no_stats", a, 6);
+    three(ops::batch_norm(
+        tn(OP, a, 0)?,
+        otn(OP, a, 1)?,
+        otn(OP, a, 2)?,
+        None,
+        bl(OP, a, 3)?,
+        flt(OP, a, 4)?,
+        flt(OP, a, 5)?,
+    )?)
+}
+fn native_batch_norm_legit_no_training(a: Args) -> Out {
+    args!("_native_batch_norm_legit_no_training", a, 7);
+    let running = Some((tn(OP, a, 3)?, tn(OP, a, 4)?));
+    three(ops::batch_norm(
+        tn(OP, a, 0)?,
+        otn(OP, a, 1)?,
+        otn(OP, a, 2)?,
+        running,
+        false,
+        flt(OP, a, 5)?,
+        flt(OP, a, 6)?,
+    )?)
+}
+fn alias(a: Args) -> Out {
+    args!("alias", a, 1);
+    one(tn(OP, a, 0)?.clone())
+}
+fn any(a: Args) -> Out {
+    args!("any", a, 1);
+    one(ops::any(tn(OP, a, 0)?, None, false)?)
+}
+fn any_dim(a: Args) -> Out {
+    args!("any.dim", a, 3);
+    one(ops::any(tn(OP, a, 0)?, Some(&[int(OP, a, 1)?]), bl(OP, a, 2)?)?)
+}
+fn any_dims(a: Args) -> Out {
+    args!("any.dims", a, 3);
+    one(ops::any(tn(OP, a, 0)?, oints(OP, a, 1)?, bl(OP, a, 2)?)?)
+}
+fn arange_start_step(a: Args) -> Out {
+    args!("arange.start_step", a, 7);
+    let t = ops::arange(sc(OP, a, 0)?, sc(OP, a, 1)?, sc(OP, a, 2)?, odt(OP, a, 3)?)?;
+    one(place(t, odev(OP, a, 5)?)?)
+}
+fn avg_pool2d(a: Args) -> Out {
+    args!("avg_pool2d", a, 7);
+    one(ops::avg_pool2d(
+        tn(OP, a, 0)?,
+        ints(OP, a, 1)?,
+        ints(OP, a, 2)?,
+        ints(OP, a, 3)?,
+        bl(OP, a, 4)?,
+        bl(OP, a, 5)?,
+        oint(OP, a, 6)?,
+    )?)
+}
+fn clamp_tensor(a: Args) -> Out {
+    args!("clamp.Tensor", a, 3);
+    one(ops::clamp_tensor(tn(OP, a, 0)?, otn(OP, a, 1)?, otn(OP, a, 2)?)?)
+}
+fn constant_pad_nd(a: Args) -> Out {
+    args!("constant_pad_nd", a, 3);
+    one(ops::constant_pad_nd(tn(OP, a, 0)?, ints(OP, a, 1)?, sc(OP, a, 2)?)?)
+}
+fn convolution(a: Args) -> Out {
+    args!("convolution", a, 9);
+    let x = tn(OP, a, 0)?;
+    let (stride, padding, dilation) = (ints(OP, a, 3)?, ints(OP, a, 4)?, ints(OP, a, 5)?);
+    one(ops::convolution(x, tn(OP, a, 1)?, otn(OP, a, 2)?, stride, padding, dilation, bl(OP, a, 6)?, int(OP, a, 8)?)?)
+}
+fn copy(a: Args) -> Out {
+    args!("copy", a, 3);
+    let (x, src) = (tn(OP, a, 0)?, tn(OP, a, 1)?);
+    let out = x.clone_contiguous()?;
+    out.copy_(src)?;
+    one(out)
+}
+fn cumsum(a: Args) -> Out {
+    args!("cumsum", a, 3);
+    one(ops::cumsum(tn(OP, a, 0)?, int(OP, a, 1)?, odt(OP, a, 2)?)?)
+}
+fn diagonal(a: Args) -> Out {
+    args!("diagonal", a, 4);
+    one(ops::diagonal(tn(OP, a, 0)?, int(OP, a, 1)?, int(OP, a, 2)?, int(OP, a, 3)?)?)
+}
+fn empty_strided(a: Args) -> Out {
+    args!("empty_strided", a, 6);
+    let (s, st) = (sizes(OP, ints(OP, a, 0)?)?, sizes(OP, ints(OP, a, 1)?)?);
+    let d = odt(OP, a, 2)?.unwrap_or(crate::dtype::DEFAULT_FLOAT);
+    let extent = crate::shape::storage_extent(&s, &st, 0);
+    let base = Tensor::zeros(&[extent], d).as_strided(&s, &st, 0)?;
+    one(place(base, odev(OP, a, 4)?)?)
+}
+fn fill_scalar(a: Args) -> Out {
+    args!("fill.Scalar", a, 2);
+    let x = tn(OP, a, 0)?;
+    one(place_like(Tensor::full(x.sizes(), sc(OP, a, 1)?, x.dtype()), x)?)
+}
+fn flip(a: Args) -> Out {
+    args!("flip", a, 2);
+    one(ops::flip(tn(OP, a, 0)?, ints(OP, a, 1)?)?)
+}
+fn index_tensor(a: Args) -> Out {
+    args!("index.Tensor", a, 2);
+    one(ops::index(tn(OP, a, 0)?, unbox::opt_tensor_list(OP, "indices", &a[1])?)?)
+}
+fn index_put(a: Args) -> Out {
+    args!("index_put", a, 4);
+    let idx = unbox::opt_tensor_list(OP, "indices", &a[1])?;
+    one(ops::index_put(tn(OP, a, 0)?, idx, tn(OP, a, 2)?, bl(OP, a, 3)?)?)
+}
+fn max_dim(a: Args) -> Out {
+    args!("max.dim", a, 3);
+    let (v, i) = ops::max_min_dim(tn(OP, a, 0)?, int(OP, a, 1)?, bl(OP, a, 2)?, true)?;
+    two(v, i)
+}
+fn min_dim(a: Args) -> Out {
+    args!("min.dim", a, 3);
+    let (v, i) = ops::max_min_dim(tn(OP, a, 0)?, int(OP, a, 1)?, bl(OP, a, 2)?, false)?;
+    two(v, i)
+}
+fn max_pool2d_with_indices(a: Args) -> Out {
+    args!("max_pool2d_with_indices", a, 6);
+    let (v, i) = ops::max_pool2d_with_indices(
+        tn(OP, a, 0)?,
+        ints(OP, a, 1)?,
+        ints(OP, a, 2)?,
+        ints(OP, a, 3)?,
+        ints(OP, a, 4)?,
+        bl(OP, a, 5)?,
+    )?;
+    two(v, i)
+}
+fn native_group_norm(a: Args) -> Out {
+    args!("native_group_norm", a, 8);
+    let (n, c, hw, g) =
+        (usz(OP, int(OP, a, 3)?)?, usz(OP, int(OP, a, 4)?)?, usz(OP, int(OP, a, 5)?)?, usz(OP, int(OP, a, 6)?)?);
+    three(ops::group_norm(tn(OP, a, 0)?, otn(OP, a, 1)?, otn(OP, a, 2)?, n, c, hw, g, flt(OP, a, 7)?)?)
+}
+fn nonzero(a: Args) -> Out {
+    args!("nonzero", a, 1);
+    one(ops::nonzero(tn(OP, a, 0)?)?)
+}
+fn repeat(a: Args) -> Out {
+    args!("repeat", a, 2);
+    one(ops::repeat(tn(OP, a, 0)?, ints(OP, a, 1)?)?)
+}
+fn scatter_src(a: Args) -> Out {
+    args!("scatter.src", a, 4);
+    one(ops::scatter(tn(OP, a, 0)?, int(OP, a, 1)?, tn(OP, a, 2)?, ops::Rhs::Tensor(tn(OP, a, 3)?))?)
+}
+fn scatter_value(a: Args) -> Out {
+    args!("scatter.value", a, 4);
+    one(ops::scatter(tn(OP, a, 0)?, int(OP, a, 1)?, tn(OP, a, 2)?, ops::Rhs::Scalar(sc(OP, a, 3)?))?)
+}
+fn select_scatter(a: Args) -> Out {
+    args!("select_scatter", a, 4);
+    one(ops::select_scatter(tn(OP, a, 0)?, tn(OP, a, 1)?, int(OP, a, 2)?, int(OP, a, 3)?)?)
+}
+fn slice_scatter(a: Args) -> Out {
+    args!("slice_scatter", a, 6);
+    one(ops::slice_scatter(
+        tn(OP, a, 0)?,
+        tn(OP, a, 1)?,
+        int(OP, a, 2)?,
+        oint(OP, a, 3)?,
+        oint(OP, a, 4)?,
+        int(OP, a, 5)?,
+    )?)
+}
+fn sort(a: Args) -> Out {
+    args!("sort", a, 3);
+    let (v, i) = ops::sort(tn(OP, a, 0)?, int(OP, a, 1)?, bl(OP, a, 2)?)?;
+    two(v, i)
+}
+fn split_with_sizes(a: Args) -> Out {
+    args!("split_with_sizes", a, 3);
+    let parts = ops::split_with_sizes(tn(OP, a, 0)?, ints(OP, a, 1)?, int(OP, a, 2)?)?;
+    Ok(vec![IValue::TensorList(parts)])
+}
+fn squeeze_dims(a: Args) -> Out {
+    args!("squeeze.dims", a, 2);
+    one(ops::squeeze_dims(tn(OP, a, 0)?, ints(OP, a, 1)?)?)
+}
+fn topk(a: Args) -> Out {
+    args!("topk", a, 5);
+    let (v, i) = ops::topk(tn(OP, a, 0)?, int(OP, a, 1)?, int(OP, a, 2)?, bl(OP, a, 3)?)?;
+    two(v, i)
+}
+fn var_correction(a: Args) -> Out {
+    args!("var.correction", a, 4);
+    let c = unbox::opt(OP, "correction", &a[2], unbox::scalar)?.map_or(1.0, |s| s.to_f64());
+    one(ops::var(tn(OP, a, 0)?, oints(OP, a, 1)?, c, bl(OP, a, 3)?)?)
+}
+fn var_dim(a: Args) -> Out {
+    args!("var.dim", a, 4);
+    let c = if bl(OP, a, 2)? { 1.0 } else { 0.0 };
+    one(ops::var(tn(OP, a, 0)?, oints(OP, a, 1)?, c, bl(OP, a, 3)?)?)
+}
+fn adaptive_avg_pool2d_(a: Args) -> Out {
+    args!("_adaptive_avg_pool2d", a, 2);
+    one(ops::adaptive_avg_pool(tn(OP, a, 0)?, ints(OP, a, 1)?)?)
+}
+fn adaptive_avg_pool3d_(a: Args) -> Out {
+    args!("_adaptive_avg_pool3d", a, 2);
+    one(ops::adaptive_avg_pool(tn(OP, a, 0)?, ints(OP, a, 1)?)?)
+}
+fn adaptive_avg_pool1d(a: Args) -> Out {
+    args!("adaptive_avg_pool1d", a, 2);
+    one(ops::adaptive_avg_pool(tn(OP, a, 0)?, ints(OP, a, 1)?)?)
+}
+fn cdist_forward(a: Args) -> Out {
+    args!("_cdist_forward", a, 4);
+    one(ops::cdist(tn(OP, a, 0)?, tn(OP, a, 1)?, flt(OP, a, 2)?)?)
+}
+fn pdist_forward(a: Args) -> Out {
+    args!("_pdist_forward", a, 2);
+    one(ops::pdist(tn(OP, a, 0)?, flt(OP, a, 1)?)?)
+}
+fn avg_pool1d(a: Args) -> Out {
+    args!("avg_pool1d", a, 6);
+    one(ops::avg_pool1d(
+        tn(OP, a, 0)?,
+        ints(OP, a, 1)?,
+        ints(OP, a, 2)?,
+        ints(OP, a, 3)?,
+        bl(OP, a, 4)?,
+        bl(OP, a, 5)?,
+    )?)
+}
+fn avg_pool2d_backward(a: Args) -> Out {
+    args!("avg_pool2d_backward", a, 8);
+    let (k, s, p) = (ints(OP, a, 2)?, ints(OP, a, 3)?, ints(OP, a, 4)?);
+    one(ops::avg_pool2d_backward(tn(OP, a, 0)?, tn(OP, a, 1)?, k, s, p, bl(OP, a, 5)?, bl(OP, a, 6)?, oint(OP, a, 7)?)?)
+}
+fn bool3(op: &str, a: Args, i: usize) -> Result<[bool; 3]> {
+    match &a[i] {
+        IValue::BoolList(b) if b.len() == 3 => Ok([b[0], b[1], b[2]]),
+        other => Err(Error::InvalidArgument(format!("{op}: output_mask must be bool[3], got {}", other.kind()))),
+    }
+}
+fn opt3(r: [Option<Tensor>; 3]) -> Out {
+    Ok(r.into_iter().map(|t| t.map_or(IValue::None, IValue::Tensor)).collect())
+}
+fn convolution_backward(a: Args) -> Out {
+    args!("convolution_backward", a, 11);
+    let has_bias = oints(OP, a, 3)?.is_some();
+    let (stride, padding, dilation) = (ints(OP, a, 4)?, ints(OP, a, 5)?, ints(OP, a, 6)?);
+    let (go, x, w) = (tn(OP, a, 0)?, tn(OP, a, 1)?, tn(OP, a, 2)?);
+    opt3(ops::convolution_backward(
+        go,
+        x,
+        w,
+        has_bias,
+        stride,
+        padding,
+        dilation,
+        bl(OP, a, 7)?,
+        int(OP, a, 9)?,
+        bool3(OP, a, 10)?,
+    )?)
+}
+fn max_pool2d_with_indices_backward(a: Args) -> Out {
+    args!("max_pool2d_with_indices_backward", a, 8);
+    one(ops::max_pool2d_with_indices_backward(tn(OP, a, 0)?, tn(OP, a, 1)?, tn(OP, a, 7)?)?)
+}
+fn native_group_norm_backward(a: Args) -> Out {
+    args!("native_group_norm_backward", a, 10);
+    let (n, c, hw, g) =
+        (usz(OP, int(OP, a, 5)?)?, usz(OP, int(OP, a, 6)?)?, usz(OP, int(OP, a, 7)?)?, usz(OP, int(OP, a, 8)?)?);
+    let (go, x, m, r) = (tn(OP, a, 0)?, tn(OP, a, 1)?, tn(OP, a, 2)?, tn(OP, a, 3)?);
+    opt3(ops::group_norm_backward(go, x, m, r, otn(OP, a, 4)?, n, c, hw, g, bool3(OP, a, 9)?)?)
+}
+/// `rand` / `randn` from the default generator (`manual_seed`): uniform in [0, 1) or standard
+/// normal (Box-Muller), computed in f64 and rounded to the dtype.
+fn random(op: &str, a: Args, normal: bool) -> Out {
+    let s = sizes(op, ints(op, a, 0)?)?;
+    let d = odt(op, a, 1)?.unwrap_or(crate::dtype::DEFAULT_FLOAT);
+    if !d.is_floating() {
+        return Err(Error::DType(format!("\"{op}\" not implemented for '{}'", d.name())));
+    }
+    let n: usize = s.iter().product();
+    let v: Vec<f64> = with_default_generator(|g| {
+        (0..n)
+            .map(|_| {
+                let u = (g.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+                if normal {
+                    let u2 = (g.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+                    (-2.0 * (1.0 - u).ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+                } else {
+                    u
+                }
+            })
+            .collect()
+    });
+    one(place(Tensor::from_f64(&v, &s, d)?, odev(op, a, 3)?)?)
+}
+fn rand(a: Args) -> Out {
+    args!("rand", a, 5);
+    random(OP, a, false)
+}
+fn randn(a: Args) -> Out {
+    args!("randn", a, 5);
+    random(OP, a, true)
+}
+fn randperm(a: Args) -> Out {
+    args!("randperm", a, 5);
+    let n = usz(OP, int(OP, a, 0)?)?;
+    let d = odt(OP, a, 1)?.unwrap_or(DType::I64);
+    // Fisher-Yates from the default generator
+    let mut p: Vec<i64> = (0..n as i64).collect();
+    with_default_generator(|g| {
+        for i in (1..n).rev() {
+            let j = (g.next_u64() % (i as u64 + 1)) as usize;
+            p.swap(i, j);
+        }
+    });
+    one(place(Tensor::from_i64(&p, &[n], d)?, odev(OP, a, 3)?)?)
+}
+fn reflection_pad1d(a: Args) -> Out {
+    args!("reflection_pad1d", a, 2);
+    one(ops::pad_nd(tn(OP, a, 0)?, ints(OP, a, 1)?, ops::PadMode::Reflect)?)
+}
+fn reflection_pad2d(a: Args) -> Out {
+    args!("reflection_pad2d", a, 2);
+    one(ops::pad_nd(tn(OP, a, 0)?, ints(OP, a, 1)?, ops::PadMode::Reflect)?)
+}
+fn reflection_pad3d(a: Args) -> Out {
+    args!("reflection_pad3d", a, 2);
+    one(ops::pad_nd(tn(OP, a, 0)?, ints(OP, a, 1)?, ops::PadMode::Reflect)?)
+}
+fn replication_pad2d(a: Args) -> Out {
+    args!("replication_pad2d", a, 2);
+    one(ops::pad_nd(tn(OP, a, 0)?, ints(OP, a, 1)?, ops::PadMode::Replicate)?)
+}
+fn replication_pad3d(a: Args) -> Out {
+    args!("replication_pad3d", a, 2);
+    one(ops::pad_nd(tn(OP, a, 0)?, ints(OP, a, 1)?, ops::PadMode::Replicate)?)
+}
+fn scatter_reduce_two(a: Args) -> Out {
+    args!("scatter_reduce.two", a, 6);
+    let reduce = unbox::str(OP, "reduce", &a[4])?;
+    one(ops::scatter_reduce(tn(OP, a, 0)?, int(OP, a, 1)?, tn(OP, a, 2)?, tn(OP, a, 3)?, reduce, bl(OP, a, 5)?)?)
+}
+fn sym_numel(a: Args) -> Out {
+    args!("sym_numel", a, 1);
+    Ok(vec![IValue::Int(tn(OP, a, 0)?.numel() as i64)])
+}
+fn sym_size_int(a: Args) -> Out {
+    args!("sym_size.int", a, 2);
+    Ok(vec![IValue::Int(tn(OP, a, 0)?.size(int(OP, a, 1)?)? as i64)])
+}
+fn sym_storage_offset(a: Args) -> Out {
+    args!("sym_storage_offset", a, 1);
+    Ok(vec![IValue::Int(tn(OP, a, 0)?.storage_offset() as i64)])
+}
+fn sym_stride_int(a: Args) -> Out {
+    args!("sym_stride.int", a, 2);
+    let x = tn(OP, a, 0)?;
+    let d = crate::shape::wrap_dim(int(OP, a, 1)?, x.dim())?;
+    Ok(vec![IValue::Int(x.strides().get(d).copied().unwrap_or(1) as i64)])
+}
+fn upsample_nearest2d_vec(a: Args) -> Out {
+    args!("upsample_nearest2d.vec", a, 3);
+    let scales = match &a[2] {
+        IValue::None => None,
+        IValue::FloatList(f) => Some(f.as_slice()),
+        other => {
+            return Err(Error::InvalidArgument(format!("{OP}: scale_factors must be float[]?, got {}", other.kind())));
+        }
+    };
+    one(ops::upsample_nearest2d(tn(OP, a, 0)?, oints(OP, a, 1)?, scales)?)
+}
+fn adaptive_avg_pool2d_backward_(a: Args) -> Out {
+    args!("_adaptive_avg_pool2d_backward", a, 2);
+    one(ops::adaptive_avg_pool2d_backward(tn(OP, a, 0)?, tn(OP, a, 1)?)?)
+}
+fn upsample_bilinear2d_vec(a: Args) -> Out {
+    args!("upsample_bilinear2d.vec", a, 4);
+    let scales = match &a[3] {
+        IValue::None => None,
+        IValue::FloatList(f) => Some(f.as_slice()),
+        other => {
+            return Err(Error::InvalidArgument(format!("{OP}: scale_factors must be float[]?, got {}", other.kind())));
+        }
+    };
+    one(ops::upsample_bilinear2d(tn(OP, a, 0)?, oints(OP, a, 1)?, bl(OP, a, 2)?, scales)?)
 }

@@ -13,6 +13,7 @@
 //! golden comparisons use tolerances. Integer arithmetic wraps like C++.
 
 mod activation_bwd;
+mod core_aten;
 mod elementwise;
 mod index;
 mod linalg;
@@ -20,6 +21,7 @@ mod nn;
 mod reduce;
 
 pub use activation_bwd::*;
+pub use core_aten::*;
 pub use elementwise::*;
 pub use index::*;
 pub use linalg::*;

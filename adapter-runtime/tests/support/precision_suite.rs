@@ -121,6 +121,14 @@ impl Ctx {
             IValue::Tensor(self.tensor(v)?)
         } else if let Some(l) = o.get("TL") {
             IValue::TensorList(l.as_array().unwrap().iter().map(|x| self.tensor(x)).collect::<Result<_, _>>()?)
+        } else if let Some(l) = o.get("OTL") {
+            IValue::OptTensorList(
+                l.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| if x.is_null() { Ok(None) } else { self.tensor(x).map(Some) })
+                    .collect::<Result<_, _>>()?,
+            )
         } else if let Some(i) = o.get("i") {
             IValue::Int(i.as_i64().unwrap())
         } else if let Some(f) = o.get("f") {
@@ -129,6 +137,8 @@ impl Ctx {
             IValue::Bool(b.as_bool().unwrap())
         } else if let Some(l) = o.get("il") {
             IValue::IntList(ints(l))
+        } else if let Some(l) = o.get("fl") {
+            IValue::FloatList(l.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect())
         } else if let Some(l) = o.get("bl") {
             IValue::BoolList(l.as_array().unwrap().iter().map(|x| x.as_bool().unwrap()).collect())
         } else if let Some(s) = o.get("s") {
