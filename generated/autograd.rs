@@ -2315,7 +2315,7 @@ impl AdaptiveAvgPool2dBackwardBackward {
         let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
         let grad = grad.clone();
         // g_grad_output: `_adaptive_avg_pool2d_symint(grad, {grad_output.sym_size(-2), grad_output.sym_size(-1)})`
-        let g_grad_output = if need(needs, 0) { Some(aten::_adaptive_avg_pool2d(o, &grad, &vec![self.grad_output_sym_argsize_minus_2, self.grad_output_sym_argsize_minus_1])?) } else { None };
+        let g_grad_output = if need(needs, 0) { Some(aten::_adaptive_avg_pool2d(o, &grad, &[self.grad_output_sym_argsize_minus_2, self.grad_output_sym_argsize_minus_1])?) } else { None };
         // g_self: `zeros_like(self)`
         let g_self = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
@@ -2425,7 +2425,7 @@ impl AdaptiveAvgPool3dBackwardBackward {
         let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
         let grad = grad.clone();
         // g_grad_output: `_adaptive_avg_pool3d_symint(grad, { grad_output.sym_size(-3), grad_output.sym_size(-2), grad_output.sym_size(-1) })`
-        let g_grad_output = if need(needs, 0) { Some(aten::_adaptive_avg_pool3d(o, &grad, &vec![self.grad_output_sym_argsize_minus_3, self.grad_output_sym_argsize_minus_2, self.grad_output_sym_argsize_minus_1])?) } else { None };
+        let g_grad_output = if need(needs, 0) { Some(aten::_adaptive_avg_pool3d(o, &grad, &[self.grad_output_sym_argsize_minus_3, self.grad_output_sym_argsize_minus_2, self.grad_output_sym_argsize_minus_1])?) } else { None };
         // g_self: `zeros_like(self)`
         let g_self = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
@@ -10479,9 +10479,9 @@ impl AddbmmBackward {
         let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 3]) };
         let grad = grad.clone();
         // g_batch1: `maybe_multiply(grad.unsqueeze(0).expand_symint({ batch1.sym_size(0), batch1.sym_size(1), batch2.sym_size(2) }).bmm(batch2.transpose(1, 2).conj()), alpha.conj())`
-        let g_batch1 = if need(needs, 1) { Some(autograd_helpers::maybe_multiply(o, &aten::bmm(o, &aten::expand(o, &aten::unsqueeze(o, &grad, 0)?, &vec![self.batch1_sym_argsize_0, self.batch1_sym_argsize_1, self.batch2_sym_argsize_2], false)?, &aten::transpose_int(o, &self.batch2, 1, 2)?)?, self.alpha)?) } else { None };
+        let g_batch1 = if need(needs, 1) { Some(autograd_helpers::maybe_multiply(o, &aten::bmm(o, &aten::expand(o, &aten::unsqueeze(o, &grad, 0)?, &[self.batch1_sym_argsize_0, self.batch1_sym_argsize_1, self.batch2_sym_argsize_2], false)?, &aten::transpose_int(o, &self.batch2, 1, 2)?)?, self.alpha)?) } else { None };
         // g_batch2: `maybe_multiply(batch1.transpose(1, 2).conj().bmm(grad.unsqueeze(0).expand_symint({ batch1.sym_size(0), batch1.sym_size(1), batch2.sym_size(2) })), alpha.conj())`
-        let g_batch2 = if need(needs, 2) { Some(autograd_helpers::maybe_multiply(o, &aten::bmm(o, &aten::transpose_int(o, &self.batch1, 1, 2)?, &aten::expand(o, &aten::unsqueeze(o, &grad, 0)?, &vec![self.batch1_sym_argsize_0, self.batch1_sym_argsize_1, self.batch2_sym_argsize_2], false)?)?, self.alpha)?) } else { None };
+        let g_batch2 = if need(needs, 2) { Some(autograd_helpers::maybe_multiply(o, &aten::bmm(o, &aten::transpose_int(o, &self.batch1, 1, 2)?, &aten::expand(o, &aten::unsqueeze(o, &grad, 0)?, &[self.batch1_sym_argsize_0, self.batch1_sym_argsize_1, self.batch2_sym_argsize_2], false)?)?, self.alpha)?) } else { None };
         // g_self: `maybe_multiply(grad, beta.conj())`
         let g_self = if need(needs, 0) { Some(autograd_helpers::maybe_multiply(o, &grad, self.beta)?) } else { None };
         let mut out = Vec::new();
@@ -19165,7 +19165,7 @@ impl HardswishBackwardBackward {
         // g_grad_output: `hardswish_backward(grad, self)`
         let g_grad_output = if need(needs, 0) { Some(aten::hardswish_backward(o, &grad, &self.self_)?) } else { None };
         // g_self: `at::where(at::logical_and(-3.0 < self, self < 3.0), grad * grad_output / 3.0, at::zeros({}, self.options()))`
-        let g_self = if need(needs, 1) { Some(aten::where_self(o, &aten::logical_and(o, &aten::gt_scalar(o, &self.self_, Scalar::Float(-3.0))?, &aten::lt_scalar(o, &self.self_, Scalar::Float(3.0))?)?, &aten::div_scalar(o, &aten::mul_tensor(o, &grad, &self.grad_output)?, Scalar::Float(3.0))?, &autograd_helpers::zeros_options(o, &vec![], &self.self_options)?)?) } else { None };
+        let g_self = if need(needs, 1) { Some(aten::where_self(o, &aten::logical_and(o, &aten::gt_scalar(o, &self.self_, Scalar::Float(-3.0))?, &aten::lt_scalar(o, &self.self_, Scalar::Float(3.0))?)?, &aten::div_scalar(o, &aten::mul_tensor(o, &grad, &self.grad_output)?, Scalar::Float(3.0))?, &autograd_helpers::zeros_options(o, &[], &self.self_options)?)?) } else { None };
         let mut out = Vec::new();
         out.push(g_grad_output);
         out.push(g_self);
@@ -19739,7 +19739,7 @@ impl Im2colBackward {
         let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
         let grad = grad.clone();
         // g_self: `col2im_symint(grad, {self.sym_size(-2), self.sym_size(-1)}, kernel_size, dilation, padding, stride)`
-        let g_self = if need(needs, 0) { Some(aten::col2im(o, &grad, &vec![self.self_sym_argsize_minus_2, self.self_sym_argsize_minus_1], &self.kernel_size, &self.dilation, &self.padding, &self.stride)?) } else { None };
+        let g_self = if need(needs, 0) { Some(aten::col2im(o, &grad, &[self.self_sym_argsize_minus_2, self.self_sym_argsize_minus_1], &self.kernel_size, &self.dilation, &self.padding, &self.stride)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)

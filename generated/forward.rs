@@ -858,7 +858,7 @@ pub fn jvp__prelu_kernel_backward<O: AtenOps + ?Sized>(o: &O, a: &[IValue], r: &
     let p_weight = cap::tensor(OP, "weight", cap::arg(OP, a, 2)?)?;
     let t_weight = fw::tangent(OP, "weight", cap::arg(OP, a, 2)?)?;
     let t_out0 = aten::where_self(o, &aten::ge_scalar(o, &p_self, Scalar::Int(0))?, &t_grad_output, &aten::add_tensor(o, &aten::mul_tensor(o, &t_grad_output, &p_weight)?, &aten::mul_tensor(o, &p_grad_output, &t_weight)?, Scalar::Int(1))?)?;
-    let t_out1 = aten::where_self(o, &aten::ge_scalar(o, &p_self, Scalar::Int(0))?, &autograd_helpers::zeros_options(o, &vec![], &crate::autograd::TensorOptions::of(&p_self))?, &aten::add_tensor(o, &aten::mul_tensor(o, &p_grad_output, &t_self)?, &aten::mul_tensor(o, &t_grad_output, &p_self)?, Scalar::Int(1))?)?;
+    let t_out1 = aten::where_self(o, &aten::ge_scalar(o, &p_self, Scalar::Int(0))?, &autograd_helpers::zeros_options(o, &[], &crate::autograd::TensorOptions::of(&p_self))?, &aten::add_tensor(o, &aten::mul_tensor(o, &p_grad_output, &t_self)?, &aten::mul_tensor(o, &t_grad_output, &p_self)?, Scalar::Int(1))?)?;
     Ok(vec![Some(t_out0), Some(t_out1)])
 }
 
@@ -1961,7 +1961,7 @@ pub fn jvp_hardswish_backward<O: AtenOps + ?Sized>(o: &O, a: &[IValue], r: &[IVa
     let t_grad_output = fw::tangent(OP, "grad_output", cap::arg(OP, a, 0)?)?;
     let p_self = cap::tensor(OP, "self", cap::arg(OP, a, 1)?)?;
     let t_self = fw::tangent(OP, "self", cap::arg(OP, a, 1)?)?;
-    let t_out0 = aten::add_tensor(o, &aten::hardswish_backward(o, &t_grad_output, &p_self)?, &aten::where_self(o, &aten::logical_and(o, &aten::gt_scalar(o, &p_self, Scalar::Float(-3.0))?, &aten::lt_scalar(o, &p_self, Scalar::Float(3.0))?)?, &aten::div_scalar(o, &aten::mul_tensor(o, &t_self, &p_grad_output)?, Scalar::Float(3.0))?, &autograd_helpers::zeros_options(o, &vec![], &crate::autograd::TensorOptions::of(&p_self))?)?, Scalar::Int(1))?;
+    let t_out0 = aten::add_tensor(o, &aten::hardswish_backward(o, &t_grad_output, &p_self)?, &aten::where_self(o, &aten::logical_and(o, &aten::gt_scalar(o, &p_self, Scalar::Float(-3.0))?, &aten::lt_scalar(o, &p_self, Scalar::Float(3.0))?)?, &aten::div_scalar(o, &aten::mul_tensor(o, &t_self, &p_grad_output)?, Scalar::Float(3.0))?, &autograd_helpers::zeros_options(o, &[], &crate::autograd::TensorOptions::of(&p_self))?)?, Scalar::Int(1))?;
     Ok(vec![Some(t_out0)])
 }
 

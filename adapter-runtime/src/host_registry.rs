@@ -1050,28 +1050,6 @@ fn full_like(a: Args) -> Out {
     like(OP, a, 2, 4, v)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn table_is_sorted_and_unique() {
-        for w in TABLE.windows(2) {
-            assert!(w[0].0 < w[1].0, "{} before {}", w[0].0, w[1].0);
-        }
-    }
-
-    #[test]
-    fn wrong_arity_is_an_error_not_a_panic() {
-        for (name, n, f) in TABLE {
-            let args = vec![IValue::None; n.saturating_sub(1)];
-            assert!(f(&args).is_err(), "{name}");
-            let args = vec![IValue::None; *n];
-            assert!(f(&args).is_err(), "{name} with None arguments");
-        }
-    }
-}
-
 // ------------------------------------------------------------ Core ATen (`ops::core_aten`)
 
 fn two(a: Tensor, b: Tensor) -> Out {
@@ -1489,4 +1467,26 @@ fn upsample_bilinear2d_vec(a: Args) -> Out {
         }
     };
     one(ops::upsample_bilinear2d(tn(OP, a, 0)?, oints(OP, a, 1)?, bl(OP, a, 2)?, scales)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_sorted_and_unique() {
+        for w in TABLE.windows(2) {
+            assert!(w[0].0 < w[1].0, "{} before {}", w[0].0, w[1].0);
+        }
+    }
+
+    #[test]
+    fn wrong_arity_is_an_error_not_a_panic() {
+        for (name, n, f) in TABLE {
+            let args = vec![IValue::None; n.saturating_sub(1)];
+            assert!(f(&args).is_err(), "{name}");
+            let args = vec![IValue::None; *n];
+            assert!(f(&args).is_err(), "{name} with None arguments");
+        }
+    }
 }

@@ -115,7 +115,7 @@ pub fn constant_pad_nd(x: &Tensor, pad: &[i64], value: Scalar) -> Result<Tensor>
     }
     let mut before = vec![0i64; nd];
     let mut out = Vec::with_capacity(nd);
-    for k in 0..nd {
+    for (k, bk) in before.iter_mut().enumerate() {
         // pairs count from the last dimension
         let j = nd - 1 - k;
         let (b, a) = if 2 * j + 1 < pad.len() { (pad[2 * j], pad[2 * j + 1]) } else { (0, 0) };
@@ -126,7 +126,7 @@ pub fn constant_pad_nd(x: &Tensor, pad: &[i64], value: Scalar) -> Result<Tensor>
                 x.sizes()[k]
             ));
         }
-        before[k] = b;
+        *bk = b;
         out.push(size as usize);
     }
     on_host1("constant_pad_nd", &[x], |h| {
@@ -181,7 +181,8 @@ fn check_scatter(name: &str, x: &Tensor, dim: usize, index: &Tensor, src: Option
 /// repeated indices the last write wins.
 pub fn scatter(x: &Tensor, dim: i64, index: &Tensor, src: super::Rhs) -> Result<Tensor> {
     let d = wrap_dim(dim, x.dim())?;
-    let src_t = match src {
+    let mut ins: Vec<&Tensor> = vec![x, index];
+    let value = match src {
         super::Rhs::Tensor(s) => {
             if s.dtype() != x.dtype() {
                 return dtype_err(format!(
@@ -191,15 +192,15 @@ pub fn scatter(x: &Tensor, dim: i64, index: &Tensor, src: super::Rhs) -> Result<
                 ));
             }
             check_scatter("scatter", x, d, index, Some(s))?;
-            s.clone()
+            ins.push(s);
+            None
         }
         super::Rhs::Scalar(v) => {
             check_scatter("scatter", x, d, index, None)?;
-            Tensor::full(&[1], v, x.dtype())
+            Some(v)
         }
     };
-    let scalar = matches!(src, super::Rhs::Scalar(_));
-    on_host1("scatter", &[x, index, &src_t], |h| {
+    on_host1("scatter", &ins, |h| {
         let dt = h[0].dtype();
         let es = dt.size();
         let xs = if h[0].dim() == 0 { vec![1] } else { h[0].sizes().to_vec() };
@@ -207,16 +208,21 @@ pub fn scatter(x: &Tensor, dim: i64, index: &Tensor, src: super::Rhs) -> Result<
         let mut xb = h[0].gather_bytes()?;
         let idx = h[1].to_i64_vec()?;
         let is = if h[1].dim() == 0 { vec![1] } else { h[1].sizes().to_vec() };
-        let ss = if h[2].dim() == 0 { vec![1] } else { h[2].sizes().to_vec() };
+        // the source: the `src` tensor, or the scalar value as one element (a host tensor made here)
+        let src_t = match value {
+            Some(v) => Tensor::full(&[1], v, dt),
+            None => h[2].clone(),
+        };
+        let ss = if src_t.dim() == 0 { vec![1] } else { src_t.sizes().to_vec() };
         let sst = contiguous_strides(&ss);
-        let sb = h[2].gather_bytes()?;
+        let sb = src_t.gather_bytes()?;
         each_index(&is, |mi, lin| {
             let i = idx[lin];
             if i < 0 || i as usize >= xs[d] {
                 return index_err(format!("index {i} is out of bounds for dimension {d} with size {}", xs[d]));
             }
             let off: usize = mi.iter().enumerate().map(|(k, &v)| if k == d { i as usize } else { v } * xst[k]).sum();
-            let soff: usize = if scalar { 0 } else { mi.iter().zip(&sst).map(|(v, s)| v * s).sum() };
+            let soff: usize = if value.is_some() { 0 } else { mi.iter().zip(&sst).map(|(v, s)| v * s).sum() };
             xb[off * es..off * es + es].copy_from_slice(&sb[soff * es..soff * es + es]);
             Ok(())
         })?;
@@ -450,7 +456,7 @@ fn rows_along(x: &Tensor, dim: usize) -> Result<(Vec<f64>, usize, usize, Vec<i64
     let p = x.permute(&perm)?;
     let n = if nd == 0 { 1 } else { x.sizes()[dim] };
     let total = x.numel();
-    let outer = if n == 0 { 0 } else { total / n };
+    let outer = total.checked_div(n).unwrap_or(0);
     Ok((p.to_f64_vec()?, outer, n, perm))
 }
 
@@ -1361,14 +1367,14 @@ pub fn adaptive_avg_pool(x: &Tensor, output_size: &[i64]) -> Result<Tensor> {
     }
     let nd = x.dim();
     let ins: Vec<usize> = x.sizes()[nd - k..].to_vec();
-    if ins.iter().any(|&s| s == 0) {
+    if ins.contains(&0) {
         return shape_err(format!("adaptive_avg_pool{k}d: empty spatial dimension in {:?}", x.sizes()));
     }
     let outs = usize_list("adaptive_avg_pool", output_size)?;
     on_host1("adaptive_avg_pool", &[x], |h| {
         let v = h[0].to_f64_vec()?;
         let isp: usize = ins.iter().product();
-        let planes = if isp == 0 { 0 } else { v.len() / isp };
+        let planes = v.len().checked_div(isp).unwrap_or(0);
         let ist = contiguous_strides(&ins);
         let mut shape = h[0].sizes()[..nd - k].to_vec();
         shape.extend_from_slice(&outs);
@@ -1525,7 +1531,7 @@ pub fn max_pool2d_with_indices_backward(grad_output: &Tensor, x: &Tensor, indice
     on_host1("max_pool2d_with_indices_backward", &[grad_output, x, indices], |hs| {
         let g = hs[0].to_f64_vec()?;
         let idx = hs[2].to_i64_vec()?;
-        let per = if planes == 0 { 0 } else { g.len() / planes };
+        let per = g.len().checked_div(planes).unwrap_or(0);
         let mut gi = vec![0.0; planes * h * w];
         for (j, (gv, &i)) in g.iter().zip(&idx).enumerate() {
             let pl = j / per.max(1);
@@ -1837,7 +1843,8 @@ pub fn scatter_reduce(
                 if n > 0 {
                     *a /= n as f64;
                     if !dt.is_floating() {
-                        *a = a.trunc();
+                        // PyTorch's integer mean floors
+                        *a = a.floor();
                     }
                 }
             }

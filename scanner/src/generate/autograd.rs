@@ -510,7 +510,8 @@ impl Env<'_, '_> {
                     }
                     xs.push(e.code);
                 }
-                Ok(Expr { code: format!("vec![{}]", xs.join(", ")), ty: Ty::IntList })
+                // an array: every use borrows it as a slice
+                Ok(Expr { code: format!("[{}]", xs.join(", ")), ty: Ty::IntList })
             }
             "unary_expression" => {
                 let op = text(n.child_by_field_name("operator").ok_or("no operator")?);
