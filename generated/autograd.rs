@@ -2,7 +2,7 @@
 // Source: PyTorch v2.3.1 derivatives.yaml (dispatch key `Default`) of the selected operators.
 //! Autograd skeletons for PyTorch v2.3.1: 690 backward nodes.
 //!
-//! Backward formulas: 397 inputs translated into front-end calls, 461 left to hooks,
+//! Backward formulas: 401 inputs translated into front-end calls, 457 left to hooks,
 //! 34 that PyTorch itself does not implement (`not_implemented(..)`: the
 //! node raises the same error; see [`BACKWARD_COVERAGE`]).
 //!
@@ -669,10 +669,10 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("native_layer_norm", "input", "translated"),
     ("native_layer_norm", "weight", "translated"),
     ("native_layer_norm", "bias", "translated"),
-    ("native_layer_norm_backward", "bias", "hook"),
-    ("native_layer_norm_backward", "input", "hook"),
-    ("native_layer_norm_backward", "weight", "hook"),
-    ("native_layer_norm_backward", "grad_out", "hook"),
+    ("native_layer_norm_backward", "bias", "translated"),
+    ("native_layer_norm_backward", "input", "translated"),
+    ("native_layer_norm_backward", "weight", "translated"),
+    ("native_layer_norm_backward", "grad_out", "translated"),
     ("native_layer_norm_backward", "mean", "not_implemented"),
     ("native_layer_norm_backward", "rstd", "not_implemented"),
     ("ne_.Scalar", "self", "translated"),
@@ -1106,7 +1106,7 @@ pub trait BackwardHooks {
     fn hook__linalg_det_A(&self, node: &LinalgDetBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `LinalgDetBackward::A` not implemented: formula `linalg_det_backward(grad, result, A, LU, pivots)`".to_string()))
     }
-    /// `LinalgEighBackward`: `linalg_eig_backward(grads[0], grads[1], eigenvalues, eigenvectors, /*is_hermitian=*/true)` (not translated: a `subscript_expression`).
+    /// `LinalgEighBackward`: `linalg_eig_backward(grads[0], grads[1], eigenvalues, eigenvectors, /*is_hermitian=*/true)` (not translated: no operator or helper `linalg_eig_backward`).
     fn hook__linalg_eigh_A(&self, node: &LinalgEighBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `LinalgEighBackward::A` not implemented: formula `linalg_eig_backward(grads[0], grads[1], eigenvalues, eigenvectors, /*is_hermitian=*/true)`".to_string()))
     }
@@ -1114,7 +1114,7 @@ pub trait BackwardHooks {
     fn hook__linalg_slogdet_A(&self, node: &LinalgSlogdetBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `LinalgSlogdetBackward::A` not implemented: formula `slogdet_backward(grad_sign, grad_logabsdet, A, sign, LU, pivots)`".to_string()))
     }
-    /// `LinalgSolveExBackward`: `linalg_solve_backward(grad, result, A, LU, pivots, left, grad_input_mask[1])` (not translated: a `subscript_expression`).
+    /// `LinalgSolveExBackward`: `linalg_solve_backward(grad, result, A, LU, pivots, left, grad_input_mask[1])` (not translated: a subscript `grad_input_mask[1]`).
     fn hook__linalg_solve_ex_A_B(&self, node: &LinalgSolveExBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `LinalgSolveExBackward::A, B` not implemented: formula `linalg_solve_backward(grad, result, A, LU, pivots, left, grad_input_mask[1])`".to_string()))
     }
@@ -1198,7 +1198,7 @@ pub trait BackwardHooks {
     fn hook__scaled_dot_product_flash_attention_for_cpu_query_key_value(&self, node: &ScaledDotProductFlashAttentionForCpuBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ScaledDotProductFlashAttentionForCpuBackward::query, key, value` not implemented: formula `_scaled_dot_product_flash_attention_for_cpu_backward(grad, query, key, value, output, logsumexp, dropout_p, is_causal, attn_mask, scale)`".to_string()))
     }
-    /// `SlowConv2dBackwardOutputMaskBackward`: `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, self, stride, padding, {{1, 1}}, false, {{0, 0}}, 1, grad_input_mask)` (not translated: a `subscript_expression`).
+    /// `SlowConv2dBackwardOutputMaskBackward`: `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, self, stride, padding, {{1, 1}}, false, {{0, 0}}, 1, grad_input_mask)` (not translated: an initializer list of non-integers).
     fn hook__slow_conv2d_backward_output_mask_grad_output_self_weight(&self, node: &SlowConv2dBackwardOutputMaskBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `SlowConv2dBackwardOutputMaskBackward::grad_output, self, weight` not implemented: formula `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, self, stride, padding, {{1, 1}}, false, {{0, 0}}, 1, grad_input_mask)`".to_string()))
     }
@@ -1242,7 +1242,7 @@ pub trait BackwardHooks {
     fn hook__thnn_fused_gru_cell_input_gates_hidden_gates_hx_input_bias_hidden_bias(&self, node: &ThnnFusedGruCellBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ThnnFusedGruCellBackward::input_gates, hidden_gates, hx, input_bias, hidden_bias` not implemented: formula `grad.defined() ? (GradMode::is_enabled() ? _thnn_differentiable_gru_cell_backward(grad, input_gates, hidden_gates, hx, input_bias, hidden_bias) : _thnn_fused_gru_cell_backward(grad, result1, input_bias.defined())) : std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `ThnnFusedLstmCellBackward`: `GradMode::is_enabled() ? _thnn_differentiable_lstm_cell_backward(grads[0], grads[1], input_gates, hidden_gates, input_bias, hidden_bias, cx, result1) : _thnn_fused_lstm_cell_backward(grads[0], grads[1], cx, result1, result2, input_bias.defined())` (not translated: a `subscript_expression`).
+    /// `ThnnFusedLstmCellBackward`: `GradMode::is_enabled() ? _thnn_differentiable_lstm_cell_backward(grads[0], grads[1], input_gates, hidden_gates, input_bias, hidden_bias, cx, result1) : _thnn_fused_lstm_cell_backward(grads[0], grads[1], cx, result1, result2, input_bias.defined())` (not translated: no operator or helper `defined`).
     fn hook__thnn_fused_lstm_cell_input_gates_hidden_gates_cx_input_bias_hidden_bias(&self, node: &ThnnFusedLstmCellBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ThnnFusedLstmCellBackward::input_gates, hidden_gates, cx, input_bias, hidden_bias` not implemented: formula `GradMode::is_enabled() ? _thnn_differentiable_lstm_cell_backward(grads[0], grads[1], input_gates, hidden_gates, input_bias, hidden_bias, cx, result1) : _thnn_fused_lstm_cell_backward(grads[0], grads[1], cx, result1, result2, input_bias.defined())`".to_string()))
     }
@@ -1274,7 +1274,7 @@ pub trait BackwardHooks {
     fn hook__to_sparse_csr_self(&self, node: &ToSparseCsrBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `ToSparseCsrBackward::self` not implemented: formula `to_sparse_backward(grad, self.layout(), self.sym_blocksize())`".to_string()))
     }
-    /// `TrilinearBackward`: `_trilinear_backward(grad, wrap_opt_if(i1, grad_input_mask[1] || grad_input_mask[2]), wrap_opt_if(i2, grad_input_mask[0] || grad_input_mask[2]), wrap_opt_if(i3, grad_input_mask[0] || grad_input_mask[1]), expand1, expand2, expand3, sumdim, grad_input_mask)` (not translated: a `subscript_expression`).
+    /// `TrilinearBackward`: `_trilinear_backward(grad, wrap_opt_if(i1, grad_input_mask[1] || grad_input_mask[2]), wrap_opt_if(i2, grad_input_mask[0] || grad_input_mask[2]), wrap_opt_if(i3, grad_input_mask[0] || grad_input_mask[1]), expand1, expand2, expand3, sumdim, grad_input_mask)` (not translated: a subscript `grad_input_mask[1]`).
     fn hook__trilinear_i1_i2_i3(&self, node: &TrilinearBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `TrilinearBackward::i1, i2, i3` not implemented: formula `_trilinear_backward(grad, wrap_opt_if(i1, grad_input_mask[1] || grad_input_mask[2]), wrap_opt_if(i2, grad_input_mask[0] || grad_input_mask[2]), wrap_opt_if(i3, grad_input_mask[0] || grad_input_mask[1]), expand1, expand2, expand3, sumdim, grad_input_mask)`".to_string()))
     }
@@ -1474,11 +1474,11 @@ pub trait BackwardHooks {
     fn hook_convolution_input_weight_bias(&self, node: &ConvolutionBackward1, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ConvolutionBackward1::input, weight, bias` not implemented: formula `grad.defined() ? convolution_backward_symint(grad, input, weight, bias->sym_sizes(), stride, padding, dilation, transposed, output_padding, groups, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `ConvolutionBackwardBackward`: `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, input, stride, padding, dilation, transposed, output_padding, groups, grad_input_mask)` (not translated: a `subscript_expression`).
+    /// `ConvolutionBackwardBackward`: `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, input, stride, padding, dilation, transposed, output_padding, groups, grad_input_mask)` (not translated: no operator or helper `_convolution_double_backward`).
     fn hook_convolution_backward_grad_output_input_weight(&self, node: &ConvolutionBackwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ConvolutionBackwardBackward::grad_output, input, weight` not implemented: formula `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, input, stride, padding, dilation, transposed, output_padding, groups, grad_input_mask)`".to_string()))
     }
-    /// `ConvolutionBackwardOverrideableBackward`: `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, input, stride, padding, dilation, transposed, output_padding, groups, grad_input_mask)` (not translated: a `subscript_expression`).
+    /// `ConvolutionBackwardOverrideableBackward`: `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, input, stride, padding, dilation, transposed, output_padding, groups, grad_input_mask)` (not translated: no operator or helper `_convolution_double_backward`).
     fn hook_convolution_backward_overrideable_grad_output_input_weight(&self, node: &ConvolutionBackwardOverrideableBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ConvolutionBackwardOverrideableBackward::grad_output, input, weight` not implemented: formula `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, input, stride, padding, dilation, transposed, output_padding, groups, grad_input_mask)`".to_string()))
     }
@@ -1498,7 +1498,7 @@ pub trait BackwardHooks {
     fn hook_cudnn_batch_norm_input_weight_bias(&self, node: &CudnnBatchNormBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `CudnnBatchNormBackward::input, weight, bias` not implemented: formula `grad.defined() ? (training ? cudnn_batch_norm_backward(input, grad.contiguous(input.suggest_memory_format()), weight, running_mean, running_var, result1, result2, epsilon, retain_variables ? result3.clone() : result3) : native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, epsilon, grad_input_mask)) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `CudnnBatchNormBackwardBackward`: `batchnorm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_output, running_mean, running_var, true, epsilon, save_mean, save_var, grad_input_mask)` (not translated: a `subscript_expression`).
+    /// `CudnnBatchNormBackwardBackward`: `batchnorm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_output, running_mean, running_var, true, epsilon, save_mean, save_var, grad_input_mask)` (not translated: no operator or helper `batchnorm_double_backward`).
     fn hook_cudnn_batch_norm_backward_input_weight_grad_output(&self, node: &CudnnBatchNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `CudnnBatchNormBackwardBackward::input, weight, grad_output` not implemented: formula `batchnorm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_output, running_mean, running_var, true, epsilon, save_mean, save_var, grad_input_mask)`".to_string()))
     }
@@ -1506,7 +1506,7 @@ pub trait BackwardHooks {
     fn hook_cudnn_convolution_self_weight(&self, node: &CudnnConvolutionBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `CudnnConvolutionBackward::self, weight` not implemented: formula `_cudnn_convolution_backward(self, grad, weight, padding, std::vector<c10::SymInt>(padding.size(), 0), stride, dilation, false, groups, {grad_input_mask[0], grad_input_mask[1]})`".to_string()))
     }
-    /// `CudnnConvolutionTransposeBackward`: `_cudnn_convolution_backward(self, grad, weight, padding, output_padding, stride, dilation, true, groups, {grad_input_mask[0], grad_input_mask[1]})` (not translated: a `subscript_expression`).
+    /// `CudnnConvolutionTransposeBackward`: `_cudnn_convolution_backward(self, grad, weight, padding, output_padding, stride, dilation, true, groups, {grad_input_mask[0], grad_input_mask[1]})` (not translated: a subscript `grad_input_mask[0]`).
     fn hook_cudnn_convolution_transpose_self_weight(&self, node: &CudnnConvolutionTransposeBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `CudnnConvolutionTransposeBackward::self, weight` not implemented: formula `_cudnn_convolution_backward(self, grad, weight, padding, output_padding, stride, dilation, true, groups, {grad_input_mask[0], grad_input_mask[1]})`".to_string()))
     }
@@ -1658,7 +1658,7 @@ pub trait BackwardHooks {
     fn hook_linalg_cholesky_ex_self(&self, node: &LinalgCholeskyExBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `LinalgCholeskyExBackward::self` not implemented: formula `cholesky_backward(grad, upper, L)`".to_string()))
     }
-    /// `LinalgEigBackward`: `handle_r_to_c(self.scalar_type(), linalg_eig_backward(grads[0], grads[1], eigenvalues, eigenvectors, /*is_hermitian=*/false))` (not translated: a `subscript_expression`).
+    /// `LinalgEigBackward`: `handle_r_to_c(self.scalar_type(), linalg_eig_backward(grads[0], grads[1], eigenvalues, eigenvectors, /*is_hermitian=*/false))` (not translated: no operator or helper `linalg_eig_backward`).
     fn hook_linalg_eig_self(&self, node: &LinalgEigBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `LinalgEigBackward::self` not implemented: formula `handle_r_to_c(self.scalar_type(), linalg_eig_backward(grads[0], grads[1], eigenvalues, eigenvectors, /*is_hermitian=*/false))`".to_string()))
     }
@@ -1806,7 +1806,7 @@ pub trait BackwardHooks {
     fn hook_miopen_batch_norm_input_weight_bias(&self, node: &MiopenBatchNormBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `MiopenBatchNormBackward::input, weight, bias` not implemented: formula `grad.defined() ? (training ? miopen_batch_norm_backward(input, grad.contiguous(), weight, running_mean, running_var, result1, result2, epsilon) : native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, epsilon, grad_input_mask)) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `MiopenBatchNormBackwardBackward`: `batchnorm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_output, running_mean, running_var, true, epsilon, save_mean, save_var, grad_input_mask)` (not translated: a `subscript_expression`).
+    /// `MiopenBatchNormBackwardBackward`: `batchnorm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_output, running_mean, running_var, true, epsilon, save_mean, save_var, grad_input_mask)` (not translated: no operator or helper `batchnorm_double_backward`).
     fn hook_miopen_batch_norm_backward_input_weight_grad_output(&self, node: &MiopenBatchNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `MiopenBatchNormBackwardBackward::input, weight, grad_output` not implemented: formula `batchnorm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_output, running_mean, running_var, true, epsilon, save_mean, save_var, grad_input_mask)`".to_string()))
     }
@@ -1838,7 +1838,7 @@ pub trait BackwardHooks {
     fn hook_mkldnn_linear_self_weight_bias(&self, node: &MkldnnLinearBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `MkldnnLinearBackward::self, weight, bias` not implemented: formula `mkldnn_linear_backward(self, grad, weight, grad_input_mask)`".to_string()))
     }
-    /// `MkldnnRnnLayerBackward`: `GradMode::is_enabled() ? mkldnn_rnn_layer_differentiable_backward(input, weight0, weight1, weight2, weight3, hx_, cx_, result0, result1, result2, grads[0], grads[1], grads[2], reverse, mode, hidden_size, num_layers, has_biases, train, bidirectional, batch_sizes, batch_first, result3) : mkldnn_rnn_layer_backward(input, weight0, weight1, weight2, weight3, hx_, cx_, result0, result1, result2, grads[0], grads[1], grads[2], reverse, mode, hidden_size, num_layers, has_biases, train, bidirectional, batch_sizes, batch_first, result3)` (not translated: a `subscript_expression`).
+    /// `MkldnnRnnLayerBackward`: `GradMode::is_enabled() ? mkldnn_rnn_layer_differentiable_backward(input, weight0, weight1, weight2, weight3, hx_, cx_, result0, result1, result2, grads[0], grads[1], grads[2], reverse, mode, hidden_size, num_layers, has_biases, train, bidirectional, batch_sizes, batch_first, result3) : mkldnn_rnn_layer_backward(input, weight0, weight1, weight2, weight3, hx_, cx_, result0, result1, result2, grads[0], grads[1], grads[2], reverse, mode, hidden_size, num_layers, has_biases, train, bidirectional, batch_sizes, batch_first, result3)` (not translated: no overload of `mkldnn_rnn_layer_backward` takes (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, OptTensor, OptTensor, OptTensor, Bool, Int, Int, Int, Bool, Bool, Bool, IntList, Bool, Tensor)).
     fn hook_mkldnn_rnn_layer_input_weight0_weight1_weight2_weight3_hx__cx_(&self, node: &MkldnnRnnLayerBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `MkldnnRnnLayerBackward::input, weight0, weight1, weight2, weight3, hx_, cx_` not implemented: formula `GradMode::is_enabled() ? mkldnn_rnn_layer_differentiable_backward(input, weight0, weight1, weight2, weight3, hx_, cx_, result0, result1, result2, grads[0], grads[1], grads[2], reverse, mode, hidden_size, num_layers, has_biases, train, bidirectional, batch_sizes, batch_first, result3) : mkldnn_rnn_layer_backward(input, weight0, weight1, weight2, weight3, hx_, cx_, result0, result1, result2, grads[0], grads[1], grads[2], reverse, mode, hidden_size, num_layers, has_biases, train, bidirectional, batch_sizes, batch_first, result3)`".to_string()))
     }
@@ -1846,7 +1846,7 @@ pub trait BackwardHooks {
     fn hook_mode_self(&self, node: &ModeBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `ModeBackward::self` not implemented: formula `value_selecting_reduction_backward_symint(grad, dim, indices, self.sym_sizes(), keepdim)`".to_string()))
     }
-    /// `MpsConvolutionBackwardBackward`: `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, self, stride, padding, dilation, false, std::vector<c10::SymInt>(padding.size(), 0), groups, grad_input_mask)` (not translated: a `subscript_expression`).
+    /// `MpsConvolutionBackwardBackward`: `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, self, stride, padding, dilation, false, std::vector<c10::SymInt>(padding.size(), 0), groups, grad_input_mask)` (not translated: function `std::vector<c10::SymInt>`).
     fn hook_mps_convolution_backward_grad_output_self_weight(&self, node: &MpsConvolutionBackwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `MpsConvolutionBackwardBackward::grad_output, self, weight` not implemented: formula `_convolution_double_backward_symint(grads[0], grads[1], grads[2], grad_output, weight, self, stride, padding, dilation, false, std::vector<c10::SymInt>(padding.size(), 0), groups, grad_input_mask)`".to_string()))
     }
@@ -1874,7 +1874,7 @@ pub trait BackwardHooks {
     fn hook_native_batch_norm_input_weight_bias(&self, node: &NativeBatchNormBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `NativeBatchNormBackward::input, weight, bias` not implemented: formula `grad.defined() ? native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, eps, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `NativeBatchNormBackwardBackward`: `batchnorm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_out, running_mean, running_var, train, eps, save_mean, save_invstd, grad_input_mask)` (not translated: a `subscript_expression`).
+    /// `NativeBatchNormBackwardBackward`: `batchnorm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_out, running_mean, running_var, train, eps, save_mean, save_invstd, grad_input_mask)` (not translated: no operator or helper `batchnorm_double_backward`).
     fn hook_native_batch_norm_backward_input_weight_grad_out(&self, node: &NativeBatchNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `NativeBatchNormBackwardBackward::input, weight, grad_out` not implemented: formula `batchnorm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_out, running_mean, running_var, train, eps, save_mean, save_invstd, grad_input_mask)`".to_string()))
     }
@@ -1885,14 +1885,6 @@ pub trait BackwardHooks {
     /// `NativeGroupNormBackward`: `GradMode::is_enabled() || grads[1].defined() || grads[2].defined() ? infinitely_differentiable_native_group_norm_backward(grads[0], grads[1], grads[2], input, result1, result2, weight, N, C, HxW, group, eps, grad_input_mask) : (grads[0].defined() ? native_group_norm_backward_symint(grads[0].device().is_xpu() ? grads[0] : grads[0].contiguous(grads[0].device().is_cpu() ? input.suggest_memory_format() : c10::MemoryFormat::Contiguous), input.device().is_xpu() ? input : input.contiguous(input.device().is_cpu() ? input.suggest_memory_format() : c10::MemoryFormat::Contiguous), result1, result2, weight, N, C, HxW, group, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>())` (not translated: a `conditional_expression`).
     fn hook_native_group_norm_input_weight_bias(&self, node: &NativeGroupNormBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `NativeGroupNormBackward::input, weight, bias` not implemented: formula `GradMode::is_enabled() || grads[1].defined() || grads[2].defined() ? infinitely_differentiable_native_group_norm_backward(grads[0], grads[1], grads[2], input, result1, result2, weight, N, C, HxW, group, eps, grad_input_mask) : (grads[0].defined() ? native_group_norm_backward_symint(grads[0].device().is_xpu() ? grads[0] : grads[0].contiguous(grads[0].device().is_cpu() ? input.suggest_memory_format() : c10::MemoryFormat::Contiguous), input.device().is_xpu() ? input : input.contiguous(input.device().is_cpu() ? input.suggest_memory_format() : c10::MemoryFormat::Contiguous), result1, result2, weight, N, C, HxW, group, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>())`".to_string()))
-    }
-    /// `NativeLayerNormBackwardBackward`: `Tensor()` (not translated: no operator or helper `Tensor`).
-    fn hook_native_layer_norm_backward_bias(&self, node: &NativeLayerNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `NativeLayerNormBackwardBackward::bias` not implemented: formula `Tensor()`".to_string()))
-    }
-    /// `NativeLayerNormBackwardBackward`: `layer_norm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_out, mean, rstd, normalized_shape, grad_input_mask)` (not translated: a `subscript_expression`).
-    fn hook_native_layer_norm_backward_input_weight_grad_out(&self, node: &NativeLayerNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
-        Err(Error::Unsupported("backward hook `NativeLayerNormBackwardBackward::input, weight, grad_out` not implemented: formula `layer_norm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_out, mean, rstd, normalized_shape, grad_input_mask)`".to_string()))
     }
     /// `NllLoss2dBackwardBackward`: `nll_loss2d_symint(grad, target, weight, reduction, ignore_index)` (not translated: no operator or helper `nll_loss2d`).
     fn hook_nll_loss2d_backward_grad_output(&self, node: &NllLoss2dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -2022,7 +2014,7 @@ pub trait BackwardHooks {
     fn hook_sparse_mask_self(&self, node: &SparseMaskBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SparseMaskBackward::self` not implemented: formula `sparse_mask_backward(grad, mask, self.layout())`".to_string()))
     }
-    /// `SparseSampledAddmmBackward`: `sparse_sampled_addmm_backward(grad, self, wrap_opt_if(mat1, grad_input_mask[2]), wrap_opt_if(mat2, grad_input_mask[1]), alpha, beta, grad_input_mask)` (not translated: a `subscript_expression`).
+    /// `SparseSampledAddmmBackward`: `sparse_sampled_addmm_backward(grad, self, wrap_opt_if(mat1, grad_input_mask[2]), wrap_opt_if(mat2, grad_input_mask[1]), alpha, beta, grad_input_mask)` (not translated: a subscript `grad_input_mask[2]`).
     fn hook_sparse_sampled_addmm_self_mat1_mat2(&self, node: &SparseSampledAddmmBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `SparseSampledAddmmBackward::self, mat1, mat2` not implemented: formula `sparse_sampled_addmm_backward(grad, self, wrap_opt_if(mat1, grad_input_mask[2]), wrap_opt_if(mat2, grad_input_mask[1]), alpha, beta, grad_input_mask)`".to_string()))
     }
@@ -2090,7 +2082,7 @@ pub trait BackwardHooks {
     fn hook_std_correction_self(&self, node: &StdCorrectionBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `StdCorrectionBackward::self` not implemented: formula `std_backward(result, grad, self, dim, correction, keepdim)`".to_string()))
     }
-    /// `StdMeanCorrectionBackward`: `std_mean_backward(grads[0], grads[1], self, result0, dim, correction, keepdim)` (not translated: a `subscript_expression`).
+    /// `StdMeanCorrectionBackward`: `std_mean_backward(grads[0], grads[1], self, result0, dim, correction, keepdim)` (not translated: no operator or helper `std_mean_backward`).
     fn hook_std_mean_correction_self(&self, node: &StdMeanCorrectionBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `StdMeanCorrectionBackward::self` not implemented: formula `std_mean_backward(grads[0], grads[1], self, result0, dim, correction, keepdim)`".to_string()))
     }
@@ -2198,7 +2190,7 @@ pub trait BackwardHooks {
     fn hook_var_correction_self(&self, node: &VarCorrectionBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `VarCorrectionBackward::self` not implemented: formula `var_backward(grad, self, dim, correction, keepdim)`".to_string()))
     }
-    /// `VarMeanCorrectionBackward`: `var_mean_backward(grads[0], grads[1], self, dim, correction, keepdim)` (not translated: a `subscript_expression`).
+    /// `VarMeanCorrectionBackward`: `var_mean_backward(grads[0], grads[1], self, dim, correction, keepdim)` (not translated: no operator or helper `var_mean_backward`).
     fn hook_var_mean_correction_self(&self, node: &VarMeanCorrectionBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `VarMeanCorrectionBackward::self` not implemented: formula `var_mean_backward(grads[0], grads[1], self, dim, correction, keepdim)`".to_string()))
     }
@@ -10193,8 +10185,6 @@ impl AdaptiveMaxPool2dBackwardBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
-        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
-        let grad = grad.clone();
         // g_grad_output: `max_pool_double_backward(grad, indices, 2)`
         let g_grad_output = if need(needs, 0) { BackwardHooks::hook_adaptive_max_pool2d_backward_grad_output(o, self, grads)? } else { None };
         // g_self: `zeros_like(self)`
@@ -10303,8 +10293,6 @@ impl AdaptiveMaxPool3dBackwardBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
-        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
-        let grad = grad.clone();
         // g_grad_output: `max_pool_double_backward(grad, indices, 3)`
         let g_grad_output = if need(needs, 0) { BackwardHooks::hook_adaptive_max_pool3d_backward_grad_output(o, self, grads)? } else { None };
         // g_self: `zeros_like(self)`
@@ -14485,8 +14473,6 @@ impl CopysignTensorBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
-        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
-        let grad = grad.clone();
         // g_other: `zeros_like(other)`
         let g_other = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.other_info)?) } else { None };
         // g_self: `copysign_tensor_self_backward(grad, self, result)`
@@ -16603,8 +16589,6 @@ impl EqScalarBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
-        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
-        let grad = grad.clone();
         // g_self: `zeros_like(self)`
         let g_self = if need(needs, 0) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
@@ -16654,8 +16638,6 @@ impl EqTensorBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
-        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
-        let grad = grad.clone();
         // g_other: `zeros_like(other)`
         let g_other = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.other_info)?) } else { None };
         // g_self: `zeros_like(self)`
@@ -17853,8 +17835,6 @@ impl FractionalMaxPool2dBackwardBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
-        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
-        let grad = grad.clone();
         // g_grad_output: `max_pool_double_backward(grad, indices, 2)`
         let g_grad_output = if need(needs, 0) { BackwardHooks::hook_fractional_max_pool2d_backward_grad_output(o, self, grads)? } else { None };
         // g_self: `zeros_like(self)`
@@ -17969,8 +17949,6 @@ impl FractionalMaxPool3dBackwardBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
-        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
-        let grad = grad.clone();
         // g_grad_output: `max_pool_double_backward(grad, indices, 3)`
         let g_grad_output = if need(needs, 0) { BackwardHooks::hook_fractional_max_pool3d_backward_grad_output(o, self, grads)? } else { None };
         // g_self: `zeros_like(self)`
@@ -18215,8 +18193,6 @@ impl GeScalarBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
-        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
-        let grad = grad.clone();
         // g_self: `zeros_like(self)`
         let g_self = if need(needs, 0) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
@@ -18266,8 +18242,6 @@ impl GeTensorBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
-        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
-        let grad = grad.clone();
         // g_other: `zeros_like(other)`
         let g_other = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.other_info)?) } else { None };
         // g_self: `zeros_like(self)`
@@ -18843,8 +18817,6 @@ impl GtScalarBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
-        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
-        let grad = grad.clone();
         // g_self: `zeros_like(self)`
         let g_self = if need(needs, 0) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
@@ -18894,8 +18866,6 @@ impl GtTensorBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
-        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
-        let grad = grad.clone();
         // g_other: `zeros_like(other)`
         let g_other = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.other_info)?) } else { None };
         // g_self: `zeros_like(self)`
@@ -20527,8 +20497,6 @@ impl LeScalarBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
-        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
-        let grad = grad.clone();
         // g_self: `zeros_like(self)`
         let g_self = if need(needs, 0) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
@@ -20578,8 +20546,6 @@ impl LeTensorBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
-        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
-        let grad = grad.clone();
         // g_other: `zeros_like(other)`
         let g_other = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.other_info)?) } else { None };
         // g_self: `zeros_like(self)`
@@ -22703,8 +22669,6 @@ impl LtScalarBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
-        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
-        let grad = grad.clone();
         // g_self: `zeros_like(self)`
         let g_self = if need(needs, 0) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
@@ -22754,8 +22718,6 @@ impl LtTensorBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
-        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
-        let grad = grad.clone();
         // g_other: `zeros_like(other)`
         let g_other = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.other_info)?) } else { None };
         // g_self: `zeros_like(self)`
@@ -23230,8 +23192,6 @@ impl MaxPool2dBackwardBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
-        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
-        let grad = grad.clone();
         // g_grad_output: `error_for_max_pool2d_double_backward()`
         let g_grad_output = if need(needs, 0) { BackwardHooks::hook_max_pool2d_backward_grad_output(o, self, grads)? } else { None };
         // g_self: `zeros_like(self)`
@@ -23353,8 +23313,6 @@ impl MaxPool2dWithIndicesBackwardBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
-        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
-        let grad = grad.clone();
         // g_grad_output: `max_pool_double_backward(grad, indices, 2)`
         let g_grad_output = if need(needs, 0) { BackwardHooks::hook_max_pool2d_with_indices_backward_grad_output(o, self, grads)? } else { None };
         // g_self: `zeros_like(self)`
@@ -23478,8 +23436,6 @@ impl MaxPool3dWithIndicesBackwardBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
-        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
-        let grad = grad.clone();
         // g_grad_output: `max_pool_double_backward(grad, indices, 3)`
         let g_grad_output = if need(needs, 0) { BackwardHooks::hook_max_pool3d_with_indices_backward_grad_output(o, self, grads)? } else { None };
         // g_self: `zeros_like(self)`
@@ -26520,9 +26476,9 @@ impl NativeLayerNormBackwardBackward {
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
         // g_bias: `Tensor()`
-        let g_bias = if need(needs, 5) { BackwardHooks::hook_native_layer_norm_backward_bias(o, self, grads)? } else { None };
+        let g_bias: Option<Tensor> = None;
         // g_input, g_weight, g_grad_out: `layer_norm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_out, mean, rstd, normalized_shape, grad_input_mask)`
-        let mut r_g_input = if need(needs, 1) || need(needs, 4) || need(needs, 0) { BackwardHooks::hook_native_layer_norm_backward_input_weight_grad_out(o, self, grads)? } else { Vec::new() }.into_iter();
+        let mut r_g_input = if need(needs, 1) || need(needs, 4) || need(needs, 0) { autograd_helpers::layer_norm_double_backward(o, &self.input, self.weight.as_ref(), grads.first().cloned().flatten().as_ref(), grads.get(1).cloned().flatten().as_ref(), grads.get(2).cloned().flatten().as_ref(), &self.grad_out, &self.mean, &self.rstd, &self.normalized_shape, &[need(needs, 1), need(needs, 4), need(needs, 0)])? } else { Vec::new() }.into_iter();
         let g_input = r_g_input.next().flatten();
         let g_weight = r_g_input.next().flatten();
         let g_grad_out = r_g_input.next().flatten();
@@ -26672,8 +26628,6 @@ impl NeScalarBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
-        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
-        let grad = grad.clone();
         // g_self: `zeros_like(self)`
         let g_self = if need(needs, 0) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
@@ -26723,8 +26677,6 @@ impl NeTensorBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
-        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
-        let grad = grad.clone();
         // g_other: `zeros_like(other)`
         let g_other = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.other_info)?) } else { None };
         // g_self: `zeros_like(self)`
@@ -27870,8 +27822,6 @@ impl PoissonBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
-        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
-        let grad = grad.clone();
         // g_self: `zeros_like(self)`
         let g_self = if need(needs, 0) { Some(autograd_helpers::zeros_info(o, &self.self_info)?) } else { None };
         let mut out = Vec::new();
@@ -39719,4140 +39669,4830 @@ pub static NODES: [NodeInfo; 690] = [
         op: "_adaptive_avg_pool2d",
         node: "AdaptiveAvgPool2dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AdaptiveAvgPool2dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_adaptive_avg_pool2d_backward",
         node: "AdaptiveAvgPool2dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AdaptiveAvgPool2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_adaptive_avg_pool3d",
         node: "AdaptiveAvgPool3dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AdaptiveAvgPool3dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_adaptive_avg_pool3d_backward",
         node: "AdaptiveAvgPool3dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AdaptiveAvgPool3dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_cdist_backward",
         node: "CdistBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), (4, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(CdistBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_cdist_forward",
         node: "CdistForwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(CdistForwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_coalesce",
         node: "CoalesceBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(CoalesceBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_conj",
         node: "ConjBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ConjBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_conj_copy",
         node: "ConjCopyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ConjCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_conj_physical",
         node: "ConjPhysicalBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ConjPhysicalBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_conv_depthwise2d",
         node: "ConvDepthwise2dBackward",
         inputs: &[(0, false), (1, false), (3, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ConvDepthwise2dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_convolution",
         node: "ConvolutionBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ConvolutionBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_ctc_loss",
         node: "CtcLossBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(CtcLossBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_ctc_loss.Tensor",
         node: "CtcLossTensorBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(CtcLossTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_cudnn_ctc_loss",
         node: "CudnnCtcLossBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(CudnnCtcLossBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_cudnn_ctc_loss.Tensor",
         node: "CudnnCtcLossTensorBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(CudnnCtcLossTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_cudnn_rnn",
         node: "CudnnRnnBackward",
         inputs: &[(0, false), (1, true), (4, false), (5, false), ],
+        differentiable_outputs: &[true, true, true, false, false, ],
         capture: |a, r| Ok(Box::new(CudnnRnnBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_cudnn_rnn_backward",
         node: "CudnnRnnBackwardBackward",
         inputs: &[(0, false), (1, true), (4, false), (5, false), (6, false), (7, false), (8, false), (9, false), ],
+        differentiable_outputs: &[true, true, true, true, ],
         capture: |a, r| Ok(Box::new(CudnnRnnBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_efficient_attention_forward",
         node: "EfficientAttentionForwardBackward",
         inputs: &[(0, false), (1, false), (2, false), (3, false), ],
+        differentiable_outputs: &[true, false, false, false, false, false, ],
         capture: |a, r| Ok(Box::new(EfficientAttentionForwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_efficientzerotensor",
         node: "EfficientzerotensorBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(EfficientzerotensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_embedding_bag",
         node: "EmbeddingBagBackward",
         inputs: &[(0, false), (6, false), ],
+        differentiable_outputs: &[true, false, false, false, ],
         capture: |a, r| Ok(Box::new(EmbeddingBagBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_embedding_bag_dense_backward",
         node: "EmbeddingBagDenseBackwardBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(EmbeddingBagDenseBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_euclidean_dist",
         node: "EuclideanDistBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(EuclideanDistBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_fake_quantize_learnable_per_channel_affine",
         node: "FakeQuantizeLearnablePerChannelAffineBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(FakeQuantizeLearnablePerChannelAffineBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_fake_quantize_learnable_per_tensor_affine",
         node: "FakeQuantizeLearnablePerTensorAffineBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(FakeQuantizeLearnablePerTensorAffineBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_fake_quantize_per_tensor_affine_cachemask_tensor_qparams",
         node: "FakeQuantizePerTensorAffineCachemaskTensorQparamsBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(FakeQuantizePerTensorAffineCachemaskTensorQparamsBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_fft_c2c",
         node: "FftC2cBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(FftC2cBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_fft_c2r",
         node: "FftC2rBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(FftC2rBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_fft_r2c",
         node: "FftR2cBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(FftR2cBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_flash_attention_forward",
         node: "FlashAttentionForwardBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, false, false, false, false, ],
         capture: |a, r| Ok(Box::new(FlashAttentionForwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_foreach_div.List",
         node: "ForeachDivListBackward",
         inputs: &[(0, true), (1, true), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ForeachDivListBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_foreach_maximum.Scalar",
         node: "ForeachMaximumScalarBackward",
         inputs: &[(0, true), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ForeachMaximumScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_foreach_maximum.ScalarList",
         node: "ForeachMaximumScalarlistBackward",
         inputs: &[(0, true), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ForeachMaximumScalarlistBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_foreach_minimum.Scalar",
         node: "ForeachMinimumScalarBackward",
         inputs: &[(0, true), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ForeachMinimumScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_foreach_minimum.ScalarList",
         node: "ForeachMinimumScalarlistBackward",
         inputs: &[(0, true), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ForeachMinimumScalarlistBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_foreach_norm.Scalar",
         node: "ForeachNormScalarBackward",
         inputs: &[(0, true), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ForeachNormScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_foreach_pow.List",
         node: "ForeachPowListBackward",
         inputs: &[(0, true), (1, true), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ForeachPowListBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_foreach_pow.ScalarAndTensor",
         node: "ForeachPowScalarandtensorBackward",
         inputs: &[(1, true), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ForeachPowScalarandtensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_foreach_pow.ScalarList",
         node: "ForeachPowScalarlistBackward",
         inputs: &[(0, true), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ForeachPowScalarlistBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_fused_dropout",
         node: "FusedDropoutBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(FusedDropoutBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_fused_moving_avg_obs_fq_helper",
         node: "FusedMovingAvgObsFqHelperBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(FusedMovingAvgObsFqHelperBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_grid_sampler_2d_cpu_fallback",
         node: "GridSampler2dCpuFallbackBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(GridSampler2dCpuFallbackBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_index_put_impl_",
         node: "IndexPutImplBackward",
         inputs: &[(0, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(IndexPutImplBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_indices",
         node: "IndicesBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(IndicesBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_indices_copy",
         node: "IndicesCopyBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(IndicesCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_is_all_true",
         node: "IsAllTrueBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(IsAllTrueBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_is_any_true",
         node: "IsAnyTrueBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(IsAnyTrueBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_lazy_clone",
         node: "LazyCloneBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LazyCloneBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_linalg_det",
         node: "LinalgDetBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, false, ],
         capture: |a, r| Ok(Box::new(LinalgDetBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_linalg_eigh",
         node: "LinalgEighBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, true, ],
         capture: |a, r| Ok(Box::new(LinalgEighBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_linalg_slogdet",
         node: "LinalgSlogdetBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, true, false, false, ],
         capture: |a, r| Ok(Box::new(LinalgSlogdetBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_linalg_solve_ex",
         node: "LinalgSolveExBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, false, false, false, ],
         capture: |a, r| Ok(Box::new(LinalgSolveExBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_linalg_svd",
         node: "LinalgSvdBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, true, true, ],
         capture: |a, r| Ok(Box::new(LinalgSvdBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_log_softmax",
         node: "LogSoftmaxBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LogSoftmaxBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_log_softmax_backward_data",
         node: "LogSoftmaxBackwardDataBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LogSoftmaxBackwardDataBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_lstm_mps",
         node: "LstmMpsBackward",
         inputs: &[(0, false), (1, true), (2, true), ],
+        differentiable_outputs: &[true, true, true, false, false, false, ],
         capture: |a, r| Ok(Box::new(LstmMpsBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_masked_softmax",
         node: "MaskedSoftmaxBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MaskedSoftmaxBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_mkldnn_reshape",
         node: "MkldnnReshapeBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MkldnnReshapeBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_mps_convolution",
         node: "MpsConvolutionBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MpsConvolutionBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_mps_convolution_transpose",
         node: "MpsConvolutionTransposeBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MpsConvolutionTransposeBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_native_batch_norm_legit",
         node: "NativeBatchNormLegitBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, false, false, ],
         capture: |a, r| Ok(Box::new(NativeBatchNormLegitBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_native_batch_norm_legit.no_stats",
         node: "NativeBatchNormLegitNoStatsBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, false, false, ],
         capture: |a, r| Ok(Box::new(NativeBatchNormLegitNoStatsBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_native_batch_norm_legit_no_training",
         node: "NativeBatchNormLegitNoTrainingBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, false, false, ],
         capture: |a, r| Ok(Box::new(NativeBatchNormLegitNoTrainingBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_neg_view",
         node: "NegViewBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NegViewBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_neg_view_copy",
         node: "NegViewCopyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NegViewCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_nested_from_padded",
         node: "NestedFromPaddedBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NestedFromPaddedBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_nested_get_values",
         node: "NestedGetValuesBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NestedGetValuesBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_nested_get_values_copy",
         node: "NestedGetValuesCopyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NestedGetValuesCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_nested_tensor_from_mask",
         node: "NestedTensorFromMaskBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NestedTensorFromMaskBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_nested_tensor_from_tensor_list",
         node: "NestedTensorFromTensorListBackward",
         inputs: &[(0, true), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NestedTensorFromTensorListBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_nested_view_from_buffer",
         node: "NestedViewFromBufferBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NestedViewFromBufferBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_nested_view_from_buffer_copy",
         node: "NestedViewFromBufferCopyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NestedViewFromBufferCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_nested_view_from_jagged",
         node: "NestedViewFromJaggedBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NestedViewFromJaggedBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_nested_view_from_jagged_copy",
         node: "NestedViewFromJaggedCopyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NestedViewFromJaggedCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_new_zeros_with_same_feature_meta",
         node: "NewZerosWithSameFeatureMetaBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(NewZerosWithSameFeatureMetaBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_nnpack_spatial_convolution",
         node: "NnpackSpatialConvolutionBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NnpackSpatialConvolutionBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_pack_padded_sequence",
         node: "PackPaddedSequenceBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(PackPaddedSequenceBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_pdist_backward",
         node: "PdistBackwardBackward",
         inputs: &[(0, false), (1, false), (3, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(PdistBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_pdist_forward",
         node: "PdistForwardBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(PdistForwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_pin_memory",
         node: "PinMemoryBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(PinMemoryBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_prelu_kernel",
         node: "PreluKernelBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(PreluKernelBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_prelu_kernel_backward",
         node: "PreluKernelBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, true, ],
         capture: |a, r| Ok(Box::new(PreluKernelBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_reshape_alias",
         node: "ReshapeAliasBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ReshapeAliasBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_reshape_alias_copy",
         node: "ReshapeAliasCopyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ReshapeAliasCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_reshape_copy",
         node: "ReshapeCopyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ReshapeCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_scaled_dot_product_efficient_attention",
         node: "ScaledDotProductEfficientAttentionBackward",
         inputs: &[(0, false), (1, false), (2, false), (3, false), ],
+        differentiable_outputs: &[true, false, false, false, ],
         capture: |a, r| Ok(Box::new(ScaledDotProductEfficientAttentionBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_scaled_dot_product_flash_attention",
         node: "ScaledDotProductFlashAttentionBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, false, false, false, false, false, false, false, false, ],
         capture: |a, r| Ok(Box::new(ScaledDotProductFlashAttentionBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_scaled_dot_product_flash_attention_for_cpu",
         node: "ScaledDotProductFlashAttentionForCpuBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(ScaledDotProductFlashAttentionForCpuBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_slow_conv2d_backward.output_mask",
         node: "SlowConv2dBackwardOutputMaskBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, true, true, ],
         capture: |a, r| Ok(Box::new(SlowConv2dBackwardOutputMaskBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_slow_conv2d_forward",
         node: "SlowConv2dForwardBackward",
         inputs: &[(0, false), (1, false), (3, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SlowConv2dForwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_softmax",
         node: "SoftmaxBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SoftmaxBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_softmax_backward_data",
         node: "SoftmaxBackwardDataBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SoftmaxBackwardDataBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_sparse_addmm",
         node: "SparseAddmmBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SparseAddmmBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_sparse_coo_tensor_with_dims_and_tensors",
         node: "SparseCooTensorWithDimsAndTensorsBackward",
         inputs: &[(4, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SparseCooTensorWithDimsAndTensorsBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_sparse_log_softmax",
         node: "SparseLogSoftmaxBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SparseLogSoftmaxBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_sparse_mm_reduce_impl",
         node: "SparseMmReduceImplBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(SparseMmReduceImplBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_sparse_softmax",
         node: "SparseSoftmaxBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SparseSoftmaxBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_sparse_sparse_matmul",
         node: "SparseSparseMatmulBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SparseSparseMatmulBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_sparse_sum.dim",
         node: "SparseSumDimBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SparseSumDimBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_standard_gamma",
         node: "StandardGammaBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(StandardGammaBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_standard_gamma_grad",
         node: "StandardGammaGradBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(StandardGammaGradBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_test_autograd_multiple_dispatch.fullcoverage",
         node: "TestAutogradMultipleDispatchFullcoverageBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(TestAutogradMultipleDispatchFullcoverageBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_test_autograd_multiple_dispatch_view",
         node: "TestAutogradMultipleDispatchViewBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(TestAutogradMultipleDispatchViewBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_test_autograd_multiple_dispatch_view_copy",
         node: "TestAutogradMultipleDispatchViewCopyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(TestAutogradMultipleDispatchViewCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_test_warn_in_autograd",
         node: "TestWarnInAutogradBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(TestWarnInAutogradBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_thnn_fused_gru_cell",
         node: "ThnnFusedGruCellBackward",
         inputs: &[(0, false), (1, false), (2, false), (3, false), (4, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(ThnnFusedGruCellBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_thnn_fused_lstm_cell",
         node: "ThnnFusedLstmCellBackward",
         inputs: &[(0, false), (1, false), (2, false), (3, false), (4, false), ],
+        differentiable_outputs: &[true, true, false, ],
         capture: |a, r| Ok(Box::new(ThnnFusedLstmCellBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_to_copy",
         node: "ToCopyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ToCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_to_dense",
         node: "ToDenseBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ToDenseBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_to_sparse",
         node: "ToSparseBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ToSparseBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_to_sparse.sparse_dim",
         node: "ToSparseSparseDimBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ToSparseSparseDimBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_to_sparse_bsc",
         node: "ToSparseBscBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ToSparseBscBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_to_sparse_bsr",
         node: "ToSparseBsrBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ToSparseBsrBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_to_sparse_csc",
         node: "ToSparseCscBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ToSparseCscBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_to_sparse_csr",
         node: "ToSparseCsrBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ToSparseCsrBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_trilinear",
         node: "TrilinearBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(TrilinearBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_unique",
         node: "UniqueBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(UniqueBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_unique2",
         node: "Unique2Backward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, false, ],
         capture: |a, r| Ok(Box::new(Unique2Backward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_unsafe_index.Tensor",
         node: "UnsafeIndexTensorBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UnsafeIndexTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_unsafe_index_put",
         node: "UnsafeIndexPutBackward",
         inputs: &[(0, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UnsafeIndexPutBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_unsafe_view",
         node: "UnsafeViewBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UnsafeViewBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_upsample_bicubic2d_aa",
         node: "UpsampleBicubic2dAaBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleBicubic2dAaBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_upsample_bicubic2d_aa_backward",
         node: "UpsampleBicubic2dAaBackwardBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleBicubic2dAaBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_upsample_bilinear2d_aa",
         node: "UpsampleBilinear2dAaBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleBilinear2dAaBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_upsample_bilinear2d_aa_backward",
         node: "UpsampleBilinear2dAaBackwardBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleBilinear2dAaBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_upsample_nearest_exact1d",
         node: "UpsampleNearestExact1dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleNearestExact1dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_upsample_nearest_exact1d_backward",
         node: "UpsampleNearestExact1dBackwardBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleNearestExact1dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_upsample_nearest_exact2d",
         node: "UpsampleNearestExact2dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleNearestExact2dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_upsample_nearest_exact2d_backward",
         node: "UpsampleNearestExact2dBackwardBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleNearestExact2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_upsample_nearest_exact3d",
         node: "UpsampleNearestExact3dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleNearestExact3dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_upsample_nearest_exact3d_backward",
         node: "UpsampleNearestExact3dBackwardBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleNearestExact3dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_values",
         node: "ValuesBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(ValuesBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_values_copy",
         node: "ValuesCopyBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(ValuesCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "_weight_norm_interface",
         node: "WeightNormInterfaceBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(WeightNormInterfaceBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "abs",
         node: "AbsBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AbsBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "acos",
         node: "AcosBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AcosBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "acosh",
         node: "AcoshBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AcoshBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "acosh_",
         node: "AcoshBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AcoshBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "adaptive_max_pool2d",
         node: "AdaptiveMaxPool2dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(AdaptiveMaxPool2dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "adaptive_max_pool2d_backward",
         node: "AdaptiveMaxPool2dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AdaptiveMaxPool2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "adaptive_max_pool3d",
         node: "AdaptiveMaxPool3dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(AdaptiveMaxPool3dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "adaptive_max_pool3d_backward",
         node: "AdaptiveMaxPool3dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AdaptiveMaxPool3dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "add.Scalar",
         node: "AddScalarBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AddScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "add.Tensor",
         node: "AddTensorBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AddTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "addbmm",
         node: "AddbmmBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AddbmmBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "addcdiv",
         node: "AddcdivBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AddcdivBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "addcmul",
         node: "AddcmulBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AddcmulBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "addmm",
         node: "AddmmBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AddmmBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "addmv",
         node: "AddmvBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AddmvBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "addr",
         node: "AddrBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AddrBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "affine_grid_generator",
         node: "AffineGridGeneratorBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AffineGridGeneratorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "alias",
         node: "AliasBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AliasBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "alias_copy",
         node: "AliasCopyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AliasCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "all",
         node: "AllBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(AllBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "all.dim",
         node: "AllDimBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(AllDimBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "all.dims",
         node: "AllDimsBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(AllDimsBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "amax",
         node: "AmaxBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AmaxBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "amin",
         node: "AminBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AminBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "angle",
         node: "AngleBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AngleBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "any",
         node: "AnyBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(AnyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "any.dim",
         node: "AnyDimBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(AnyDimBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "any.dims",
         node: "AnyDimsBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(AnyDimsBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "as_strided",
         node: "AsStridedBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AsStridedBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "as_strided_",
         node: "AsStridedBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AsStridedBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "as_strided_copy",
         node: "AsStridedCopyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AsStridedCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "as_strided_scatter",
         node: "AsStridedScatterBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AsStridedScatterBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "asin",
         node: "AsinBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AsinBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "asinh",
         node: "AsinhBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AsinhBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "asinh_",
         node: "AsinhBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AsinhBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "atan",
         node: "AtanBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AtanBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "atan2",
         node: "Atan2Backward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(Atan2Backward::capture(a, r)?)),
     },
     NodeInfo {
         op: "atanh",
         node: "AtanhBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AtanhBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "atanh_",
         node: "AtanhBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AtanhBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "avg_pool2d",
         node: "AvgPool2dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AvgPool2dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "avg_pool2d_backward",
         node: "AvgPool2dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AvgPool2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "avg_pool3d",
         node: "AvgPool3dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AvgPool3dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "avg_pool3d_backward",
         node: "AvgPool3dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(AvgPool3dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "baddbmm",
         node: "BaddbmmBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(BaddbmmBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "bernoulli",
         node: "BernoulliBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(BernoulliBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "bernoulli_.Tensor",
         node: "BernoulliTensorBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(BernoulliTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "bernoulli_.float",
         node: "BernoulliFloatBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(BernoulliFloatBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "binary_cross_entropy",
         node: "BinaryCrossEntropyBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(BinaryCrossEntropyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "binary_cross_entropy_backward",
         node: "BinaryCrossEntropyBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(BinaryCrossEntropyBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "binary_cross_entropy_with_logits",
         node: "BinaryCrossEntropyWithLogitsBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(BinaryCrossEntropyWithLogitsBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "block_diag",
         node: "BlockDiagBackward",
         inputs: &[(0, true), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(BlockDiagBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "bmm",
         node: "BmmBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(BmmBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "cat",
         node: "CatBackward",
         inputs: &[(0, true), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(CatBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "cauchy_",
         node: "CauchyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(CauchyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "ccol_indices",
         node: "CcolIndicesBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(CcolIndicesBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "ccol_indices_copy",
         node: "CcolIndicesCopyBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(CcolIndicesCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "ceil",
         node: "CeilBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(CeilBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "celu",
         node: "CeluBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(CeluBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "celu_",
         node: "CeluBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(CeluBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "cholesky",
         node: "CholeskyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(CholeskyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "cholesky_inverse",
         node: "CholeskyInverseBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(CholeskyInverseBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "cholesky_solve",
         node: "CholeskySolveBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(CholeskySolveBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "clamp",
         node: "ClampBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ClampBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "clamp.Tensor",
         node: "ClampTensorBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ClampTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "clamp_max",
         node: "ClampMaxBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ClampMaxBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "clamp_max.Tensor",
         node: "ClampMaxTensorBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ClampMaxTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "clamp_min",
         node: "ClampMinBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ClampMinBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "clamp_min.Tensor",
         node: "ClampMinTensorBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ClampMinTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "clone",
         node: "CloneBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(CloneBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "col2im",
         node: "Col2imBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(Col2imBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "col_indices",
         node: "ColIndicesBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(ColIndicesBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "col_indices_copy",
         node: "ColIndicesCopyBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(ColIndicesCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "complex",
         node: "ComplexBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ComplexBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "conj_physical_",
         node: "ConjPhysicalBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ConjPhysicalBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "constant_pad_nd",
         node: "ConstantPadNdBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ConstantPadNdBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "conv_depthwise3d",
         node: "ConvDepthwise3dBackward",
         inputs: &[(0, false), (1, false), (3, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ConvDepthwise3dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "conv_tbc",
         node: "ConvTbcBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ConvTbcBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "convolution",
         node: "ConvolutionBackward1",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ConvolutionBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "convolution_backward",
         node: "ConvolutionBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, true, true, ],
         capture: |a, r| Ok(Box::new(ConvolutionBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "convolution_backward_overrideable",
         node: "ConvolutionBackwardOverrideableBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, true, true, ],
         capture: |a, r| Ok(Box::new(ConvolutionBackwardOverrideableBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "convolution_overrideable",
         node: "ConvolutionOverrideableBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ConvolutionOverrideableBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "copysign.Scalar",
         node: "CopysignScalarBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(CopysignScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "copysign.Tensor",
         node: "CopysignTensorBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(CopysignTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "cos",
         node: "CosBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(CosBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "cosh",
         node: "CoshBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(CoshBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "count_nonzero",
         node: "CountNonzeroBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(CountNonzeroBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "count_nonzero.dim_IntList",
         node: "CountNonzeroDimIntlistBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(CountNonzeroDimIntlistBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "crow_indices",
         node: "CrowIndicesBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(CrowIndicesBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "crow_indices_copy",
         node: "CrowIndicesCopyBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(CrowIndicesCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "cudnn_affine_grid_generator",
         node: "CudnnAffineGridGeneratorBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(CudnnAffineGridGeneratorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "cudnn_batch_norm",
         node: "CudnnBatchNormBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, false, false, false, ],
         capture: |a, r| Ok(Box::new(CudnnBatchNormBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "cudnn_batch_norm_backward",
         node: "CudnnBatchNormBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), (5, false), (6, false), (8, false), ],
+        differentiable_outputs: &[true, true, true, ],
         capture: |a, r| Ok(Box::new(CudnnBatchNormBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "cudnn_convolution",
         node: "CudnnConvolutionBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(CudnnConvolutionBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "cudnn_convolution_transpose",
         node: "CudnnConvolutionTransposeBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(CudnnConvolutionTransposeBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "cudnn_grid_sampler",
         node: "CudnnGridSamplerBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(CudnnGridSamplerBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "cummax",
         node: "CummaxBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(CummaxBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "cummin",
         node: "CumminBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(CumminBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "cumprod",
         node: "CumprodBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(CumprodBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "cumsum",
         node: "CumsumBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(CumsumBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "deg2rad",
         node: "Deg2radBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(Deg2radBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "diag_embed",
         node: "DiagEmbedBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(DiagEmbedBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "diagonal",
         node: "DiagonalBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(DiagonalBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "diagonal_backward",
         node: "DiagonalBackwardBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(DiagonalBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "diagonal_copy",
         node: "DiagonalCopyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(DiagonalCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "diagonal_scatter",
         node: "DiagonalScatterBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(DiagonalScatterBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "digamma",
         node: "DigammaBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(DigammaBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "dist",
         node: "DistBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(DistBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "div.Scalar",
         node: "DivScalarBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(DivScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "div.Scalar_mode",
         node: "DivScalarModeBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(DivScalarModeBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "div.Tensor",
         node: "DivTensorBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(DivTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "div.Tensor_mode",
         node: "DivTensorModeBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(DivTensorModeBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "dot",
         node: "DotBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(DotBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "elu",
         node: "EluBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(EluBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "elu_",
         node: "EluBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(EluBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "elu_backward",
         node: "EluBackwardBackward",
         inputs: &[(0, false), (5, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(EluBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "embedding",
         node: "EmbeddingBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(EmbeddingBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "embedding_dense_backward",
         node: "EmbeddingDenseBackwardBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(EmbeddingDenseBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "embedding_renorm_",
         node: "EmbeddingRenormBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(EmbeddingRenormBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "eq.Scalar",
         node: "EqScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(EqScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "eq.Tensor",
         node: "EqTensorBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(EqTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "eq_.Scalar",
         node: "EqScalarBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(EqScalarBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "eq_.Tensor",
         node: "EqTensorBackward1",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(EqTensorBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "erf",
         node: "ErfBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ErfBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "erfc",
         node: "ErfcBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ErfcBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "erfinv",
         node: "ErfinvBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ErfinvBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "exp",
         node: "ExpBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ExpBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "exp2",
         node: "Exp2Backward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(Exp2Backward::capture(a, r)?)),
     },
     NodeInfo {
         op: "expand",
         node: "ExpandBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ExpandBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "expand_copy",
         node: "ExpandCopyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ExpandCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "expm1",
         node: "Expm1Backward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(Expm1Backward::capture(a, r)?)),
     },
     NodeInfo {
         op: "exponential_",
         node: "ExponentialBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ExponentialBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "fake_quantize_per_channel_affine_cachemask",
         node: "FakeQuantizePerChannelAffineCachemaskBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(FakeQuantizePerChannelAffineCachemaskBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "fake_quantize_per_tensor_affine_cachemask",
         node: "FakeQuantizePerTensorAffineCachemaskBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(FakeQuantizePerTensorAffineCachemaskBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "fill.Scalar",
         node: "FillScalarBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(FillScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "fill.Tensor",
         node: "FillTensorBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(FillTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "fill_.Scalar",
         node: "FillScalarBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(FillScalarBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "fill_.Tensor",
         node: "FillTensorBackward1",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(FillTensorBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "flip",
         node: "FlipBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(FlipBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "floor",
         node: "FloorBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(FloorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "fmax",
         node: "FmaxBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(FmaxBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "fmin",
         node: "FminBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(FminBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "fmod.Scalar",
         node: "FmodScalarBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(FmodScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "fmod.Tensor",
         node: "FmodTensorBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(FmodTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "frac",
         node: "FracBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(FracBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "fractional_max_pool2d",
         node: "FractionalMaxPool2dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(FractionalMaxPool2dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "fractional_max_pool2d_backward",
         node: "FractionalMaxPool2dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(FractionalMaxPool2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "fractional_max_pool3d",
         node: "FractionalMaxPool3dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(FractionalMaxPool3dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "fractional_max_pool3d_backward",
         node: "FractionalMaxPool3dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(FractionalMaxPool3dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "frexp.Tensor",
         node: "FrexpTensorBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(FrexpTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "gather",
         node: "GatherBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(GatherBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "ge.Scalar",
         node: "GeScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(GeScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "ge.Tensor",
         node: "GeTensorBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(GeTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "ge_.Scalar",
         node: "GeScalarBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(GeScalarBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "ge_.Tensor",
         node: "GeTensorBackward1",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(GeTensorBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "gelu",
         node: "GeluBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(GeluBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "gelu_backward",
         node: "GeluBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(GeluBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "geometric_",
         node: "GeometricBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(GeometricBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "geqrf",
         node: "GeqrfBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, true, ],
         capture: |a, r| Ok(Box::new(GeqrfBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "glu",
         node: "GluBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(GluBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "glu_backward",
         node: "GluBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(GluBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "grid_sampler_2d",
         node: "GridSampler2dBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(GridSampler2dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "grid_sampler_3d",
         node: "GridSampler3dBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(GridSampler3dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "gt.Scalar",
         node: "GtScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(GtScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "gt.Tensor",
         node: "GtTensorBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(GtTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "gt_.Scalar",
         node: "GtScalarBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(GtScalarBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "gt_.Tensor",
         node: "GtTensorBackward1",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(GtTensorBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "hardshrink",
         node: "HardshrinkBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(HardshrinkBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "hardshrink_backward",
         node: "HardshrinkBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(HardshrinkBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "hardsigmoid",
         node: "HardsigmoidBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(HardsigmoidBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "hardswish",
         node: "HardswishBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(HardswishBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "hardswish_backward",
         node: "HardswishBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(HardswishBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "hardtanh",
         node: "HardtanhBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(HardtanhBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "hardtanh_backward",
         node: "HardtanhBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(HardtanhBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "histc",
         node: "HistcBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(HistcBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "huber_loss",
         node: "HuberLossBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(HuberLossBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "huber_loss_backward",
         node: "HuberLossBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(HuberLossBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "hypot",
         node: "HypotBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(HypotBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "i0",
         node: "I0Backward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(I0Backward::capture(a, r)?)),
     },
     NodeInfo {
         op: "igamma",
         node: "IgammaBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(IgammaBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "igammac",
         node: "IgammacBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(IgammacBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "im2col",
         node: "Im2colBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(Im2colBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "index.Tensor",
         node: "IndexTensorBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(IndexTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "index_add",
         node: "IndexAddBackward",
         inputs: &[(0, false), (3, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(IndexAddBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "index_copy",
         node: "IndexCopyBackward",
         inputs: &[(0, false), (3, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(IndexCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "index_fill.int_Scalar",
         node: "IndexFillIntScalarBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(IndexFillIntScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "index_fill.int_Tensor",
         node: "IndexFillIntTensorBackward",
         inputs: &[(0, false), (3, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(IndexFillIntTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "index_put",
         node: "IndexPutBackward",
         inputs: &[(0, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(IndexPutBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "index_reduce",
         node: "IndexReduceBackward",
         inputs: &[(0, false), (3, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(IndexReduceBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "index_select",
         node: "IndexSelectBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(IndexSelectBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "indices",
         node: "IndicesBackward1",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(IndicesBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "indices_copy",
         node: "IndicesCopyBackward1",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(IndicesCopyBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "isnan",
         node: "IsnanBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(IsnanBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "kthvalue",
         node: "KthvalueBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(KthvalueBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "le.Scalar",
         node: "LeScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(LeScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "le.Tensor",
         node: "LeTensorBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(LeTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "le_.Scalar",
         node: "LeScalarBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LeScalarBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "le_.Tensor",
         node: "LeTensorBackward1",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LeTensorBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "leaky_relu",
         node: "LeakyReluBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LeakyReluBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "leaky_relu_",
         node: "LeakyReluBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LeakyReluBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "leaky_relu_backward",
         node: "LeakyReluBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LeakyReluBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "lerp.Scalar",
         node: "LerpScalarBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LerpScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "lerp.Tensor",
         node: "LerpTensorBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LerpTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "lgamma",
         node: "LgammaBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LgammaBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "lift",
         node: "LiftBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LiftBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "lift_fresh",
         node: "LiftFreshBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LiftFreshBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "lift_fresh_copy",
         node: "LiftFreshCopyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LiftFreshCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "linalg_cholesky_ex",
         node: "LinalgCholeskyExBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(LinalgCholeskyExBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "linalg_cross",
         node: "LinalgCrossBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LinalgCrossBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "linalg_eig",
         node: "LinalgEigBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, true, ],
         capture: |a, r| Ok(Box::new(LinalgEigBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "linalg_householder_product",
         node: "LinalgHouseholderProductBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LinalgHouseholderProductBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "linalg_inv_ex",
         node: "LinalgInvExBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(LinalgInvExBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "linalg_lstsq",
         node: "LinalgLstsqBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, false, false, false, ],
         capture: |a, r| Ok(Box::new(LinalgLstsqBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "linalg_lu",
         node: "LinalgLuBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[false, true, true, ],
         capture: |a, r| Ok(Box::new(LinalgLuBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "linalg_lu_factor_ex",
         node: "LinalgLuFactorExBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, false, ],
         capture: |a, r| Ok(Box::new(LinalgLuFactorExBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "linalg_lu_solve",
         node: "LinalgLuSolveBackward",
         inputs: &[(0, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LinalgLuSolveBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "linalg_matrix_exp",
         node: "LinalgMatrixExpBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LinalgMatrixExpBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "linalg_pinv.atol_rtol_tensor",
         node: "LinalgPinvAtolRtolTensorBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LinalgPinvAtolRtolTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "linalg_qr",
         node: "LinalgQrBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, true, ],
         capture: |a, r| Ok(Box::new(LinalgQrBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "linalg_solve_triangular",
         node: "LinalgSolveTriangularBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LinalgSolveTriangularBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "linalg_vector_norm",
         node: "LinalgVectorNormBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LinalgVectorNormBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "linear_backward",
         node: "LinearBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, true, true, ],
         capture: |a, r| Ok(Box::new(LinearBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "log",
         node: "LogBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LogBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "log10",
         node: "Log10Backward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(Log10Backward::capture(a, r)?)),
     },
     NodeInfo {
         op: "log1p",
         node: "Log1pBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(Log1pBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "log2",
         node: "Log2Backward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(Log2Backward::capture(a, r)?)),
     },
     NodeInfo {
         op: "log_normal_",
         node: "LogNormalBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LogNormalBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "log_sigmoid_backward",
         node: "LogSigmoidBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LogSigmoidBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "log_sigmoid_forward",
         node: "LogSigmoidForwardBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(LogSigmoidForwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "logaddexp",
         node: "LogaddexpBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LogaddexpBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "logaddexp2",
         node: "Logaddexp2Backward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(Logaddexp2Backward::capture(a, r)?)),
     },
     NodeInfo {
         op: "logcumsumexp",
         node: "LogcumsumexpBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LogcumsumexpBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "logit",
         node: "LogitBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LogitBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "logsumexp",
         node: "LogsumexpBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LogsumexpBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "lstm_mps_backward",
         node: "LstmMpsBackwardBackward",
         inputs: &[],
+        differentiable_outputs: &[true, true, true, ],
         capture: |a, r| Ok(Box::new(LstmMpsBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "lt.Scalar",
         node: "LtScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(LtScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "lt.Tensor",
         node: "LtTensorBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(LtTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "lt_.Scalar",
         node: "LtScalarBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LtScalarBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "lt_.Tensor",
         node: "LtTensorBackward1",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(LtTensorBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "lu_unpack",
         node: "LuUnpackBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[false, true, true, ],
         capture: |a, r| Ok(Box::new(LuUnpackBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "masked_fill.Scalar",
         node: "MaskedFillScalarBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MaskedFillScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "masked_fill.Tensor",
         node: "MaskedFillTensorBackward",
         inputs: &[(0, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MaskedFillTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "masked_scatter",
         node: "MaskedScatterBackward",
         inputs: &[(0, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MaskedScatterBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "masked_scatter_backward",
         node: "MaskedScatterBackwardBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MaskedScatterBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "masked_select",
         node: "MaskedSelectBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MaskedSelectBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "max",
         node: "MaxBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MaxBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "max.dim",
         node: "MaxDimBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(MaxDimBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "max_pool2d_backward",
         node: "MaxPool2dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MaxPool2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "max_pool2d_with_indices",
         node: "MaxPool2dWithIndicesBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(MaxPool2dWithIndicesBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "max_pool2d_with_indices_backward",
         node: "MaxPool2dWithIndicesBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MaxPool2dWithIndicesBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "max_pool3d_with_indices",
         node: "MaxPool3dWithIndicesBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(MaxPool3dWithIndicesBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "max_pool3d_with_indices_backward",
         node: "MaxPool3dWithIndicesBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MaxPool3dWithIndicesBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "max_unpool2d",
         node: "MaxUnpool2dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MaxUnpool2dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "max_unpool3d",
         node: "MaxUnpool3dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MaxUnpool3dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "maximum",
         node: "MaximumBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MaximumBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "mean",
         node: "MeanBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MeanBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "mean.dim",
         node: "MeanDimBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MeanDimBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "median",
         node: "MedianBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MedianBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "median.dim",
         node: "MedianDimBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(MedianDimBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "min",
         node: "MinBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MinBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "min.dim",
         node: "MinDimBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(MinDimBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "minimum",
         node: "MinimumBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MinimumBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "miopen_batch_norm",
         node: "MiopenBatchNormBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, false, false, ],
         capture: |a, r| Ok(Box::new(MiopenBatchNormBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "miopen_batch_norm_backward",
         node: "MiopenBatchNormBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), (5, false), (6, false), ],
+        differentiable_outputs: &[true, true, true, ],
         capture: |a, r| Ok(Box::new(MiopenBatchNormBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "miopen_convolution",
         node: "MiopenConvolutionBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MiopenConvolutionBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "miopen_convolution_transpose",
         node: "MiopenConvolutionTransposeBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MiopenConvolutionTransposeBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "miopen_depthwise_convolution",
         node: "MiopenDepthwiseConvolutionBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MiopenDepthwiseConvolutionBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "miopen_rnn",
         node: "MiopenRnnBackward",
         inputs: &[(0, false), (1, true), (3, false), (4, false), ],
+        differentiable_outputs: &[true, true, true, false, false, ],
         capture: |a, r| Ok(Box::new(MiopenRnnBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "miopen_rnn_backward",
         node: "MiopenRnnBackwardBackward",
         inputs: &[],
+        differentiable_outputs: &[true, true, true, true, ],
         capture: |a, r| Ok(Box::new(MiopenRnnBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "mish",
         node: "MishBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MishBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "mkldnn_adaptive_avg_pool2d",
         node: "MkldnnAdaptiveAvgPool2dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MkldnnAdaptiveAvgPool2dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "mkldnn_convolution",
         node: "MkldnnConvolutionBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MkldnnConvolutionBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "mkldnn_linear",
         node: "MkldnnLinearBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MkldnnLinearBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "mkldnn_max_pool2d",
         node: "MkldnnMaxPool2dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MkldnnMaxPool2dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "mkldnn_max_pool3d",
         node: "MkldnnMaxPool3dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MkldnnMaxPool3dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "mkldnn_rnn_layer",
         node: "MkldnnRnnLayerBackward",
         inputs: &[(0, false), (1, false), (2, false), (3, false), (4, false), (5, false), (6, false), ],
+        differentiable_outputs: &[true, true, true, false, ],
         capture: |a, r| Ok(Box::new(MkldnnRnnLayerBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "mkldnn_rnn_layer_backward",
         node: "MkldnnRnnLayerBackwardBackward",
         inputs: &[],
+        differentiable_outputs: &[true, true, true, true, true, true, true, ],
         capture: |a, r| Ok(Box::new(MkldnnRnnLayerBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "mm",
         node: "MmBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MmBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "mode",
         node: "ModeBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(ModeBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "mps_convolution_backward",
         node: "MpsConvolutionBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, true, true, ],
         capture: |a, r| Ok(Box::new(MpsConvolutionBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "mse_loss",
         node: "MseLossBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MseLossBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "mse_loss_backward",
         node: "MseLossBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MseLossBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "mul.Scalar",
         node: "MulScalarBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MulScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "mul.Tensor",
         node: "MulTensorBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MulTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "multi_margin_loss",
         node: "MultiMarginLossBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MultiMarginLossBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "multilabel_margin_loss_forward",
         node: "MultilabelMarginLossForwardBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(MultilabelMarginLossForwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "multinomial",
         node: "MultinomialBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(MultinomialBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "mv",
         node: "MvBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MvBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "mvlgamma",
         node: "MvlgammaBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(MvlgammaBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "nan_to_num",
         node: "NanToNumBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NanToNumBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "nanmedian",
         node: "NanmedianBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NanmedianBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "nanmedian.dim",
         node: "NanmedianDimBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(NanmedianDimBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "nansum",
         node: "NansumBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NansumBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "native_batch_norm",
         node: "NativeBatchNormBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, false, false, ],
         capture: |a, r| Ok(Box::new(NativeBatchNormBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "native_batch_norm_backward",
         node: "NativeBatchNormBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), (5, false), (6, false), ],
+        differentiable_outputs: &[true, true, true, ],
         capture: |a, r| Ok(Box::new(NativeBatchNormBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "native_dropout",
         node: "NativeDropoutBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(NativeDropoutBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "native_dropout_backward",
         node: "NativeDropoutBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NativeDropoutBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "native_group_norm",
         node: "NativeGroupNormBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, true, true, ],
         capture: |a, r| Ok(Box::new(NativeGroupNormBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "native_layer_norm",
         node: "NativeLayerNormBackward",
         inputs: &[(0, false), (2, false), (3, false), ],
+        differentiable_outputs: &[true, false, false, ],
         capture: |a, r| Ok(Box::new(NativeLayerNormBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "native_layer_norm_backward",
         node: "NativeLayerNormBackwardBackward",
         inputs: &[(0, false), (1, false), (3, false), (4, false), (5, false), (6, false), ],
+        differentiable_outputs: &[true, true, true, ],
         capture: |a, r| Ok(Box::new(NativeLayerNormBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "ne.Scalar",
         node: "NeScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(NeScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "ne.Tensor",
         node: "NeTensorBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(NeTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "ne_.Scalar",
         node: "NeScalarBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NeScalarBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "ne_.Tensor",
         node: "NeTensorBackward1",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NeTensorBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "neg",
         node: "NegBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NegBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "nextafter",
         node: "NextafterBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NextafterBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "nll_loss2d_backward",
         node: "NllLoss2dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NllLoss2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "nll_loss2d_forward",
         node: "NllLoss2dForwardBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(NllLoss2dForwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "nll_loss_backward",
         node: "NllLossBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NllLossBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "nll_loss_forward",
         node: "NllLossForwardBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(NllLossForwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "nonzero",
         node: "NonzeroBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(NonzeroBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "norm.Scalar",
         node: "NormScalarBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NormScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "norm.ScalarOpt_dim",
         node: "NormScalaroptDimBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NormScalaroptDimBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "norm.ScalarOpt_dim_dtype",
         node: "NormScalaroptDimDtypeBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NormScalaroptDimDtypeBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "norm.ScalarOpt_dtype",
         node: "NormScalaroptDtypeBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NormScalaroptDtypeBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "normal.Tensor_Tensor",
         node: "NormalTensorTensorBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NormalTensorTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "normal.Tensor_float",
         node: "NormalTensorFloatBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NormalTensorFloatBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "normal.float_Tensor",
         node: "NormalFloatTensorBackward",
         inputs: &[(1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NormalFloatTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "normal_",
         node: "NormalBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(NormalBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "ormqr",
         node: "OrmqrBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(OrmqrBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "permute",
         node: "PermuteBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(PermuteBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "permute_copy",
         node: "PermuteCopyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(PermuteCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "pixel_shuffle",
         node: "PixelShuffleBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(PixelShuffleBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "pixel_unshuffle",
         node: "PixelUnshuffleBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(PixelUnshuffleBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "poisson",
         node: "PoissonBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(PoissonBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "polar",
         node: "PolarBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(PolarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "polygamma",
         node: "PolygammaBackward",
         inputs: &[(1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(PolygammaBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "polygamma_",
         node: "PolygammaBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(PolygammaBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "pow.Scalar",
         node: "PowScalarBackward",
         inputs: &[(1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(PowScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "pow.Tensor_Scalar",
         node: "PowTensorScalarBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(PowTensorScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "pow.Tensor_Tensor",
         node: "PowTensorTensorBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(PowTensorTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "prod",
         node: "ProdBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ProdBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "prod.dim_int",
         node: "ProdDimIntBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ProdDimIntBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "put",
         node: "PutBackward",
         inputs: &[(0, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(PutBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "rad2deg",
         node: "Rad2degBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(Rad2degBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "random_",
         node: "RandomBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(RandomBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "random_.from",
         node: "RandomFromBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(RandomFromBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "random_.to",
         node: "RandomToBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(RandomToBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "reciprocal",
         node: "ReciprocalBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ReciprocalBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "reflection_pad1d",
         node: "ReflectionPad1dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ReflectionPad1dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "reflection_pad1d_backward",
         node: "ReflectionPad1dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ReflectionPad1dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "reflection_pad2d",
         node: "ReflectionPad2dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ReflectionPad2dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "reflection_pad2d_backward",
         node: "ReflectionPad2dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ReflectionPad2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "reflection_pad3d",
         node: "ReflectionPad3dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ReflectionPad3dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "reflection_pad3d_backward",
         node: "ReflectionPad3dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ReflectionPad3dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "relu",
         node: "ReluBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ReluBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "remainder.Scalar",
         node: "RemainderScalarBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(RemainderScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "remainder.Tensor",
         node: "RemainderTensorBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(RemainderTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "renorm",
         node: "RenormBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(RenormBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "repeat",
         node: "RepeatBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(RepeatBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "replication_pad1d",
         node: "ReplicationPad1dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ReplicationPad1dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "replication_pad1d_backward",
         node: "ReplicationPad1dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ReplicationPad1dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "replication_pad2d",
         node: "ReplicationPad2dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ReplicationPad2dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "replication_pad2d_backward",
         node: "ReplicationPad2dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ReplicationPad2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "replication_pad3d",
         node: "ReplicationPad3dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ReplicationPad3dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "replication_pad3d_backward",
         node: "ReplicationPad3dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ReplicationPad3dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "roll",
         node: "RollBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(RollBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "rot90",
         node: "Rot90Backward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(Rot90Backward::capture(a, r)?)),
     },
     NodeInfo {
         op: "round",
         node: "RoundBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(RoundBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "round.decimals",
         node: "RoundDecimalsBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(RoundDecimalsBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "row_indices",
         node: "RowIndicesBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(RowIndicesBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "row_indices_copy",
         node: "RowIndicesCopyBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(RowIndicesCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "rrelu_with_noise",
         node: "RreluWithNoiseBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(RreluWithNoiseBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "rrelu_with_noise_",
         node: "RreluWithNoiseBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(RreluWithNoiseBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "rrelu_with_noise_backward",
         node: "RreluWithNoiseBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(RreluWithNoiseBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "rsqrt",
         node: "RsqrtBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(RsqrtBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "rsub.Scalar",
         node: "RsubScalarBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(RsubScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "rsub.Tensor",
         node: "RsubTensorBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(RsubTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "scatter.src",
         node: "ScatterSrcBackward",
         inputs: &[(0, false), (3, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ScatterSrcBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "scatter.value",
         node: "ScatterValueBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ScatterValueBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "scatter_add",
         node: "ScatterAddBackward",
         inputs: &[(0, false), (3, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ScatterAddBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "scatter_reduce.two",
         node: "ScatterReduceTwoBackward",
         inputs: &[(0, false), (3, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ScatterReduceTwoBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "segment_reduce",
         node: "SegmentReduceBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SegmentReduceBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "select.int",
         node: "SelectIntBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SelectIntBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "select_backward",
         node: "SelectBackwardBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SelectBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "select_copy.int",
         node: "SelectCopyIntBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SelectCopyIntBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "select_scatter",
         node: "SelectScatterBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SelectScatterBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "sgn",
         node: "SgnBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SgnBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "sigmoid",
         node: "SigmoidBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SigmoidBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "sigmoid_backward",
         node: "SigmoidBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SigmoidBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "sign",
         node: "SignBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SignBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "silu",
         node: "SiluBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SiluBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "sin",
         node: "SinBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SinBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "sinc",
         node: "SincBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SincBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "sinh",
         node: "SinhBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SinhBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "slice.Tensor",
         node: "SliceTensorBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SliceTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "slice_backward",
         node: "SliceBackwardBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SliceBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "slice_copy.Tensor",
         node: "SliceCopyTensorBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SliceCopyTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "slice_inverse",
         node: "SliceInverseBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SliceInverseBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "slice_scatter",
         node: "SliceScatterBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SliceScatterBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "slow_conv3d_forward",
         node: "SlowConv3dForwardBackward",
         inputs: &[(0, false), (1, false), (3, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SlowConv3dForwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "slow_conv_dilated2d",
         node: "SlowConvDilated2dBackward",
         inputs: &[(0, false), (1, false), (3, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SlowConvDilated2dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "slow_conv_dilated3d",
         node: "SlowConvDilated3dBackward",
         inputs: &[(0, false), (1, false), (3, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SlowConvDilated3dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "slow_conv_transpose2d",
         node: "SlowConvTranspose2dBackward",
         inputs: &[(0, false), (1, false), (3, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SlowConvTranspose2dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "slow_conv_transpose3d",
         node: "SlowConvTranspose3dBackward",
         inputs: &[(0, false), (1, false), (3, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SlowConvTranspose3dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "smooth_l1_loss",
         node: "SmoothL1LossBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SmoothL1LossBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "smooth_l1_loss_backward",
         node: "SmoothL1LossBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SmoothL1LossBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "soft_margin_loss",
         node: "SoftMarginLossBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SoftMarginLossBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "soft_margin_loss_backward",
         node: "SoftMarginLossBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SoftMarginLossBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "softplus",
         node: "SoftplusBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SoftplusBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "softplus_backward",
         node: "SoftplusBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SoftplusBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "softshrink",
         node: "SoftshrinkBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SoftshrinkBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "softshrink_backward",
         node: "SoftshrinkBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SoftshrinkBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "sort",
         node: "SortBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(SortBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "sort.stable",
         node: "SortStableBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(SortStableBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "sparse_compressed_tensor.comp_plain_value_size",
         node: "SparseCompressedTensorCompPlainValueSizeBackward",
         inputs: &[(2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SparseCompressedTensorCompPlainValueSizeBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "sparse_mask",
         node: "SparseMaskBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SparseMaskBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "sparse_sampled_addmm",
         node: "SparseSampledAddmmBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SparseSampledAddmmBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_airy_ai",
         node: "SpecialAiryAiBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialAiryAiBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_bessel_j0",
         node: "SpecialBesselJ0Backward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialBesselJ0Backward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_bessel_j1",
         node: "SpecialBesselJ1Backward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialBesselJ1Backward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_bessel_y0",
         node: "SpecialBesselY0Backward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialBesselY0Backward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_bessel_y1",
         node: "SpecialBesselY1Backward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialBesselY1Backward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_chebyshev_polynomial_t",
         node: "SpecialChebyshevPolynomialTBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialTBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_chebyshev_polynomial_t.n_scalar",
         node: "SpecialChebyshevPolynomialTNScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialTNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_chebyshev_polynomial_t.x_scalar",
         node: "SpecialChebyshevPolynomialTXScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialTXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_chebyshev_polynomial_u",
         node: "SpecialChebyshevPolynomialUBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialUBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_chebyshev_polynomial_u.n_scalar",
         node: "SpecialChebyshevPolynomialUNScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialUNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_chebyshev_polynomial_u.x_scalar",
         node: "SpecialChebyshevPolynomialUXScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialUXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_chebyshev_polynomial_v",
         node: "SpecialChebyshevPolynomialVBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialVBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_chebyshev_polynomial_v.n_scalar",
         node: "SpecialChebyshevPolynomialVNScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialVNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_chebyshev_polynomial_v.x_scalar",
         node: "SpecialChebyshevPolynomialVXScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialVXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_chebyshev_polynomial_w",
         node: "SpecialChebyshevPolynomialWBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialWBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_chebyshev_polynomial_w.n_scalar",
         node: "SpecialChebyshevPolynomialWNScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialWNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_chebyshev_polynomial_w.x_scalar",
         node: "SpecialChebyshevPolynomialWXScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialWXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_entr",
         node: "SpecialEntrBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialEntrBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_erfcx",
         node: "SpecialErfcxBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialErfcxBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_hermite_polynomial_h",
         node: "SpecialHermitePolynomialHBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialHermitePolynomialHBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_hermite_polynomial_h.n_scalar",
         node: "SpecialHermitePolynomialHNScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialHermitePolynomialHNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_hermite_polynomial_h.x_scalar",
         node: "SpecialHermitePolynomialHXScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialHermitePolynomialHXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_hermite_polynomial_he",
         node: "SpecialHermitePolynomialHeBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialHermitePolynomialHeBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_hermite_polynomial_he.n_scalar",
         node: "SpecialHermitePolynomialHeNScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialHermitePolynomialHeNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_hermite_polynomial_he.x_scalar",
         node: "SpecialHermitePolynomialHeXScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialHermitePolynomialHeXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_i0e",
         node: "SpecialI0eBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialI0eBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_i1",
         node: "SpecialI1Backward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialI1Backward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_i1e",
         node: "SpecialI1eBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialI1eBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_laguerre_polynomial_l",
         node: "SpecialLaguerrePolynomialLBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialLaguerrePolynomialLBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_laguerre_polynomial_l.n_scalar",
         node: "SpecialLaguerrePolynomialLNScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialLaguerrePolynomialLNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_laguerre_polynomial_l.x_scalar",
         node: "SpecialLaguerrePolynomialLXScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialLaguerrePolynomialLXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_legendre_polynomial_p",
         node: "SpecialLegendrePolynomialPBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialLegendrePolynomialPBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_legendre_polynomial_p.n_scalar",
         node: "SpecialLegendrePolynomialPNScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialLegendrePolynomialPNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_legendre_polynomial_p.x_scalar",
         node: "SpecialLegendrePolynomialPXScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialLegendrePolynomialPXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_log_ndtr",
         node: "SpecialLogNdtrBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialLogNdtrBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_modified_bessel_i0",
         node: "SpecialModifiedBesselI0Backward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialModifiedBesselI0Backward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_modified_bessel_i1",
         node: "SpecialModifiedBesselI1Backward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialModifiedBesselI1Backward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_modified_bessel_k0",
         node: "SpecialModifiedBesselK0Backward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialModifiedBesselK0Backward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_modified_bessel_k1",
         node: "SpecialModifiedBesselK1Backward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialModifiedBesselK1Backward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_ndtri",
         node: "SpecialNdtriBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialNdtriBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_scaled_modified_bessel_k0",
         node: "SpecialScaledModifiedBesselK0Backward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialScaledModifiedBesselK0Backward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_scaled_modified_bessel_k1",
         node: "SpecialScaledModifiedBesselK1Backward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialScaledModifiedBesselK1Backward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_shifted_chebyshev_polynomial_t",
         node: "SpecialShiftedChebyshevPolynomialTBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialTBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_shifted_chebyshev_polynomial_t.n_scalar",
         node: "SpecialShiftedChebyshevPolynomialTNScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialTNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_shifted_chebyshev_polynomial_t.x_scalar",
         node: "SpecialShiftedChebyshevPolynomialTXScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialTXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_shifted_chebyshev_polynomial_u",
         node: "SpecialShiftedChebyshevPolynomialUBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialUBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_shifted_chebyshev_polynomial_u.n_scalar",
         node: "SpecialShiftedChebyshevPolynomialUNScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialUNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_shifted_chebyshev_polynomial_u.x_scalar",
         node: "SpecialShiftedChebyshevPolynomialUXScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialUXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_shifted_chebyshev_polynomial_v",
         node: "SpecialShiftedChebyshevPolynomialVBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialVBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_shifted_chebyshev_polynomial_v.n_scalar",
         node: "SpecialShiftedChebyshevPolynomialVNScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialVNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_shifted_chebyshev_polynomial_v.x_scalar",
         node: "SpecialShiftedChebyshevPolynomialVXScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialVXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_shifted_chebyshev_polynomial_w",
         node: "SpecialShiftedChebyshevPolynomialWBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialWBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_shifted_chebyshev_polynomial_w.n_scalar",
         node: "SpecialShiftedChebyshevPolynomialWNScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialWNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_shifted_chebyshev_polynomial_w.x_scalar",
         node: "SpecialShiftedChebyshevPolynomialWXScalarBackward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialWXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_spherical_bessel_j0",
         node: "SpecialSphericalBesselJ0Backward",
         inputs: &[],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialSphericalBesselJ0Backward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_xlog1py",
         node: "SpecialXlog1pyBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialXlog1pyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_xlog1py.other_scalar",
         node: "SpecialXlog1pyOtherScalarBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialXlog1pyOtherScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_xlog1py.self_scalar",
         node: "SpecialXlog1pySelfScalarBackward",
         inputs: &[(1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialXlog1pySelfScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_zeta",
         node: "SpecialZetaBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialZetaBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_zeta.other_scalar",
         node: "SpecialZetaOtherScalarBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialZetaOtherScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "special_zeta.self_scalar",
         node: "SpecialZetaSelfScalarBackward",
         inputs: &[(1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SpecialZetaSelfScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "split.Tensor",
         node: "SplitTensorBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SplitTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "split_copy.Tensor",
         node: "SplitCopyTensorBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SplitCopyTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "split_with_sizes",
         node: "SplitWithSizesBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SplitWithSizesBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "split_with_sizes_copy",
         node: "SplitWithSizesCopyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SplitWithSizesCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "sqrt",
         node: "SqrtBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SqrtBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "squeeze",
         node: "SqueezeBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SqueezeBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "squeeze.dim",
         node: "SqueezeDimBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SqueezeDimBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "squeeze.dims",
         node: "SqueezeDimsBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SqueezeDimsBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "squeeze_",
         node: "SqueezeBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SqueezeBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "squeeze_.dim",
         node: "SqueezeDimBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SqueezeDimBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "squeeze_.dims",
         node: "SqueezeDimsBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SqueezeDimsBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "squeeze_copy",
         node: "SqueezeCopyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SqueezeCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "squeeze_copy.dim",
         node: "SqueezeCopyDimBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SqueezeCopyDimBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "squeeze_copy.dims",
         node: "SqueezeCopyDimsBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SqueezeCopyDimsBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "stack",
         node: "StackBackward",
         inputs: &[(0, true), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(StackBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "std.correction",
         node: "StdCorrectionBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(StdCorrectionBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "std_mean.correction",
         node: "StdMeanCorrectionBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, true, ],
         capture: |a, r| Ok(Box::new(StdMeanCorrectionBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "sub.Scalar",
         node: "SubScalarBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SubScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "sub.Tensor",
         node: "SubTensorBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SubTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "sum",
         node: "SumBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SumBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "sum.dim_IntList",
         node: "SumDimIntlistBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(SumDimIntlistBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "t",
         node: "TBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(TBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "t_",
         node: "TBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(TBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "t_copy",
         node: "TCopyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(TCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "take",
         node: "TakeBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(TakeBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "tan",
         node: "TanBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(TanBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "tanh",
         node: "TanhBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(TanhBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "tanh_backward",
         node: "TanhBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(TanhBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "threshold",
         node: "ThresholdBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ThresholdBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "threshold_",
         node: "ThresholdBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ThresholdBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "threshold_backward",
         node: "ThresholdBackwardBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ThresholdBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "to_mkldnn",
         node: "ToMkldnnBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ToMkldnnBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "to_padded_tensor",
         node: "ToPaddedTensorBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ToPaddedTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "topk",
         node: "TopkBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, ],
         capture: |a, r| Ok(Box::new(TopkBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "trace",
         node: "TraceBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(TraceBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "transpose.int",
         node: "TransposeIntBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(TransposeIntBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "transpose_",
         node: "TransposeBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(TransposeBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "transpose_copy.int",
         node: "TransposeCopyIntBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(TransposeCopyIntBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "triangular_solve",
         node: "TriangularSolveBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, true, ],
         capture: |a, r| Ok(Box::new(TriangularSolveBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "tril",
         node: "TrilBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(TrilBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "triu",
         node: "TriuBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(TriuBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "trunc",
         node: "TruncBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(TruncBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "unbind.int",
         node: "UnbindIntBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UnbindIntBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "unbind_copy.int",
         node: "UnbindCopyIntBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UnbindCopyIntBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "unfold",
         node: "UnfoldBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UnfoldBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "unfold_backward",
         node: "UnfoldBackwardBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UnfoldBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "unfold_copy",
         node: "UnfoldCopyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UnfoldCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "uniform_",
         node: "UniformBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UniformBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "unique_consecutive",
         node: "UniqueConsecutiveBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, false, ],
         capture: |a, r| Ok(Box::new(UniqueConsecutiveBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "unique_dim",
         node: "UniqueDimBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, false, ],
         capture: |a, r| Ok(Box::new(UniqueDimBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "unique_dim_consecutive",
         node: "UniqueDimConsecutiveBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, false, false, ],
         capture: |a, r| Ok(Box::new(UniqueDimConsecutiveBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "unsafe_split.Tensor",
         node: "UnsafeSplitTensorBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UnsafeSplitTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "unsafe_split_with_sizes",
         node: "UnsafeSplitWithSizesBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UnsafeSplitWithSizesBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "unsqueeze",
         node: "UnsqueezeBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UnsqueezeBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "unsqueeze_",
         node: "UnsqueezeBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UnsqueezeBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "unsqueeze_copy",
         node: "UnsqueezeCopyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UnsqueezeCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "upsample_bicubic2d",
         node: "UpsampleBicubic2dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleBicubic2dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "upsample_bicubic2d_backward",
         node: "UpsampleBicubic2dBackwardBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleBicubic2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "upsample_bilinear2d",
         node: "UpsampleBilinear2dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleBilinear2dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "upsample_bilinear2d_backward",
         node: "UpsampleBilinear2dBackwardBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleBilinear2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "upsample_linear1d",
         node: "UpsampleLinear1dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleLinear1dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "upsample_linear1d_backward",
         node: "UpsampleLinear1dBackwardBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleLinear1dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "upsample_nearest1d",
         node: "UpsampleNearest1dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleNearest1dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "upsample_nearest1d_backward",
         node: "UpsampleNearest1dBackwardBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleNearest1dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "upsample_nearest2d",
         node: "UpsampleNearest2dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleNearest2dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "upsample_nearest2d_backward",
         node: "UpsampleNearest2dBackwardBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleNearest2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "upsample_nearest3d",
         node: "UpsampleNearest3dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleNearest3dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "upsample_nearest3d_backward",
         node: "UpsampleNearest3dBackwardBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleNearest3dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "upsample_trilinear3d",
         node: "UpsampleTrilinear3dBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleTrilinear3dBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "upsample_trilinear3d_backward",
         node: "UpsampleTrilinear3dBackwardBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(UpsampleTrilinear3dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "values",
         node: "ValuesBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ValuesBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "values_copy",
         node: "ValuesCopyBackward1",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ValuesCopyBackward1::capture(a, r)?)),
     },
     NodeInfo {
         op: "var.correction",
         node: "VarCorrectionBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(VarCorrectionBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "var_mean.correction",
         node: "VarMeanCorrectionBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, true, ],
         capture: |a, r| Ok(Box::new(VarMeanCorrectionBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "vdot",
         node: "VdotBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(VdotBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "view",
         node: "ViewBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ViewBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "view.dtype",
         node: "ViewDtypeBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(ViewDtypeBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "view_as_complex",
         node: "ViewAsComplexBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ViewAsComplexBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "view_as_complex_copy",
         node: "ViewAsComplexCopyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ViewAsComplexCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "view_as_real",
         node: "ViewAsRealBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ViewAsRealBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "view_as_real_copy",
         node: "ViewAsRealCopyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ViewAsRealCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "view_copy",
         node: "ViewCopyBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ViewCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "view_copy.dtype",
         node: "ViewCopyDtypeBackward",
         inputs: &[],
+        differentiable_outputs: &[false, ],
         capture: |a, r| Ok(Box::new(ViewCopyDtypeBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "where.self",
         node: "WhereSelfBackward",
         inputs: &[(1, false), (2, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(WhereSelfBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "xlogy.Scalar_Other",
         node: "XlogyScalarOtherBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(XlogyScalarOtherBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "xlogy.Scalar_Self",
         node: "XlogyScalarSelfBackward",
         inputs: &[(1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(XlogyScalarSelfBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "xlogy.Tensor",
         node: "XlogyTensorBackward",
         inputs: &[(0, false), (1, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(XlogyTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
         op: "zero_",
         node: "ZeroBackward",
         inputs: &[(0, false), ],
+        differentiable_outputs: &[true, ],
         capture: |a, r| Ok(Box::new(ZeroBackward::capture(a, r)?)),
     },
 ];

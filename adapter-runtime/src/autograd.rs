@@ -86,6 +86,9 @@ pub struct NodeInfo {
     pub node: &'static str,
     /// Differentiable inputs: (boxed argument index, is a tensor list).
     pub inputs: &'static [(usize, bool)],
+    /// Per forward result: whether it gets a `grad_fn` (torchgen's differentiable outputs:
+    /// `native_layer_norm`'s mean and rstd do not).
+    pub differentiable_outputs: &'static [bool],
     pub capture: Capture,
 }
 
@@ -296,20 +299,21 @@ pub fn record(op: &'static str, args: &[IValue], mut outs: Vec<IValue>) -> Resul
         n_outputs,
     });
     let mut k = 0;
-    let attach = |t: &mut Tensor, k: usize| {
-        if t.dtype().is_floating() {
+    let attach = |t: &mut Tensor, k: usize, differentiable: bool| {
+        if differentiable && t.dtype().is_floating() {
             t.autograd = Some(Arc::new(AutogradMeta { grad_fn: Some((node.clone(), k)), grad: Mutex::new(None) }));
         }
     };
-    for v in &mut outs {
+    for (r, v) in outs.iter_mut().enumerate() {
+        let differentiable = info.differentiable_outputs.get(r).copied().unwrap_or(true);
         match v {
             IValue::Tensor(t) => {
-                attach(t, k);
+                attach(t, k, differentiable);
                 k += 1;
             }
             IValue::TensorList(ts) => {
                 for t in ts {
-                    attach(t, k);
+                    attach(t, k, differentiable);
                     k += 1;
                 }
             }

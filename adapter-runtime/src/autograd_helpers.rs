@@ -712,3 +712,145 @@ pub fn slice_backward_wrapper<O: AtenOps + ?Sized>(
     z.slice(dim, start, end, step)?.copy_(grad)?;
     Ok(z)
 }
+
+/// `layer_norm_double_backward(input, gamma, ggI, ggG, ggB, gO, save_mean, save_invstd,
+/// normalized_shape, output_mask)`: the gradients of `native_layer_norm_backward`'s `input`,
+/// `weight` and `grad_out` from the gradients `ggI`, `ggG`, `ggB` of its three results (any of
+/// them undefined). PyTorch's `FunctionsManual.cpp`, in the same order of operations; the
+/// multiplications by `ones` it uses for a missing `gamma` are left out (they are exact).
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm_double_backward<O: AtenOps + ?Sized>(
+    o: &O,
+    input_t: &Tensor,
+    gamma: Option<&Tensor>,
+    ggi: Option<&Tensor>,
+    ggg: Option<&Tensor>,
+    ggb: Option<&Tensor>,
+    go_t: &Tensor,
+    save_mean_t: &Tensor,
+    save_invstd_t: &Tensor,
+    normalized_shape: &[i64],
+    output_mask: &[bool],
+) -> Result<Vec<Option<Tensor>>> {
+    let k = normalized_shape.len();
+    if k > input_t.dim() {
+        return Err(Error::Shape(format!(
+            "layer_norm_double_backward: normalized_shape {normalized_shape:?} for a {}-d input",
+            input_t.dim()
+        )));
+    }
+    let axis = input_t.dim() - k;
+    let m = input_t.sizes()[..axis].iter().product::<usize>() as i64;
+    let n = input_t.sizes()[axis..].iter().product::<usize>() as i64;
+    let one = Scalar::Int(1);
+    let (mul, sub, add) = (
+        |a: &Tensor, b: &Tensor| aten::mul_tensor(o, a, b),
+        |a: &Tensor, b: &Tensor| aten::sub_tensor(o, a, b, one),
+        |a: &Tensor, b: &Tensor| aten::add_tensor(o, a, b, one),
+    );
+    let sum1 = |a: &Tensor| aten::sum_dim_intlist(o, a, Some(&[1]), true, None);
+    let div_n = |a: &Tensor| aten::div_scalar(o, a, Scalar::Int(n));
+    let shape_of = |t: &Tensor| -> Vec<i64> { t.sizes().iter().map(|&s| s as i64).collect() };
+
+    let input = input_t.reshape(&[m, n])?;
+    let go = go_t.reshape(&[m, n])?;
+    let save_mean = save_mean_t.reshape(&[m, 1])?;
+    let save_invstd = save_invstd_t.reshape(&[m, 1])?;
+    // `gamma_expanded` is `ones` without an affine transform: `None` here, and every product
+    // with it is skipped
+    let affine = gamma.is_some();
+    let gamma_expanded = gamma.map(|g| g.reshape(&[1, n])).transpose()?;
+    let ggg_expanded = if affine { ggg.map(|g| g.reshape(&[1, n])).transpose()? } else { None };
+    let ggb_expanded = if affine { ggb.map(|g| g.reshape(&[1, n])).transpose()? } else { None };
+    let ggi_expanded = ggi.map(|g| g.reshape(&[m, n])).transpose()?;
+    let times_gamma = |t: Tensor| -> Result<Tensor> {
+        match &gamma_expanded {
+            Some(g) => mul(&t, g),
+            None => Ok(t),
+        }
+    };
+
+    let mu = to_dtype(o, &save_mean, input.dtype())?;
+    let input_sub_mu = sub(&input, &mu)?;
+    let sigma2_eps_neg_1_2 = to_dtype(o, &save_invstd, input.dtype())?;
+    let sigma2_eps_neg_1 = aten::pow_tensor_scalar(o, &sigma2_eps_neg_1_2, Scalar::Int(2))?;
+    let sigma2_eps_neg_3_2 = aten::pow_tensor_scalar(o, &sigma2_eps_neg_1_2, Scalar::Int(3))?;
+    let input_mu_sigma2_neg_3_2 = mul(&input_sub_mu, &sigma2_eps_neg_3_2)?;
+
+    let mut gi: Option<Tensor> = None;
+    if let Some(ggi_e) = &ggi_expanded {
+        let gxhat = times_gamma(go.clone())?;
+        let gxhat_mu_sum = sum1(&mul(&gxhat, &input_sub_mu)?)?;
+        let gxhat_sum = sum1(&gxhat)?;
+        let ggi_sum = sum1(ggi_e)?;
+        let ggi_mu_sum = sum1(&mul(ggi_e, &input_sub_mu)?)?;
+        let all_sub = div_n(&mul(&ggi_sum, &gxhat_sum)?)?;
+        let all_sub = sub(&all_sub, &sum1(&mul(ggi_e, &gxhat)?)?)?;
+        let cubic = aten::mul_scalar(
+            o,
+            &mul(&mul(&sigma2_eps_neg_1, &gxhat_mu_sum)?, &ggi_mu_sum)?,
+            Scalar::Float(3.0 / n as f64),
+        )?;
+        let all_sub = add(&all_sub, &cubic)?;
+        let gi_0t = div_n(&mul(&input_mu_sigma2_neg_3_2, &all_sub)?)?;
+        let gi_1t = mul(&div_n(&mul(&ggi_mu_sum, &sigma2_eps_neg_3_2)?)?, &sub(&div_n(&gxhat_sum)?, &gxhat)?)?;
+        let gi_2t = mul(&div_n(&mul(&gxhat_mu_sum, &sigma2_eps_neg_3_2)?)?, &sub(&div_n(&ggi_sum)?, ggi_e)?)?;
+        gi = Some(add(&add(&gi_0t, &gi_1t)?, &gi_2t)?);
+    }
+    if let Some(ggg_e) = &ggg_expanded {
+        let neg_n = Scalar::Int(-n);
+        let go_ggg = mul(&go, ggg_e)?;
+        let t0 = mul(&go_ggg, &sigma2_eps_neg_1_2)?;
+        let t1 = aten::div_scalar(o, &mul(&sigma2_eps_neg_1_2, &sum1(&go_ggg)?)?, neg_n)?;
+        let t2 = aten::div_scalar(o, &mul(&input_mu_sigma2_neg_3_2, &sum1(&mul(&go_ggg, &input_sub_mu)?)?)?, neg_n)?;
+        let term = add(&add(&t0, &t1)?, &t2)?;
+        gi = Some(match gi {
+            Some(g) => add(&g, &term)?,
+            None => term,
+        });
+    }
+    let gi = gi.map(|g| g.reshape(&shape_of(input_t))).transpose()?;
+
+    // the first backward's grad_input: (gamma * sigma^-1/2 / N) * (N gO - sum(gO) - (x - mu)
+    // sigma^-1 sum(gO (x - mu)))
+    let first_bwd_grad_input = |go_local: &Tensor, with_gamma: bool| -> Result<Tensor> {
+        let h0 = if with_gamma { times_gamma(sigma2_eps_neg_1_2.clone())? } else { sigma2_eps_neg_1_2.clone() };
+        let h0 = div_n(&h0)?;
+        let h1 = sub(&aten::mul_scalar(o, go_local, Scalar::Int(n))?, &sum1(go_local)?)?;
+        let h1 = sub(&h1, &mul(&mul(&input_sub_mu, &sigma2_eps_neg_1)?, &sum1(&mul(go_local, &input_sub_mu)?)?)?)?;
+        mul(&h0, &h1)
+    };
+
+    let mut gg = None;
+    if let (Some(g), Some(ggi_e)) = (gamma, &ggi_expanded) {
+        let t = first_bwd_grad_input(ggi_e, false)?;
+        let t = aten::sum_dim_intlist(o, &mul(&go, &t)?, Some(&[0]), false, None)?;
+        gg = Some(t.reshape(&shape_of(g))?);
+    }
+    if output_mask.get(1).copied().unwrap_or(false) && gg.is_none() && !affine {
+        return Err(Error::InvalidArgument(
+            "layer_norm_double_backward: the weight's gradient was asked for without a weight".into(),
+        ));
+    }
+
+    let mut ggo: Option<Tensor> = None;
+    if let Some(ggi_e) = &ggi_expanded {
+        ggo = Some(first_bwd_grad_input(ggi_e, true)?);
+    }
+    if let Some(ggg_e) = &ggg_expanded {
+        let term = mul(&mul(ggg_e, &input_sub_mu)?, &sigma2_eps_neg_1_2)?;
+        ggo = Some(match ggo {
+            Some(g) => add(&g, &term)?,
+            None => term,
+        });
+    }
+    if let Some(ggb_e) = ggb_expanded {
+        ggo = Some(match ggo {
+            Some(g) => add(&g, &ggb_e)?,
+            None => ggb_e,
+        });
+    }
+    let ggo =
+        ggo.map(|g| -> Result<Tensor> { g.expand(&[m, n])?.contiguous()?.reshape(&shape_of(input_t)) }).transpose()?;
+    Ok(vec![gi, gg, ggo])
+}

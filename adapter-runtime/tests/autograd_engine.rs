@@ -140,6 +140,21 @@ fn no_grad_records_nothing_and_non_float_outputs_do_not_require_grad() {
 }
 
 #[test]
+fn only_differentiable_outputs_get_a_grad_fn() {
+    silent();
+    let o = &NpuOps;
+    let x = m(&[1.0, 2.0, 4.0, -1.0, 0.5, 3.0], &[2, 3]).requires_grad_(true);
+    // torchgen's rule: the formula uses `grad` only, so mean and rstd are not differentiable
+    let (y, mean, rstd) = ag::native_layer_norm(o, &x, &[3], None, None, 1e-5).unwrap();
+    assert!(y.requires_grad());
+    assert!(!mean.requires_grad() && !rstd.requires_grad());
+    // backward through the one differentiable output
+    let loss = ag::sum(o, &ag::mul_tensor(o, &y, &y).unwrap(), None).unwrap();
+    loss.backward(o).unwrap();
+    assert_eq!(x.grad().unwrap().sizes(), &[2, 3]);
+}
+
+#[test]
 fn hooks_without_a_hand_written_formula_fail_with_the_formula_named() {
     silent();
     let o = &Host;

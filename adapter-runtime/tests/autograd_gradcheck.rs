@@ -35,6 +35,19 @@ enum A {
     /// A tensor that does not require grad (index, mask, target...).
     Fixed(fn() -> Tensor),
     V(fn() -> IValue),
+    /// A value computed from the arguments before it, without a graph (`native_layer_norm_backward`'s
+    /// mean and rstd come from its input: the double-backward formula assumes they do, and the
+    /// finite differences recompute them).
+    Derived(fn(&[IValue]) -> IValue),
+}
+
+/// Output `k` of `native_layer_norm(args[1], [last dim], eps 1e-5)`, computed without a graph.
+fn layer_norm_stat(args: &[IValue], k: usize) -> IValue {
+    let IValue::Tensor(x) = &args[1] else { panic!("native_layer_norm_backward: input") };
+    let last = *x.sizes().last().expect("a dimension") as i64;
+    let _g = autograd::no_grad();
+    let a = [IValue::Tensor(x.detach()), IValue::IntList(vec![last]), IValue::None, IValue::None, IValue::Float(1e-5)];
+    autograd::call(&NpuOps, "native_layer_norm", &a).expect("native_layer_norm").swap_remove(k)
 }
 
 fn one() -> IValue {
@@ -204,6 +217,36 @@ fn cases() -> Vec<(&'static str, Vec<A>)> {
         ("cat", vec![L(&[&[2, 1], &[2, 3]]), V(|| int(-1))]),
         // dropout: the engine re-seeds the default generator before every forward (see `check`)
         ("native_dropout", vec![T(&[4, 5]), V(|| IValue::Float(0.4)), V(|| IValue::Bool(true))]),
+        // the mask is PyTorch's `not_implemented`: held fixed
+        ("native_dropout_backward", vec![T(&[2, 3]), Fixed(mask), V(|| IValue::Float(2.5))]),
+        // `layer_norm_double_backward`: grad_out, input and weight vary; mean and rstd follow the
+        // input (the bias gets `Tensor()`, no gradient)
+        (
+            "native_layer_norm_backward",
+            vec![
+                T(&[2, 2, 4]),
+                T(&[2, 2, 4]),
+                V(|| IValue::IntList(vec![4])),
+                Derived(|a| layer_norm_stat(a, 1)),
+                Derived(|a| layer_norm_stat(a, 2)),
+                T(&[4]),
+                T(&[4]),
+                V(|| IValue::BoolList(vec![true, true, true])),
+            ],
+        ),
+        (
+            "native_layer_norm_backward",
+            vec![
+                T(&[3, 5]),
+                T(&[3, 5]),
+                V(|| IValue::IntList(vec![5])),
+                Derived(|a| layer_norm_stat(a, 1)),
+                Derived(|a| layer_norm_stat(a, 2)),
+                T(&[5]),
+                T(&[5]),
+                V(|| IValue::BoolList(vec![true, true, true])),
+            ],
+        ),
         ("_softmax_backward_data", vec![T(&[2, 3]), T(&[2, 3]), V(|| int(1)), V(|| IValue::DType(DType::F64))]),
         ("_log_softmax_backward_data", vec![T(&[2, 3]), T(&[2, 3]), V(|| int(1)), V(|| IValue::DType(DType::F64))]),
         (
@@ -305,21 +348,25 @@ fn build(spec: &[A], data: &[Vec<f64>], grad: bool) -> (Vec<IValue>, Vec<Tensor>
             }
             A::Fixed(f) => args.push(IValue::Tensor(f())),
             A::V(f) => args.push(f()),
+            A::Derived(f) => {
+                let v = f(&args);
+                args.push(v);
+            }
         }
     }
     (args, leaves)
 }
 
-/// Operators whose later outputs are not differentiable (`native_layer_norm`'s mean and rstd):
-/// the objective uses their first output only.
-const FIRST_OUTPUT_ONLY: &[&str] = &["native_layer_norm"];
+/// The differentiable outputs of a recorded call: the results that got a `grad_fn` (torchgen's
+/// rule: `native_layer_norm`'s mean and rstd, `nll_loss_forward`'s total weight do not).
+fn differentiable(outs: &[IValue]) -> Vec<usize> {
+    (0..outs.len()).filter(|&i| matches!(&outs[i], IValue::Tensor(t) if t.requires_grad())).collect()
+}
 
-fn float_outputs(op: &str, outs: &[IValue]) -> Vec<Tensor> {
-    let n = if FIRST_OUTPUT_ONLY.contains(&op) { 1 } else { outs.len() };
-    outs[..n]
-        .iter()
-        .filter_map(|v| match v {
-            IValue::Tensor(t) if t.dtype().is_floating() => Some(t.clone()),
+fn tensors_at(outs: &[IValue], keep: &[usize]) -> Vec<Tensor> {
+    keep.iter()
+        .filter_map(|&i| match &outs[i] {
+            IValue::Tensor(t) => Some(t.clone()),
             _ => None,
         })
         .collect()
@@ -332,11 +379,11 @@ fn reseed() {
     xirang_runtime::host_registry::manual_seed(20261201);
 }
 
-fn objective(op: &str, spec: &[A], data: &[Vec<f64>], cots: &[Vec<f64>]) -> f64 {
+fn objective(op: &str, spec: &[A], data: &[Vec<f64>], keep: &[usize], cots: &[Vec<f64>]) -> f64 {
     let (args, _) = build(spec, data, false);
     reseed();
     let outs = autograd::call(&NpuOps, op, &args).unwrap();
-    float_outputs(op, &outs)
+    tensors_at(&outs, keep)
         .iter()
         .zip(cots)
         .map(|(t, c)| t.to_f64_vec().unwrap().iter().zip(c).map(|(a, b)| a * b).sum::<f64>())
@@ -364,7 +411,8 @@ fn check(op: &'static str, spec: &[A], seed: u64) -> Result<(), String> {
     let (args, leaves) = build(spec, &data, true);
     reseed();
     let outs = autograd::call(o, op, &args).map_err(|e| format!("{op}: forward: {e}"))?;
-    let outs = float_outputs(op, &outs);
+    let keep = differentiable(&outs);
+    let outs = tensors_at(&outs, &keep);
     let cots: Vec<Vec<f64>> = outs.iter().map(|t| values(&mut rng, t.numel(), false)).collect();
     let mut terms = Vec::new();
     for (t, c) in outs.iter().zip(&cots) {
@@ -376,7 +424,7 @@ fn check(op: &'static str, spec: &[A], seed: u64) -> Result<(), String> {
         terms.push(s.clone());
     }
     if terms.is_empty() {
-        return Err(format!("{op}: no floating outputs"));
+        return Err(format!("{op}: no differentiable outputs"));
     }
     autograd::backward(o, &terms, None, false).map_err(|e| format!("{op}: backward: {e}"))?;
     // numerical
@@ -388,7 +436,8 @@ fn check(op: &'static str, spec: &[A], seed: u64) -> Result<(), String> {
             plus[li][i] += eps;
             let mut minus = data.clone();
             minus[li][i] -= eps;
-            let num = (objective(op, spec, &plus, &cots) - objective(op, spec, &minus, &cots)) / (2.0 * eps);
+            let num =
+                (objective(op, spec, &plus, &keep, &cots) - objective(op, spec, &minus, &keep, &cots)) / (2.0 * eps);
             let err = (got[i] - num).abs();
             if err > 1e-6 + 1e-5 * num.abs() {
                 return Err(format!("{op}: input {li} element {i}: backward {} vs finite difference {num}", got[i]));

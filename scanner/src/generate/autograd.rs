@@ -267,6 +267,23 @@ const HELPERS: &[Helper] = &[
     // `at::zeros({}, x.options())`
     h("zeros", "zeros_options", &[Ty::IntList, Ty::Options]),
     Helper {
+        name: "layer_norm_double_backward",
+        rust: "layer_norm_double_backward",
+        params: &[
+            Ty::Tensor,
+            Ty::OptTensor,
+            Ty::OptTensor,
+            Ty::OptTensor,
+            Ty::OptTensor,
+            Ty::Tensor,
+            Ty::Tensor,
+            Ty::Tensor,
+            Ty::IntList,
+            Ty::BoolList,
+        ],
+        ret: Ty::Grads,
+    },
+    Helper {
         name: "atan2_backward",
         rust: "atan2_backward",
         params: &[Ty::Tensor, Ty::Tensor, Ty::Tensor, Ty::BoolList],
@@ -288,6 +305,16 @@ const HELPERS: &[Helper] = &[
         ret: Ty::Grads,
     },
 ];
+
+/// Whether `code` uses the identifier `name` (not as part of a longer identifier).
+fn mentions_ident(code: &str, name: &str) -> bool {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    code.match_indices(name).any(|(i, _)| {
+        let before = code[..i].chars().next_back();
+        let after = code[i + name.len()..].chars().next();
+        !before.is_some_and(ident) && !after.is_some_and(ident)
+    })
+}
 
 fn scalar_of(e: &Expr) -> Option<String> {
     Some(match e.ty {
@@ -469,6 +496,22 @@ impl Env<'_, '_> {
                 }
             }
             "true" | "false" => Ok(Expr { code: n.kind().into(), ty: Ty::Bool }),
+            "subscript_expression" => {
+                // `grads[k]`: the gradient of the forward's k-th result (double-backward
+                // formulas), possibly undefined
+                let t: String = text(n).chars().filter(|c| !c.is_whitespace()).collect();
+                let k = t
+                    .strip_prefix("grads[")
+                    .and_then(|r| r.strip_suffix(']'))
+                    .and_then(|k| k.parse::<usize>().ok())
+                    .ok_or_else(|| format!("a subscript `{t}`"))?;
+                let code = if k == 0 {
+                    "grads.first().cloned().flatten()".to_string()
+                } else {
+                    format!("grads.get({k}).cloned().flatten()")
+                };
+                Ok(Expr { code, ty: Ty::OptTensor })
+            }
             "qualified_identifier" => {
                 let t = text(n);
                 if t == "c10::nullopt" || t == "std::nullopt" {
@@ -759,6 +802,8 @@ pub struct GroupCtx {
     /// PyTorch's own formula is `not_implemented("...")`: the gradient is an error upstream too
     /// (`code` returns that error).
     pub upstream_not_implemented: bool,
+    /// PyTorch's formula is `Tensor()`: an undefined gradient, `None` (`code` is empty).
+    pub undefined: bool,
     /// When the group runs: `true`, or `need(needs, k) || ...` over its inputs' gradient slots
     /// (PyTorch's `should_compute_output`; a list input, or one after a list, always runs).
     pub cond: String,
@@ -790,6 +835,11 @@ pub struct NodeCtx {
     /// whether it is a list.
     pub input_slots: Vec<(usize, bool)>,
     pub uses_grad: bool,
+    /// Per forward result: whether it is a differentiable output (gets a `grad_fn`). torchgen's
+    /// rule: `output_differentiability` when given; else, when a formula uses `grad`, only the
+    /// first tensor result (`native_layer_norm`'s mean and rstd are not differentiable); else
+    /// every tensor result.
+    pub differentiable_outputs: Vec<bool>,
 }
 
 /// The autograd model: nodes, hooks, coverage rows.
@@ -983,7 +1033,11 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
             env.vars.insert("grad_input_mask".into(), (format!("[{}]", needs.join(", ")), Ty::BoolList));
             // `not_implemented("inplace version of acosh")`: PyTorch raises, so does the node
             let upstream = not_implemented_message(&g.rewritten);
-            let tr = if let Some(m) = &upstream {
+            // `Tensor()`: PyTorch's undefined tensor, no gradient for these inputs
+            let undefined = upstream.is_none() && g.rewritten.trim() == "Tensor()";
+            let tr = if undefined {
+                Ok(String::new())
+            } else if let Some(m) = &upstream {
                 let what = format!(
                     "the derivative for `{q}` input `{}` is not implemented upstream: {m}",
                     g.inputs.join(", ")
@@ -999,7 +1053,7 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
             let formula = one_line(&g.formula);
             match tr {
                 Ok(code) => {
-                    uses_grad |= upstream.is_none() && code.contains("grad");
+                    uses_grad |= upstream.is_none() && mentions_ident(&code, "grad");
                     let kind = if upstream.is_some() { "not_implemented" } else { "translated" };
                     for i in &g.inputs {
                         out.coverage.push((q.clone(), i.clone(), kind));
@@ -1012,6 +1066,7 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
                         reason: String::new(),
                         cond: cond.clone(),
                         upstream_not_implemented: upstream.is_some(),
+                        undefined,
                     });
                 }
                 Err(reason) => {
@@ -1038,6 +1093,7 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
                         reason: one_line(&reason),
                         cond: cond.clone(),
                         upstream_not_implemented: false,
+                        undefined: false,
                     });
                 }
             }
@@ -1063,6 +1119,24 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
             .iter()
             .filter_map(|n| args.iter().position(|a| a.name == *n).map(|i| (i, is_list(n))))
             .collect();
+        let returns = &f.func.returns;
+        let candidates: Vec<usize> = (0..returns.len()).filter(|&i| returns[i].ty.is_tensor_like()).collect();
+        let mut differentiable_outputs = vec![false; returns.len()];
+        if let Some(v) = &d.output_differentiability {
+            for (i, &b) in v.iter().enumerate() {
+                if i < returns.len() {
+                    differentiable_outputs[i] = b && returns[i].ty.is_tensor_like();
+                }
+            }
+        } else if d.formulas.iter().any(|g| mentions_ident(&g.formula, "grad")) {
+            if let Some(&i) = candidates.first() {
+                differentiable_outputs[i] = true;
+            }
+        } else {
+            for i in candidates {
+                differentiable_outputs[i] = true;
+            }
+        }
         out.nodes.push(NodeCtx {
             name,
             op: q,
@@ -1072,6 +1146,7 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
             outputs,
             input_slots,
             uses_grad,
+            differentiable_outputs,
         });
     }
     out
@@ -1313,6 +1388,9 @@ mod tests {
             "autograd_helpers::sum_to(o, &grad, &self.self_sym_sizes)?"
         );
         assert!(t("grad[0]").is_err());
+        assert!(t("grads[i]").is_err());
+        assert!(mentions_ident("aten::mul_tensor(o, &grad, &x)?", "grad"));
+        assert!(!mentions_ident("autograd_helpers::f(o, &self.grad_output, grads.get(0))?", "grad"));
         assert!(t("not_implemented(\"x\")").is_err());
         assert!(t("self > 0 ? grad : other").is_err());
         // the two conditions the engine decides: a node runs with a defined `grad`, without grad mode
@@ -1327,7 +1405,16 @@ mod tests {
         let (tr, hk, ni) = (a.count("translated"), a.count("hook"), a.count("not_implemented"));
         assert_eq!(tr + hk + ni, a.coverage.len());
         assert_eq!(a.nodes.len(), 690);
-        assert_eq!((tr, hk, ni), (397, 461, 34));
+        assert_eq!((tr, hk, ni), (401, 457, 34));
+        // torchgen's differentiable outputs: a formula using `grad` makes only the first result
+        // differentiable; `grads[k]` keeps them all
+        let node = |op: &str| a.nodes.iter().find(|n| n.op == op).expect(op);
+        assert_eq!(node("native_layer_norm").differentiable_outputs, [true, false, false]);
+        assert_eq!(node("var_mean.correction").differentiable_outputs, [true, true]);
+        // `grads[k]` and `Tensor()` translate: the layer norm double backward is complete
+        let g = &node("native_layer_norm_backward").groups;
+        assert!(g.iter().all(|g| g.code.is_some() || g.undefined), "{g:?}");
+        assert!(g.iter().any(|g| g.undefined));
         // every hook row has a BackwardHooks method and each node name is unique
         let names: HashSet<&str> = a.nodes.iter().map(|n| n.name.as_str()).collect();
         assert_eq!(names.len(), a.nodes.len());
