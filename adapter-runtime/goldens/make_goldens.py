@@ -1141,6 +1141,166 @@ def build_core():
     gen = saved
 
 
+# ---------------------------------------------------------------- Core ATen host references (2)
+
+def build_core_more():
+    """`_embedding_bag`, `avg_pool3d`, `max_pool3d_with_indices`, `col2im` and `grid_sampler_2d`
+    (`ops/core_aten_more.rs`). Own generator, after every other case, so earlier cases keep their
+    values.
+
+    Where PyTorch's CPU kernels have no dtype (avg_pool3d: f16, bf16, int32) the attempt is
+    skipped and counted in `skipped`. `_embedding_bag` in `sum` mode compares the output only:
+    its `offset2bag` is empty on PyTorch's CPU fast path and computed elsewhere (the suite
+    compares a prefix of the outputs). grid_sampler_2d positions: PyTorch computes grid positions
+    and interpolation weights in the input dtype, so for f16/bf16 its result is not the exact
+    one unless every position is exactly representable: those dtypes sample on a lattice
+    (quarter pixels, half pixels for bf16 bicubic, whose cubic weights need more bits), which
+    also puts nearest-mode ties (rounded half to even) exactly on .5; f32 and f64 sample at
+    random positions as well."""
+    global gen
+    saved, gen = gen, torch.Generator().manual_seed(20261203)
+
+    def case(op, cls, dt, layout, make):
+        def build():
+            c = new_case(op, cls, dt, layout)
+            args, out = make(c)
+            emit(c, args, out)
+        attempt(op, build)
+
+    def put_int(c, values, dtype=torch.int64):
+        t = torch.as_tensor(values, dtype=dtype)
+        return {"T": c.put(t)}, t
+
+    # ------------------------------------------------ _embedding_bag
+    # 7 rows of 3; bags [0, 3), [3, 3) (empty), [3, 8), [8, 10)
+    n_idx, bounds = 10, [0, 3, 3, 8]
+    for dt in FLOATS:
+        def bag(c, dt=dt, mode=0, pad=-1, ilo=False, psw=False, layout="contiguous", itype=torch.int64, fixed=None):
+            w = tensor_arg(c, [7, 3], dt, layout)
+            if fixed is None:
+                idx = torch.randint(0, 7, (n_idx,), generator=gen)
+                offs = bounds + ([n_idx] if ilo else [])
+            else:  # the 2-D input [B, N] of torch.nn.functional.embedding_bag: flattened, offsets 0, N, 2N, ...
+                idx = torch.randint(0, 7, fixed, generator=gen).flatten()
+                offs = list(range(0, fixed[0] * fixed[1], fixed[1]))
+                ref = torch.nn.functional.embedding_bag(idx.view(fixed), w.value, mode=("sum", "mean", "max")[mode])
+            if pad >= 0:
+                idx[1] = idx[4] = pad  # in two bags
+            ie, it = put_int(c, idx, itype)
+            oe, ot = put_int(c, offs, itype)
+            pe, pv = (None, None)
+            if psw:
+                p = tensor_arg(c, [n_idx], dt)
+                pe, pv = p.enc, p.value
+            out = aten._embedding_bag(w.value, it, ot, False, mode, False, pv, ilo, pad)
+            if fixed is not None:
+                assert torch.equal(out[0], ref)
+            args = [w.enc, ie, oe, {"b": False}, {"i": mode}, {"b": False}, pe, {"b": ilo}, {"i": pad}]
+            # sum: offset2bag is implementation-defined (empty on PyTorch's fast path)
+            return args, out[:1] if mode == 0 else out
+        for mode in (0, 1, 2):
+            cls = "select" if mode == 2 else "reduce"
+            case("_embedding_bag", cls, dt, "contiguous", lambda c, mode=mode: bag(c, mode=mode))
+            case("_embedding_bag", cls, dt, "contiguous", lambda c, mode=mode: bag(c, mode=mode, pad=2, ilo=True))
+            case("_embedding_bag", cls, dt, "contiguous", lambda c, mode=mode: bag(c, mode=mode, fixed=(3, 4)))
+        case("_embedding_bag", "reduce", dt, "contiguous", lambda c: bag(c, psw=True))
+        case("_embedding_bag", "reduce", dt, "contiguous", lambda c: bag(c, psw=True, pad=5, ilo=True))
+        case("_embedding_bag", "reduce", dt, "transposed", lambda c: bag(c, mode=1, layout="transposed"))
+        case("_embedding_bag", "select", dt, "transposed", lambda c: bag(c, mode=2, pad=0, layout="transposed"))
+        case("_embedding_bag", "reduce", dt, "contiguous", lambda c: bag(c, mode=1, pad=3, itype=torch.int32))
+
+    # ------------------------------------------------ 3-d pooling
+    pools = (  # shape, kernel, stride, padding, dilation, ceil_mode, layout
+        ([2, 3, 5, 6, 7], [2, 3, 2], [2, 1, 2], [1, 1, 0], [1, 1, 1], False, "contiguous"),
+        ([2, 2, 6, 5, 7], [3, 2, 3], [2, 2, 2], [1, 0, 1], [2, 1, 2], True, "contiguous"),
+        ([3, 5, 4, 6], [3], [2], [1], [1], True, "contiguous"),
+        ([2, 3, 4, 5, 6], [2, 2, 3], [], [0, 1, 1], [1], False, "transposed"),
+    )
+    for dt in FLOATS + INTS:
+        for shape, k, st, pd, dl, ceil, layout in pools:
+            def mp(c, dt=dt, shape=shape, k=k, st=st, pd=pd, dl=dl, ceil=ceil, layout=layout):
+                x = tensor_arg(c, shape, dt, layout)
+                args = [x.enc, {"il": k}, {"il": st}, {"il": pd}, {"il": dl}, {"b": ceil}]
+                return args, aten.max_pool3d_with_indices(x.value, k, st, pd, dl, ceil)
+            case("max_pool3d_with_indices", "select", dt, layout, mp)
+    for dt in FLOATS:
+        def mp_special(c, dt=dt):  # NaNs (the last NaN of a window wins) and infinities
+            v = rand([1, 2, 4, 4, 6], dt)
+            for pos, val in (((0, 0, 0, 0, 0), "nan"), ((0, 0, 1, 1, 2), "nan"), ((0, 0, 2, 3, 4), "nan"),
+                             ((0, 1, 0, 0, 1), "inf"), ((0, 1, 1, 1, 0), "-inf"), ((0, 1, 2, 2, 3), "-inf")):
+                v[pos] = float(val)
+            x = tensor_arg(c, [1, 2, 4, 4, 6], dt, value=v)
+            args = [x.enc, {"il": [2, 2, 3]}, {"il": [2, 2, 3]}, {"il": [0]}, {"il": [1]}, {"b": False}]
+            return args, aten.max_pool3d_with_indices(x.value, [2, 2, 3], [2, 2, 3], [0], [1], False)
+        case("max_pool3d_with_indices", "select", dt, "contiguous", mp_special)
+    avgs = (  # shape, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override, layout
+        ([2, 3, 5, 6, 7], [2, 3, 2], [2, 1, 2], [1, 1, 0], False, True, None, "contiguous"),
+        ([2, 2, 6, 5, 7], [3, 2, 3], [2, 2, 2], [1, 0, 1], True, False, None, "contiguous"),
+        ([3, 5, 4, 6], [2], [], [1], True, True, 3, "contiguous"),
+        ([2, 3, 4, 5, 6], [2, 2, 3], [1, 2, 2], [0, 1, 1], True, True, -2, "transposed"),
+    )
+    for dt in FLOATS + ["i64"]:
+        for shape, k, st, pd, ceil, cip, div, layout in avgs:
+            def ap(c, dt=dt, shape=shape, k=k, st=st, pd=pd, ceil=ceil, cip=cip, div=div, layout=layout):
+                x = tensor_arg(c, shape, dt, layout)
+                args = [x.enc, {"il": k}, {"il": st}, {"il": pd}, {"b": ceil}, {"b": cip}, None if div is None else {"i": div}]
+                return args, aten.avg_pool3d(x.value, k, st, pd, ceil, cip, div)
+            case("avg_pool3d", "reduce", dt, layout, ap)
+
+    # ------------------------------------------------ col2im
+    def blocks(size, k, d, p, s):
+        return (size + 2 * p - (d * (k - 1) + 1)) // s + 1
+    cols = (  # leading, channels, output_size, kernel, dilation, padding, stride, layout
+        ([2], 3, [5, 6], [2, 3], [1, 1], [0, 1], [1, 2], "contiguous"),
+        ([], 2, [6, 5], [3, 2], [2, 1], [1, 0], [2, 1], "contiguous"),
+        ([2], 2, [4, 7], [2, 2], [1, 2], [1, 1], [1, 1], "transposed"),
+    )
+    for dt in FLOATS + ["bool"]:
+        for lead, ch, osz, k, dl, pd, st, layout in cols:
+            def c2i(c, dt=dt, lead=lead, ch=ch, osz=osz, k=k, dl=dl, pd=pd, st=st, layout=layout):
+                n_blocks = blocks(osz[0], k[0], dl[0], pd[0], st[0]) * blocks(osz[1], k[1], dl[1], pd[1], st[1])
+                x = tensor_arg(c, lead + [ch * k[0] * k[1], n_blocks], dt, layout)
+                args = [x.enc, {"il": osz}, {"il": k}, {"il": dl}, {"il": pd}, {"il": st}]
+                return args, aten.col2im(x.value, osz, k, dl, pd, st)
+            case("col2im", "reduce", dt, layout, c2i)
+
+    # ------------------------------------------------ grid_sampler_2d
+    def lattice_grid(n, ho, wo, h, w, ac, step):
+        """Normalized positions whose pixel coordinates are multiples of `step` in [-1.5, size + 0.5)."""
+        out = torch.empty(n, ho, wo, 2, dtype=torch.float64)
+        for d, size in ((0, w), (1, h)):
+            k = torch.randint(int(-1.5 / step), int((size + 0.5) / step), (n, ho, wo), generator=gen).double() * step
+            out[..., d] = 2 * k / (size - 1) - 1 if ac else (2 * k + 1) / size - 1
+        return out
+
+    def grid_case(dt, mode, pad, ac, positions, layout="contiguous"):
+        def make(c):
+            h, w = (5, 9) if ac else (4, 8)  # 2 (size - 1) or 2 size a power of two: exact lattices
+            x = tensor_arg(c, [2, 3, h, w], dt, layout)
+            if positions == "lattice":
+                g64 = lattice_grid(2, 3, 5, h, w, ac, 0.5 if (dt == "bf16" and mode == 2) else 0.25)
+                g = g64.to(DT[dt])
+                assert torch.equal(g.double(), g64), "lattice positions must be exact in the dtype"
+            else:
+                g = (torch.rand(2, 3, 5, 2, generator=gen, dtype=torch.float64) * 2.6 - 1.3).to(DT[dt])
+            ga = tensor_arg(c, [2, 3, 5, 2], dt, layout, value=g)
+            args = [x.enc, ga.enc, {"i": mode}, {"i": pad}, {"b": ac}]
+            return args, aten.grid_sampler_2d(x.value, ga.value, mode, pad, ac)
+        # nearest selects input values; bilinear and bicubic are weighted sums (the reduce standard)
+        case("grid_sampler_2d", "select" if mode == 1 else "reduce", dt, layout, make)
+
+    for dt in FLOATS:
+        for mode in (0, 1, 2):
+            for pad in (0, 1, 2):
+                for ac in (False, True):
+                    grid_case(dt, mode, pad, ac, "lattice")
+                    if dt in ("f32", "f64"):
+                        grid_case(dt, mode, pad, ac, "random")
+        grid_case(dt, 0, 0, False, "lattice", "transposed")
+        grid_case(dt, 2, 2, True, "lattice", "transposed")
+    gen = saved
+
+
 def main():
     torch.manual_seed(0)
     build_elementwise()
@@ -1151,6 +1311,7 @@ def main():
     build_views()
     build_math()
     build_core()
+    build_core_more()
     save_file(tensors, os.path.join(HERE, "cases.safetensors"))
     index = {"torch": torch.__version__, "count": len(cases), "skipped": dict(sorted(skipped.items())), "cases": cases}
     with open(os.path.join(HERE, "index.json"), "w") as f:

@@ -33,6 +33,7 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("_adaptive_avg_pool2d_backward", 2, adaptive_avg_pool2d_backward_),
     ("_adaptive_avg_pool3d", 2, adaptive_avg_pool3d_),
     ("_cdist_forward", 4, cdist_forward),
+    ("_embedding_bag", 9, embedding_bag_),
     ("_local_scalar_dense", 1, local_scalar_dense),
     ("_log_softmax", 3, log_softmax_),
     ("_log_softmax_backward_data", 4, log_softmax_backward_data),
@@ -71,6 +72,7 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("avg_pool1d", 6, avg_pool1d),
     ("avg_pool2d", 7, avg_pool2d),
     ("avg_pool2d_backward", 8, avg_pool2d_backward),
+    ("avg_pool3d", 7, avg_pool3d),
     ("bitwise_and.Scalar", 2, bitwise_and_scalar),
     ("bitwise_and.Tensor", 2, bitwise_and_tensor),
     ("bitwise_not", 1, bitwise_not),
@@ -84,6 +86,7 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("clamp", 3, clamp),
     ("clamp.Tensor", 3, clamp_tensor),
     ("clone", 2, clone),
+    ("col2im", 6, col2im),
     ("constant_pad_nd", 3, constant_pad_nd),
     ("convolution", 9, convolution),
     ("convolution_backward", 11, convolution_backward),
@@ -124,6 +127,7 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("ge.Tensor", 2, ge_tensor),
     ("gelu", 2, gelu),
     ("gelu_backward", 3, gelu_backward),
+    ("grid_sampler_2d", 5, grid_sampler_2d),
     ("gt.Scalar", 2, gt_scalar),
     ("gt.Tensor", 2, gt_tensor),
     ("hardsigmoid_backward", 2, hardsigmoid_backward),
@@ -150,6 +154,7 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("max.dim", 3, max_dim),
     ("max_pool2d_with_indices", 6, max_pool2d_with_indices),
     ("max_pool2d_with_indices_backward", 8, max_pool2d_with_indices_backward),
+    ("max_pool3d_with_indices", 6, max_pool3d_with_indices),
     ("maximum", 2, maximum),
     ("mean", 2, mean),
     ("mean.dim", 4, mean_dim),
@@ -838,6 +843,16 @@ fn embedding(a: Args) -> Out {
     args!("embedding", a, 5);
     one(ops::embedding(tn(OP, a, 0)?, tn(OP, a, 1)?)?)
 }
+/// `scale_grad_by_freq` (#3) and `sparse` (#5) only shape the backward.
+fn embedding_bag_(a: Args) -> Out {
+    args!("_embedding_bag", a, 9);
+    let (w, idx, off) = (tn(OP, a, 0)?, tn(OP, a, 1)?, tn(OP, a, 2)?);
+    bl(OP, a, 3)?;
+    bl(OP, a, 5)?;
+    let (o, o2b, bag_size, max_indices) =
+        ops::embedding_bag(w, idx, off, int(OP, a, 4)?, otn(OP, a, 6)?, bl(OP, a, 7)?, int(OP, a, 8)?)?;
+    Ok(vec![o.into(), o2b.into(), bag_size.into(), max_indices.into()])
+}
 fn embedding_dense_backward(a: Args) -> Out {
     args!("embedding_dense_backward", a, 5);
     let n =
@@ -1136,6 +1151,18 @@ fn avg_pool2d(a: Args) -> Out {
         oint(OP, a, 6)?,
     )?)
 }
+fn avg_pool3d(a: Args) -> Out {
+    args!("avg_pool3d", a, 7);
+    one(ops::avg_pool3d(
+        tn(OP, a, 0)?,
+        ints(OP, a, 1)?,
+        ints(OP, a, 2)?,
+        ints(OP, a, 3)?,
+        bl(OP, a, 4)?,
+        bl(OP, a, 5)?,
+        oint(OP, a, 6)?,
+    )?)
+}
 fn clamp_tensor(a: Args) -> Out {
     args!("clamp.Tensor", a, 3);
     one(ops::clamp_tensor(tn(OP, a, 0)?, otn(OP, a, 1)?, otn(OP, a, 2)?)?)
@@ -1204,6 +1231,18 @@ fn min_dim(a: Args) -> Out {
 fn max_pool2d_with_indices(a: Args) -> Out {
     args!("max_pool2d_with_indices", a, 6);
     let (v, i) = ops::max_pool2d_with_indices(
+        tn(OP, a, 0)?,
+        ints(OP, a, 1)?,
+        ints(OP, a, 2)?,
+        ints(OP, a, 3)?,
+        ints(OP, a, 4)?,
+        bl(OP, a, 5)?,
+    )?;
+    two(v, i)
+}
+fn max_pool3d_with_indices(a: Args) -> Out {
+    args!("max_pool3d_with_indices", a, 6);
+    let (v, i) = ops::max_pool3d_with_indices(
         tn(OP, a, 0)?,
         ints(OP, a, 1)?,
         ints(OP, a, 2)?,
@@ -1452,6 +1491,15 @@ fn upsample_nearest2d_vec(a: Args) -> Out {
         }
     };
     one(ops::upsample_nearest2d(tn(OP, a, 0)?, oints(OP, a, 1)?, scales)?)
+}
+fn col2im(a: Args) -> Out {
+    args!("col2im", a, 6);
+    let (size, kernel, dilation) = (ints(OP, a, 1)?, ints(OP, a, 2)?, ints(OP, a, 3)?);
+    one(ops::col2im(tn(OP, a, 0)?, size, kernel, dilation, ints(OP, a, 4)?, ints(OP, a, 5)?)?)
+}
+fn grid_sampler_2d(a: Args) -> Out {
+    args!("grid_sampler_2d", a, 5);
+    one(ops::grid_sampler_2d(tn(OP, a, 0)?, tn(OP, a, 1)?, int(OP, a, 2)?, int(OP, a, 3)?, bl(OP, a, 4)?)?)
 }
 fn adaptive_avg_pool2d_backward_(a: Args) -> Out {
     args!("_adaptive_avg_pool2d_backward", a, 2);

@@ -278,6 +278,29 @@ fn cases() -> Vec<(&'static str, Vec<A>)> {
         ("_adaptive_avg_pool3d", vec![T(&[1, 2, 3, 4, 5]), V(|| il(&[2, 2, 3]))]),
         ("_adaptive_avg_pool2d_backward", vec![T(&[1, 2, 2, 3]), T(&[1, 2, 5, 4])]),
         (
+            "avg_pool3d",
+            vec![
+                T(&[1, 2, 3, 4, 4]),
+                V(|| il(&[2, 2, 2])),
+                V(|| il(&[1, 2, 2])),
+                V(|| il(&[1, 0, 1])),
+                V(|| IValue::Bool(true)),
+                V(|| IValue::Bool(false)),
+                V(none),
+            ],
+        ),
+        (
+            "col2im",
+            vec![
+                T(&[1, 8, 6]),
+                V(|| il(&[3, 4])),
+                V(|| il(&[2, 2])),
+                V(|| il(&[1, 1])),
+                V(|| il(&[0, 0])),
+                V(|| il(&[1, 1])),
+            ],
+        ),
+        (
             "avg_pool2d",
             vec![
                 T(&[1, 2, 5, 4]),

@@ -829,8 +829,9 @@ fn pool_params(
 }
 
 /// `max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode)`: values and
-/// int64 flat indices into each input plane (`[N, C, H, W]` or `[C, H, W]`).
-#[allow(clippy::too_many_arguments)]
+/// int64 flat indices into each input plane (`[N, C, H, W]` or `[C, H, W]`). The n-d pooling of
+/// `core_aten_more` (PyTorch's rules: the last NaN of a window wins, ceil-mode windows, every
+/// dtype but bool).
 pub fn max_pool2d_with_indices(
     x: &Tensor,
     kernel: &[i64],
@@ -839,57 +840,12 @@ pub fn max_pool2d_with_indices(
     dilation: &[i64],
     ceil_mode: bool,
 ) -> Result<(Tensor, Tensor)> {
-    let [k, s, p, dl] = pool_params("max_pool2d", kernel, stride, padding, dilation)?;
-    if !(3..=4).contains(&x.dim()) {
-        return shape_err("max_pool2d: expected a 3-d or 4-d input");
-    }
-    let nd = x.dim();
-    let (h, w) = (x.sizes()[nd - 2], x.sizes()[nd - 1]);
-    let oh = pool_len("max_pool2d", h, k[0], s[0], p[0], dl[0], ceil_mode)?;
-    let ow = pool_len("max_pool2d", w, k[1], s[1], p[1], dl[1], ceil_mode)?;
-    let planes = x.numel() / (h * w).max(1);
-    let [v, i] = on_host("max_pool2d_with_indices", &[x], |hs| {
-        let dt = hs[0].dtype();
-        let xv = hs[0].to_f64_vec()?;
-        let mut ov = Vec::with_capacity(planes * oh * ow);
-        let mut oi = Vec::with_capacity(planes * oh * ow);
-        for pl in 0..planes {
-            let base = pl * h * w;
-            for y in 0..oh {
-                for xx in 0..ow {
-                    let (mut best, mut bi) = (f64::NEG_INFINITY, -1i64);
-                    for ky in 0..k[0] {
-                        let iy = (y * s[0] + ky * dl[0]) as i64 - p[0] as i64;
-                        if iy < 0 || iy >= h as i64 {
-                            continue;
-                        }
-                        for kx in 0..k[1] {
-                            let ix = (xx * s[1] + kx * dl[1]) as i64 - p[1] as i64;
-                            if ix < 0 || ix >= w as i64 {
-                                continue;
-                            }
-                            let j = iy as usize * w + ix as usize;
-                            let e = xv[base + j];
-                            if bi < 0 || e > best || (e.is_nan() && !best.is_nan()) {
-                                best = e;
-                                bi = j as i64;
-                            }
-                        }
-                    }
-                    ov.push(best);
-                    oi.push(bi as f64);
-                }
-            }
-        }
-        let mut shape = hs[0].sizes()[..nd - 2].to_vec();
-        shape.extend([oh, ow]);
-        Ok([Tensor::from_f64(&ov, &shape, dt)?, Tensor::from_f64(&oi, &shape, DType::I64)?])
-    })?;
-    Ok((v, i))
+    let win = super::core_aten_more::windows("max_pool2d", 2, kernel, stride, padding, dilation)?;
+    super::core_aten_more::max_pool_nd("max_pool2d_with_indices", x, &win, ceil_mode)
 }
 
-/// `avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)`.
-#[allow(clippy::too_many_arguments)]
+/// `avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)`:
+/// the n-d average pooling of `core_aten_more` (floating dtypes and int64).
 pub fn avg_pool2d(
     x: &Tensor,
     kernel: &[i64],
@@ -899,52 +855,8 @@ pub fn avg_pool2d(
     count_include_pad: bool,
     divisor_override: Option<i64>,
 ) -> Result<Tensor> {
-    let [k, s, p, _] = pool_params("avg_pool2d", kernel, stride, padding, &[])?;
-    super::require_float("avg_pool2d", x.dtype())?;
-    if !(3..=4).contains(&x.dim()) {
-        return shape_err("avg_pool2d: expected a 3-d or 4-d input");
-    }
-    if divisor_override == Some(0) {
-        return arg_err("divisor must be not zero");
-    }
-    let nd = x.dim();
-    let (h, w) = (x.sizes()[nd - 2], x.sizes()[nd - 1]);
-    let oh = pool_len("avg_pool2d", h, k[0], s[0], p[0], 1, ceil_mode)?;
-    let ow = pool_len("avg_pool2d", w, k[1], s[1], p[1], 1, ceil_mode)?;
-    let planes = x.numel() / (h * w).max(1);
-    on_host1("avg_pool2d", &[x], |hs| {
-        let xv = hs[0].to_f64_vec()?;
-        let mut ov = Vec::with_capacity(planes * oh * ow);
-        for pl in 0..planes {
-            let base = pl * h * w;
-            for y in 0..oh {
-                for xx in 0..ow {
-                    let y0 = (y * s[0]) as i64 - p[0] as i64;
-                    let x0 = (xx * s[1]) as i64 - p[1] as i64;
-                    let y1 = (y0 + k[0] as i64).min(h as i64 + p[0] as i64);
-                    let x1 = (x0 + k[1] as i64).min(w as i64 + p[1] as i64);
-                    let pool_size = (y1 - y0) * (x1 - x0);
-                    let (ya, xa) = (y0.max(0), x0.max(0));
-                    let (yb, xb) = (y1.min(h as i64), x1.min(w as i64));
-                    let mut sum = 0.0;
-                    for iy in ya..yb {
-                        for ix in xa..xb {
-                            sum += xv[base + iy as usize * w + ix as usize];
-                        }
-                    }
-                    let div = match divisor_override {
-                        Some(dv) => dv,
-                        None if count_include_pad => pool_size,
-                        None => (yb - ya) * (xb - xa),
-                    };
-                    ov.push(sum / div as f64);
-                }
-            }
-        }
-        let mut shape = hs[0].sizes()[..nd - 2].to_vec();
-        shape.extend([oh, ow]);
-        Tensor::from_f64(&ov, &shape, hs[0].dtype())
-    })
+    let win = super::core_aten_more::windows("avg_pool2d", 2, kernel, stride, padding, &[1])?;
+    super::core_aten_more::avg_pool_nd("avg_pool2d", x, &win, ceil_mode, count_include_pad, divisor_override)
 }
 
 /// Per-channel statistics over `[N, C, *]`: (mean, biased variance) per channel.

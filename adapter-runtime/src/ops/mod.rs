@@ -14,6 +14,7 @@
 
 mod activation_bwd;
 mod core_aten;
+mod core_aten_more;
 mod elementwise;
 mod index;
 mod linalg;
@@ -22,6 +23,7 @@ mod reduce;
 
 pub use activation_bwd::*;
 pub use core_aten::*;
+pub use core_aten_more::*;
 pub use elementwise::*;
 pub use index::*;
 pub use linalg::*;
