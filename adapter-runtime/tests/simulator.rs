@@ -245,6 +245,44 @@ fn kernel_errors_are_sticky_until_synchronize() {
 }
 
 #[test]
+fn kernels_map_device_memory_in_place() {
+    let (_g, d) = setup();
+    let s = d.create_stream(0).unwrap();
+    let (p, q) = (d.malloc(0, 16).unwrap(), d.malloc(0, 16).unwrap());
+    d.memcpy_h2d(0, p, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]).unwrap();
+    let (tx, rx) = mpsc::channel();
+    d.launch_kernel(
+        0,
+        s,
+        Box::new(move |mem| {
+            // two reads of one allocation and a write to another: mapped in place
+            let mut seen = Vec::new();
+            let a = mem.with_mapped(&[(p, 4), (p + 8, 4)], &[(q, 8)], &mut |ins, outs| {
+                seen = ins.iter().map(|b| b.to_vec()).collect();
+                outs[0][..4].copy_from_slice(ins[0]);
+                outs[0][4..].copy_from_slice(ins[1]);
+            })?;
+            // a write overlapping a read is refused (the kernel would copy instead)
+            let b = mem.with_mapped(&[(p, 8)], &[(p + 4, 8)], &mut |_, _| panic!("must not run"))?;
+            // a range outside any allocation is the driver's error
+            let c = mem.with_mapped(&[(p, 64)], &[(q, 4)], &mut |_, _| panic!("must not run")).is_err();
+            tx.send((a, b, c, seen)).map_err(|e| Error::InvalidArgument(e.to_string()))
+        }),
+    )
+    .unwrap();
+    d.synchronize_stream(0, s).unwrap();
+    let (a, b, c, seen) = rx.recv().unwrap();
+    assert!(a && !b && c);
+    assert_eq!(seen, [vec![1, 2, 3, 4], vec![9, 10, 11, 12]]);
+    let mut out = [0u8; 8];
+    d.memcpy_d2h(0, &mut out, q).unwrap();
+    assert_eq!(out, [1, 2, 3, 4, 9, 10, 11, 12]);
+    d.destroy_stream(0, s).unwrap();
+    d.free(0, p).unwrap();
+    d.free(0, q).unwrap();
+}
+
+#[test]
 fn events_record_wait_and_time() {
     let (_g, d) = setup();
     let (a, b) = (d.create_stream(0).unwrap(), d.create_stream(0).unwrap());

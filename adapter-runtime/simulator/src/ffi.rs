@@ -597,6 +597,52 @@ pub unsafe extern "C" fn xirangSimKernelWrite(
     ret(state::write_device(dev_ptr.addr() as u64, s))
 }
 
+/// `typedef void (*xirangSimMappedFn)(void *userData, void *const *hostPtrs);`
+pub type XirangSimMappedFn = Option<unsafe extern "C" fn(user_data: *mut c_void, host_ptrs: *const *mut c_void)>;
+
+/// `aclError xirangSimKernelMap(const xirangSimKernelCtx *ctx, size_t n, const void *const *devPtrs,
+/// const size_t *sizes, xirangSimMappedFn fn, void *userData);`
+///
+/// Inside a kernel only: calls `fn(userData, hostPtrs)` once, where `hostPtrs[i]` is the host
+/// address of the `sizes[i]` bytes at `devPtrs[i]`, valid until `fn` returns. The allocations are
+/// locked meanwhile (in one global order); `fn` must not use `xirangSimKernelRead/Write` on them.
+/// Zero sizes are invalid.
+///
+/// # Safety
+/// `ctx` is the context passed to the running kernel; `devPtrs` and `sizes` are valid for `n`
+/// reads; `fn` is safe to call with `userData` and an array of `n` pointers.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirangSimKernelMap(
+    ctx: *const XirangSimKernelCtx,
+    n: usize,
+    dev_ptrs: *const *const c_void,
+    sizes: *const usize,
+    f: XirangSimMappedFn,
+    user_data: *mut c_void,
+) -> AclError {
+    let Some(f) = f else {
+        return ret(fail(ACL_ERROR_INVALID_PARAM, "xirangSimKernelMap: fn is null"));
+    };
+    if ctx.is_null() || (n > 0 && (dev_ptrs.is_null() || sizes.is_null())) {
+        return ret(fail(ACL_ERROR_INVALID_PARAM, "xirangSimKernelMap: null pointer"));
+    }
+    let mut ranges = Vec::with_capacity(n);
+    for i in 0..n {
+        // SAFETY: i < n; both arrays are valid for `n` reads (caller contract).
+        let (p, len) = unsafe { (*dev_ptrs.add(i), *sizes.add(i)) };
+        if len == 0 {
+            return ret(fail(ACL_ERROR_INVALID_PARAM, "xirangSimKernelMap: a zero-sized range"));
+        }
+        ranges.push((p.addr() as u64, len as u64));
+    }
+    ret(state::with_mapped(&ranges, |ptrs| {
+        // SAFETY: `ptrs` holds `n` host pointers, each valid for its range's size while the
+        // allocations stay locked (until `with_mapped` returns); the caller guarantees `f` may be
+        // called with `userData`.
+        unsafe { f(user_data, ptrs.as_ptr().cast::<*mut c_void>()) }
+    }))
+}
+
 /// `aclError xirangSimGetPhysicalDeviceIds(int32_t *ids, uint32_t capacity, uint32_t *count);`
 /// Writes up to `capacity` ids (enumeration order) and the total to `*count`.
 ///

@@ -43,6 +43,11 @@
 //! // Inside a kernel only: copy between device memory and kernel-local host memory.
 //! aclError xirangSimKernelRead(const xirangSimKernelCtx *ctx, const void *devPtr, void *dst, size_t count);
 //! aclError xirangSimKernelWrite(const xirangSimKernelCtx *ctx, void *devPtr, const void *src, size_t count);
+//! // Inside a kernel only: fn(userData, hostPtrs) with direct host views of n device ranges,
+//! // valid until fn returns (the allocations stay locked meanwhile; no Read/Write on them in fn).
+//! typedef void (*xirangSimMappedFn)(void *userData, void *const *hostPtrs);
+//! aclError xirangSimKernelMap(const xirangSimKernelCtx *ctx, size_t n, const void *const *devPtrs,
+//!                             const size_t *sizes, xirangSimMappedFn fn, void *userData);
 //! // Physical ids in driver enumeration order; *count receives the total.
 //! aclError xirangSimGetPhysicalDeviceIds(int32_t *ids, uint32_t capacity, uint32_t *count);
 //! aclError xirangSimInjectMallocFailure(uint64_t nth);

@@ -457,6 +457,36 @@ pub(crate) fn with_device_slice<T>(addr: u64, len: u64, f: impl FnOnce(&mut [u8]
     Ok(f(&mut g[off..off + len as usize]))
 }
 
+/// Runs `f` with host pointers to the device ranges `ranges` (address, length): the kernel's
+/// direct view of device memory. Every allocation involved is locked for the duration of `f`, in
+/// one global order (by the allocation's identity), so two kernels mapping the same allocations
+/// in different orders cannot deadlock; ranges of one allocation share its lock. `f` must not
+/// read or write these allocations through [`read_device`] / [`write_device`] (they would wait
+/// for the lock `f`'s caller holds).
+pub(crate) fn with_mapped(ranges: &[(u64, u64)], f: impl FnOnce(&[*mut u8])) -> R<()> {
+    let resolved: Vec<(Buffer, usize)> = ranges.iter().map(|&(a, n)| resolve(a, n)).collect::<R<_>>()?;
+    let mut bufs: Vec<&Buffer> = Vec::new();
+    for (b, _) in &resolved {
+        if !bufs.iter().any(|x| Arc::ptr_eq(x, b)) {
+            bufs.push(b);
+        }
+    }
+    bufs.sort_by_key(|b| Arc::as_ptr(b) as usize);
+    let mut guards: Vec<MutexGuard<'_, Vec<u8>>> = bufs.iter().map(|b| lock(&***b)).collect();
+    let mut ptrs = Vec::with_capacity(resolved.len());
+    for (b, off) in &resolved {
+        let Some(k) = bufs.iter().position(|x| Arc::ptr_eq(x, b)) else {
+            return fail(ACL_ERROR_RT_INTERNAL_ERROR, "mapped allocation lost");
+        };
+        // `Vec::as_mut_ptr` does not materialise a reference to the elements: pointers taken
+        // one after another from the same guard stay valid together
+        ptrs.push(guards[k].as_mut_ptr().wrapping_add(*off));
+    }
+    f(&ptrs);
+    drop(guards);
+    Ok(())
+}
+
 // ---------------------------------------------------------------- streams
 
 pub(crate) type Task = Box<dyn FnOnce() -> R<()> + Send>;
@@ -559,6 +589,19 @@ impl Stream {
         let target = p.submitted.load(Ordering::SeqCst);
         if p.completed.load(Ordering::SeqCst) >= target {
             return;
+        }
+        // Poll briefly first, as a host thread polling a device's completion flag: a tiny
+        // kernel finishes within microseconds, and sleeping on the condition variable would
+        // cost two thread wake-ups (futex system calls) per synchronize.
+        let start = Instant::now();
+        while start.elapsed() < WORKER_SPIN {
+            for _ in 0..64 {
+                std::hint::spin_loop();
+            }
+            if p.completed.load(Ordering::SeqCst) >= target {
+                return;
+            }
+            std::thread::yield_now();
         }
         p.waiters.fetch_add(1, Ordering::SeqCst);
         let mut g = lock(&p.lock);

@@ -11,7 +11,7 @@
 use std::ffi::{CStr, c_char, c_void};
 use std::sync::Arc;
 
-use super::{DevicePtr, Driver, EventId, Kernel, KernelMemory, MemInfo, StreamId};
+use super::{DevicePtr, Driver, EventId, Kernel, KernelMemory, MapBody, MemInfo, StreamId};
 use crate::error::{Error, Result};
 use xirang_acl_sim as sim;
 
@@ -19,6 +19,9 @@ type AclError = i32;
 type Vp = *mut c_void;
 
 type KernelFnPtr = Option<unsafe extern "C" fn(ctx: *const c_void, user_data: Vp) -> AclError>;
+type MappedFnPtr = Option<unsafe extern "C" fn(user_data: Vp, host_ptrs: *const Vp)>;
+type KernelMapFn =
+    unsafe extern "C" fn(*const c_void, usize, *const *const c_void, *const usize, MappedFnPtr, Vp) -> AclError;
 
 /// The ACL entry points the runtime uses, with their exact C signatures.
 #[derive(Clone, Copy)]
@@ -52,6 +55,7 @@ pub struct AclApi {
     pub sim_launch_kernel: Option<unsafe extern "C" fn(KernelFnPtr, Vp, Vp) -> AclError>,
     pub sim_kernel_read: Option<unsafe extern "C" fn(*const c_void, *const c_void, Vp, usize) -> AclError>,
     pub sim_kernel_write: Option<unsafe extern "C" fn(*const c_void, Vp, *const c_void, usize) -> AclError>,
+    pub sim_kernel_map: Option<KernelMapFn>,
 }
 
 // Kernel context pointers are passed as `*const c_void`; the simulator's
@@ -71,6 +75,17 @@ unsafe extern "C" fn sim_read(ctx: *const c_void, src: *const c_void, dst: Vp, n
 unsafe extern "C" fn sim_write(ctx: *const c_void, dst: Vp, src: *const c_void, n: usize) -> AclError {
     // SAFETY: forwarded caller contract; `ctx` came from the simulator.
     unsafe { sim::xirangSimKernelWrite(ctx.cast(), dst, src, n) }
+}
+unsafe extern "C" fn sim_map(
+    ctx: *const c_void,
+    n: usize,
+    ptrs: *const *const c_void,
+    sizes: *const usize,
+    f: MappedFnPtr,
+    ud: Vp,
+) -> AclError {
+    // SAFETY: forwarded caller contract; `ctx` came from the simulator.
+    unsafe { sim::xirangSimKernelMap(ctx.cast(), n, ptrs, sizes, f, ud) }
 }
 
 impl AclApi {
@@ -107,6 +122,7 @@ impl AclApi {
             sim_launch_kernel: Some(sim_launch),
             sim_kernel_read: Some(sim_read),
             sim_kernel_write: Some(sim_write),
+            sim_kernel_map: Some(sim_map),
         }
     }
 
@@ -168,6 +184,7 @@ impl AclApi {
             sim_launch_kernel: opt!(b"xirangSimLaunchKernel\0"),
             sim_kernel_read: opt!(b"xirangSimKernelRead\0"),
             sim_kernel_write: opt!(b"xirangSimKernelWrite\0"),
+            sim_kernel_map: opt!(b"xirangSimKernelMap\0"),
         };
         Ok((lib, api))
     }
@@ -242,6 +259,44 @@ struct CtxMemory {
     ctx: *const c_void,
     read: unsafe extern "C" fn(*const c_void, *const c_void, Vp, usize) -> AclError,
     write: unsafe extern "C" fn(*const c_void, Vp, *const c_void, usize) -> AclError,
+    map: Option<KernelMapFn>,
+}
+
+/// What [`CtxMemory::with_mapped`] hands to the mapping callback.
+struct MapCall<'a> {
+    reads: &'a [(DevicePtr, usize)],
+    writes: &'a [(DevicePtr, usize)],
+    f: &'a mut MapBody<'a>,
+}
+
+unsafe extern "C" fn map_trampoline(user_data: Vp, host_ptrs: *const Vp) {
+    // SAFETY: `user_data` is the `MapCall` on `with_mapped`'s stack, alive for this call.
+    let call = unsafe { &mut *user_data.cast::<MapCall<'_>>() };
+    let (nr, nw) = (call.reads.len(), call.writes.len());
+    // SAFETY: the simulator passes one host pointer per requested range (`nr + nw`).
+    let ptrs = unsafe { std::slice::from_raw_parts(host_ptrs, nr + nw) };
+    let reads: Vec<&[u8]> = call
+        .reads
+        .iter()
+        .zip(&ptrs[..nr])
+        // SAFETY: each pointer is valid for its range's length while the simulator holds the
+        // allocation's lock (until this callback returns); read ranges are only read.
+        .map(|(&(_, n), &p)| unsafe { std::slice::from_raw_parts(p.cast::<u8>().cast_const(), n) })
+        .collect();
+    let mut writes: Vec<&mut [u8]> = call
+        .writes
+        .iter()
+        .zip(&ptrs[nr..])
+        // SAFETY: as above; `with_mapped` checked that no write range overlaps another range, so
+        // each mutable slice is the only reference to its bytes.
+        .map(|(&(_, n), &p)| unsafe { std::slice::from_raw_parts_mut(p.cast::<u8>(), n) })
+        .collect();
+    (call.f)(&reads, &mut writes);
+}
+
+/// Whether device ranges `a` and `b` share a byte.
+fn overlaps(a: (DevicePtr, usize), b: (DevicePtr, usize)) -> bool {
+    a.0 < b.0.saturating_add(b.1 as u64) && b.0 < a.0.saturating_add(a.1 as u64)
 }
 
 impl KernelMemory for CtxMemory {
@@ -257,6 +312,43 @@ impl KernelMemory for CtxMemory {
                 code: rc,
                 message: format!("read of {} bytes at {src:#x}", dst.len()),
             })
+        }
+    }
+    fn with_mapped(
+        &self,
+        reads: &[(DevicePtr, usize)],
+        writes: &[(DevicePtr, usize)],
+        f: &mut MapBody<'_>,
+    ) -> Result<bool> {
+        let Some(map) = self.map else { return Ok(false) };
+        let all: Vec<(DevicePtr, usize)> = reads.iter().chain(writes).copied().collect();
+        if all.iter().any(|r| r.1 == 0) {
+            return Ok(false);
+        }
+        for (i, w) in writes.iter().enumerate() {
+            if all.iter().enumerate().any(|(j, r)| j != reads.len() + i && overlaps(*w, *r)) {
+                return Ok(false);
+            }
+        }
+        let ptrs: Vec<*const c_void> = all.iter().map(|r| vp(r.0).cast_const()).collect();
+        let sizes: Vec<usize> = all.iter().map(|r| r.1).collect();
+        let mut call = MapCall { reads, writes, f };
+        // SAFETY: `ctx` is the live kernel context; `ptrs` and `sizes` hold `all.len()` entries;
+        // the trampoline gets `call`, which outlives the (synchronous) mapping call.
+        let rc = unsafe {
+            map(
+                self.ctx,
+                all.len(),
+                ptrs.as_ptr(),
+                sizes.as_ptr(),
+                Some(map_trampoline),
+                (&raw mut call).cast::<c_void>(),
+            )
+        };
+        if rc == 0 {
+            Ok(true)
+        } else {
+            Err(Error::Driver { api: "xirangSimKernelMap", code: rc, message: format!("mapping {} ranges", all.len()) })
         }
     }
     fn write(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
@@ -279,13 +371,14 @@ struct KernelBox {
     kernel: Kernel,
     read: unsafe extern "C" fn(*const c_void, *const c_void, Vp, usize) -> AclError,
     write: unsafe extern "C" fn(*const c_void, Vp, *const c_void, usize) -> AclError,
+    map: Option<KernelMapFn>,
 }
 
 unsafe extern "C" fn kernel_trampoline(ctx: *const c_void, user_data: Vp) -> AclError {
     // SAFETY: `user_data` is the `Box<KernelBox>` leaked by `launch_kernel`;
     // the simulator calls each launched kernel exactly once.
     let kb = unsafe { Box::from_raw(user_data.cast::<KernelBox>()) };
-    let mem = CtxMemory { ctx, read: kb.read, write: kb.write };
+    let mem = CtxMemory { ctx, read: kb.read, write: kb.write, map: kb.map };
     match (kb.kernel)(&mem) {
         Ok(()) => 0,
         Err(Error::Driver { code, .. }) => code,
@@ -553,7 +646,7 @@ impl Driver for AclDriver {
             return Err(Error::Unsupported(format!("{}: no kernel launch entry point", self.name)));
         };
         self.ensure(device)?;
-        let ud = Box::into_raw(Box::new(KernelBox { kernel, read, write }));
+        let ud = Box::into_raw(Box::new(KernelBox { kernel, read, write, map: self.api.sim_kernel_map }));
         // SAFETY: the trampoline consumes `ud` exactly once if the launch
         // succeeds; it may run on the stream's worker thread (Kernel: Send).
         let rc = unsafe { launch(Some(kernel_trampoline), ud.cast(), vp(stream.0 as u64)) };
@@ -580,6 +673,28 @@ impl Plain for f64 {}
 
 #[cfg(not(target_endian = "little"))]
 compile_error!("the xirang runtime's typed kernel buffers assume a little-endian host");
+
+/// `bytes` as a slice of `T`, when it is aligned for `T` and a whole number of elements (a mapped
+/// device range: [`KernelMemory::with_mapped`]).
+pub fn typed<T: Plain>(bytes: &[u8]) -> Option<&[T]> {
+    let size = std::mem::size_of::<T>();
+    if bytes.as_ptr().addr() % std::mem::align_of::<T>() != 0 || bytes.len() % size != 0 {
+        return None;
+    }
+    // SAFETY: aligned for `T` (checked), `len / size` whole elements inside `bytes` (checked);
+    // `Plain` types accept every bit pattern; the borrow is carried over.
+    Some(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), bytes.len() / size) })
+}
+
+/// [`typed`] for a mutable slice.
+pub fn typed_mut<T: Plain>(bytes: &mut [u8]) -> Option<&mut [T]> {
+    let size = std::mem::size_of::<T>();
+    if bytes.as_ptr().addr() % std::mem::align_of::<T>() != 0 || bytes.len() % size != 0 {
+        return None;
+    }
+    // SAFETY: as in `typed`; the unique borrow of `bytes` becomes the unique borrow of the result.
+    Some(unsafe { std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast::<T>(), bytes.len() / size) })
+}
 
 /// The bytes of a typed slice (for [`KernelMemory::read`]).
 pub fn bytes_of_mut<T: Plain>(s: &mut [T]) -> &mut [u8] {

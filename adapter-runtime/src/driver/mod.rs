@@ -47,7 +47,24 @@ pub trait KernelMemory {
     fn read(&self, src: DevicePtr, dst: &mut [u8]) -> Result<()>;
     /// Copy `src` to device address `dst`.
     fn write(&self, dst: DevicePtr, src: &[u8]) -> Result<()>;
+    /// Direct access to device memory for the duration of `f(reads, writes)`: the bytes of each
+    /// `(address, length)` range, in order, with no copy. `Ok(false)` (and `f` not called) when
+    /// the driver cannot map device memory, or a write range overlaps another range: the kernel
+    /// then copies through [`read`](Self::read) / [`write`](Self::write). `f` must not call
+    /// `read` / `write` itself.
+    fn with_mapped(
+        &self,
+        reads: &[(DevicePtr, usize)],
+        writes: &[(DevicePtr, usize)],
+        f: &mut MapBody<'_>,
+    ) -> Result<bool> {
+        let _ = (reads, writes, f);
+        Ok(false)
+    }
 }
+
+/// The body of [`KernelMemory::with_mapped`]: the read ranges' bytes, then the write ranges'.
+pub type MapBody<'a> = dyn FnMut(&[&[u8]], &mut [&mut [u8]]) + 'a;
 
 /// A kernel: runs on a stream worker, reaches device memory only through
 /// [`KernelMemory`]. An `Err` becomes the stream's sticky error.

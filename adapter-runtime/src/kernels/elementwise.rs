@@ -92,6 +92,64 @@ impl Bcast {
     }
 }
 
+impl Bcast {
+    /// [`map2`](Self::map2) into `out` (one element per output index), in place.
+    pub(crate) fn map2_into<X: Copy + Sync, Y: Copy + Sync, U: Send>(
+        &self,
+        x: &[X],
+        y: &[Y],
+        out: &mut [U],
+        f: impl Fn(X, Y) -> U + Sync + Send,
+    ) {
+        let par = out.len() >= PAR_MIN;
+        match (&self.maps[0], &self.maps[1]) {
+            (IndexMap::Identity, IndexMap::Identity) => {
+                let run = |(o, (a, b)): (&mut [U], (&[X], &[Y]))| {
+                    for ((o, a), b) in o.iter_mut().zip(a).zip(b) {
+                        *o = f(*a, *b);
+                    }
+                };
+                if par {
+                    out.par_chunks_mut(CHUNK).zip(x.par_chunks(CHUNK).zip(y.par_chunks(CHUNK))).for_each(run);
+                } else {
+                    run((out, (x, y)));
+                }
+            }
+            (IndexMap::Identity, IndexMap::Splat) => {
+                let b = y[0];
+                let run = |(o, a): (&mut [U], &[X])| {
+                    for (o, a) in o.iter_mut().zip(a) {
+                        *o = f(*a, b);
+                    }
+                };
+                if par { out.par_chunks_mut(CHUNK).zip(x.par_chunks(CHUNK)).for_each(run) } else { run((out, x)) }
+            }
+            (ma, mb) => {
+                let run = |(c, o): (usize, &mut [U])| {
+                    for (j, o) in o.iter_mut().enumerate() {
+                        let i = c * CHUNK + j;
+                        *o = f(x[ma.at(i)], y[mb.at(i)]);
+                    }
+                };
+                if par { out.par_chunks_mut(CHUNK).enumerate().for_each(run) } else { run((0, out)) }
+            }
+        }
+    }
+}
+
+/// Elements per rayon task of the in-place loops.
+const CHUNK: usize = 1 << 14;
+
+/// [`map1`] into `out`, in place.
+pub(crate) fn map1_into<X: Copy + Sync, U: Send>(x: &[X], out: &mut [U], f: impl Fn(X) -> U + Sync + Send) {
+    let run = |(o, a): (&mut [U], &[X])| {
+        for (o, a) in o.iter_mut().zip(a) {
+            *o = f(*a);
+        }
+    };
+    if out.len() >= PAR_MIN { out.par_chunks_mut(CHUNK).zip(x.par_chunks(CHUNK)).for_each(run) } else { run((out, x)) }
+}
+
 /// `f` over every element (contiguous slice, parallel when large).
 pub(crate) fn map1<X: Copy + Sync, U: Send>(x: &[X], f: impl Fn(X) -> U + Sync + Send) -> Vec<U> {
     if x.len() >= PAR_MIN { x.par_iter().map(|a| f(*a)).collect() } else { x.iter().map(|a| f(*a)).collect() }
@@ -120,7 +178,14 @@ pub(crate) fn binary_real<T: Real>(
         return Ok(out);
     }
     let (pa, pb, po, na, nb) = (a.data_ptr()?, b.data_ptr()?, out.data_ptr()?, a.numel(), b.numel());
+    let no = bc.numel();
     launch(&ctx, vec![a, b, out.clone()], move |mem| {
+        // stored in the compute type (f32, f64): in place on device memory
+        if d.size() == std::mem::size_of::<T>()
+            && super::mapped::<T>(mem, &[(pa, na), (pb, nb)], (po, no), |xs, o| bc.map2_into(xs[0], xs[1], o, f))?
+        {
+            return Ok(());
+        }
         let x = T::load(mem, pa, na, d)?;
         let y = T::load(mem, pb, nb, d)?;
         T::store(mem, po, &bc.map2(&x, &y, f), d)
@@ -194,6 +259,11 @@ pub(crate) fn unary_real<T: Real>(
     }
     let (pa, po) = (a.data_ptr()?, out.data_ptr()?);
     launch(&ctx, vec![a, out.clone()], move |mem| {
+        if d.size() == std::mem::size_of::<T>()
+            && super::mapped::<T>(mem, &[(pa, n)], (po, n), |xs, o| map1_into(xs[0], o, f))?
+        {
+            return Ok(());
+        }
         let x = T::load(mem, pa, n, d)?;
         T::store(mem, po, &map1(&x, f), d)
     })?;

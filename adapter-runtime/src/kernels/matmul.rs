@@ -1,13 +1,15 @@
 //! Matrix products: `mm`, `bmm`, `addmm` for float dtypes.
 //!
-//! The micro-kernel updates four output rows at a time from one row of the
-//! right-hand matrix (`c[i..i+4, :] += a[i..i+4, p] * b[p, :]`), so the
-//! inner loop is a contiguous, vectorisable multiply-add over slices; row
-//! blocks run as rayon tasks. A transposed operand (a `.t()` view of a
+//! The product itself is `ndarray`'s `general_mat_mul` over matrixmultiply's
+//! packed, cache-blocked, register-blocked kernels (AVX2/FMA picked at run
+//! time when the CPU has them, as PyTorch's CPU BLAS does); bands of output
+//! rows run as rayon tasks. A transposed operand (a `.t()` view of a
 //! contiguous matrix) is read as stored and transposed while loading, with
 //! no device copy. Accumulation is in the compute type (f32 for
-//! f32/f16/bf16, as PyTorch's CPU BLAS), in `k` order.
+//! f32/f16/bf16, as PyTorch's CPU BLAS), in blocked order.
 
+use ndarray::linalg::general_mat_mul;
+use ndarray::{ArrayView2, ArrayViewMut2};
 use rayon::prelude::*;
 
 use super::{PAR_MIN, Real, device_of, launch, unsupported, with_real};
@@ -63,45 +65,27 @@ fn load_matrix<T: Real>(mem: &dyn KernelMemory, op: Operand, batch: usize, d: DT
 }
 
 /// `c[n, m] += a[n, k] * b[k, m]` (row-major slices).
-fn gemm<T: Real>(a: &[T], b: &[T], c: &mut [T], n: usize, k: usize, m: usize) {
-    if m == 0 || n == 0 {
-        return;
+fn gemm<T: Real>(a: &[T], b: &[T], c: &mut [T], n: usize, k: usize, m: usize) -> Result<()> {
+    if m == 0 || n == 0 || k == 0 {
+        return Ok(());
     }
-    let block = |(blk, cb): (usize, &mut [T])| {
-        let i0 = blk * 4;
-        let rows = cb.len() / m;
-        if rows == 4 {
-            let (c0, rest) = cb.split_at_mut(m);
-            let (c1, rest) = rest.split_at_mut(m);
-            let (c2, c3) = rest.split_at_mut(m);
-            for p in 0..k {
-                let br = &b[p * m..(p + 1) * m];
-                let (a0, a1, a2, a3) = (a[i0 * k + p], a[(i0 + 1) * k + p], a[(i0 + 2) * k + p], a[(i0 + 3) * k + p]);
-                for ((((x0, x1), x2), x3), &bv) in
-                    c0.iter_mut().zip(c1.iter_mut()).zip(c2.iter_mut()).zip(c3.iter_mut()).zip(br)
-                {
-                    *x0 += a0 * bv;
-                    *x1 += a1 * bv;
-                    *x2 += a2 * bv;
-                    *x3 += a3 * bv;
-                }
-            }
-        } else {
-            for r in 0..rows {
-                let cr = &mut cb[r * m..(r + 1) * m];
-                for p in 0..k {
-                    let av = a[(i0 + r) * k + p];
-                    for (x, &bv) in cr.iter_mut().zip(&b[p * m..(p + 1) * m]) {
-                        *x += av * bv;
-                    }
-                }
-            }
-        }
+    let shape = |e: ndarray::ShapeError| Error::Shape(format!("gemm: {e}"));
+    let bv = ArrayView2::from_shape((k, m), b).map_err(shape)?;
+    // `c[rows] += a[rows] @ b`: matrixmultiply's packed, register-blocked kernels (AVX2/FMA when
+    // the CPU has them, chosen at run time)
+    let rows = |ar: &[T], cr: &mut [T]| -> Result<()> {
+        let r = cr.len() / m;
+        let av = ArrayView2::from_shape((r, k), ar).map_err(shape)?;
+        let mut cv = ArrayViewMut2::from_shape((r, m), cr).map_err(shape)?;
+        general_mat_mul(T::ONE, &av, &bv, T::ONE, &mut cv);
+        Ok(())
     };
-    if n * m * k >= PAR_MIN {
-        c.par_chunks_mut(4 * m).enumerate().for_each(block);
+    if n * m * k >= PAR_MIN && n >= 2 {
+        // one band of rows per rayon thread
+        let per = n.div_ceil(rayon::current_num_threads().clamp(1, n));
+        c.par_chunks_mut(per * m).zip(a.par_chunks(per * k)).try_for_each(|(cr, ar)| rows(ar, cr))
     } else {
-        c.chunks_mut(4 * m).enumerate().for_each(block);
+        rows(a, c)
     }
 }
 
@@ -164,7 +148,7 @@ fn batched<T: Real>(
                 n,
                 k,
                 m,
-            );
+            )?;
         }
         let (al, be) = (T::from_f64(alpha), T::from_f64(beta));
         if alpha != 1.0 {

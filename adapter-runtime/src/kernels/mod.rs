@@ -47,7 +47,7 @@ use std::sync::Arc;
 use half::{bf16, f16};
 
 use crate::device::DeviceContext;
-use crate::driver::acl::{Plain, bytes_of, bytes_of_mut};
+use crate::driver::acl::{Plain, bytes_of, bytes_of_mut, typed, typed_mut};
 use crate::driver::{DevicePtr, KernelMemory};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
@@ -55,6 +55,10 @@ use crate::tensor::Tensor;
 
 /// Element count above which kernel loops split into rayon tasks.
 pub const PAR_MIN: usize = 1 << 15;
+
+/// Result size from which [`mapped`] works in place on device memory: below it, copying the
+/// operands costs less than mapping them (resolving and locking each allocation).
+pub const MAP_MIN: usize = 1 << 12;
 
 pub(crate) fn unsupported<T>(name: &str, why: impl std::fmt::Display) -> Result<T> {
     Err(Error::Unsupported(format!("{name}: {why}")))
@@ -103,6 +107,36 @@ pub(crate) fn launch(
     )
 }
 
+/// Runs `f(inputs, out)` directly on device memory when the driver maps it
+/// ([`KernelMemory::with_mapped`]): `inputs` are `(address, element count)` ranges of `T`, `out`
+/// the result's range. No copies: this is how a kernel on a real device touches its operands.
+/// `Ok(false)` when nothing ran (a result smaller than [`MAP_MIN`], the driver does not map, a
+/// range is empty or misaligned for `T`, or the output overlaps an input): the caller then copies
+/// through `read` / `write`.
+pub(crate) fn mapped<T: Plain>(
+    mem: &dyn KernelMemory,
+    inputs: &[(DevicePtr, usize)],
+    out: (DevicePtr, usize),
+    f: impl FnOnce(&[&[T]], &mut [T]),
+) -> Result<bool> {
+    if out.1 < MAP_MIN {
+        return Ok(false);
+    }
+    let size = std::mem::size_of::<T>();
+    let reads: Vec<(DevicePtr, usize)> = inputs.iter().map(|&(p, n)| (p, n * size)).collect();
+    let mut f = Some(f);
+    let mut ran = false;
+    let ok = mem.with_mapped(&reads, &[(out.0, out.1 * size)], &mut |ins, outs| {
+        let Some(xs) = ins.iter().map(|b| typed::<T>(b)).collect::<Option<Vec<&[T]>>>() else { return };
+        let Some(o) = outs.get_mut(0).and_then(|b| typed_mut::<T>(b)) else { return };
+        if let Some(f) = f.take() {
+            f(&xs, o);
+            ran = true;
+        }
+    })?;
+    Ok(ok && ran)
+}
+
 /// Reads `n` plain elements at `ptr`.
 pub(crate) fn read_vec<T: Plain>(mem: &dyn KernelMemory, ptr: DevicePtr, n: usize) -> Result<Vec<T>> {
     let mut v = vec![T::default(); n];
@@ -120,6 +154,7 @@ pub(crate) fn write_slice<T: Plain>(mem: &dyn KernelMemory, ptr: DevicePtr, v: &
 /// A floating compute type (`f32` or `f64`) and its storage dtypes.
 pub trait Real:
     Plain
+    + ndarray::LinalgScalar
     + PartialOrd
     + std::ops::Add<Output = Self>
     + std::ops::Sub<Output = Self>
