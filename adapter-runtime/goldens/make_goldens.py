@@ -782,19 +782,21 @@ def build_math():
 
 # ---------------------------------------------------------------- Core ATen host references
 
+def case(op, cls, dt, layout, make):
+    """One case of `build_core*`: make(case) -> (boxed arguments, expected output)."""
+    def build():
+        c = new_case(op, cls, dt, layout)
+        args, out = make(c)
+        emit(c, args, out)
+    attempt(op, build)
+
+
 def build_core():
     """Core ATen operators served by host reference implementations (`ops/core_aten.rs`): data
     movement, scans, reductions with indices, indexing, convolution, pooling, batch / group norm.
     Own generator, after every other case, so earlier cases keep their values."""
     global gen
     saved, gen = gen, torch.Generator().manual_seed(20261202)
-
-    def case(op, cls, dt, layout, make):
-        def build():
-            c = new_case(op, cls, dt, layout)
-            args, out = make(c)
-            emit(c, args, out)
-        attempt(op, build)
 
     def idx(c, shape, n):
         t = torch.randint(0, n, shape, generator=gen)
@@ -1159,13 +1161,6 @@ def build_core_more():
     random positions as well."""
     global gen
     saved, gen = gen, torch.Generator().manual_seed(20261203)
-
-    def case(op, cls, dt, layout, make):
-        def build():
-            c = new_case(op, cls, dt, layout)
-            args, out = make(c)
-            emit(c, args, out)
-        attempt(op, build)
 
     def put_int(c, values, dtype=torch.int64):
         t = torch.as_tensor(values, dtype=dtype)
