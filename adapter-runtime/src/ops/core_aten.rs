@@ -784,50 +784,6 @@ pub fn convolution(
     })
 }
 
-/// Pooling windows of a 2-d pool: output length of one spatial dimension.
-fn pool_len(name: &str, size: usize, k: usize, s: usize, p: usize, dil: usize, ceil: bool) -> Result<usize> {
-    let eff = dil * (k - 1) + 1;
-    let num = size as i64 + 2 * p as i64 - eff as i64;
-    if num < 0 {
-        return shape_err(format!("{name}: output size is too small"));
-    }
-    let mut len = if ceil { (num + s as i64 - 1) / s as i64 + 1 } else { num / s as i64 + 1 };
-    // the last window must start inside the input or the left padding
-    if ceil && (len - 1) * s as i64 >= size as i64 + p as i64 {
-        len -= 1;
-    }
-    Ok(len as usize)
-}
-
-fn pool_params(
-    name: &str,
-    kernel: &[i64],
-    stride: &[i64],
-    padding: &[i64],
-    dilation: &[i64],
-) -> Result<[[usize; 2]; 4]> {
-    let two = |v: &[i64], what: &str, default: Option<[usize; 2]>| -> Result<[usize; 2]> {
-        let us = |x: i64| usize::try_from(x).map_err(|_| Error::InvalidArgument(format!("{name}: negative {what}")));
-        match (v.len(), default) {
-            (0, Some(d)) => Ok(d),
-            (1, _) => Ok([us(v[0])?, us(v[0])?]),
-            (2, _) => Ok([us(v[0])?, us(v[1])?]),
-            _ => arg_err(format!("{name}: {what} must be a single int or a tuple of two ints")),
-        }
-    };
-    let k = two(kernel, "kernel_size", None)?;
-    let s = two(stride, "stride", Some(k))?;
-    let p = two(padding, "padding", Some([0, 0]))?;
-    let d = two(dilation, "dilation", Some([1, 1]))?;
-    if k.contains(&0) || s.contains(&0) || d.contains(&0) {
-        return arg_err(format!("{name}: kernel_size, stride and dilation must be greater than zero"));
-    }
-    if p[0] * 2 > k[0] || p[1] * 2 > k[1] {
-        return arg_err(format!("{name}: pad should be at most half of effective kernel size"));
-    }
-    Ok([k, s, p, d])
-}
-
 /// `max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode)`: values and
 /// int64 flat indices into each input plane (`[N, C, H, W]` or `[C, H, W]`). The n-d pooling of
 /// `core_aten_more` (PyTorch's rules: the last NaN of a window wins, ceil-mode windows, every
@@ -1386,47 +1342,16 @@ pub fn avg_pool2d_backward(
     count_include_pad: bool,
     divisor_override: Option<i64>,
 ) -> Result<Tensor> {
-    let [k, s, p, _] = pool_params("avg_pool2d_backward", kernel, stride, padding, &[])?;
-    if !(3..=4).contains(&x.dim()) {
-        return shape_err("avg_pool2d_backward: expected a 3-d or 4-d input");
-    }
-    let nd = x.dim();
-    let (h, w) = (x.sizes()[nd - 2], x.sizes()[nd - 1]);
-    let oh = pool_len("avg_pool2d", h, k[0], s[0], p[0], 1, ceil_mode)?;
-    let ow = pool_len("avg_pool2d", w, k[1], s[1], p[1], 1, ceil_mode)?;
-    let planes = x.numel() / (h * w).max(1);
-    if grad_output.numel() != planes * oh * ow {
-        return shape_err(format!("avg_pool2d_backward: grad_output {:?} for output {oh}x{ow}", grad_output.sizes()));
-    }
-    on_host1("avg_pool2d_backward", &[grad_output, x], |hs| {
-        let g = hs[0].to_f64_vec()?;
-        let mut gi = vec![0.0; planes * h * w];
-        for pl in 0..planes {
-            for y in 0..oh {
-                for xx in 0..ow {
-                    let y0 = (y * s[0]) as i64 - p[0] as i64;
-                    let x0 = (xx * s[1]) as i64 - p[1] as i64;
-                    let y1 = (y0 + k[0] as i64).min(h as i64 + p[0] as i64);
-                    let x1 = (x0 + k[1] as i64).min(w as i64 + p[1] as i64);
-                    let pool_size = (y1 - y0) * (x1 - x0);
-                    let (ya, xa) = (y0.max(0), x0.max(0));
-                    let (yb, xb) = (y1.min(h as i64), x1.min(w as i64));
-                    let div = match divisor_override {
-                        Some(dv) => dv,
-                        None if count_include_pad => pool_size,
-                        None => (yb - ya) * (xb - xa),
-                    };
-                    let gv = g[(pl * oh + y) * ow + xx] / div as f64;
-                    for iy in ya..yb {
-                        for ix in xa..xb {
-                            gi[pl * h * w + iy as usize * w + ix as usize] += gv;
-                        }
-                    }
-                }
-            }
-        }
-        Tensor::from_f64(&gi, hs[1].sizes(), hs[1].dtype())
-    })
+    let win = super::core_aten_more::windows("avg_pool2d_backward", 2, kernel, stride, padding, &[1])?;
+    super::core_aten_more::avg_pool_nd_backward(
+        "avg_pool2d_backward",
+        grad_output,
+        x,
+        &win,
+        ceil_mode,
+        count_include_pad,
+        divisor_override,
+    )
 }
 
 /// `max_pool2d_with_indices_backward(grad_output, x, ..., indices)`: each output's gradient added

@@ -523,6 +523,64 @@ pub(super) fn avg_pool_nd(
     })
 }
 
+/// The backward of [`avg_pool_nd`]: each output's gradient divided by the forward's divisor and
+/// added over the part of its window inside the input (same windows, same divisor).
+pub(super) fn avg_pool_nd_backward(
+    name: &'static str,
+    grad_output: &Tensor,
+    x: &Tensor,
+    win: &[Window],
+    ceil: bool,
+    count_include_pad: bool,
+    divisor_override: Option<i64>,
+) -> Result<Tensor> {
+    if divisor_override == Some(0) {
+        return arg_err("divisor must be not zero");
+    }
+    let (lead, spatial, outs) = pool_geometry(name, x, win, ceil, true)?;
+    let mut gshape = lead.clone();
+    gshape.extend_from_slice(&outs);
+    if grad_output.sizes() != gshape.as_slice() {
+        return shape_err(format!(
+            "{name}: grad_output of sizes {:?} for an output of sizes {gshape:?}",
+            grad_output.sizes()
+        ));
+    }
+    let n = win.len();
+    let spans: Vec<Vec<(i128, usize, usize)>> =
+        (0..n).map(|i| (0..outs[i]).map(|o| win[i].span(o, spatial[i])).collect()).collect();
+    let ist = contiguous_strides(&spatial);
+    let (plane, planes) = (numel(&spatial), numel(&lead));
+    on_host1(name, &[grad_output, x], |h| {
+        let g = h[0].to_f64_vec()?;
+        let mut gi = vec![0.0; planes * plane];
+        let mut k = 0;
+        for pl in 0..planes {
+            let base = pl * plane;
+            for_each_index(&outs, |o| {
+                let w: Vec<(i128, usize, usize)> = (0..n).map(|i| spans[i][o[i]]).collect();
+                let lens: Vec<usize> = w.iter().map(|&(_, lo, hi)| hi - lo).collect();
+                let inside = numel(&lens);
+                let div: i128 = match divisor_override {
+                    Some(dv) => dv.into(),
+                    None if count_include_pad => w.iter().map(|s| s.0).product(),
+                    None => inside as i128,
+                };
+                let gv = g.get(k).copied().unwrap_or(0.0);
+                k += 1;
+                if inside > 0 {
+                    let v = gv / div as f64;
+                    for_each_index(&lens, |t| {
+                        let j: usize = (0..n).map(|i| (w[i].1 + t[i]) * ist[i]).sum();
+                        gi[base + j] += v;
+                    });
+                }
+            });
+        }
+        Tensor::from_f64(&gi, h[1].sizes(), h[1].dtype())
+    })
+}
+
 /// `max_pool3d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode)` over
 /// `[N, C, D, H, W]` or `[C, D, H, W]`: values and int64 flat indices into each `D * H * W`
 /// input volume. Every dtype but bool (as PyTorch's CPU kernel).
