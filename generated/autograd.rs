@@ -2,7 +2,7 @@
 // Source: PyTorch v2.3.1 derivatives.yaml (dispatch key `Default`) of the selected operators.
 //! Autograd skeletons for PyTorch v2.3.1: 690 backward nodes.
 //!
-//! Backward formulas: 401 inputs translated into front-end calls, 457 left to hooks,
+//! Backward formulas: 404 inputs translated into front-end calls, 454 left to hooks,
 //! 34 that PyTorch itself does not implement (`not_implemented(..)`: the
 //! node raises the same error; see [`BACKWARD_COVERAGE`]).
 //!
@@ -283,9 +283,9 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("amax", "self", "translated"),
     ("amin", "self", "translated"),
     ("angle", "self", "hook"),
-    ("as_strided", "self", "hook"),
-    ("as_strided_", "self", "hook"),
-    ("as_strided_copy", "self", "hook"),
+    ("as_strided", "self", "translated"),
+    ("as_strided_", "self", "translated"),
+    ("as_strided_copy", "self", "translated"),
     ("as_strided_scatter", "self", "hook"),
     ("as_strided_scatter", "src", "hook"),
     ("asin", "self", "translated"),
@@ -1349,18 +1349,6 @@ pub trait BackwardHooks {
     /// `AngleBackward`: `angle_backward(grad, self)` (not translated: no operator or helper `angle_backward`).
     fn hook_angle_self(&self, node: &AngleBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `AngleBackward::self` not implemented: formula `angle_backward(grad, self)`".to_string()))
-    }
-    /// `AsStridedBackward`: `as_strided_backward(grad, TensorGeometry(self), size, stride, storage_offset)` (not translated: no operator or helper `as_strided_backward`).
-    fn hook_as_strided_self(&self, node: &AsStridedBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `AsStridedBackward::self` not implemented: formula `as_strided_backward(grad, TensorGeometry(self), size, stride, storage_offset)`".to_string()))
-    }
-    /// `AsStridedBackward1`: `as_strided_backward(grad, TensorGeometry(self), size, stride, storage_offset)` (not translated: no operator or helper `as_strided_backward`).
-    fn hook_as_strided__self(&self, node: &AsStridedBackward1, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `AsStridedBackward1::self` not implemented: formula `as_strided_backward(grad, TensorGeometry(self), size, stride, storage_offset)`".to_string()))
-    }
-    /// `AsStridedCopyBackward`: `as_strided_backward(grad, TensorGeometry(self), size, stride, storage_offset)` (not translated: no operator or helper `as_strided_backward`).
-    fn hook_as_strided_copy_self(&self, node: &AsStridedCopyBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `AsStridedCopyBackward::self` not implemented: formula `as_strided_backward(grad, TensorGeometry(self), size, stride, storage_offset)`".to_string()))
     }
     /// `AsStridedScatterBackward`: `as_strided_scatter_backward(grad, TensorGeometry(self), TensorGeometry(src), size, stride, storage_offset)` (not translated: no operator or helper `as_strided_scatter_backward`).
     fn hook_as_strided_scatter_self(&self, node: &AsStridedScatterBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -11429,7 +11417,7 @@ impl BackwardFn for AnyDimsBackward {
 #[derive(Clone)]
 pub struct AsStridedBackward {
     /// Saved `self_geometry`.
-    pub self_geometry: Opaque,
+    pub self_geometry: crate::autograd::TensorGeometry,
     /// Saved `size`.
     pub size: Vec<i64>,
     /// Saved `stride`.
@@ -11449,8 +11437,10 @@ impl AsStridedBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `as_strided_backward(grad, TensorGeometry(self), size, stride, storage_offset)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_as_strided_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::as_strided_backward(o, &grad, &self.self_geometry, &self.size, &self.stride, self.storage_offset)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -11460,7 +11450,7 @@ impl AsStridedBackward {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AsStridedBackward> {
         const OP: &str = "as_strided";
         Ok(AsStridedBackward {
-            self_geometry: return Err(cap::unsupported(OP, "self_geometry")),
+            self_geometry: cap::geometry(OP, cap::arg(OP, a, 0)?)?,
             size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
             stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
             storage_offset: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 3)?)?,
@@ -11485,7 +11475,7 @@ impl BackwardFn for AsStridedBackward {
 #[derive(Clone)]
 pub struct AsStridedBackward1 {
     /// Saved `self_geometry`.
-    pub self_geometry: Opaque,
+    pub self_geometry: crate::autograd::TensorGeometry,
     /// Saved `size`.
     pub size: Vec<i64>,
     /// Saved `stride`.
@@ -11505,8 +11495,10 @@ impl AsStridedBackward1 {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `as_strided_backward(grad, TensorGeometry(self), size, stride, storage_offset)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_as_strided__self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::as_strided_backward(o, &grad, &self.self_geometry, &self.size, &self.stride, self.storage_offset)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -11516,7 +11508,7 @@ impl AsStridedBackward1 {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AsStridedBackward1> {
         const OP: &str = "as_strided_";
         Ok(AsStridedBackward1 {
-            self_geometry: return Err(cap::unsupported(OP, "self_geometry")),
+            self_geometry: cap::geometry(OP, cap::arg(OP, a, 0)?)?,
             size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
             stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
             storage_offset: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 3)?)?,
@@ -11541,7 +11533,7 @@ impl BackwardFn for AsStridedBackward1 {
 #[derive(Clone)]
 pub struct AsStridedCopyBackward {
     /// Saved `self_geometry`.
-    pub self_geometry: Opaque,
+    pub self_geometry: crate::autograd::TensorGeometry,
     /// Saved `size`.
     pub size: Vec<i64>,
     /// Saved `stride`.
@@ -11561,8 +11553,10 @@ impl AsStridedCopyBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `as_strided_backward(grad, TensorGeometry(self), size, stride, storage_offset)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_as_strided_copy_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::as_strided_backward(o, &grad, &self.self_geometry, &self.size, &self.stride, self.storage_offset)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -11572,7 +11566,7 @@ impl AsStridedCopyBackward {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AsStridedCopyBackward> {
         const OP: &str = "as_strided_copy";
         Ok(AsStridedCopyBackward {
-            self_geometry: return Err(cap::unsupported(OP, "self_geometry")),
+            self_geometry: cap::geometry(OP, cap::arg(OP, a, 0)?)?,
             size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 1)?)?,
             stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
             storage_offset: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 3)?)?,
@@ -11597,9 +11591,9 @@ impl BackwardFn for AsStridedCopyBackward {
 #[derive(Clone)]
 pub struct AsStridedScatterBackward {
     /// Saved `self_geometry`.
-    pub self_geometry: Opaque,
+    pub self_geometry: crate::autograd::TensorGeometry,
     /// Saved `src_geometry`.
-    pub src_geometry: Opaque,
+    pub src_geometry: crate::autograd::TensorGeometry,
     /// Saved `size`.
     pub size: Vec<i64>,
     /// Saved `stride`.
@@ -11633,8 +11627,8 @@ impl AsStridedScatterBackward {
     pub fn capture(a: &[IValue], r: &[IValue]) -> Result<AsStridedScatterBackward> {
         const OP: &str = "as_strided_scatter";
         Ok(AsStridedScatterBackward {
-            self_geometry: return Err(cap::unsupported(OP, "self_geometry")),
-            src_geometry: return Err(cap::unsupported(OP, "src_geometry")),
+            self_geometry: cap::geometry(OP, cap::arg(OP, a, 0)?)?,
+            src_geometry: cap::geometry(OP, cap::arg(OP, a, 1)?)?,
             size: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 2)?)?,
             stride: cap::value::<Vec<i64>>(OP, cap::arg(OP, a, 3)?)?,
             storage_offset: cap::value::<Option<i64>>(OP, cap::arg(OP, a, 4)?)?,
@@ -39670,6 +39664,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AdaptiveAvgPool2dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(AdaptiveAvgPool2dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39677,6 +39672,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AdaptiveAvgPool2dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AdaptiveAvgPool2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39684,6 +39680,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AdaptiveAvgPool3dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(AdaptiveAvgPool3dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39691,6 +39688,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AdaptiveAvgPool3dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AdaptiveAvgPool3dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39698,6 +39696,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CdistBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), (4, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CdistBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39705,6 +39704,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CdistForwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CdistForwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39712,6 +39712,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CoalesceBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CoalesceBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39719,6 +39720,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ConjBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ConjBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39726,6 +39728,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ConjCopyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ConjCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39733,6 +39736,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ConjPhysicalBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ConjPhysicalBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39740,6 +39744,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ConvDepthwise2dBackward",
         inputs: &[(0, false), (1, false), (3, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ConvDepthwise2dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39747,6 +39752,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ConvolutionBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ConvolutionBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39754,6 +39760,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CtcLossBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CtcLossBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39761,6 +39768,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CtcLossTensorBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CtcLossTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39768,6 +39776,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CudnnCtcLossBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CudnnCtcLossBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39775,6 +39784,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CudnnCtcLossTensorBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CudnnCtcLossTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39782,6 +39792,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CudnnRnnBackward",
         inputs: &[(0, false), (1, true), (4, false), (5, false), ],
         differentiable_outputs: &[true, true, true, false, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CudnnRnnBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39789,6 +39800,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CudnnRnnBackwardBackward",
         inputs: &[(0, false), (1, true), (4, false), (5, false), (6, false), (7, false), (8, false), (9, false), ],
         differentiable_outputs: &[true, true, true, true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CudnnRnnBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39796,6 +39808,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "EfficientAttentionForwardBackward",
         inputs: &[(0, false), (1, false), (2, false), (3, false), ],
         differentiable_outputs: &[true, false, false, false, false, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(EfficientAttentionForwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39803,6 +39816,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "EfficientzerotensorBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(EfficientzerotensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39810,6 +39824,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "EmbeddingBagBackward",
         inputs: &[(0, false), (6, false), ],
         differentiable_outputs: &[true, false, false, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(EmbeddingBagBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39817,6 +39832,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "EmbeddingBagDenseBackwardBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(EmbeddingBagDenseBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39824,6 +39840,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "EuclideanDistBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(EuclideanDistBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39831,6 +39848,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FakeQuantizeLearnablePerChannelAffineBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(FakeQuantizeLearnablePerChannelAffineBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39838,6 +39856,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FakeQuantizeLearnablePerTensorAffineBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(FakeQuantizeLearnablePerTensorAffineBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39845,6 +39864,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FakeQuantizePerTensorAffineCachemaskTensorQparamsBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(FakeQuantizePerTensorAffineCachemaskTensorQparamsBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39852,6 +39872,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FftC2cBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(FftC2cBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39859,6 +39880,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FftC2rBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(FftC2rBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39866,6 +39888,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FftR2cBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(FftR2cBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39873,6 +39896,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FlashAttentionForwardBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, false, false, false, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(FlashAttentionForwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39880,6 +39904,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ForeachDivListBackward",
         inputs: &[(0, true), (1, true), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ForeachDivListBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39887,6 +39912,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ForeachMaximumScalarBackward",
         inputs: &[(0, true), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ForeachMaximumScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39894,6 +39920,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ForeachMaximumScalarlistBackward",
         inputs: &[(0, true), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ForeachMaximumScalarlistBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39901,6 +39928,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ForeachMinimumScalarBackward",
         inputs: &[(0, true), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ForeachMinimumScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39908,6 +39936,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ForeachMinimumScalarlistBackward",
         inputs: &[(0, true), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ForeachMinimumScalarlistBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39915,6 +39944,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ForeachNormScalarBackward",
         inputs: &[(0, true), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ForeachNormScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39922,6 +39952,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ForeachPowListBackward",
         inputs: &[(0, true), (1, true), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ForeachPowListBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39929,6 +39960,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ForeachPowScalarandtensorBackward",
         inputs: &[(1, true), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ForeachPowScalarandtensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39936,6 +39968,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ForeachPowScalarlistBackward",
         inputs: &[(0, true), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ForeachPowScalarlistBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39943,6 +39976,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FusedDropoutBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(FusedDropoutBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39950,6 +39984,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FusedMovingAvgObsFqHelperBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(FusedMovingAvgObsFqHelperBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39957,6 +39992,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "GridSampler2dCpuFallbackBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(GridSampler2dCpuFallbackBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39964,6 +40000,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "IndexPutImplBackward",
         inputs: &[(0, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(IndexPutImplBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39971,6 +40008,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "IndicesBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(IndicesBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39978,6 +40016,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "IndicesCopyBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(IndicesCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39985,6 +40024,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "IsAllTrueBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(IsAllTrueBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39992,6 +40032,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "IsAnyTrueBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(IsAnyTrueBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -39999,6 +40040,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LazyCloneBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LazyCloneBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40006,6 +40048,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LinalgDetBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LinalgDetBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40013,6 +40056,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LinalgEighBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LinalgEighBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40020,6 +40064,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LinalgSlogdetBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, true, false, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LinalgSlogdetBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40027,6 +40072,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LinalgSolveExBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, false, false, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LinalgSolveExBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40034,6 +40080,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LinalgSvdBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, true, true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LinalgSvdBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40041,6 +40088,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LogSoftmaxBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LogSoftmaxBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40048,6 +40096,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LogSoftmaxBackwardDataBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LogSoftmaxBackwardDataBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40055,6 +40104,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LstmMpsBackward",
         inputs: &[(0, false), (1, true), (2, true), ],
         differentiable_outputs: &[true, true, true, false, false, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LstmMpsBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40062,6 +40112,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MaskedSoftmaxBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MaskedSoftmaxBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40069,6 +40120,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MkldnnReshapeBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MkldnnReshapeBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40076,6 +40128,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MpsConvolutionBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MpsConvolutionBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40083,6 +40136,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MpsConvolutionTransposeBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MpsConvolutionTransposeBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40090,6 +40144,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NativeBatchNormLegitBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, false, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NativeBatchNormLegitBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40097,6 +40152,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NativeBatchNormLegitNoStatsBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, false, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NativeBatchNormLegitNoStatsBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40104,6 +40160,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NativeBatchNormLegitNoTrainingBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, false, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NativeBatchNormLegitNoTrainingBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40111,6 +40168,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NegViewBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NegViewBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40118,6 +40176,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NegViewCopyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NegViewCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40125,6 +40184,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NestedFromPaddedBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NestedFromPaddedBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40132,6 +40192,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NestedGetValuesBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(NestedGetValuesBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40139,6 +40200,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NestedGetValuesCopyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(NestedGetValuesCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40146,6 +40208,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NestedTensorFromMaskBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NestedTensorFromMaskBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40153,6 +40216,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NestedTensorFromTensorListBackward",
         inputs: &[(0, true), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NestedTensorFromTensorListBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40160,6 +40224,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NestedViewFromBufferBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NestedViewFromBufferBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40167,6 +40232,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NestedViewFromBufferCopyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NestedViewFromBufferCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40174,6 +40240,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NestedViewFromJaggedBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NestedViewFromJaggedBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40181,6 +40248,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NestedViewFromJaggedCopyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NestedViewFromJaggedCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40188,6 +40256,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NewZerosWithSameFeatureMetaBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NewZerosWithSameFeatureMetaBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40195,6 +40264,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NnpackSpatialConvolutionBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NnpackSpatialConvolutionBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40202,6 +40272,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "PackPaddedSequenceBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(PackPaddedSequenceBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40209,6 +40280,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "PdistBackwardBackward",
         inputs: &[(0, false), (1, false), (3, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(PdistBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40216,6 +40288,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "PdistForwardBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(PdistForwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40223,6 +40296,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "PinMemoryBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(PinMemoryBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40230,6 +40304,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "PreluKernelBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(PreluKernelBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40237,6 +40312,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "PreluKernelBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(PreluKernelBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40244,6 +40320,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ReshapeAliasBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ReshapeAliasBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40251,6 +40328,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ReshapeAliasCopyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ReshapeAliasCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40258,6 +40336,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ReshapeCopyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ReshapeCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40265,6 +40344,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ScaledDotProductEfficientAttentionBackward",
         inputs: &[(0, false), (1, false), (2, false), (3, false), ],
         differentiable_outputs: &[true, false, false, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ScaledDotProductEfficientAttentionBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40272,6 +40352,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ScaledDotProductFlashAttentionBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, false, false, false, false, false, false, false, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ScaledDotProductFlashAttentionBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40279,6 +40360,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ScaledDotProductFlashAttentionForCpuBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ScaledDotProductFlashAttentionForCpuBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40286,6 +40368,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SlowConv2dBackwardOutputMaskBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, true, true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SlowConv2dBackwardOutputMaskBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40293,6 +40376,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SlowConv2dForwardBackward",
         inputs: &[(0, false), (1, false), (3, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SlowConv2dForwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40300,6 +40384,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SoftmaxBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SoftmaxBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40307,6 +40392,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SoftmaxBackwardDataBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SoftmaxBackwardDataBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40314,6 +40400,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SparseAddmmBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SparseAddmmBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40321,6 +40408,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SparseCooTensorWithDimsAndTensorsBackward",
         inputs: &[(4, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SparseCooTensorWithDimsAndTensorsBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40328,6 +40416,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SparseLogSoftmaxBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SparseLogSoftmaxBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40335,6 +40424,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SparseMmReduceImplBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SparseMmReduceImplBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40342,6 +40432,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SparseSoftmaxBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SparseSoftmaxBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40349,6 +40440,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SparseSparseMatmulBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SparseSparseMatmulBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40356,6 +40448,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SparseSumDimBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SparseSumDimBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40363,6 +40456,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "StandardGammaBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(StandardGammaBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40370,6 +40464,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "StandardGammaGradBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(StandardGammaGradBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40377,6 +40472,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "TestAutogradMultipleDispatchFullcoverageBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(TestAutogradMultipleDispatchFullcoverageBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40384,6 +40480,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "TestAutogradMultipleDispatchViewBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(TestAutogradMultipleDispatchViewBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40391,6 +40488,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "TestAutogradMultipleDispatchViewCopyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(TestAutogradMultipleDispatchViewCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40398,6 +40496,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "TestWarnInAutogradBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(TestWarnInAutogradBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40405,6 +40504,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ThnnFusedGruCellBackward",
         inputs: &[(0, false), (1, false), (2, false), (3, false), (4, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ThnnFusedGruCellBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40412,6 +40512,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ThnnFusedLstmCellBackward",
         inputs: &[(0, false), (1, false), (2, false), (3, false), (4, false), ],
         differentiable_outputs: &[true, true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ThnnFusedLstmCellBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40419,6 +40520,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ToCopyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ToCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40426,6 +40528,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ToDenseBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ToDenseBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40433,6 +40536,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ToSparseBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ToSparseBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40440,6 +40544,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ToSparseSparseDimBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ToSparseSparseDimBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40447,6 +40552,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ToSparseBscBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ToSparseBscBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40454,6 +40560,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ToSparseBsrBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ToSparseBsrBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40461,6 +40568,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ToSparseCscBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ToSparseCscBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40468,6 +40576,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ToSparseCsrBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ToSparseCsrBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40475,6 +40584,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "TrilinearBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(TrilinearBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40482,6 +40592,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UniqueBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UniqueBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40489,6 +40600,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "Unique2Backward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(Unique2Backward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40496,6 +40608,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UnsafeIndexTensorBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UnsafeIndexTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40503,6 +40616,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UnsafeIndexPutBackward",
         inputs: &[(0, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UnsafeIndexPutBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40510,6 +40624,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UnsafeViewBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UnsafeViewBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40517,6 +40632,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleBicubic2dAaBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleBicubic2dAaBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40524,6 +40640,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleBicubic2dAaBackwardBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleBicubic2dAaBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40531,6 +40648,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleBilinear2dAaBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleBilinear2dAaBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40538,6 +40656,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleBilinear2dAaBackwardBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleBilinear2dAaBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40545,6 +40664,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleNearestExact1dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleNearestExact1dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40552,6 +40672,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleNearestExact1dBackwardBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleNearestExact1dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40559,6 +40680,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleNearestExact2dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleNearestExact2dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40566,6 +40688,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleNearestExact2dBackwardBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleNearestExact2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40573,6 +40696,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleNearestExact3dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleNearestExact3dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40580,6 +40704,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleNearestExact3dBackwardBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleNearestExact3dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40587,6 +40712,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ValuesBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ValuesBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40594,6 +40720,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ValuesCopyBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ValuesCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40601,6 +40728,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "WeightNormInterfaceBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(WeightNormInterfaceBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40608,6 +40736,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AbsBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(AbsBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40615,6 +40744,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AcosBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(AcosBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40622,6 +40752,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AcoshBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(AcoshBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40629,6 +40760,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AcoshBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AcoshBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -40636,6 +40768,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AdaptiveMaxPool2dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(AdaptiveMaxPool2dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40643,6 +40776,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AdaptiveMaxPool2dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AdaptiveMaxPool2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40650,6 +40784,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AdaptiveMaxPool3dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(AdaptiveMaxPool3dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40657,6 +40792,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AdaptiveMaxPool3dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AdaptiveMaxPool3dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40664,6 +40800,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AddScalarBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AddScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40671,6 +40808,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AddTensorBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AddTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40678,6 +40816,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AddbmmBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AddbmmBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40685,6 +40824,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AddcdivBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AddcdivBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40692,6 +40832,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AddcmulBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AddcmulBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40699,6 +40840,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AddmmBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AddmmBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40706,6 +40848,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AddmvBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AddmvBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40713,6 +40856,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AddrBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AddrBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40720,6 +40864,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AffineGridGeneratorBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AffineGridGeneratorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40727,6 +40872,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AliasBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AliasBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40734,6 +40880,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AliasCopyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AliasCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40741,6 +40888,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AllBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AllBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40748,6 +40896,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AllDimBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AllDimBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40755,6 +40904,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AllDimsBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AllDimsBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40762,6 +40912,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AmaxBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(AmaxBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40769,6 +40920,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AminBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(AminBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40776,6 +40928,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AngleBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(AngleBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40783,6 +40936,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AnyBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AnyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40790,6 +40944,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AnyDimBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AnyDimBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40797,6 +40952,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AnyDimsBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AnyDimsBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40804,6 +40960,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AsStridedBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AsStridedBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40811,6 +40968,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AsStridedBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AsStridedBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -40818,6 +40976,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AsStridedCopyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AsStridedCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40825,6 +40984,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AsStridedScatterBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AsStridedScatterBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40832,6 +40992,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AsinBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(AsinBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40839,6 +41000,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AsinhBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(AsinhBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40846,6 +41008,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AsinhBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AsinhBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -40853,6 +41016,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AtanBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(AtanBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40860,6 +41024,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "Atan2Backward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(Atan2Backward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40867,6 +41032,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AtanhBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(AtanhBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40874,6 +41040,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AtanhBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AtanhBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -40881,6 +41048,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AvgPool2dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(AvgPool2dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40888,6 +41056,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AvgPool2dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AvgPool2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40895,6 +41064,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AvgPool3dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(AvgPool3dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40902,6 +41072,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "AvgPool3dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(AvgPool3dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40909,6 +41080,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "BaddbmmBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(BaddbmmBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40916,6 +41088,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "BernoulliBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(BernoulliBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40923,6 +41096,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "BernoulliTensorBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(BernoulliTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40930,6 +41104,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "BernoulliFloatBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(BernoulliFloatBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40937,6 +41112,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "BinaryCrossEntropyBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(BinaryCrossEntropyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40944,6 +41120,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "BinaryCrossEntropyBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(BinaryCrossEntropyBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40951,6 +41128,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "BinaryCrossEntropyWithLogitsBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(BinaryCrossEntropyWithLogitsBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40958,6 +41136,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "BlockDiagBackward",
         inputs: &[(0, true), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(BlockDiagBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40965,6 +41144,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "BmmBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(BmmBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40972,6 +41152,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CatBackward",
         inputs: &[(0, true), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CatBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40979,6 +41160,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CauchyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CauchyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40986,6 +41168,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CcolIndicesBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CcolIndicesBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -40993,6 +41176,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CcolIndicesCopyBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CcolIndicesCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41000,6 +41184,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CeilBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CeilBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41007,6 +41192,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CeluBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(CeluBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41014,6 +41200,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CeluBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CeluBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -41021,6 +41208,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CholeskyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CholeskyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41028,6 +41216,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CholeskyInverseBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(CholeskyInverseBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41035,6 +41224,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CholeskySolveBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(CholeskySolveBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41042,6 +41232,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ClampBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ClampBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41049,6 +41240,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ClampTensorBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ClampTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41056,6 +41248,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ClampMaxBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ClampMaxBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41063,6 +41256,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ClampMaxTensorBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ClampMaxTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41070,6 +41264,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ClampMinBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ClampMinBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41077,6 +41272,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ClampMinTensorBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ClampMinTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41084,6 +41280,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CloneBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CloneBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41091,6 +41288,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "Col2imBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(Col2imBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41098,6 +41296,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ColIndicesBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ColIndicesBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41105,6 +41304,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ColIndicesCopyBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ColIndicesCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41112,6 +41312,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ComplexBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ComplexBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41119,6 +41320,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ConjPhysicalBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ConjPhysicalBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -41126,6 +41328,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ConstantPadNdBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ConstantPadNdBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41133,6 +41336,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ConvDepthwise3dBackward",
         inputs: &[(0, false), (1, false), (3, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ConvDepthwise3dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41140,6 +41344,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ConvTbcBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ConvTbcBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41147,6 +41352,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ConvolutionBackward1",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ConvolutionBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -41154,6 +41360,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ConvolutionBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, true, true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ConvolutionBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41161,6 +41368,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ConvolutionBackwardOverrideableBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, true, true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ConvolutionBackwardOverrideableBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41168,6 +41376,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ConvolutionOverrideableBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ConvolutionOverrideableBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41175,6 +41384,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CopysignScalarBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(CopysignScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41182,6 +41392,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CopysignTensorBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(CopysignTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41189,6 +41400,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CosBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(CosBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41196,6 +41408,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CoshBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(CoshBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41203,6 +41416,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CountNonzeroBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CountNonzeroBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41210,6 +41424,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CountNonzeroDimIntlistBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CountNonzeroDimIntlistBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41217,6 +41432,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CrowIndicesBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CrowIndicesBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41224,6 +41440,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CrowIndicesCopyBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CrowIndicesCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41231,6 +41448,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CudnnAffineGridGeneratorBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CudnnAffineGridGeneratorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41238,6 +41456,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CudnnBatchNormBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, false, false, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CudnnBatchNormBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41245,6 +41464,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CudnnBatchNormBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), (5, false), (6, false), (8, false), ],
         differentiable_outputs: &[true, true, true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CudnnBatchNormBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41252,6 +41472,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CudnnConvolutionBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(CudnnConvolutionBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41259,6 +41480,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CudnnConvolutionTransposeBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(CudnnConvolutionTransposeBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41266,6 +41488,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CudnnGridSamplerBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(CudnnGridSamplerBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41273,6 +41496,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CummaxBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(CummaxBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41280,6 +41504,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CumminBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(CumminBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41287,6 +41512,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CumprodBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(CumprodBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41294,6 +41520,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "CumsumBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(CumsumBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41301,6 +41528,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "Deg2radBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(Deg2radBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41308,6 +41536,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "DiagEmbedBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(DiagEmbedBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41315,6 +41544,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "DiagonalBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(DiagonalBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41322,6 +41552,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "DiagonalBackwardBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(DiagonalBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41329,6 +41560,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "DiagonalCopyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(DiagonalCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41336,6 +41568,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "DiagonalScatterBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(DiagonalScatterBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41343,6 +41576,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "DigammaBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(DigammaBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41350,6 +41584,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "DistBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(DistBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41357,6 +41592,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "DivScalarBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(DivScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41364,6 +41600,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "DivScalarModeBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(DivScalarModeBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41371,6 +41608,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "DivTensorBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(DivTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41378,6 +41616,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "DivTensorModeBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(DivTensorModeBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41385,6 +41624,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "DotBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(DotBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41392,6 +41632,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "EluBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(EluBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41399,6 +41640,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "EluBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(EluBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -41406,6 +41648,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "EluBackwardBackward",
         inputs: &[(0, false), (5, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(EluBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41413,6 +41656,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "EmbeddingBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(EmbeddingBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41420,6 +41664,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "EmbeddingDenseBackwardBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(EmbeddingDenseBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41427,6 +41672,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "EmbeddingRenormBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(EmbeddingRenormBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41434,6 +41680,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "EqScalarBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(EqScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41441,6 +41688,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "EqTensorBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(EqTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41448,6 +41696,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "EqScalarBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(EqScalarBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -41455,6 +41704,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "EqTensorBackward1",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(EqTensorBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -41462,6 +41712,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ErfBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ErfBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41469,6 +41720,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ErfcBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ErfcBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41476,6 +41728,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ErfinvBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ErfinvBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41483,6 +41736,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ExpBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ExpBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41490,6 +41744,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "Exp2Backward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(Exp2Backward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41497,6 +41752,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ExpandBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ExpandBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41504,6 +41760,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ExpandCopyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ExpandCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41511,6 +41768,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "Expm1Backward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(Expm1Backward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41518,6 +41776,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ExponentialBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ExponentialBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41525,6 +41784,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FakeQuantizePerChannelAffineCachemaskBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(FakeQuantizePerChannelAffineCachemaskBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41532,6 +41792,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FakeQuantizePerTensorAffineCachemaskBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(FakeQuantizePerTensorAffineCachemaskBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41539,6 +41800,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FillScalarBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(FillScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41546,6 +41808,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FillTensorBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(FillTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41553,6 +41816,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FillScalarBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(FillScalarBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -41560,6 +41824,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FillTensorBackward1",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(FillTensorBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -41567,6 +41832,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FlipBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(FlipBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41574,6 +41840,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FloorBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(FloorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41581,6 +41848,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FmaxBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(FmaxBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41588,6 +41856,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FminBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(FminBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41595,6 +41864,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FmodScalarBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(FmodScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41602,6 +41872,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FmodTensorBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(FmodTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41609,6 +41880,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FracBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(FracBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41616,6 +41888,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FractionalMaxPool2dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(FractionalMaxPool2dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41623,6 +41896,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FractionalMaxPool2dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(FractionalMaxPool2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41630,6 +41904,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FractionalMaxPool3dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(FractionalMaxPool3dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41637,6 +41912,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FractionalMaxPool3dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(FractionalMaxPool3dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41644,6 +41920,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "FrexpTensorBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(FrexpTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41651,6 +41928,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "GatherBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(GatherBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41658,6 +41936,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "GeScalarBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(GeScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41665,6 +41944,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "GeTensorBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(GeTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41672,6 +41952,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "GeScalarBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(GeScalarBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -41679,6 +41960,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "GeTensorBackward1",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(GeTensorBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -41686,6 +41968,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "GeluBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(GeluBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41693,6 +41976,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "GeluBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(GeluBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41700,6 +41984,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "GeometricBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(GeometricBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41707,6 +41992,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "GeqrfBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(GeqrfBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41714,6 +42000,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "GluBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(GluBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41721,6 +42008,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "GluBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(GluBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41728,6 +42016,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "GridSampler2dBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(GridSampler2dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41735,6 +42024,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "GridSampler3dBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(GridSampler3dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41742,6 +42032,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "GtScalarBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(GtScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41749,6 +42040,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "GtTensorBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(GtTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41756,6 +42048,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "GtScalarBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(GtScalarBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -41763,6 +42056,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "GtTensorBackward1",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(GtTensorBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -41770,6 +42064,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "HardshrinkBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(HardshrinkBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41777,6 +42072,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "HardshrinkBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(HardshrinkBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41784,6 +42080,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "HardsigmoidBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(HardsigmoidBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41791,6 +42088,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "HardswishBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(HardswishBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41798,6 +42096,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "HardswishBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(HardswishBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41805,6 +42104,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "HardtanhBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(HardtanhBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41812,6 +42112,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "HardtanhBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(HardtanhBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41819,6 +42120,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "HistcBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(HistcBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41826,6 +42128,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "HuberLossBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(HuberLossBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41833,6 +42136,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "HuberLossBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(HuberLossBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41840,6 +42144,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "HypotBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(HypotBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41847,6 +42152,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "I0Backward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(I0Backward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41854,6 +42160,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "IgammaBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(IgammaBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41861,6 +42168,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "IgammacBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(IgammacBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41868,6 +42176,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "Im2colBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(Im2colBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41875,6 +42184,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "IndexTensorBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(IndexTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41882,6 +42192,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "IndexAddBackward",
         inputs: &[(0, false), (3, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(IndexAddBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41889,6 +42200,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "IndexCopyBackward",
         inputs: &[(0, false), (3, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(IndexCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41896,6 +42208,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "IndexFillIntScalarBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(IndexFillIntScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41903,6 +42216,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "IndexFillIntTensorBackward",
         inputs: &[(0, false), (3, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(IndexFillIntTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41910,6 +42224,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "IndexPutBackward",
         inputs: &[(0, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(IndexPutBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41917,6 +42232,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "IndexReduceBackward",
         inputs: &[(0, false), (3, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(IndexReduceBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41924,6 +42240,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "IndexSelectBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(IndexSelectBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41931,6 +42248,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "IndicesBackward1",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(IndicesBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -41938,6 +42256,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "IndicesCopyBackward1",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(IndicesCopyBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -41945,6 +42264,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "IsnanBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(IsnanBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41952,6 +42272,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "KthvalueBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(KthvalueBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41959,6 +42280,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LeScalarBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LeScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41966,6 +42288,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LeTensorBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LeTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41973,6 +42296,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LeScalarBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LeScalarBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -41980,6 +42304,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LeTensorBackward1",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LeTensorBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -41987,6 +42312,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LeakyReluBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(LeakyReluBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -41994,6 +42320,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LeakyReluBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LeakyReluBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -42001,6 +42328,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LeakyReluBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(LeakyReluBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42008,6 +42336,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LerpScalarBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LerpScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42015,6 +42344,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LerpTensorBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(LerpTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42022,6 +42352,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LgammaBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(LgammaBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42029,6 +42360,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LiftBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LiftBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42036,6 +42368,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LiftFreshBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LiftFreshBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42043,6 +42376,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LiftFreshCopyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LiftFreshCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42050,6 +42384,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LinalgCholeskyExBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LinalgCholeskyExBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42057,6 +42392,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LinalgCrossBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(LinalgCrossBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42064,6 +42400,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LinalgEigBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LinalgEigBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42071,6 +42408,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LinalgHouseholderProductBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LinalgHouseholderProductBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42078,6 +42416,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LinalgInvExBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LinalgInvExBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42085,6 +42424,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LinalgLstsqBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, false, false, false, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(LinalgLstsqBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42092,6 +42432,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LinalgLuBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[false, true, true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LinalgLuBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42099,6 +42440,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LinalgLuFactorExBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LinalgLuFactorExBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42106,6 +42448,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LinalgLuSolveBackward",
         inputs: &[(0, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LinalgLuSolveBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42113,6 +42456,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LinalgMatrixExpBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(LinalgMatrixExpBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42120,6 +42464,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LinalgPinvAtolRtolTensorBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(LinalgPinvAtolRtolTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42127,6 +42472,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LinalgQrBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LinalgQrBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42134,6 +42480,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LinalgSolveTriangularBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(LinalgSolveTriangularBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42141,6 +42488,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LinalgVectorNormBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(LinalgVectorNormBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42148,6 +42496,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LinearBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, true, true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(LinearBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42155,6 +42504,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LogBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(LogBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42162,6 +42512,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "Log10Backward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(Log10Backward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42169,6 +42520,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "Log1pBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(Log1pBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42176,6 +42528,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "Log2Backward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(Log2Backward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42183,6 +42536,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LogNormalBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LogNormalBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42190,6 +42544,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LogSigmoidBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(LogSigmoidBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42197,6 +42552,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LogSigmoidForwardBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(LogSigmoidForwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42204,6 +42560,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LogaddexpBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(LogaddexpBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42211,6 +42568,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "Logaddexp2Backward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(Logaddexp2Backward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42218,6 +42576,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LogcumsumexpBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(LogcumsumexpBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42225,6 +42584,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LogitBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(LogitBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42232,6 +42592,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LogsumexpBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(LogsumexpBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42239,6 +42600,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LstmMpsBackwardBackward",
         inputs: &[],
         differentiable_outputs: &[true, true, true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LstmMpsBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42246,6 +42608,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LtScalarBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LtScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42253,6 +42616,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LtTensorBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LtTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42260,6 +42624,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LtScalarBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LtScalarBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -42267,6 +42632,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LtTensorBackward1",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LtTensorBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -42274,6 +42640,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "LuUnpackBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[false, true, true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(LuUnpackBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42281,6 +42648,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MaskedFillScalarBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MaskedFillScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42288,6 +42656,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MaskedFillTensorBackward",
         inputs: &[(0, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MaskedFillTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42295,6 +42664,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MaskedScatterBackward",
         inputs: &[(0, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MaskedScatterBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42302,6 +42672,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MaskedScatterBackwardBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MaskedScatterBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42309,6 +42680,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MaskedSelectBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MaskedSelectBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42316,6 +42688,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MaxBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MaxBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42323,6 +42696,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MaxDimBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MaxDimBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42330,6 +42704,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MaxPool2dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MaxPool2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42337,6 +42712,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MaxPool2dWithIndicesBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MaxPool2dWithIndicesBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42344,6 +42720,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MaxPool2dWithIndicesBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MaxPool2dWithIndicesBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42351,6 +42728,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MaxPool3dWithIndicesBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MaxPool3dWithIndicesBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42358,6 +42736,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MaxPool3dWithIndicesBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MaxPool3dWithIndicesBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42365,6 +42744,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MaxUnpool2dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MaxUnpool2dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42372,6 +42752,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MaxUnpool3dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MaxUnpool3dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42379,6 +42760,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MaximumBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MaximumBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42386,6 +42768,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MeanBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MeanBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42393,6 +42776,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MeanDimBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MeanDimBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42400,6 +42784,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MedianBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MedianBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42407,6 +42792,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MedianDimBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MedianDimBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42414,6 +42800,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MinBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MinBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42421,6 +42808,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MinDimBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MinDimBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42428,6 +42816,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MinimumBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MinimumBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42435,6 +42824,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MiopenBatchNormBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, false, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MiopenBatchNormBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42442,6 +42832,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MiopenBatchNormBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), (5, false), (6, false), ],
         differentiable_outputs: &[true, true, true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MiopenBatchNormBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42449,6 +42840,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MiopenConvolutionBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MiopenConvolutionBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42456,6 +42848,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MiopenConvolutionTransposeBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MiopenConvolutionTransposeBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42463,6 +42856,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MiopenDepthwiseConvolutionBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MiopenDepthwiseConvolutionBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42470,6 +42864,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MiopenRnnBackward",
         inputs: &[(0, false), (1, true), (3, false), (4, false), ],
         differentiable_outputs: &[true, true, true, false, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MiopenRnnBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42477,6 +42872,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MiopenRnnBackwardBackward",
         inputs: &[],
         differentiable_outputs: &[true, true, true, true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MiopenRnnBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42484,6 +42880,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MishBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MishBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42491,6 +42888,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MkldnnAdaptiveAvgPool2dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MkldnnAdaptiveAvgPool2dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42498,6 +42896,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MkldnnConvolutionBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MkldnnConvolutionBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42505,6 +42904,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MkldnnLinearBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MkldnnLinearBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42512,6 +42912,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MkldnnMaxPool2dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MkldnnMaxPool2dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42519,6 +42920,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MkldnnMaxPool3dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MkldnnMaxPool3dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42526,6 +42928,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MkldnnRnnLayerBackward",
         inputs: &[(0, false), (1, false), (2, false), (3, false), (4, false), (5, false), (6, false), ],
         differentiable_outputs: &[true, true, true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MkldnnRnnLayerBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42533,6 +42936,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MkldnnRnnLayerBackwardBackward",
         inputs: &[],
         differentiable_outputs: &[true, true, true, true, true, true, true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MkldnnRnnLayerBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42540,6 +42944,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MmBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MmBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42547,6 +42952,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ModeBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ModeBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42554,6 +42960,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MpsConvolutionBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, true, true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MpsConvolutionBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42561,6 +42968,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MseLossBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MseLossBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42568,6 +42976,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MseLossBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MseLossBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42575,6 +42984,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MulScalarBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MulScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42582,6 +42992,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MulTensorBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MulTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42589,6 +43000,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MultiMarginLossBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MultiMarginLossBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42596,6 +43008,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MultilabelMarginLossForwardBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MultilabelMarginLossForwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42603,6 +43016,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MultinomialBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(MultinomialBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42610,6 +43024,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MvBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MvBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42617,6 +43032,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "MvlgammaBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(MvlgammaBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42624,6 +43040,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NanToNumBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(NanToNumBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42631,6 +43048,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NanmedianBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(NanmedianBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42638,6 +43056,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NanmedianDimBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NanmedianDimBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42645,6 +43064,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NansumBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(NansumBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42652,6 +43072,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NativeBatchNormBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, false, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NativeBatchNormBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42659,6 +43080,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NativeBatchNormBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), (5, false), (6, false), ],
         differentiable_outputs: &[true, true, true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NativeBatchNormBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42666,6 +43088,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NativeDropoutBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NativeDropoutBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42673,6 +43096,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NativeDropoutBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NativeDropoutBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42680,6 +43104,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NativeGroupNormBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, true, true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NativeGroupNormBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42687,6 +43112,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NativeLayerNormBackward",
         inputs: &[(0, false), (2, false), (3, false), ],
         differentiable_outputs: &[true, false, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NativeLayerNormBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42694,6 +43120,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NativeLayerNormBackwardBackward",
         inputs: &[(0, false), (1, false), (3, false), (4, false), (5, false), (6, false), ],
         differentiable_outputs: &[true, true, true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NativeLayerNormBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42701,6 +43128,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NeScalarBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NeScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42708,6 +43136,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NeTensorBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NeTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42715,6 +43144,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NeScalarBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NeScalarBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -42722,6 +43152,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NeTensorBackward1",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NeTensorBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -42729,6 +43160,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NegBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NegBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42736,6 +43168,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NextafterBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NextafterBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42743,6 +43176,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NllLoss2dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NllLoss2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42750,6 +43184,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NllLoss2dForwardBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(NllLoss2dForwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42757,6 +43192,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NllLossBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NllLossBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42764,6 +43200,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NllLossForwardBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(NllLossForwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42771,6 +43208,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NonzeroBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NonzeroBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42778,6 +43216,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NormScalarBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(NormScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42785,6 +43224,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NormScalaroptDimBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(NormScalaroptDimBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42792,6 +43232,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NormScalaroptDimDtypeBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(NormScalaroptDimDtypeBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42799,6 +43240,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NormScalaroptDtypeBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(NormScalaroptDtypeBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42806,6 +43248,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NormalTensorTensorBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NormalTensorTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42813,6 +43256,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NormalTensorFloatBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NormalTensorFloatBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42820,6 +43264,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NormalFloatTensorBackward",
         inputs: &[(1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NormalFloatTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42827,6 +43272,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "NormalBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(NormalBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42834,6 +43280,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "OrmqrBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(OrmqrBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42841,6 +43288,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "PermuteBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(PermuteBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42848,6 +43296,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "PermuteCopyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(PermuteCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42855,6 +43304,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "PixelShuffleBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(PixelShuffleBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42862,6 +43312,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "PixelUnshuffleBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(PixelUnshuffleBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42869,6 +43320,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "PoissonBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(PoissonBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42876,6 +43328,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "PolarBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(PolarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42883,6 +43336,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "PolygammaBackward",
         inputs: &[(1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(PolygammaBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42890,6 +43344,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "PolygammaBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(PolygammaBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -42897,6 +43352,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "PowScalarBackward",
         inputs: &[(1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(PowScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42904,6 +43360,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "PowTensorScalarBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(PowTensorScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42911,6 +43368,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "PowTensorTensorBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(PowTensorTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42918,6 +43376,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ProdBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ProdBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42925,6 +43384,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ProdDimIntBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ProdDimIntBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42932,6 +43392,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "PutBackward",
         inputs: &[(0, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(PutBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42939,6 +43400,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "Rad2degBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(Rad2degBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42946,6 +43408,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "RandomBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(RandomBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42953,6 +43416,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "RandomFromBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(RandomFromBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42960,6 +43424,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "RandomToBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(RandomToBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42967,6 +43432,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ReciprocalBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ReciprocalBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42974,6 +43440,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ReflectionPad1dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ReflectionPad1dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42981,6 +43448,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ReflectionPad1dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ReflectionPad1dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42988,6 +43456,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ReflectionPad2dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ReflectionPad2dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -42995,6 +43464,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ReflectionPad2dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ReflectionPad2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43002,6 +43472,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ReflectionPad3dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ReflectionPad3dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43009,6 +43480,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ReflectionPad3dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ReflectionPad3dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43016,6 +43488,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ReluBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ReluBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43023,6 +43496,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "RemainderScalarBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(RemainderScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43030,6 +43504,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "RemainderTensorBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(RemainderTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43037,6 +43512,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "RenormBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(RenormBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43044,6 +43520,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "RepeatBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(RepeatBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43051,6 +43528,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ReplicationPad1dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ReplicationPad1dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43058,6 +43536,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ReplicationPad1dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ReplicationPad1dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43065,6 +43544,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ReplicationPad2dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ReplicationPad2dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43072,6 +43552,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ReplicationPad2dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ReplicationPad2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43079,6 +43560,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ReplicationPad3dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ReplicationPad3dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43086,6 +43568,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ReplicationPad3dBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ReplicationPad3dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43093,6 +43576,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "RollBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(RollBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43100,6 +43584,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "Rot90Backward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(Rot90Backward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43107,6 +43592,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "RoundBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(RoundBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43114,6 +43600,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "RoundDecimalsBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(RoundDecimalsBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43121,6 +43608,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "RowIndicesBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(RowIndicesBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43128,6 +43616,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "RowIndicesCopyBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(RowIndicesCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43135,6 +43624,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "RreluWithNoiseBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(RreluWithNoiseBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43142,6 +43632,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "RreluWithNoiseBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(RreluWithNoiseBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -43149,6 +43640,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "RreluWithNoiseBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(RreluWithNoiseBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43156,6 +43648,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "RsqrtBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(RsqrtBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43163,6 +43656,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "RsubScalarBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(RsubScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43170,6 +43664,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "RsubTensorBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(RsubTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43177,6 +43672,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ScatterSrcBackward",
         inputs: &[(0, false), (3, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ScatterSrcBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43184,6 +43680,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ScatterValueBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ScatterValueBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43191,6 +43688,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ScatterAddBackward",
         inputs: &[(0, false), (3, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ScatterAddBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43198,6 +43696,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ScatterReduceTwoBackward",
         inputs: &[(0, false), (3, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ScatterReduceTwoBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43205,6 +43704,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SegmentReduceBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SegmentReduceBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43212,6 +43712,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SelectIntBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SelectIntBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43219,6 +43720,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SelectBackwardBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SelectBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43226,6 +43728,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SelectCopyIntBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SelectCopyIntBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43233,6 +43736,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SelectScatterBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SelectScatterBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43240,6 +43744,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SgnBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SgnBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43247,6 +43752,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SigmoidBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SigmoidBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43254,6 +43760,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SigmoidBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SigmoidBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43261,6 +43768,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SignBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SignBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43268,6 +43776,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SiluBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SiluBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43275,6 +43784,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SinBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SinBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43282,6 +43792,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SincBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SincBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43289,6 +43800,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SinhBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SinhBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43296,6 +43808,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SliceTensorBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SliceTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43303,6 +43816,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SliceBackwardBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SliceBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43310,6 +43824,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SliceCopyTensorBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SliceCopyTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43317,6 +43832,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SliceInverseBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SliceInverseBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43324,6 +43840,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SliceScatterBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SliceScatterBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43331,6 +43848,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SlowConv3dForwardBackward",
         inputs: &[(0, false), (1, false), (3, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SlowConv3dForwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43338,6 +43856,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SlowConvDilated2dBackward",
         inputs: &[(0, false), (1, false), (3, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SlowConvDilated2dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43345,6 +43864,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SlowConvDilated3dBackward",
         inputs: &[(0, false), (1, false), (3, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SlowConvDilated3dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43352,6 +43872,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SlowConvTranspose2dBackward",
         inputs: &[(0, false), (1, false), (3, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SlowConvTranspose2dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43359,6 +43880,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SlowConvTranspose3dBackward",
         inputs: &[(0, false), (1, false), (3, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SlowConvTranspose3dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43366,6 +43888,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SmoothL1LossBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SmoothL1LossBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43373,6 +43896,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SmoothL1LossBackwardBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SmoothL1LossBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43380,6 +43904,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SoftMarginLossBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SoftMarginLossBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43387,6 +43912,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SoftMarginLossBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SoftMarginLossBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43394,6 +43920,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SoftplusBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SoftplusBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43401,6 +43928,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SoftplusBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SoftplusBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43408,6 +43936,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SoftshrinkBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SoftshrinkBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43415,6 +43944,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SoftshrinkBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SoftshrinkBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43422,6 +43952,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SortBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SortBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43429,6 +43960,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SortStableBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SortStableBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43436,6 +43968,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SparseCompressedTensorCompPlainValueSizeBackward",
         inputs: &[(2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SparseCompressedTensorCompPlainValueSizeBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43443,6 +43976,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SparseMaskBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SparseMaskBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43450,6 +43984,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SparseSampledAddmmBackward",
         inputs: &[(0, false), (1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SparseSampledAddmmBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43457,6 +43992,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialAiryAiBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialAiryAiBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43464,6 +44000,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialBesselJ0Backward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialBesselJ0Backward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43471,6 +44008,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialBesselJ1Backward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialBesselJ1Backward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43478,6 +44016,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialBesselY0Backward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialBesselY0Backward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43485,6 +44024,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialBesselY1Backward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialBesselY1Backward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43492,6 +44032,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialChebyshevPolynomialTBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialTBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43499,6 +44040,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialChebyshevPolynomialTNScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialTNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43506,6 +44048,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialChebyshevPolynomialTXScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialTXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43513,6 +44056,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialChebyshevPolynomialUBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialUBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43520,6 +44064,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialChebyshevPolynomialUNScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialUNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43527,6 +44072,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialChebyshevPolynomialUXScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialUXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43534,6 +44080,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialChebyshevPolynomialVBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialVBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43541,6 +44088,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialChebyshevPolynomialVNScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialVNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43548,6 +44096,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialChebyshevPolynomialVXScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialVXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43555,6 +44104,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialChebyshevPolynomialWBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialWBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43562,6 +44112,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialChebyshevPolynomialWNScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialWNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43569,6 +44120,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialChebyshevPolynomialWXScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialChebyshevPolynomialWXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43576,6 +44128,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialEntrBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SpecialEntrBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43583,6 +44136,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialErfcxBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SpecialErfcxBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43590,6 +44144,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialHermitePolynomialHBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialHermitePolynomialHBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43597,6 +44152,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialHermitePolynomialHNScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialHermitePolynomialHNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43604,6 +44160,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialHermitePolynomialHXScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialHermitePolynomialHXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43611,6 +44168,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialHermitePolynomialHeBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialHermitePolynomialHeBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43618,6 +44176,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialHermitePolynomialHeNScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialHermitePolynomialHeNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43625,6 +44184,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialHermitePolynomialHeXScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialHermitePolynomialHeXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43632,6 +44192,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialI0eBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SpecialI0eBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43639,6 +44200,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialI1Backward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SpecialI1Backward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43646,6 +44208,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialI1eBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SpecialI1eBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43653,6 +44216,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialLaguerrePolynomialLBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialLaguerrePolynomialLBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43660,6 +44224,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialLaguerrePolynomialLNScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialLaguerrePolynomialLNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43667,6 +44232,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialLaguerrePolynomialLXScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialLaguerrePolynomialLXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43674,6 +44240,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialLegendrePolynomialPBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialLegendrePolynomialPBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43681,6 +44248,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialLegendrePolynomialPNScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialLegendrePolynomialPNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43688,6 +44256,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialLegendrePolynomialPXScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialLegendrePolynomialPXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43695,6 +44264,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialLogNdtrBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SpecialLogNdtrBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43702,6 +44272,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialModifiedBesselI0Backward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialModifiedBesselI0Backward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43709,6 +44280,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialModifiedBesselI1Backward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialModifiedBesselI1Backward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43716,6 +44288,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialModifiedBesselK0Backward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialModifiedBesselK0Backward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43723,6 +44296,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialModifiedBesselK1Backward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialModifiedBesselK1Backward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43730,6 +44304,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialNdtriBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialNdtriBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43737,6 +44312,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialScaledModifiedBesselK0Backward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialScaledModifiedBesselK0Backward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43744,6 +44320,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialScaledModifiedBesselK1Backward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialScaledModifiedBesselK1Backward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43751,6 +44328,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialShiftedChebyshevPolynomialTBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialTBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43758,6 +44336,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialShiftedChebyshevPolynomialTNScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialTNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43765,6 +44344,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialShiftedChebyshevPolynomialTXScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialTXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43772,6 +44352,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialShiftedChebyshevPolynomialUBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialUBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43779,6 +44360,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialShiftedChebyshevPolynomialUNScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialUNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43786,6 +44368,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialShiftedChebyshevPolynomialUXScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialUXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43793,6 +44376,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialShiftedChebyshevPolynomialVBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialVBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43800,6 +44384,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialShiftedChebyshevPolynomialVNScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialVNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43807,6 +44392,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialShiftedChebyshevPolynomialVXScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialVXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43814,6 +44400,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialShiftedChebyshevPolynomialWBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialWBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43821,6 +44408,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialShiftedChebyshevPolynomialWNScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialWNScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43828,6 +44416,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialShiftedChebyshevPolynomialWXScalarBackward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialShiftedChebyshevPolynomialWXScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43835,6 +44424,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialSphericalBesselJ0Backward",
         inputs: &[],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialSphericalBesselJ0Backward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43842,6 +44432,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialXlog1pyBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SpecialXlog1pyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43849,6 +44440,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialXlog1pyOtherScalarBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SpecialXlog1pyOtherScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43856,6 +44448,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialXlog1pySelfScalarBackward",
         inputs: &[(1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialXlog1pySelfScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43863,6 +44456,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialZetaBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(SpecialZetaBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43870,6 +44464,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialZetaOtherScalarBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialZetaOtherScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43877,6 +44472,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SpecialZetaSelfScalarBackward",
         inputs: &[(1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SpecialZetaSelfScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43884,6 +44480,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SplitTensorBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SplitTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43891,6 +44488,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SplitCopyTensorBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SplitCopyTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43898,6 +44496,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SplitWithSizesBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SplitWithSizesBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43905,6 +44504,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SplitWithSizesCopyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SplitWithSizesCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43912,6 +44512,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SqrtBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SqrtBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43919,6 +44520,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SqueezeBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SqueezeBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43926,6 +44528,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SqueezeDimBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SqueezeDimBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43933,6 +44536,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SqueezeDimsBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SqueezeDimsBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43940,6 +44544,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SqueezeBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SqueezeBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -43947,6 +44552,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SqueezeDimBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SqueezeDimBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -43954,6 +44560,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SqueezeDimsBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SqueezeDimsBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -43961,6 +44568,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SqueezeCopyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SqueezeCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43968,6 +44576,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SqueezeCopyDimBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SqueezeCopyDimBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43975,6 +44584,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SqueezeCopyDimsBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SqueezeCopyDimsBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43982,6 +44592,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "StackBackward",
         inputs: &[(0, true), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(StackBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43989,6 +44600,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "StdCorrectionBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(StdCorrectionBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -43996,6 +44608,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "StdMeanCorrectionBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(StdMeanCorrectionBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44003,6 +44616,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SubScalarBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SubScalarBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44010,6 +44624,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SubTensorBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SubTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44017,6 +44632,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SumBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SumBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44024,6 +44640,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "SumDimIntlistBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(SumDimIntlistBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44031,6 +44648,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "TBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(TBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44038,6 +44656,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "TBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(TBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -44045,6 +44664,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "TCopyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(TCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44052,6 +44672,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "TakeBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(TakeBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44059,6 +44680,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "TanBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(TanBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44066,6 +44688,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "TanhBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(TanhBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44073,6 +44696,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "TanhBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(TanhBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44080,6 +44704,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ThresholdBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ThresholdBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44087,6 +44712,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ThresholdBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ThresholdBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -44094,6 +44720,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ThresholdBackwardBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ThresholdBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44101,6 +44728,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ToMkldnnBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ToMkldnnBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44108,6 +44736,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ToPaddedTensorBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ToPaddedTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44115,6 +44744,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "TopkBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(TopkBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44122,6 +44752,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "TraceBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(TraceBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44129,6 +44760,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "TransposeIntBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(TransposeIntBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44136,6 +44768,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "TransposeBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(TransposeBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44143,6 +44776,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "TransposeCopyIntBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(TransposeCopyIntBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44150,6 +44784,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "TriangularSolveBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(TriangularSolveBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44157,6 +44792,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "TrilBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(TrilBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44164,6 +44800,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "TriuBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(TriuBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44171,6 +44808,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "TruncBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(TruncBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44178,6 +44816,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UnbindIntBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UnbindIntBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44185,6 +44824,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UnbindCopyIntBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UnbindCopyIntBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44192,6 +44832,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UnfoldBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UnfoldBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44199,6 +44840,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UnfoldBackwardBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UnfoldBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44206,6 +44848,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UnfoldCopyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UnfoldCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44213,6 +44856,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UniformBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UniformBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44220,6 +44864,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UniqueConsecutiveBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UniqueConsecutiveBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44227,6 +44872,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UniqueDimBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UniqueDimBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44234,6 +44880,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UniqueDimConsecutiveBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, false, false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UniqueDimConsecutiveBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44241,6 +44888,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UnsafeSplitTensorBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UnsafeSplitTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44248,6 +44896,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UnsafeSplitWithSizesBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UnsafeSplitWithSizesBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44255,6 +44904,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UnsqueezeBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UnsqueezeBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44262,6 +44912,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UnsqueezeBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UnsqueezeBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -44269,6 +44920,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UnsqueezeCopyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UnsqueezeCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44276,6 +44928,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleBicubic2dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleBicubic2dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44283,6 +44936,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleBicubic2dBackwardBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleBicubic2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44290,6 +44944,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleBilinear2dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleBilinear2dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44297,6 +44952,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleBilinear2dBackwardBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleBilinear2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44304,6 +44960,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleLinear1dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleLinear1dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44311,6 +44968,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleLinear1dBackwardBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleLinear1dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44318,6 +44976,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleNearest1dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleNearest1dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44325,6 +44984,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleNearest1dBackwardBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleNearest1dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44332,6 +44992,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleNearest2dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleNearest2dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44339,6 +45000,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleNearest2dBackwardBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleNearest2dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44346,6 +45008,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleNearest3dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleNearest3dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44353,6 +45016,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleNearest3dBackwardBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleNearest3dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44360,6 +45024,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleTrilinear3dBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleTrilinear3dBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44367,6 +45032,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "UpsampleTrilinear3dBackwardBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(UpsampleTrilinear3dBackwardBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44374,6 +45040,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ValuesBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ValuesBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -44381,6 +45048,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ValuesCopyBackward1",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(ValuesCopyBackward1::capture(a, r)?)),
     },
     NodeInfo {
@@ -44388,6 +45056,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "VarCorrectionBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(VarCorrectionBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44395,6 +45064,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "VarMeanCorrectionBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(VarMeanCorrectionBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44402,6 +45072,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "VdotBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(VdotBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44409,6 +45080,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ViewBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ViewBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44416,6 +45088,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ViewDtypeBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ViewDtypeBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44423,6 +45096,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ViewAsComplexBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ViewAsComplexBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44430,6 +45104,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ViewAsComplexCopyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ViewAsComplexCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44437,6 +45112,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ViewAsRealBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ViewAsRealBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44444,6 +45120,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ViewAsRealCopyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ViewAsRealCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44451,6 +45128,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ViewCopyBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ViewCopyBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44458,6 +45136,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ViewCopyDtypeBackward",
         inputs: &[],
         differentiable_outputs: &[false, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ViewCopyDtypeBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44465,6 +45144,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "WhereSelfBackward",
         inputs: &[(1, false), (2, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(WhereSelfBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44472,6 +45152,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "XlogyScalarOtherBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(XlogyScalarOtherBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44479,6 +45160,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "XlogyScalarSelfBackward",
         inputs: &[(1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(XlogyScalarSelfBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44486,6 +45168,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "XlogyTensorBackward",
         inputs: &[(0, false), (1, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: true,
         capture: |a, r| Ok(Box::new(XlogyTensorBackward::capture(a, r)?)),
     },
     NodeInfo {
@@ -44493,6 +45176,7 @@ pub static NODES: [NodeInfo; 690] = [
         node: "ZeroBackward",
         inputs: &[(0, false), ],
         differentiable_outputs: &[true, ],
+        saves_self: false,
         capture: |a, r| Ok(Box::new(ZeroBackward::capture(a, r)?)),
     },
 ];

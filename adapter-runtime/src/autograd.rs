@@ -77,6 +77,16 @@ pub struct TensorInfo {
     pub options: TensorOptions,
 }
 
+/// A saved `x_geometry` (torchgen's `TensorGeometry(x)`): the input's sizes, strides and storage
+/// offset (in elements), and its dtype and device.
+#[derive(Clone)]
+pub struct TensorGeometry {
+    pub sizes: Vec<i64>,
+    pub strides: Vec<i64>,
+    pub storage_offset: i64,
+    pub options: TensorOptions,
+}
+
 /// Signature of a generated capture function: boxed arguments, boxed results -> node.
 pub type Capture = fn(&[IValue], &[IValue]) -> Result<Box<dyn BackwardFn>>;
 
@@ -89,6 +99,9 @@ pub struct NodeInfo {
     /// Per forward result: whether it gets a `grad_fn` (torchgen's differentiable outputs:
     /// `native_layer_norm`'s mean and rstd do not).
     pub differentiable_outputs: &'static [bool],
+    /// Whether the backward saves the input `self` itself (an in-place call of the operator must
+    /// then save a copy of `self` from before the write, as torchgen's `original_self`).
+    pub saves_self: bool,
     pub capture: Capture,
 }
 
@@ -137,14 +150,27 @@ pub fn enable_grad() -> GradModeGuard {
 /// Autograd metadata of a tensor that requires grad.
 pub struct AutogradMeta {
     /// The node that produced the tensor and which of its outputs it is (`None`: a leaf).
-    grad_fn: Option<(Arc<Node>, usize)>,
+    /// An in-place operator rebases it onto its own node (every handle sharing this metadata sees
+    /// the new history, as PyTorch's `rebase_history`).
+    grad_fn: Mutex<Option<(Arc<Node>, usize)>>,
     /// Accumulated gradient (leaves).
     grad: Mutex<Option<Tensor>>,
+    /// Recorded as a view of a differentiable input (its result shares the input's storage).
+    is_view: bool,
+}
+
+impl AutogradMeta {
+    fn leaf() -> AutogradMeta {
+        AutogradMeta { grad_fn: Mutex::new(None), grad: Mutex::new(None), is_view: false }
+    }
+    fn grad_fn(&self) -> Option<(Arc<Node>, usize)> {
+        lock(&self.grad_fn).clone()
+    }
 }
 
 impl std::fmt::Debug for AutogradMeta {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.grad_fn {
+        match &self.grad_fn() {
             Some((n, i)) => write!(f, "AutogradMeta(grad_fn={}[{i}])", n.name),
             None => write!(f, "AutogradMeta(leaf)"),
         }
@@ -204,7 +230,7 @@ impl Tensor {
     /// Shares storage with `self`.
     pub fn requires_grad_(&self, on: bool) -> Tensor {
         let mut t = self.clone();
-        t.autograd = on.then(|| Arc::new(AutogradMeta { grad_fn: None, grad: Mutex::new(None) }));
+        t.autograd = on.then(|| Arc::new(AutogradMeta::leaf()));
         t
     }
 
@@ -218,12 +244,12 @@ impl Tensor {
 
     /// Whether the tensor is a leaf (requires grad, made by the user rather than recorded).
     pub fn is_leaf(&self) -> bool {
-        self.autograd.as_ref().is_none_or(|m| m.grad_fn.is_none())
+        self.autograd.as_ref().is_none_or(|m| lock(&m.grad_fn).is_none())
     }
 
     /// The name of the node that produced the tensor (`MmBackward`), if recorded.
     pub fn grad_fn(&self) -> Option<Arc<Node>> {
-        self.autograd.as_ref().and_then(|m| m.grad_fn.as_ref().map(|(n, _)| n.clone()))
+        self.autograd.as_ref().and_then(|m| m.grad_fn().map(|(n, _)| n))
     }
 
     /// The accumulated gradient of a leaf.
@@ -258,8 +284,8 @@ pub fn any_requires_grad(op: &str, args: &[IValue]) -> bool {
 
 fn edge_of(t: &Tensor) -> Option<(Edge, Vec<usize>, DType)> {
     let m = t.autograd.as_ref()?;
-    let e = match &m.grad_fn {
-        Some((n, i)) => Edge::Node(n.clone(), *i),
+    let e = match m.grad_fn() {
+        Some((n, i)) => Edge::Node(n, i),
         None => Edge::Leaf(m.clone()),
     };
     Some((e, t.sizes().to_vec(), t.dtype()))
@@ -299,9 +325,22 @@ pub fn record(op: &'static str, args: &[IValue], mut outs: Vec<IValue>) -> Resul
         n_outputs,
     });
     let mut k = 0;
+    // a result sharing storage with a differentiable input is a view of it (in-place writes to
+    // it cannot be recorded: see `inplace_begin`)
+    let view_of_input = |t: &Tensor| {
+        info.inputs.iter().any(|&(i, _)| match args.get(i) {
+            Some(IValue::Tensor(x)) => x.shares_storage(t),
+            Some(IValue::TensorList(xs)) => xs.iter().any(|x| x.shares_storage(t)),
+            _ => false,
+        })
+    };
     let attach = |t: &mut Tensor, k: usize, differentiable: bool| {
         if differentiable && t.dtype().is_floating() {
-            t.autograd = Some(Arc::new(AutogradMeta { grad_fn: Some((node.clone(), k)), grad: Mutex::new(None) }));
+            t.autograd = Some(Arc::new(AutogradMeta {
+                grad_fn: Mutex::new(Some((node.clone(), k))),
+                grad: Mutex::new(None),
+                is_view: view_of_input(t),
+            }));
         }
     };
     for (r, v) in outs.iter_mut().enumerate() {
@@ -506,8 +545,23 @@ pub fn backward(o: &dyn Ops, roots: &[Tensor], grads: Option<&[Tensor]>, retain_
 
 /// Calls `op` by name with boxed arguments through the generated front-ends and records it when a
 /// differentiable input requires grad (the boxed twin of the `ag::` front-ends). Recording needs
-/// every argument, schema defaults included.
+/// every argument, schema defaults included. An in-place operator is recorded as the `ag::`
+/// in-place front-ends do ([`inplace_begin`]); its first result carries the rebased history.
 pub fn call<O: Ops + ?Sized>(o: &O, op: &str, args: &[IValue]) -> Result<Vec<IValue>> {
+    if let Some((op, node_op)) = inplace_node(op) {
+        let pre = inplace_begin(o, op, node_op, args)?;
+        let mut outs = {
+            let _g = no_grad();
+            crate::generated::ops::call_boxed(o, op, args)?
+        };
+        let Some(pre) = pre else { return Ok(outs) };
+        let r = match outs.first() {
+            Some(IValue::Tensor(t)) => t.clone(),
+            _ => return Err(Error::InvalidArgument(format!("autograd: in-place `{op}` returned no tensor"))),
+        };
+        outs[0] = IValue::Tensor(inplace_end(pre, args, r)?);
+        return Ok(outs);
+    }
     let outs = {
         let _g = no_grad();
         crate::generated::ops::call_boxed(o, op, args)?
@@ -517,6 +571,123 @@ pub fn call<O: Ops + ?Sized>(o: &O, op: &str, args: &[IValue]) -> Result<Vec<IVa
         return Ok(outs);
     }
     record(info.op, args, outs)
+}
+
+// ------------------------------------------------------------------------------------------
+// in-place operators
+// ------------------------------------------------------------------------------------------
+
+/// `(op, the operator whose node records it)` for in-place `op` (`add_.Tensor` -> `add.Tensor`, or
+/// `op` itself when derivatives.yaml has an entry for the in-place form), if `op` is a recordable
+/// in-place operator of this build.
+pub fn inplace_node(op: &str) -> Option<(&'static str, &'static str)> {
+    let t = &crate::generated::ops::INPLACE_NODES;
+    t.binary_search_by(|(k, _)| k.cmp(&op)).ok().map(|i| t[i])
+}
+
+/// What [`inplace_begin`] keeps for [`inplace_end`].
+pub struct InplacePre {
+    op: &'static str,
+    node_op: &'static str,
+    /// The autograd metadata of the written tensor before the write (rebased by `inplace_end`).
+    meta: Option<Arc<AutogradMeta>>,
+    /// Copies of the arguments taken before the write (argument index, copy carrying the
+    /// argument's history): `self` when the node saves it (torchgen's `original_self`), and any
+    /// other tensor argument that aliases `self` (`x.mul_(x)`).
+    originals: Vec<(usize, Tensor)>,
+}
+
+/// Before an in-place operator writes `args[0]` (`self`): decides whether the call must be
+/// recorded and checks what PyTorch checks. `Ok(None)`: nothing to record (grad mode off, or no
+/// differentiable argument requires grad). Errors: a leaf that requires grad written in place
+/// (PyTorch's message); a view of a differentiable tensor written in place (PyTorch rebases the
+/// base's history through `CopySlices`, which this engine does not: refused rather than a
+/// gradient that ignores the write); a dual (forward-mode) argument.
+pub fn inplace_begin<O: AtenOps + ?Sized>(
+    o: &O,
+    op: &'static str,
+    node_op: &'static str,
+    args: &[IValue],
+) -> Result<Option<InplacePre>> {
+    if !is_grad_enabled() {
+        return Ok(None);
+    }
+    let Some(info) = node_info(node_op) else {
+        return Err(Error::Unsupported(format!("autograd: `{node_op}` has no derivatives.yaml entry in this build")));
+    };
+    if crate::forward_ad::any_dual(info, args) {
+        return Err(Error::Unsupported(format!(
+            "forward-mode AD: in-place `{op}` on a dual tensor is not supported (the jvp would have to write the tangent in place)"
+        )));
+    }
+    if !any_requires_grad(node_op, args) {
+        return Ok(None);
+    }
+    let Some(IValue::Tensor(self_)) = args.first() else {
+        return Err(Error::InvalidArgument(format!("autograd: in-place `{op}` needs `self` as its first argument")));
+    };
+    if let Some(m) = &self_.autograd {
+        if lock(&m.grad_fn).is_none() {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: a leaf Variable that requires grad is being used in an in-place operation."
+            )));
+        }
+        if m.is_view {
+            return Err(Error::Unsupported(format!(
+                "autograd: in-place `{op}` on a view of a tensor that requires grad: PyTorch rebases the base's history (CopySlices), which this engine does not; write into a copy (`clone()`) or the base instead"
+            )));
+        }
+    }
+    let copy = |t: &Tensor| -> Result<Tensor> {
+        let _g = no_grad();
+        let mut c = aten::clone(o, &t.detach(), None)?;
+        c.autograd = t.autograd.clone();
+        Ok(c)
+    };
+    let mut originals = Vec::new();
+    if node_op != op && info.saves_self {
+        originals.push((0, copy(self_)?));
+    }
+    for (i, a) in args.iter().enumerate().skip(1) {
+        if let IValue::Tensor(t) = a
+            && t.shares_storage(self_)
+        {
+            originals.push((i, copy(t)?));
+        }
+    }
+    Ok(Some(InplacePre { op, node_op, meta: self_.autograd.clone(), originals }))
+}
+
+/// After the in-place write: records the node (the functional operator's, over the arguments as
+/// they were before the write, with `result` the written tensor) and rebases the written tensor's
+/// history onto it. Returns `r` (the written tensor) with the new history. Every handle that
+/// shares `self`'s autograd metadata sees the new history; a `self` that did not require grad
+/// before has no metadata to share, so only the returned handle carries it (use the result).
+pub fn inplace_end(pre: InplacePre, args: &[IValue], r: Tensor) -> Result<Tensor> {
+    let mut cargs = args.to_vec();
+    for (i, t) in pre.originals {
+        if let Some(slot) = cargs.get_mut(i) {
+            *slot = IValue::Tensor(t);
+        }
+    }
+    let outs = record(pre.node_op, &cargs, vec![IValue::Tensor(r.detach())])?;
+    let Some(IValue::Tensor(out)) = outs.into_iter().next() else {
+        return Err(Error::InvalidArgument(format!("autograd: in-place `{}` recorded no result", pre.op)));
+    };
+    let Some(new) = out.autograd.as_ref().and_then(|m| m.grad_fn()) else {
+        return Ok(out);
+    };
+    let m = match pre.meta {
+        Some(m) => {
+            *lock(&m.grad_fn) = Some(new);
+            m
+        }
+        // the written tensor is not a view of its own input
+        None => Arc::new(AutogradMeta { grad_fn: Mutex::new(Some(new)), grad: Mutex::new(None), is_view: false }),
+    };
+    let mut t = r;
+    t.autograd = Some(m);
+    Ok(t)
 }
 
 /// `torch.autograd.grad`-style helper: the gradients of `root` with respect to `inputs` (leaves
@@ -629,6 +800,15 @@ pub mod cap {
     pub fn info(op: &str, v: &IValue) -> Result<TensorInfo> {
         let t = want(op, "info", v)?;
         Ok(TensorInfo { sizes: ints(t.sizes()), options: TensorOptions::of(t) })
+    }
+    pub fn geometry(op: &str, v: &IValue) -> Result<TensorGeometry> {
+        let t = want(op, "geometry", v)?;
+        Ok(TensorGeometry {
+            sizes: ints(t.sizes()),
+            strides: ints(t.strides()),
+            storage_offset: t.storage_offset() as i64,
+            options: TensorOptions::of(t),
+        })
     }
     /// A saved value the generator cannot capture from the boxed call.
     pub fn unsupported(op: &str, what: &str) -> Error {

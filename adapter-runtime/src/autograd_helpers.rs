@@ -2,7 +2,7 @@
 //! `FunctionsManual.cpp` functions and the engine's `sum_to`, over the operator front-ends
 //! (`generated::ops::aten`) and the host reference ops. Real dtypes only: `conj` is the identity.
 
-use crate::autograd::{TensorInfo, TensorOptions};
+use crate::autograd::{TensorGeometry, TensorInfo, TensorOptions};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
 use crate::generated::ops::{AtenOps, aten};
@@ -853,4 +853,91 @@ pub fn layer_norm_double_backward<O: AtenOps + ?Sized>(
     let ggo =
         ggo.map(|g| -> Result<Tensor> { g.expand(&[m, n])?.contiguous()?.reshape(&shape_of(input_t)) }).transpose()?;
     Ok(vec![gi, gg, ggo])
+}
+
+/// The storage positions (relative to `base`) of the elements of a strided geometry, in
+/// row-major element order.
+fn strided_positions(sizes: &[i64], strides: &[i64], offset: i64, base: i64) -> Result<Vec<i64>> {
+    if sizes.len() != strides.len() {
+        return Err(Error::Shape(format!(
+            "as_strided_backward: sizes {sizes:?} and strides {strides:?} differ in length"
+        )));
+    }
+    if sizes.iter().chain(strides).any(|&x| x < 0) || offset < base {
+        return Err(Error::Shape(format!(
+            "as_strided_backward: negative size, stride or offset (sizes {sizes:?}, strides {strides:?}, offset {offset})"
+        )));
+    }
+    let n: i64 = sizes.iter().product();
+    let mut out = Vec::with_capacity(n as usize);
+    let mut idx = vec![0i64; sizes.len()];
+    for _ in 0..n {
+        out.push(offset - base + idx.iter().zip(strides).map(|(i, s)| i * s).sum::<i64>());
+        for d in (0..sizes.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < sizes[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    Ok(out)
+}
+
+/// `as_strided_backward(grad, TensorGeometry(self), size, stride, storage_offset)`: the gradient
+/// of `as_strided` with respect to its input, through the shared storage (PyTorch's
+/// FunctionsManual algorithm without its fast paths): the output gradient is summed into a
+/// zero storage at the positions the output reads (an output that reads a position several times
+/// sums there), then each input element takes its position's value; where several input
+/// elements share a position (an overlapping input such as an expanded one), the value is
+/// divided among them.
+pub fn as_strided_backward<O: AtenOps + ?Sized>(
+    o: &O,
+    grad: &Tensor,
+    input_geometry: &TensorGeometry,
+    sizes: &[i64],
+    strides: &[i64],
+    storage_offset: Option<i64>,
+) -> Result<Tensor> {
+    let g = input_geometry;
+    if g.sizes.contains(&0) {
+        return zeros_on(grad, &g.sizes, grad.dtype());
+    }
+    let out_offset = storage_offset.unwrap_or(g.storage_offset);
+    let base = g.storage_offset.min(out_offset);
+    let inp = strided_positions(&g.sizes, &g.strides, g.storage_offset, base)?;
+    let out = strided_positions(sizes, strides, out_offset, base)?;
+    if out.len() != grad.numel() {
+        return Err(Error::Shape(format!(
+            "as_strided_backward: gradient of shape {:?} for an output of sizes {sizes:?}",
+            grad.sizes()
+        )));
+    }
+    let extent = inp.iter().chain(&out).copied().max().unwrap_or(0) + 1;
+    let index = |v: &[i64]| -> Result<Tensor> {
+        let t = Tensor::from_i64(v, &[v.len()], DType::I64)?;
+        match grad.device_ctx() {
+            Some(ctx) => t.to_ctx(ctx),
+            None => Ok(t),
+        }
+    };
+    let storage = zeros_on(grad, &[extent], grad.dtype())?;
+    let storage = if out.is_empty() {
+        storage
+    } else {
+        let flat = grad.contiguous()?.reshape(&[out.len() as i64])?;
+        aten::scatter_add(o, &storage, 0, &index(&out)?, &flat)?
+    };
+    let inp_index = index(&inp)?;
+    let mut seen = vec![false; extent as usize];
+    let overlaps = inp.iter().any(|&p| std::mem::replace(&mut seen[p as usize], true));
+    let storage = if overlaps {
+        let ones = zeros_on(grad, &[inp.len() as i64], grad.dtype())?;
+        let ones = aten::add_scalar(o, &ones, Scalar::Int(1), Scalar::Int(1))?;
+        let count = aten::scatter_add(o, &zeros_on(grad, &[extent], grad.dtype())?, 0, &inp_index, &ones)?;
+        aten::div_tensor(o, &storage, &count)?
+    } else {
+        storage
+    };
+    aten::index_select(o, &storage, 0, &inp_index)?.reshape(&g.sizes)
 }

@@ -204,3 +204,108 @@ fn saved_tensors_are_freed_after_backward_on_the_device() {
     assert!(retained - released >= n * h * 4, "retain_graph kept {} bytes", retained - released);
     assert_eq!(live(), before, "everything is freed once the loss and gradients are dropped");
 }
+
+#[test]
+fn in_place_operators_rebase_the_history_of_what_they_write() {
+    silent();
+    let o = &Host;
+    let x = m(&[1.0, -2.0, 3.0], &[3]).requires_grad_(true);
+    let b = m(&[0.5, 0.5, -4.0], &[3]).requires_grad_(true);
+    // y = x * 2; y += b (in place); y = relu(y) (in place); loss = sum(y * x)
+    let y = ag::mul_scalar(o, &x, Scalar::Int(2)).unwrap();
+    let y2 = ag::add_tensor_(o, &y, &b, Scalar::Int(1)).unwrap();
+    // every handle of the written tensor sees the new history
+    assert_eq!(y.grad_fn().unwrap().op(), "add.Tensor");
+    assert_eq!(y2.grad_fn().unwrap().name(), y.grad_fn().unwrap().name());
+    ag::relu_(o, &y).unwrap();
+    assert_eq!(y.grad_fn().unwrap().name(), "ReluBackward");
+    assert_eq!(vals(&y), [2.5, 0.0, 2.0]);
+    let loss = ag::sum(o, &ag::mul_tensor(o, &y, &x).unwrap(), None).unwrap();
+    loss.backward(o).unwrap();
+    // relu mask m = [1, 0, 1]; d/dx = m * (2 x) + y = [2+2.5, 0, 6+2]; d/db = m * x
+    assert_eq!(vals(&x.grad().unwrap()), [4.5, 0.0, 8.0]);
+    assert_eq!(vals(&b.grad().unwrap()), [1.0, 0.0, 3.0]);
+}
+
+#[test]
+fn in_place_writes_save_the_original_self_when_the_formula_needs_it() {
+    silent();
+    let o = &Host;
+    let x = m(&[1.0, 2.0, 3.0], &[3]).requires_grad_(true);
+    let w = m(&[4.0, 5.0, 6.0], &[3]).requires_grad_(true);
+    // y = x + 0 (a non-leaf); y *= w: d/dw needs y before the write (torchgen's original_self)
+    let y = ag::add_scalar(o, &x, Scalar::Int(0), Scalar::Int(1)).unwrap();
+    ag::mul_tensor_(o, &y, &w).unwrap();
+    assert_eq!(vals(&y), [4.0, 10.0, 18.0]);
+    ag::sum(o, &y, None).unwrap().backward(o).unwrap();
+    assert_eq!(vals(&w.grad().unwrap()), [1.0, 2.0, 3.0]);
+    assert_eq!(vals(&x.grad().unwrap()), [4.0, 5.0, 6.0]);
+    // x.mul_(x) on a non-leaf: `other` aliases `self`, both taken before the write: d/dy = 2y
+    let x = m(&[1.0, -3.0], &[2]).requires_grad_(true);
+    let y = ag::mul_scalar(o, &x, Scalar::Int(1)).unwrap();
+    ag::mul_tensor_(o, &y, &y.clone()).unwrap();
+    assert_eq!(vals(&y), [1.0, 9.0]);
+    ag::sum(o, &y, None).unwrap().backward(o).unwrap();
+    assert_eq!(vals(&x.grad().unwrap()), [2.0, -6.0]);
+}
+
+#[test]
+fn in_place_errors_match_pytorch() {
+    silent();
+    let o = &Host;
+    // a leaf that requires grad
+    let x = m(&[1.0, 2.0], &[2]).requires_grad_(true);
+    match ag::add_scalar_(o, &x, Scalar::Int(1), Scalar::Int(1)) {
+        Err(Error::InvalidArgument(msg)) => assert!(msg.contains("a leaf Variable that requires grad"), "{msg}"),
+        other => panic!("expected an error, got {other:?}"),
+    }
+    assert_eq!(vals(&x), [1.0, 2.0], "nothing was written");
+    // allowed under no_grad (an optimizer step)
+    {
+        let _g = autograd::no_grad();
+        ag::add_scalar_(o, &x, Scalar::Int(1), Scalar::Int(1)).unwrap();
+    }
+    assert_eq!(vals(&x), [2.0, 3.0]);
+    // writing a tensor a node saved: exp saves its result
+    let e = ag::exp(o, &ag::mul_scalar(o, &x, Scalar::Int(1)).unwrap()).unwrap();
+    ag::add_scalar_(o, &e, Scalar::Int(1), Scalar::Int(1)).unwrap();
+    match ag::sum(o, &e, None).unwrap().backward(o) {
+        Err(Error::InvalidArgument(msg)) => assert!(msg.contains("modified by an inplace operation"), "{msg}"),
+        other => panic!("expected an error, got {other:?}"),
+    }
+    // a view of a differentiable tensor: refused, not a gradient that ignores the write
+    let y = ag::mul_scalar(o, &x, Scalar::Int(1)).unwrap();
+    let v = ag::t(o, &ag::unsqueeze(o, &y, 0).unwrap()).unwrap();
+    match ag::mul_scalar_(o, &v, Scalar::Int(2)) {
+        Err(Error::Unsupported(msg)) => assert!(msg.contains("view"), "{msg}"),
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+#[test]
+fn in_place_on_a_plain_tensor_with_a_differentiable_argument() {
+    silent();
+    let o = &Host;
+    let w = m(&[1.0, 2.0], &[2]).requires_grad_(true);
+    let acc = m(&[10.0, 10.0], &[2]);
+    // the returned handle carries the history (the plain `acc` had no autograd metadata)
+    let r = ag::add_tensor_(o, &acc, &w, Scalar::Int(3)).unwrap();
+    assert!(r.requires_grad() && !r.is_leaf());
+    assert_eq!(vals(&acc), [13.0, 16.0]);
+    ag::sum(o, &r, None).unwrap().backward(o).unwrap();
+    assert_eq!(vals(&w.grad().unwrap()), [3.0, 3.0]);
+    // the boxed twin records the same way
+    let w2 = m(&[1.0, 2.0], &[2]).requires_grad_(true);
+    let y = ag::add_scalar(o, &w2, Scalar::Int(0), Scalar::Int(1)).unwrap();
+    assert_eq!(y.grad_fn().unwrap().op(), "add.Scalar");
+    let outs = autograd::call(
+        o,
+        "mul_.Scalar",
+        &[xirang_runtime::ivalue::IValue::from(y.clone()), xirang_runtime::ivalue::IValue::from(Scalar::Int(5))],
+    )
+    .unwrap();
+    assert_eq!(y.grad_fn().unwrap().op(), "mul.Scalar");
+    let xirang_runtime::ivalue::IValue::Tensor(r) = &outs[0] else { panic!("a tensor") };
+    ag::sum(o, r, None).unwrap().backward(o).unwrap();
+    assert_eq!(vals(&w2.grad().unwrap()), [5.0, 5.0]);
+}

@@ -93,6 +93,16 @@ fn cases() -> Vec<(&'static str, Vec<A>)> {
             ],
         ),
         ("t", vec![T(&[2, 3])]),
+        // not in scope (the fallback tier) but the one user of `as_strided_backward`: a view
+        // inside the storage, and an output that reads positions twice (its gradients sum)
+        (
+            "as_strided",
+            vec![T(&[2, 3]), V(|| IValue::IntList(vec![2, 2])), V(|| IValue::IntList(vec![1, 2])), V(|| int(1))],
+        ),
+        (
+            "as_strided",
+            vec![T(&[2, 3]), V(|| IValue::IntList(vec![3, 2])), V(|| IValue::IntList(vec![1, 1])), V(|| IValue::None)],
+        ),
         // a hand-written hook (`NpuOps::hook_silu_self`)
         ("silu", vec![T(&[2, 3])]),
         ("add.Scalar", vec![T(&[2, 3]), V(|| IValue::Scalar(Scalar::Float(0.5))), V(one)]),

@@ -382,7 +382,12 @@ fn assemble(
                 row.at = Some(at.clone());
             }
             Direct::None => {
-                row.reason = Some("no native kernel, no recipe and no host implementation".into());
+                let inplace_view = functions.get(q).is_some_and(|f| f.tags.iter().any(|t| t == "inplace_view"));
+                row.reason = Some(if inplace_view {
+                    "in-place view (tag inplace_view): changes the handle's geometry, so no in-place wrapper over the functional operator; no native kernel or host implementation".into()
+                } else {
+                    "no native kernel, no recipe and no host implementation".into()
+                });
             }
             Direct::Recipe { name, callees } => {
                 row.recipe = Some(name.clone());

@@ -46,6 +46,9 @@ pub enum Ty {
     /// A saved `x_info` (in-place formulas' `zeros_like(x)`): sizes, dtype and device
     /// (`crate::autograd::TensorInfo`).
     Info,
+    /// A saved `x_geometry` (`TensorGeometry(x)`): sizes, strides and storage offset
+    /// (`crate::autograd::TensorGeometry`).
+    Geometry,
     /// Several gradients at once (`std::tuple<Tensor, ...>` of a multi-input formula), as
     /// `Vec<Option<Tensor>>`.
     Grads,
@@ -123,6 +126,7 @@ fn derived_ty(suffix: &str, of: &Type) -> (String, Ty) {
         "args_scalartypes" => ("Vec<DType>".into(), Ty::Other),
         "options" => ("crate::autograd::TensorOptions".into(), Ty::Options),
         "info" => ("crate::autograd::TensorInfo".into(), Ty::Info),
+        "geometry" => ("crate::autograd::TensorGeometry".into(), Ty::Geometry),
         _ => ("Opaque".into(), Ty::Other),
     }
 }
@@ -264,6 +268,8 @@ const HELPERS: &[Helper] = &[
     h("_to_copy_backward", "to_copy_backward", &[Ty::Tensor, Ty::Options]),
     // `x_info.zeros()` (torchgen's rewrite of `zeros_like(x)` in in-place formulas)
     h("zeros", "zeros_info", &[Ty::Info]),
+    // `as_strided_backward(grad, TensorGeometry(self), size, stride, storage_offset)`
+    h("as_strided_backward", "as_strided_backward", &[Ty::Tensor, Ty::Geometry, Ty::IntList, Ty::IntList, Ty::OptInt]),
     // `at::zeros({}, x.options())`
     h("zeros", "zeros_options", &[Ty::IntList, Ty::Options]),
     Helper {
@@ -342,7 +348,7 @@ fn conv_ty(e: &Expr, want: Ty) -> Option<String> {
         (Ty::OptScalar, Ty::OptScalar) | (Ty::OptInt, Ty::OptInt) => Some(e.code.clone()),
         (Ty::OptScalar, _) => scalar_of(e).map(|c| format!("Some({c})")),
         (Ty::OptInt, Ty::Int) => Some(format!("Some({})", e.code)),
-        (Ty::Options | Ty::Info, _) if e.ty == want => Some(format!("&{}", e.code)),
+        (Ty::Options | Ty::Info | Ty::Geometry, _) if e.ty == want => Some(format!("&{}", e.code)),
         (Ty::IntList, Ty::Int) => Some(format!("&[{}]", e.code)),
         (Ty::Float, Ty::Int) => Some(format!("({} as f64)", e.code)),
         (a, b) if a == b && matches!(a, Ty::DType | Ty::Layout | Ty::Int | Ty::Bool | Ty::Float) => {
@@ -596,6 +602,17 @@ impl Env<'_, '_> {
                     }
                     k => return Err(format!("a call through a `{k}`")),
                 };
+                // `TensorGeometry(x)`: torchgen saves it as `x_geometry`
+                if name == "TensorGeometry" && receiver.is_none() {
+                    let mut cursor = args_node.walk();
+                    let xs: Vec<_> = args_node.named_children(&mut cursor).collect();
+                    let [x] = xs.as_slice() else { return Err("`TensorGeometry` of several arguments".into()) };
+                    let saved = format!("{}_geometry", text(*x));
+                    return match self.vars.get(&saved) {
+                        Some((code, Ty::Geometry)) => Ok(Expr { code: code.clone(), ty: Ty::Geometry }),
+                        _ => Err(format!("`TensorGeometry({})` is not saved", text(*x))),
+                    };
+                }
                 if let Some(recv) = receiver {
                     args.push(self.expr(recv, src)?);
                 }
@@ -840,6 +857,9 @@ pub struct NodeCtx {
     /// first tensor result (`native_layer_norm`'s mean and rstd are not differentiable); else
     /// every tensor result.
     pub differentiable_outputs: Vec<bool>,
+    /// Whether the backward saves the input `self` itself: an in-place call must then save a
+    /// copy from before the write (torchgen's `original_self`).
+    pub saves_self: bool,
 }
 
 /// The autograd model: nodes, hooks, coverage rows.
@@ -920,6 +940,7 @@ fn capture_expr(s: &str, ty: &str, args: &[&Argument], outs: &[(String, Type, us
         "args_scalartypes" => format!("cap::list_scalar_types(OP, {v})?"),
         "options" => format!("cap::options(OP, {v})?"),
         "info" => format!("cap::info(OP, {v})?"),
+        "geometry" => format!("cap::geometry(OP, {v})?"),
         x if x.starts_with("sym_argsize_") => {
             let k = &x["sym_argsize_".len()..];
             let k = match k.strip_prefix("minus_") {
@@ -1137,7 +1158,9 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
                 differentiable_outputs[i] = true;
             }
         }
+        let saves_self = fields.iter().any(|f| f.saved == "self" && f.tensors.is_some());
         out.nodes.push(NodeCtx {
+            saves_self,
             name,
             op: q,
             schema: one_line(&d.schema),
@@ -1405,7 +1428,18 @@ mod tests {
         let (tr, hk, ni) = (a.count("translated"), a.count("hook"), a.count("not_implemented"));
         assert_eq!(tr + hk + ni, a.coverage.len());
         assert_eq!(a.nodes.len(), 690);
-        assert_eq!((tr, hk, ni), (401, 457, 34));
+        assert_eq!((tr, hk, ni), (404, 454, 34));
+        // `TensorGeometry(self)` is the saved `self_geometry`; `result` of `as_strided` is not saved
+        let n = a.nodes.iter().find(|n| n.op == "as_strided").expect("as_strided");
+        assert!(
+            n.groups[0]
+                .code
+                .as_deref()
+                .is_some_and(|c| c.contains("as_strided_backward(o, &grad, &self.self_geometry"))
+        );
+        // in-place calls of `mul.Tensor` must save `self` from before the write; `add.Tensor`'s need not
+        let saves = |op: &str| a.nodes.iter().find(|n| n.op == op).expect(op).saves_self;
+        assert!(saves("mul.Tensor") && !saves("add.Tensor"));
         // torchgen's differentiable outputs: a formula using `grad` makes only the first result
         // differentiable; `grads[k]` keeps them all
         let node = |op: &str| a.nodes.iter().find(|n| n.op == op).expect(op);

@@ -36,6 +36,8 @@ struct OpsTemplate<'a> {
     snapshot_sha: &'a str,
     select: &'a str,
     ops: &'a [OpCtx],
+    /// (in-place operator, recording operator), sorted.
+    inplace_nodes: Vec<(String, String)>,
 }
 
 #[derive(Template)]
@@ -176,11 +178,32 @@ pub fn render_all_with(
     let recorded: std::collections::HashSet<&str> = ag.nodes.iter().map(|n| n.op.as_str()).collect();
     for op in &mut m.ops {
         op.autograd = recorded.contains(op.qualified.as_str()) && op.mutated.is_empty();
+        // in-place: its own derivatives.yaml entry, else the functional operator's node
+        if let Some(func) = &op.inplace_functional {
+            op.inplace_node = if recorded.contains(op.qualified.as_str()) {
+                Some(op.qualified.clone())
+            } else {
+                recorded.contains(func.as_str()).then(|| func.clone())
+            };
+        }
     }
     let ops = &m.ops;
     let mut files = Vec::new();
     let ops_text = render(
-        &OpsTemplate { pytorch: version, snapshot_sha: &sha[..sha.len().min(12)], select: &cfg.operators.select, ops },
+        &OpsTemplate {
+            pytorch: version,
+            snapshot_sha: &sha[..sha.len().min(12)],
+            select: &cfg.operators.select,
+            ops,
+            inplace_nodes: {
+                let mut v: Vec<(String, String)> = ops
+                    .iter()
+                    .filter_map(|o| o.inplace_node.as_ref().map(|n| (o.qualified.clone(), n.clone())))
+                    .collect();
+                v.sort();
+                v
+            },
+        },
         "ops.rs",
     )?;
     files.push(GeneratedFile { path: "ops.rs".into(), text: ops_text });

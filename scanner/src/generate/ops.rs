@@ -97,6 +97,12 @@ pub struct OpCtx {
     pub qualified: String,
     /// Whether the operator gets an autograd front-end (`ag::`): functional, with a backward node.
     pub autograd: bool,
+    /// The functional operator of an in-place operator that writes only `self` and returns it
+    /// (`add_.Tensor` -> `add.Tensor`); in-place views (`inplace_view` tag) have none.
+    pub inplace_functional: Option<String>,
+    /// An in-place operator's recording node (`inplace_functional`'s, or its own derivatives.yaml
+    /// entry): it gets an in-place `ag::` front-end that rebases `self`'s history.
+    pub inplace_node: Option<String>,
     /// Statements bumping the version counters of the tensors the operator writes (in-place and
     /// `out=` arguments), run after the call: autograd's saved-tensor check reads them.
     pub bumps: Vec<String>,
@@ -200,6 +206,11 @@ fn wrapper_body(f: &NativeFunction, env: &OpEnv, ps: &[ParamCtx]) -> Option<Body
     if kind != SchemaKind::Out && kind != SchemaKind::Inplace {
         return None;
     }
+    // an in-place view (`t_`, `as_strided_`) changes the handle's geometry, not the data: a
+    // copy of the functional's result into `self` would write the storage instead
+    if kind == SchemaKind::Inplace && f.tags.iter().any(|t| t == "inplace_view") {
+        return None;
+    }
     let func = env.functional.get(&signature(&f.func, false).to_string())?;
     let fq = func.func.name.to_string();
     if !env.selected.contains(&fq) || !same_inputs(&f.func, &func.func) {
@@ -243,6 +254,26 @@ fn wrapper_body(f: &NativeFunction, env: &OpEnv, ps: &[ParamCtx]) -> Option<Body
         }
         _ => None,
     }
+}
+
+/// The functional operator of in-place `f` (same inputs, one result, `self` the only written
+/// argument), unless `f` is an in-place view.
+fn inplace_functional(f: &NativeFunction, env: &OpEnv) -> Option<String> {
+    if f.func.kind() != SchemaKind::Inplace || f.tags.iter().any(|t| t == "inplace_view") || f.func.returns.len() != 1 {
+        return None;
+    }
+    let written: Vec<&str> = f
+        .func
+        .arguments
+        .all()
+        .filter(|a| a.annotation.as_ref().is_some_and(|x| x.is_write))
+        .map(|a| a.name.as_str())
+        .collect();
+    if written != ["self"] {
+        return None;
+    }
+    let func = env.functional.get(&signature(&f.func, false).to_string())?;
+    same_inputs(&f.func, &func.func).then(|| func.func.name.to_string())
 }
 
 /// Builds the context of one operator.
@@ -365,8 +396,10 @@ pub fn op_ctx(f: &NativeFunction, reason: Reason, env: &OpEnv) -> OpCtx {
         unbox_result,
         box_result,
         doc,
+        inplace_functional: inplace_functional(f, env),
         qualified: q,
         autograd: false,
+        inplace_node: None,
         bumps,
     }
 }
