@@ -490,14 +490,7 @@ pub(super) fn avg_pool_nd(
         for pl in 0..planes {
             let base = pl * plane;
             for_each_index(&outs, |o| {
-                let w: Vec<(i128, usize, usize)> = (0..n).map(|i| spans[i][o[i]]).collect();
-                let lens: Vec<usize> = w.iter().map(|&(_, lo, hi)| hi - lo).collect();
-                let inside = numel(&lens);
-                let div: i128 = match divisor_override {
-                    Some(dv) => dv.into(),
-                    None if count_include_pad => w.iter().map(|s| s.0).product(),
-                    None => inside as i128,
-                };
+                let (w, lens, inside, div) = avg_window(&spans, o, count_include_pad, divisor_override);
                 let div = i64::try_from(div).unwrap_or(i64::MAX);
                 let (mut sf, mut si) = (0.0, 0i64);
                 for_each_index(&lens, |t| {
@@ -521,6 +514,30 @@ pub(super) fn avg_pool_nd(
         shape.extend_from_slice(&outs);
         if floating { Tensor::from_f64(&of, &shape, dt) } else { Tensor::from_i64(&oi, &shape, dt) }
     })
+}
+
+/// One output window's extent in one dimension (`Window::span`): the padded window's length, and
+/// the `[lo, hi)` range inside the input.
+type Span = (i128, usize, usize);
+
+/// One output's window of average pooling: its span per dimension (`Window::span`), the extents
+/// inside the input, their product, and the divisor (`divisor_override`, else the padded window's
+/// extent with `count_include_pad`, else the part inside the input).
+fn avg_window(
+    spans: &[Vec<Span>],
+    o: &[usize],
+    count_include_pad: bool,
+    divisor_override: Option<i64>,
+) -> (Vec<Span>, Vec<usize>, usize, i128) {
+    let w: Vec<Span> = spans.iter().zip(o).map(|(s, &i)| s[i]).collect();
+    let lens: Vec<usize> = w.iter().map(|&(_, lo, hi)| hi - lo).collect();
+    let inside = numel(&lens);
+    let div: i128 = match divisor_override {
+        Some(dv) => dv.into(),
+        None if count_include_pad => w.iter().map(|s| s.0).product(),
+        None => inside as i128,
+    };
+    (w, lens, inside, div)
 }
 
 /// The backward of [`avg_pool_nd`]: each output's gradient divided by the forward's divisor and
@@ -558,14 +575,7 @@ pub(super) fn avg_pool_nd_backward(
         for pl in 0..planes {
             let base = pl * plane;
             for_each_index(&outs, |o| {
-                let w: Vec<(i128, usize, usize)> = (0..n).map(|i| spans[i][o[i]]).collect();
-                let lens: Vec<usize> = w.iter().map(|&(_, lo, hi)| hi - lo).collect();
-                let inside = numel(&lens);
-                let div: i128 = match divisor_override {
-                    Some(dv) => dv.into(),
-                    None if count_include_pad => w.iter().map(|s| s.0).product(),
-                    None => inside as i128,
-                };
+                let (w, lens, inside, div) = avg_window(&spans, o, count_include_pad, divisor_override);
                 let gv = g.get(k).copied().unwrap_or(0.0);
                 k += 1;
                 if inside > 0 {
