@@ -21,13 +21,13 @@ pub fn call(op: &str, args: Vec<IValue>) -> Result<Vec<IValue>> {
 
 /// [`call`], also saying which tier served the call.
 pub fn call_with_tier(op: &str, args: Vec<IValue>) -> Result<(Vec<IValue>, Tier)> {
-    let name = crate::host_registry::intern(op).or_else(|| crate::kernels::intern(op)).ok_or_else(|| {
+    let &(name, native) = operator(op).ok_or_else(|| {
         Error::Unsupported(format!("{op}: unknown operator (no native kernel, no host implementation)"))
     })?;
     let mut tier = Tier::Native;
     let out = dispatch::call(name, || {
-        if !dispatch::forced_fallback(name)
-            && let Some(native) = crate::kernels::native(name)
+        if let Some(native) = native
+            && !dispatch::forced_fallback(name)
             && let Some(r) = native(&args)?
         {
             return Ok(r);
@@ -36,6 +36,18 @@ pub fn call_with_tier(op: &str, args: Vec<IValue>) -> Result<(Vec<IValue>, Tier)
         dispatch::fallback(name, args, &[])
     })?;
     Ok((out, tier))
+}
+
+/// The interned name and native entry of every operator the runtime can run, by name: one hash
+/// lookup per boxed call instead of binary searches over both tables.
+fn operator(op: &str) -> Option<&'static (&'static str, Option<crate::kernels::NativeFn>)> {
+    type Table = std::collections::HashMap<&'static str, (&'static str, Option<crate::kernels::NativeFn>)>;
+    static OPS: std::sync::OnceLock<Table> = std::sync::OnceLock::new();
+    OPS.get_or_init(|| {
+        let host = crate::host_registry::operators().into_iter();
+        host.chain(crate::kernels::operators()).map(|n| (n, (n, crate::kernels::native(n)))).collect()
+    })
+    .get(op)
 }
 
 /// Every operator the runtime can run, with the best tier it has on the

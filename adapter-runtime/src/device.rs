@@ -2,6 +2,7 @@
 //! (caching allocator, current stream).
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::ThreadId;
 
@@ -103,8 +104,12 @@ pub struct DeviceContext {
     index: usize,
     physical: i32,
     alloc: Mutex<AllocState>,
-    /// Current stream per thread (PyTorch's current stream is thread-local).
+    /// Current stream per thread (PyTorch's current stream is thread-local); threads on the
+    /// default stream have no entry.
     stream: Mutex<HashMap<ThreadId, StreamId>>,
+    /// Entries in `stream`: while no thread has set a stream, [`Self::current_stream`] answers
+    /// without the lock (it runs on every allocation and launch).
+    streams_set: AtomicUsize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -143,7 +148,14 @@ impl Drop for DeviceContext {
 
 impl DeviceContext {
     pub(crate) fn new(driver: Arc<dyn Driver>, index: usize, physical: i32) -> DeviceContext {
-        DeviceContext { driver, index, physical, alloc: Mutex::default(), stream: Mutex::default() }
+        DeviceContext {
+            driver,
+            index,
+            physical,
+            alloc: Mutex::default(),
+            stream: Mutex::default(),
+            streams_set: AtomicUsize::new(0),
+        }
     }
     pub fn index(&self) -> usize {
         self.index
@@ -160,6 +172,11 @@ impl DeviceContext {
     /// The stream new work on this device goes to, for the calling thread
     /// (the default stream unless set).
     pub fn current_stream(&self) -> StreamId {
+        // A thread that set a stream sees its own store (program order); other threads' entries
+        // do not concern it.
+        if self.streams_set.load(Ordering::Acquire) == 0 {
+            return StreamId::DEFAULT;
+        }
         let id = std::thread::current().id();
         lock(&self.stream).get(&id).copied().unwrap_or_default()
     }
@@ -172,7 +189,13 @@ impl DeviceContext {
         } else {
             g.insert(id, s);
         }
+        self.streams_set.store(g.len(), Ordering::Release);
     }
+    /// Waits for every stream of this device. The driver drops the finished kernels as it
+    /// returns ([`Driver::collect_finished`]), so tensors they alone kept alive are back in the
+    /// cache after this.
+    ///
+    /// [`Driver::collect_finished`]: crate::driver::Driver::collect_finished
     pub fn synchronize(&self) -> Result<()> {
         self.driver.synchronize_device(self.physical)
     }
@@ -211,6 +234,8 @@ impl DeviceContext {
             Ok(p) => p,
             Err(e) if e.is_driver_oom() => {
                 lock(&self.alloc).stats.oom_retries += 1;
+                // Blocks of tensors that only finished kernels still held go back first.
+                self.driver.collect_finished();
                 self.empty_cache()?;
                 match self.driver.malloc(self.physical, rounded) {
                     Ok(p) => p,

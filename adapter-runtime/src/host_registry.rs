@@ -303,43 +303,43 @@ fn one(t: Tensor) -> Out {
 }
 
 fn tn<'a>(op: &str, a: Args<'a>, i: usize) -> Result<&'a Tensor> {
-    unbox::tensor(op, &format!("#{i}"), &a[i])
+    unbox::tensor(op, unbox::position(i), &a[i])
 }
 fn otn<'a>(op: &str, a: Args<'a>, i: usize) -> Result<Option<&'a Tensor>> {
-    unbox::opt_tensor(op, &format!("#{i}"), &a[i])
+    unbox::opt_tensor(op, unbox::position(i), &a[i])
 }
 fn sc(op: &str, a: Args, i: usize) -> Result<Scalar> {
-    unbox::scalar(op, &format!("#{i}"), &a[i])
+    unbox::scalar(op, unbox::position(i), &a[i])
 }
 fn int(op: &str, a: Args, i: usize) -> Result<i64> {
-    unbox::int(op, &format!("#{i}"), &a[i])
+    unbox::int(op, unbox::position(i), &a[i])
 }
 fn oint(op: &str, a: Args, i: usize) -> Result<Option<i64>> {
-    unbox::opt(op, &format!("#{i}"), &a[i], unbox::int)
+    unbox::opt(op, unbox::position(i), &a[i], unbox::int)
 }
 fn flt(op: &str, a: Args, i: usize) -> Result<f64> {
-    unbox::float(op, &format!("#{i}"), &a[i])
+    unbox::float(op, unbox::position(i), &a[i])
 }
 fn bl(op: &str, a: Args, i: usize) -> Result<bool> {
-    unbox::bool(op, &format!("#{i}"), &a[i])
+    unbox::bool(op, unbox::position(i), &a[i])
 }
 fn obl(op: &str, a: Args, i: usize) -> Result<Option<bool>> {
-    unbox::opt(op, &format!("#{i}"), &a[i], unbox::bool)
+    unbox::opt(op, unbox::position(i), &a[i], unbox::bool)
 }
 fn ints<'a>(op: &str, a: Args<'a>, i: usize) -> Result<&'a [i64]> {
-    unbox::int_list(op, &format!("#{i}"), &a[i])
+    unbox::int_list(op, unbox::position(i), &a[i])
 }
 fn oints<'a>(op: &str, a: Args<'a>, i: usize) -> Result<Option<&'a [i64]>> {
-    unbox::opt(op, &format!("#{i}"), &a[i], unbox::int_list)
+    unbox::opt(op, unbox::position(i), &a[i], unbox::int_list)
 }
 fn odt(op: &str, a: Args, i: usize) -> Result<Option<DType>> {
-    unbox::opt(op, &format!("#{i}"), &a[i], unbox::dtype)
+    unbox::opt(op, unbox::position(i), &a[i], unbox::dtype)
 }
 fn odev(op: &str, a: Args, i: usize) -> Result<Option<Device>> {
-    unbox::opt(op, &format!("#{i}"), &a[i], unbox::device)
+    unbox::opt(op, unbox::position(i), &a[i], unbox::device)
 }
 fn omf(op: &str, a: Args, i: usize) -> Result<Option<MemoryFormat>> {
-    unbox::opt(op, &format!("#{i}"), &a[i], unbox::memory_format)
+    unbox::opt(op, unbox::position(i), &a[i], unbox::memory_format)
 }
 fn sizes(op: &str, v: &[i64]) -> Result<Vec<usize>> {
     v.iter()

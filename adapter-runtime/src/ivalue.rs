@@ -154,6 +154,17 @@ fn mismatch<T>(op: &str, arg: &str, want: &str, got: &IValue) -> Result<T> {
 pub mod unbox {
     use super::*;
 
+    /// `"#i"`, the name of positional argument `i` in an error message, without formatting a
+    /// string on every call (the boxed kernel tables unbox by position on the hot path).
+    pub fn position(i: usize) -> &'static str {
+        const NAMES: [&str; 32] = [
+            "#0", "#1", "#2", "#3", "#4", "#5", "#6", "#7", "#8", "#9", "#10", "#11", "#12", "#13", "#14", "#15",
+            "#16", "#17", "#18", "#19", "#20", "#21", "#22", "#23", "#24", "#25", "#26", "#27", "#28", "#29", "#30",
+            "#31",
+        ];
+        NAMES.get(i).copied().unwrap_or("#32+")
+    }
+
     pub fn tensor<'a>(op: &str, arg: &str, v: &'a IValue) -> Result<&'a Tensor> {
         match v {
             IValue::Tensor(t) => Ok(t),

@@ -22,6 +22,17 @@ struct Inner {
     current: AtomicUsize,
 }
 
+impl Drop for Inner {
+    /// Finished kernels hold tensors whose blocks hold their device context, which holds the
+    /// driver that lists the finished kernels: wait for the streams (the driver drops the
+    /// finished kernels then), so the contexts can go and give their cached blocks back.
+    fn drop(&mut self) {
+        for d in &self.devices {
+            let _ = d.synchronize();
+        }
+    }
+}
+
 impl Runtime {
     /// Initialize `driver` and discover its devices.
     pub fn new(driver: Arc<dyn Driver>) -> Result<Runtime> {

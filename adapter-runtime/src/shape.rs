@@ -8,6 +8,21 @@ pub fn numel(sizes: &[usize]) -> usize {
 }
 
 /// Row-major strides (a size-0 or size-1 dim gets the stride it would have).
+/// Sizes or strides of a tensor handle: inline up to 5 dims, as PyTorch's `SizesAndStrides`, so
+/// cloning or viewing a tensor of ordinary rank allocates nothing.
+pub type Dims = smallvec::SmallVec<[usize; 5]>;
+
+/// [`contiguous_strides`] as [`Dims`].
+pub fn contiguous_dims(sizes: &[usize]) -> Dims {
+    let mut st = Dims::from_elem(0, sizes.len());
+    let mut acc = 1usize;
+    for i in (0..sizes.len()).rev() {
+        st[i] = acc;
+        acc *= sizes[i].max(1);
+    }
+    st
+}
+
 pub fn contiguous_strides(sizes: &[usize]) -> Vec<usize> {
     let mut st = vec![0; sizes.len()];
     let mut acc = 1usize;
@@ -54,10 +69,9 @@ pub fn wrap_dim_insert(dim: i64, ndim: usize) -> Result<usize> {
     wrap_dim(dim, ndim + 1)
 }
 
-/// Broadcast two shapes (`torch.broadcast_shapes`).
-pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+fn broadcast_pair(a: &[usize], b: &[usize]) -> Result<Dims> {
     let n = a.len().max(b.len());
-    let mut out = vec![0; n];
+    let mut out = Dims::from_elem(0, n);
     for i in 0..n {
         let da = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
         let db = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
@@ -74,11 +88,21 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
     Ok(out)
 }
 
+/// Broadcast two shapes (`torch.broadcast_shapes`).
+pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+    broadcast_pair(a, b).map(Dims::into_vec)
+}
+
 /// Broadcast any number of shapes.
 pub fn broadcast_all(shapes: &[&[usize]]) -> Result<Vec<usize>> {
-    let mut out: Vec<usize> = Vec::new();
+    broadcast_dims(shapes).map(Dims::into_vec)
+}
+
+/// [`broadcast_all`] as [`Dims`] (no allocation up to 5 dims).
+pub fn broadcast_dims(shapes: &[&[usize]]) -> Result<Dims> {
+    let mut out = Dims::new();
     for s in shapes {
-        out = broadcast_shapes(&out, s)?;
+        out = broadcast_pair(&out, s)?;
     }
     Ok(out)
 }

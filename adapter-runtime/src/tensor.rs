@@ -33,11 +33,10 @@ impl StorageImpl {
 }
 
 /// A strided view of a storage.
-#[derive(Clone)]
 pub struct Tensor {
     pub(crate) storage: Arc<StorageImpl>,
-    pub(crate) sizes: Vec<usize>,
-    pub(crate) strides: Vec<usize>,
+    pub(crate) sizes: shape::Dims,
+    pub(crate) strides: shape::Dims,
     pub(crate) offset: usize,
     pub(crate) dtype: DType,
     /// Autograd metadata (`None`: does not require grad). Shared by clones of this handle, not
@@ -46,6 +45,22 @@ pub struct Tensor {
     /// Forward-mode tangent (`None`: not dual). Shared by clones of this handle, not by views made
     /// with the methods below (see `forward_ad`).
     pub(crate) tangent: Option<Arc<crate::forward_ad::Tangent>>,
+}
+
+impl Clone for Tensor {
+    /// A new handle: reference counts and an inline copy of sizes and strides, no allocation up
+    /// to 5 dims (`SmallVec`'s own `clone` goes through `extend`, element by element).
+    fn clone(&self) -> Tensor {
+        Tensor {
+            storage: self.storage.clone(),
+            sizes: shape::Dims::from_slice(&self.sizes),
+            strides: shape::Dims::from_slice(&self.strides),
+            offset: self.offset,
+            dtype: self.dtype,
+            autograd: self.autograd.clone(),
+            tangent: self.tangent.clone(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Tensor {
@@ -127,8 +142,8 @@ impl Tensor {
         }
         Ok(Tensor {
             storage: host_storage(bytes),
-            sizes: sizes.to_vec(),
-            strides: shape::contiguous_strides(sizes),
+            sizes: shape::Dims::from_slice(sizes),
+            strides: shape::contiguous_dims(sizes),
             offset: 0,
             dtype,
             autograd: None,
@@ -191,8 +206,8 @@ impl Tensor {
         let n = shape::numel(sizes);
         Tensor {
             storage: host_storage(vec![0u8; n * dtype.size()]),
-            sizes: sizes.to_vec(),
-            strides: shape::contiguous_strides(sizes),
+            sizes: shape::Dims::from_slice(sizes),
+            strides: shape::contiguous_dims(sizes),
             offset: 0,
             dtype,
             autograd: None,
@@ -279,11 +294,11 @@ impl Tensor {
         }
     }
 
-    fn with_meta(&self, sizes: Vec<usize>, strides: Vec<usize>, offset: usize) -> Tensor {
+    fn with_meta(&self, sizes: impl Into<shape::Dims>, strides: impl Into<shape::Dims>, offset: usize) -> Tensor {
         Tensor {
             storage: self.storage.clone(),
-            sizes,
-            strides,
+            sizes: sizes.into(),
+            strides: strides.into(),
             offset,
             dtype: self.dtype,
             autograd: None,
@@ -370,7 +385,7 @@ impl Tensor {
             ));
         }
         let mut seen = vec![false; n];
-        let (mut sz, mut st) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut sz, mut st) = (shape::Dims::with_capacity(n), shape::Dims::with_capacity(n));
         for &d in dims {
             let d = shape::wrap_dim(d, n)?;
             if seen[d] {
@@ -477,7 +492,7 @@ impl Tensor {
 
     /// `Tensor.squeeze()`: drop every size-1 dim.
     pub fn squeeze(&self) -> Tensor {
-        let (sz, st): (Vec<_>, Vec<_>) =
+        let (sz, st): (shape::Dims, shape::Dims) =
             self.sizes.iter().zip(&self.strides).filter(|(s, _)| **s != 1).map(|(a, b)| (*a, *b)).unzip();
         self.with_meta(sz, st, self.offset)
     }
@@ -662,7 +677,7 @@ impl Tensor {
         Ok(Tensor {
             storage: Arc::new(StorageImpl::new(StorageData::Device(block), nbytes)),
             sizes: self.sizes.clone(),
-            strides: shape::contiguous_strides(&self.sizes),
+            strides: shape::contiguous_dims(&self.sizes),
             offset: 0,
             dtype: self.dtype,
             autograd: None,
@@ -677,8 +692,8 @@ impl Tensor {
         let block = ctx.allocate(nbytes)?;
         Ok(Tensor {
             storage: Arc::new(StorageImpl::new(StorageData::Device(block), nbytes)),
-            sizes: sizes.to_vec(),
-            strides: shape::contiguous_strides(sizes),
+            sizes: shape::Dims::from_slice(sizes),
+            strides: shape::contiguous_dims(sizes),
             offset: 0,
             dtype,
             autograd: None,

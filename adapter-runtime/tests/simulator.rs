@@ -233,6 +233,61 @@ fn streams_run_asynchronously_in_fifo_order() {
 }
 
 #[test]
+fn freed_memory_is_invalid_for_a_worker_that_used_it() {
+    // The stream worker caches the allocations it resolved; a free must invalidate that cache.
+    let (_g, d) = setup();
+    let s = d.create_stream(0).unwrap();
+    let p = d.malloc(0, 64).unwrap();
+    d.launch_kernel(0, s, Box::new(move |mem| mem.write(p, &[7u8; 64]))).unwrap();
+    d.synchronize_stream(0, s).unwrap();
+    d.free(0, p).unwrap();
+    d.launch_kernel(0, s, Box::new(move |mem| mem.write(p, &[1u8; 8]))).unwrap();
+    assert_eq!(code(d.synchronize_stream(0, s).unwrap_err()), sim::ACL_ERROR_RT_PARAM_INVALID);
+    let mut b = [0u8; 8];
+    d.launch_kernel(0, s, Box::new(move |mem| mem.read(p, &mut b))).unwrap();
+    assert_eq!(code(d.synchronize_stream(0, s).unwrap_err()), sim::ACL_ERROR_RT_PARAM_INVALID);
+    d.destroy_stream(0, s).unwrap();
+}
+
+/// Records the thread that drops it.
+struct DropProbe(Arc<std::sync::Mutex<Vec<std::thread::ThreadId>>>);
+
+impl Drop for DropProbe {
+    fn drop(&mut self) {
+        self.0.lock().unwrap().push(std::thread::current().id());
+    }
+}
+
+#[test]
+fn finished_kernels_are_dropped_by_the_synchronizing_thread() {
+    // What a kernel captured is released once a synchronize returns, on the caller's thread (not
+    // on the stream's worker: memory freed on another thread than its allocator's contends for the
+    // host allocator's lock).
+    let (_g, d) = setup();
+    let s = d.create_stream(0).unwrap();
+    let drops = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let ran = Arc::new(AtomicUsize::new(0));
+    for _ in 0..3 {
+        let (probe, n) = (DropProbe(drops.clone()), ran.clone());
+        d.launch_kernel(
+            0,
+            s,
+            Box::new(move |_| {
+                let _ = &probe;
+                n.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }),
+        )
+        .unwrap();
+    }
+    d.synchronize_stream(0, s).unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 3, "each kernel ran once");
+    let me = std::thread::current().id();
+    assert_eq!(*drops.lock().unwrap(), vec![me; 3], "dropped at the synchronize, on this thread");
+    d.destroy_stream(0, s).unwrap();
+}
+
+#[test]
 fn kernel_errors_are_sticky_until_synchronize() {
     let (_g, d) = setup();
     let s = d.create_stream(0).unwrap();

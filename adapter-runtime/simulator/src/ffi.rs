@@ -9,6 +9,26 @@ use crate::KernelCtx;
 use crate::codes::*;
 use crate::state::{self, Fail, R, fail};
 
+/// A C kernel and its user data, as queued by `xirangSimLaunchKernel` (no allocation per launch).
+pub(crate) struct RawKernel {
+    call: unsafe extern "C" fn(*const XirangSimKernelCtx, *mut c_void) -> AclError,
+    user_data: *mut c_void,
+}
+
+// SAFETY: `xirangSimLaunchKernel`'s contract: the kernel may run on another thread with its user
+// data; the simulator only hands the pointer back to the kernel, once.
+unsafe impl Send for RawKernel {}
+
+impl RawKernel {
+    /// Runs the kernel on the calling (stream worker) thread.
+    pub(crate) fn run(self) -> R<()> {
+        let ctx = KernelCtx { _private: () };
+        // SAFETY: the launch contract above; `ctx` outlives the call.
+        let code = unsafe { (self.call)(&ctx, self.user_data) };
+        if code == ACL_SUCCESS { Ok(()) } else { fail(code, format!("kernel failed with code {code}")) }
+    }
+}
+
 fn ret(r: R<()>) -> AclError {
     match r {
         Ok(()) => ACL_SUCCESS,
@@ -267,7 +287,7 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
         let dir = direction(dst, src, kind)?;
         let st = state::get_stream(handle(stream))?;
         let (d, s) = (dst.addr() as u64, src.addr() as u64);
-        let task: state::Task = match dir {
+        let task: state::Job = match dir {
             Dir::H2H | Dir::H2D => {
                 // SAFETY: `src` is a host pointer valid for `count` reads.
                 let bytes = unsafe { std::slice::from_raw_parts(src as *const u8, count) }.to_vec();
@@ -537,18 +557,13 @@ pub unsafe extern "C" fn xirangSimLaunchKernel(
     let Some(k) = kernel else {
         return ret(fail(ACL_ERROR_INVALID_PARAM, "xirangSimLaunchKernel: kernel is null"));
     };
-    let ud = SendPtr(user_data);
-    let r = crate::launch_kernel(handle(stream), move |ctx| {
-        let ud = ud;
-        // SAFETY: the caller guarantees `k` may run on another thread with
-        // `userData`; `ctx` outlives the call.
-        let code = unsafe { k(ctx as *const KernelCtx, ud.0) };
-        if code == ACL_SUCCESS { Ok(()) } else { Err(code) }
-    });
-    match r {
-        Ok(()) => ACL_SUCCESS,
-        Err(code) => code,
-    }
+    let r = (|| {
+        let st = state::get_stream(handle(stream))?;
+        state::check_launch_fault()?;
+        // The caller guarantees `k` may run on another thread with `userData` (see `RawKernel`).
+        st.submit_kernel(RawKernel { call: k, user_data })
+    })();
+    ret(r)
 }
 
 /// `aclError xirangSimKernelRead(const xirangSimKernelCtx *ctx, const void *devPtr, void *dst, size_t count);`

@@ -205,6 +205,7 @@ pub(crate) fn finalize() -> R<()> {
         let streams: Vec<_> = std::mem::take(&mut s.streams).into_values().collect();
         let defaults: Vec<_> = s.devices.iter_mut().filter_map(|d| d.default_stream.take()).collect();
         s.devices.clear();
+        bump_unmap_generation();
         s.events.clear();
         (streams, defaults)
     };
@@ -265,6 +266,7 @@ pub(crate) fn reset_device(phys_id: i32) -> R<()> {
         let d = &mut s.devices[slot];
         v.extend(d.default_stream.take());
         d.allocs.clear();
+        bump_unmap_generation();
         d.used = 0;
         if CURRENT_DEVICE.with(|c| c.get()) == Some(slot) {
             CURRENT_DEVICE.with(|c| c.set(None));
@@ -383,6 +385,7 @@ pub(crate) fn free(addr: u64) -> R<()> {
     };
     match d.allocs.remove(&offset) {
         Some(buf) => {
+            bump_unmap_generation();
             d.used -= lock(&buf).len() as u64;
             Ok(())
         }
@@ -390,8 +393,67 @@ pub(crate) fn free(addr: u64) -> R<()> {
     }
 }
 
+/// Bumped (under the state lock) whenever live allocations go away: `aclrtFree`, a device reset,
+/// `aclFinalize`. A thread's [`resolve`] cache holds only entries of the current generation.
+static UNMAP_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Allocations a thread's [`resolve`] cache remembers.
+const RESOLVE_CACHE: usize = 8;
+
+/// A thread's recently resolved allocations: (start address, size, buffer), most recent first.
+struct ResolveCache {
+    generation: u64,
+    entries: Vec<(u64, u64, Buffer)>,
+}
+
+thread_local! {
+    static RESOLVED: RefCell<ResolveCache> = const { RefCell::new(ResolveCache { generation: 0, entries: Vec::new() }) };
+}
+
+fn bump_unmap_generation() {
+    UNMAP_GENERATION.fetch_add(1, Ordering::AcqRel);
+}
+
 /// Resolve `[addr, addr+len)` to an allocation and the offset inside it.
+///
+/// A kernel resolves the same few allocations again and again; a per-thread cache answers those
+/// without the global state lock (which the launching thread takes for every launch). Addresses
+/// are never reused, so an entry stays right until an allocation is released, which starts a new
+/// generation.
 pub(crate) fn resolve(addr: u64, len: u64) -> R<(Buffer, usize)> {
+    let generation = UNMAP_GENERATION.load(Ordering::Acquire);
+    let fits = |start: u64, size: u64| addr >= start && addr - start <= size && len <= size - (addr - start);
+    let hit = RESOLVED.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.generation != generation {
+            c.entries.clear();
+            c.generation = generation;
+            return None;
+        }
+        let i = c.entries.iter().position(|(start, size, _)| fits(*start, *size))?;
+        if i > 0 {
+            let e = c.entries.remove(i);
+            c.entries.insert(0, e);
+        }
+        let (start, _, buf) = &c.entries[0];
+        Some((buf.clone(), (addr - start) as usize))
+    });
+    if let Some(h) = hit {
+        return Ok(h);
+    }
+    let (buf, off, size) = resolve_locked(addr, len)?;
+    RESOLVED.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.generation == generation {
+            c.entries.insert(0, (addr - off as u64, size, buf.clone()));
+            c.entries.truncate(RESOLVE_CACHE);
+        }
+    });
+    Ok((buf, off))
+}
+
+/// [`resolve`] under the state lock; also returns the allocation's size.
+fn resolve_locked(addr: u64, len: u64) -> R<(Buffer, usize, u64)> {
     let Some((slot, offset)) = decode(addr) else {
         return fail(ACL_ERROR_RT_PARAM_INVALID, format!("{addr:#x} is not a device address"));
     };
@@ -404,7 +466,7 @@ pub(crate) fn resolve(addr: u64, len: u64) -> R<(Buffer, usize)> {
         let size = lock(buf).len() as u64;
         let start = offset - base;
         if start <= size && len <= size - start {
-            return Ok((buf.clone(), start as usize));
+            return Ok((buf.clone(), start as usize, size));
         }
         if start < size {
             return fail(
@@ -489,7 +551,25 @@ pub(crate) fn with_mapped(ranges: &[(u64, u64)], f: impl FnOnce(&[*mut u8])) -> 
 
 // ---------------------------------------------------------------- streams
 
-pub(crate) type Task = Box<dyn FnOnce() -> R<()> + Send>;
+/// A closure queued on a stream (copies, memsets, events, callbacks, Rust kernels).
+pub(crate) type Job = Box<dyn FnOnce() -> R<()> + Send>;
+
+/// Work queued on a stream. A kernel launch is the hot path, so it is queued without a heap
+/// allocation of its own (memory allocated on the launching thread and freed on the worker
+/// contends for the host allocator's lock on every launch).
+pub(crate) enum Task {
+    Job(Job),
+    Kernel(crate::ffi::RawKernel),
+}
+
+impl Task {
+    fn run(self) -> R<()> {
+        match self {
+            Task::Job(f) => f(),
+            Task::Kernel(k) => k.run(),
+        }
+    }
+}
 
 /// Completion tracking of one stream. The submitting thread and the worker only touch atomics on
 /// the hot path; the mutex and condition variable are used only when someone waits.
@@ -499,6 +579,10 @@ struct Progress {
     completed: AtomicU64,
     /// Threads blocked in `wait_idle` (the worker notifies only when there are some).
     waiters: AtomicUsize,
+    /// How long the last `wait_idle` that had to wait took (ns). One that outlasted the polling
+    /// budget makes the next one block at once (an adaptive spin, as adaptive mutexes do): a host
+    /// thread polling through a long kernel takes a core from the kernel's own threads.
+    last_wait_ns: AtomicU64,
     error: Mutex<Option<Fail>>,
     lock: Mutex<()>,
     cv: Condvar,
@@ -547,7 +631,7 @@ impl Stream {
             .name(format!("acl-sim-stream-{id}"))
             .spawn(move || {
                 while let Some(task) = next_task(&rx) {
-                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(task))
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task.run()))
                         .unwrap_or_else(|_| fail(ACL_ERROR_RT_AICORE_EXCEPTION, "task panicked"));
                     if let Err(e) = r {
                         let mut g = lock(&p.error);
@@ -571,7 +655,15 @@ impl Stream {
         Ok(Arc::new(Stream { id, slot, tx: Mutex::new(Some(tx)), progress, worker: Mutex::new(Some(worker)) }))
     }
 
-    pub(crate) fn submit(&self, task: Task) -> R<()> {
+    pub(crate) fn submit(&self, job: Job) -> R<()> {
+        self.send(Task::Job(job))
+    }
+
+    pub(crate) fn submit_kernel(&self, kernel: crate::ffi::RawKernel) -> R<()> {
+        self.send(Task::Kernel(kernel))
+    }
+
+    fn send(&self, task: Task) -> R<()> {
         let tx = lock(&self.tx);
         let Some(tx) = tx.as_ref() else {
             return fail(ACL_ERROR_RT_INVALID_HANDLE, "stream has been destroyed");
@@ -594,11 +686,20 @@ impl Stream {
         // kernel finishes within microseconds, and sleeping on the condition variable would
         // cost two thread wake-ups (futex system calls) per synchronize.
         let start = Instant::now();
-        while start.elapsed() < WORKER_SPIN {
+        let spin = if p.last_wait_ns.load(Ordering::Relaxed) <= WORKER_SPIN.as_nanos() as u64 {
+            WORKER_SPIN
+        } else {
+            std::time::Duration::ZERO
+        };
+        let waited = |p: &Progress| {
+            p.last_wait_ns.store(start.elapsed().as_nanos().try_into().unwrap_or(u64::MAX), Ordering::Relaxed)
+        };
+        while start.elapsed() < spin {
             for _ in 0..64 {
                 std::hint::spin_loop();
             }
             if p.completed.load(Ordering::SeqCst) >= target {
+                waited(p);
                 return;
             }
             std::thread::yield_now();
@@ -610,6 +711,7 @@ impl Stream {
         }
         drop(g);
         p.waiters.fetch_sub(1, Ordering::SeqCst);
+        waited(p);
     }
 
     /// Wait for all queued work; report (and clear) the first async error.

@@ -9,7 +9,8 @@
 //! "kernels unsupported" as fallbacks.
 
 use std::ffi::{CStr, c_char, c_void};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{DevicePtr, Driver, EventId, Kernel, KernelMemory, MapBody, MemInfo, StreamId};
 use crate::error::{Error, Result};
@@ -194,6 +195,7 @@ impl AclApi {
 pub struct AclDriver {
     api: AclApi,
     name: String,
+    finished: Arc<Finished>,
     _lib: Option<Arc<libloading::Library>>,
 }
 
@@ -204,19 +206,29 @@ fn vp(p: DevicePtr) -> Vp {
 impl AclDriver {
     /// Driver over the linked simulator.
     pub fn simulator() -> AclDriver {
-        AclDriver { api: AclApi::linked_simulator(), name: "acl-sim (linked)".into(), _lib: None }
+        AclDriver {
+            api: AclApi::linked_simulator(),
+            name: "acl-sim (linked)".into(),
+            finished: Arc::default(),
+            _lib: None,
+        }
     }
 
     /// Driver over an explicit table (e.g. one with optional entries
     /// removed, to exercise the fallback chains).
     pub fn from_api(api: AclApi, name: impl Into<String>) -> AclDriver {
-        AclDriver { api, name: name.into(), _lib: None }
+        AclDriver { api, name: name.into(), finished: Arc::default(), _lib: None }
     }
 
     /// Driver over a library opened at run time.
     pub fn load(path: &std::path::Path) -> Result<AclDriver> {
         let (lib, api) = AclApi::load(path)?;
-        Ok(AclDriver { api, name: format!("acl ({})", path.display()), _lib: Some(Arc::new(lib)) })
+        Ok(AclDriver {
+            api,
+            name: format!("acl ({})", path.display()),
+            finished: Arc::default(),
+            _lib: Some(Arc::new(lib)),
+        })
     }
 
     fn message(&self) -> String {
@@ -372,18 +384,44 @@ struct KernelBox {
     read: unsafe extern "C" fn(*const c_void, *const c_void, Vp, usize) -> AclError,
     write: unsafe extern "C" fn(*const c_void, Vp, *const c_void, usize) -> AclError,
     map: Option<KernelMapFn>,
+    /// Where the worker leaves the box once the kernel has run (taken then, so that the list does
+    /// not keep itself alive through the boxes it holds).
+    finished: Option<Arc<Finished>>,
+}
+
+/// Kernels that have run, waiting to be dropped on a launching thread
+/// ([`Driver::collect_finished`]).
+#[derive(Default)]
+struct Finished {
+    /// The boxes themselves, not their contents: each is the allocation `launch_kernel` made,
+    /// and moving the contents out would free it on the worker, which this list exists to avoid.
+    #[allow(clippy::vec_box)]
+    boxes: Mutex<Vec<Box<KernelBox>>>,
+    count: AtomicUsize,
 }
 
 unsafe extern "C" fn kernel_trampoline(ctx: *const c_void, user_data: Vp) -> AclError {
     // SAFETY: `user_data` is the `Box<KernelBox>` leaked by `launch_kernel`;
     // the simulator calls each launched kernel exactly once.
-    let kb = unsafe { Box::from_raw(user_data.cast::<KernelBox>()) };
+    let mut kb = unsafe { Box::from_raw(user_data.cast::<KernelBox>()) };
     let mem = CtxMemory { ctx, read: kb.read, write: kb.write, map: kb.map };
-    match (kb.kernel)(&mem) {
+    let code = match (kb.kernel)(&mem) {
         Ok(()) => 0,
         Err(Error::Driver { code, .. }) => code,
         Err(_) => sim::ACL_ERROR_RT_AICORE_EXCEPTION,
+    };
+    // Hand the box (and the tensors its kernel kept alive) back to the launching side instead of
+    // freeing it on this worker thread.
+    if let Some(f) = kb.finished.take() {
+        let mut g = lock(&f.boxes);
+        g.push(kb);
+        f.count.store(g.len(), Ordering::Release);
     }
+    code
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Driver for AclDriver {
@@ -457,6 +495,8 @@ impl Driver for AclDriver {
         let rc = unsafe {
             (self.api.memcpy)(dst.as_mut_ptr().cast(), dst.len(), vp(src), dst.len(), sim::ACL_MEMCPY_DEVICE_TO_HOST)
         };
+        // A synchronous copy waits for the device: what finished before it is reclaimed here.
+        self.collect_finished();
         self.check("aclrtMemcpy", rc)
     }
 
@@ -563,6 +603,7 @@ impl Driver for AclDriver {
         self.ensure(device)?;
         // SAFETY: handles are only looked up by the driver.
         let rc = unsafe { (self.api.synchronize_stream)(vp(stream.0 as u64)) };
+        self.collect_finished();
         self.check("aclrtSynchronizeStream", rc)
     }
 
@@ -570,6 +611,7 @@ impl Driver for AclDriver {
         self.ensure(device)?;
         // SAFETY: no arguments.
         let rc = unsafe { (self.api.synchronize_device)() };
+        self.collect_finished();
         self.check("aclrtSynchronizeDevice", rc)
     }
 
@@ -593,6 +635,7 @@ impl Driver for AclDriver {
         self.ensure(device)?;
         // SAFETY: handles are only looked up by the driver.
         let rc = unsafe { (self.api.synchronize_event)(vp(event.0 as u64)) };
+        self.collect_finished();
         self.check("aclrtSynchronizeEvent", rc)
     }
 
@@ -646,7 +689,13 @@ impl Driver for AclDriver {
             return Err(Error::Unsupported(format!("{}: no kernel launch entry point", self.name)));
         };
         self.ensure(device)?;
-        let ud = Box::into_raw(Box::new(KernelBox { kernel, read, write, map: self.api.sim_kernel_map }));
+        let ud = Box::into_raw(Box::new(KernelBox {
+            kernel,
+            read,
+            write,
+            map: self.api.sim_kernel_map,
+            finished: Some(self.finished.clone()),
+        }));
         // SAFETY: the trampoline consumes `ud` exactly once if the launch
         // succeeds; it may run on the stream's worker thread (Kernel: Send).
         let rc = unsafe { launch(Some(kernel_trampoline), ud.cast(), vp(stream.0 as u64)) };
@@ -655,6 +704,19 @@ impl Driver for AclDriver {
             drop(unsafe { Box::from_raw(ud) });
         }
         self.check("xirangSimLaunchKernel", rc)
+    }
+
+    fn collect_finished(&self) {
+        if self.finished.count.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        // Moved out under the lock (the worker's list keeps its capacity), dropped after it.
+        let done: Vec<Box<KernelBox>> = {
+            let mut g = lock(&self.finished.boxes);
+            self.finished.count.store(0, Ordering::Release);
+            g.drain(..).collect()
+        };
+        drop(done);
     }
 }
 

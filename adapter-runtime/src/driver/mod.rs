@@ -66,9 +66,13 @@ pub trait KernelMemory {
 /// The body of [`KernelMemory::with_mapped`]: the read ranges' bytes, then the write ranges'.
 pub type MapBody<'a> = dyn FnMut(&[&[u8]], &mut [&mut [u8]]) + 'a;
 
-/// A kernel: runs on a stream worker, reaches device memory only through
+/// A kernel: runs once on a stream worker, reaches device memory only through
 /// [`KernelMemory`]. An `Err` becomes the stream's sticky error.
-pub type Kernel = Box<dyn FnOnce(&dyn KernelMemory) -> Result<()> + Send + 'static>;
+///
+/// `FnMut` rather than `FnOnce` so that running it does not drop what it captured: a driver may
+/// hand a finished kernel back to be dropped on a launching thread
+/// ([`Driver::collect_finished`]) instead of freeing its captures on the stream's worker.
+pub type Kernel = Box<dyn FnMut(&dyn KernelMemory) -> Result<()> + Send + 'static>;
 
 /// Device operations the runtime needs from a vendor driver.
 pub trait Driver: Send + Sync {
@@ -128,4 +132,16 @@ pub trait Driver: Send + Sync {
 
     /// Enqueue a kernel on `stream`.
     fn launch_kernel(&self, device: i32, stream: StreamId, kernel: Kernel) -> Result<()>;
+
+    /// Drops, on the calling thread, the kernels the streams have finished since the last call,
+    /// with everything they captured (tensors a kernel kept alive return their blocks to the
+    /// caching allocator here). A driver whose workers drop kernels themselves keeps the default.
+    ///
+    /// Memory freed on another thread than the one that allocated it contends for the host
+    /// allocator's arena lock on every launch, so the runtime calls this on the launching thread
+    /// before each launch and before emptying the cache on out-of-memory. A driver that defers
+    /// drops must also call it at the end of its own synchronizing calls (synchronize, event
+    /// synchronize, device-to-host copy), so a kernel's captures are gone once those return, as
+    /// when the worker dropped them. The caller must hold no allocator lock.
+    fn collect_finished(&self) {}
 }

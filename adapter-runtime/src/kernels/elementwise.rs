@@ -47,13 +47,13 @@ impl IndexMap {
 
 /// Output shape and input index maps of a broadcast op.
 pub(crate) struct Bcast {
-    pub shape: Vec<usize>,
-    pub maps: Vec<IndexMap>,
+    pub shape: shape::Dims,
+    pub maps: smallvec::SmallVec<[IndexMap; 3]>,
 }
 
 impl Bcast {
     pub(crate) fn new(shapes: &[&[usize]]) -> Result<Bcast> {
-        let out = shape::broadcast_all(shapes)?;
+        let out = shape::broadcast_dims(shapes)?;
         let maps = shapes.iter().map(|s| IndexMap::new(s, &out)).collect::<Result<_>>()?;
         Ok(Bcast { shape: out, maps })
     }
@@ -875,7 +875,7 @@ pub fn masked_fill_scalar(self_: &Tensor, mask: &Tensor, value: Scalar) -> Resul
     }
     let (x, m) = (super::contiguous(self_)?, super::contiguous(mask)?);
     let bc = Bcast::new(&[x.sizes(), m.sizes()])?;
-    if bc.shape != x.sizes() {
+    if bc.shape[..] != *x.sizes() {
         return unsupported("masked_fill", "the mask must broadcast to self");
     }
     let out = Tensor::empty_on(&ctx, &bc.shape, d)?;

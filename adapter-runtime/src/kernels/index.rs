@@ -104,7 +104,7 @@ pub fn cat(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
     launch(&ctx, keep, move |mem| {
         let mut o = vec![0u8; outer * row];
         let mut col = 0;
-        for (p, w) in srcs {
+        for &(p, w) in &srcs {
             let v = read_vec::<u8>(mem, p, outer * w)?;
             for r in 0..outer {
                 o[r * row + col..r * row + col + w].copy_from_slice(&v[r * w..(r + 1) * w]);

@@ -80,28 +80,24 @@ pub(crate) fn device_of(name: &str, ts: &[&Tensor]) -> Result<Arc<DeviceContext>
     Ok(first.clone())
 }
 
-/// Whether every tensor is a device tensor on one device.
-pub(crate) fn on_one_device(ts: &[&Tensor]) -> bool {
-    match ts.first().and_then(|t| t.device_ctx()) {
-        None => false,
-        Some(c) => ts.iter().all(|t| t.device_ctx().is_some_and(|d| Arc::ptr_eq(c, d))),
-    }
-}
-
 /// Launches `body` on the device's current stream. `keep` holds the
 /// tensors whose storage the kernel touches until it has run.
 pub(crate) fn launch(
     ctx: &Arc<DeviceContext>,
     keep: Vec<Tensor>,
-    body: impl FnOnce(&dyn KernelMemory) -> Result<()> + Send + 'static,
+    mut body: impl FnMut(&dyn KernelMemory) -> Result<()> + Send + 'static,
 ) -> Result<()> {
+    // Kernels finished since the last launch are dropped here, on the launching thread.
+    ctx.driver.collect_finished();
     let stream = ctx.current_stream();
     crate::profile::on_launch(ctx, stream);
     ctx.driver.launch_kernel(
         ctx.physical_id(),
         stream,
         Box::new(move |mem| {
-            let _keep = keep;
+            // `keep` lives as long as the kernel box: until the driver hands the finished kernel
+            // back ([`Driver::collect_finished`]).
+            let _ = &keep;
             body(mem)
         }),
     )

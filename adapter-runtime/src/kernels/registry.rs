@@ -17,15 +17,21 @@ type Out = Result<Option<Vec<IValue>>>;
 
 /// Every tensor argument is on one device (else the fallback serves the call).
 fn all_on_device(a: Args) -> bool {
-    let mut ts: Vec<&Tensor> = Vec::new();
-    for v in a {
-        match v {
-            IValue::Tensor(t) => ts.push(t),
-            IValue::TensorList(l) => ts.extend(l.iter()),
-            _ => {}
+    let mut first: Option<&std::sync::Arc<crate::device::DeviceContext>> = None;
+    let tensors = a.iter().flat_map(|v| match v {
+        IValue::Tensor(t) => std::slice::from_ref(t),
+        IValue::TensorList(l) => l.as_slice(),
+        _ => &[],
+    });
+    for t in tensors {
+        let Some(c) = t.device_ctx() else { return false };
+        match first {
+            None => first = Some(c),
+            Some(f) if std::sync::Arc::ptr_eq(f, c) => {}
+            Some(_) => return false,
         }
     }
-    !ts.is_empty() && super::on_one_device(&ts)
+    first.is_some()
 }
 
 /// Runs a kernel; `Unsupported` becomes "not native".
@@ -48,19 +54,19 @@ fn n(op: &str, a: Args, want: usize) -> Result<()> {
     }
 }
 fn t<'a>(op: &str, a: Args<'a>, i: usize) -> Result<&'a Tensor> {
-    unbox::tensor(op, &format!("#{i}"), &a[i])
+    unbox::tensor(op, unbox::position(i), &a[i])
 }
 fn ot<'a>(op: &str, a: Args<'a>, i: usize) -> Result<Option<&'a Tensor>> {
-    unbox::opt_tensor(op, &format!("#{i}"), &a[i])
+    unbox::opt_tensor(op, unbox::position(i), &a[i])
 }
 fn s(op: &str, a: Args, i: usize) -> Result<Scalar> {
-    unbox::scalar(op, &format!("#{i}"), &a[i])
+    unbox::scalar(op, unbox::position(i), &a[i])
 }
 fn i(op: &str, a: Args, k: usize) -> Result<i64> {
-    unbox::int(op, &format!("#{k}"), &a[k])
+    unbox::int(op, unbox::position(k), &a[k])
 }
 fn b(op: &str, a: Args, k: usize) -> Result<bool> {
-    unbox::bool(op, &format!("#{k}"), &a[k])
+    unbox::bool(op, unbox::position(k), &a[k])
 }
 fn one(t: Tensor) -> Result<Vec<IValue>> {
     Ok(vec![t.into()])
