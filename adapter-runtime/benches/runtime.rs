@@ -17,7 +17,7 @@
 //!   fallback tier) next to the native call.
 //!
 //! The machine these run on is shared and noisy, so the two sides are measured in alternation:
-//! `ROUNDS` rounds, each timing xirang and then PyTorch (one python process kept alive, asked for
+//! `ROUNDS` rounds (`XIRANG_BENCH_ROUNDS` to change), each timing xirang and then PyTorch (one python process kept alive, asked for
 //! a round over a pipe). Each ratio is taken within a round and the median over rounds is
 //! reported, next to every round's ratio.
 
@@ -171,7 +171,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     let mut torch = Torch::start();
-    let rounds = if quick { 1 } else { ROUNDS };
+    let rounds = if quick {
+        1
+    } else {
+        std::env::var("XIRANG_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or(ROUNDS)
+    };
     let mut ours = Vec::new();
     let mut theirs = Vec::new();
     for _ in 0..rounds {

@@ -25,6 +25,10 @@
 //!   null handle) is a worker thread running a FIFO queue. Errors raised by
 //!   queued work are sticky until the next `aclrtSynchronizeStream` /
 //!   `aclrtSynchronizeDevice`, which returns and clears the first one.
+//!   A synchronizing host thread waits as `XIRANG_SIM_SYNC` says, after
+//!   CUDA's device schedule flags: `auto` (default: poll, yielding the core
+//!   between polls, for about twice the stream's last wait, 50 µs to 1 ms,
+//!   then block), `yield` (poll until done) or `block` (sleep at once).
 //! * **Events.** Record, synchronize, wait (from another stream) and elapsed
 //!   milliseconds between two completed records.
 //! * **Faults.** [`inject_malloc_failure`] / `XIRANG_SIM_FAIL_MALLOC=N`
@@ -169,7 +173,7 @@ pub fn inject_malloc_failure(nth: u64) {
 /// Make the `nth` following kernel launch fail with
 /// `ACL_ERROR_RT_AICORE_EXCEPTION`. `0` clears the fault.
 pub fn inject_launch_failure(nth: u64) {
-    state::faults().launch_countdown = (nth > 0).then_some(nth);
+    state::LAUNCH_COUNTDOWN.store(nth, std::sync::atomic::Ordering::SeqCst);
 }
 
 /// Clear all injected faults.

@@ -77,8 +77,11 @@ struct DeviceState {
 pub(crate) struct Faults {
     /// Fail the malloc call when this countdown reaches 1.
     pub malloc_countdown: Option<u64>,
-    pub launch_countdown: Option<u64>,
 }
+
+/// Fail the kernel launch when this countdown reaches 1 (0: no fault). An atomic, not under
+/// [`FAULTS`]' lock: every launch checks it.
+pub(crate) static LAUNCH_COUNTDOWN: AtomicU64 = AtomicU64::new(0);
 
 struct Inner {
     initialized: bool,
@@ -95,7 +98,7 @@ static STATE: Mutex<Inner> = Mutex::new(Inner {
     streams: BTreeMap::new(),
     events: BTreeMap::new(),
 });
-pub(crate) static FAULTS: Mutex<Faults> = Mutex::new(Faults { malloc_countdown: None, launch_countdown: None });
+pub(crate) static FAULTS: Mutex<Faults> = Mutex::new(Faults { malloc_countdown: None });
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panicking kernel must not wedge the whole simulator.
@@ -177,7 +180,7 @@ pub(crate) fn init() -> R<()> {
             msg: format!("XIRANG_SIM_FAIL_LAUNCH: not a positive integer: {v:?}"),
         })?;
         if n > 0 {
-            faults().launch_countdown = Some(n);
+            LAUNCH_COUNTDOWN.store(n, Ordering::SeqCst);
         }
     }
     s.devices = cfg
@@ -579,9 +582,8 @@ struct Progress {
     completed: AtomicU64,
     /// Threads blocked in `wait_idle` (the worker notifies only when there are some).
     waiters: AtomicUsize,
-    /// How long the last `wait_idle` that had to wait took (ns). One that outlasted the polling
-    /// budget makes the next one block at once (an adaptive spin, as adaptive mutexes do): a host
-    /// thread polling through a long kernel takes a core from the kernel's own threads.
+    /// How long the last `wait_idle` that had to wait took (ns): the next one polls for about
+    /// that long before it blocks ([`WaitPolicy::Auto`], an adaptive spin as adaptive mutexes do).
     last_wait_ns: AtomicU64,
     error: Mutex<Option<Fail>>,
     lock: Mutex<()>,
@@ -592,6 +594,32 @@ struct Progress {
 /// polls too; blocking after every kernel would make each launch pay a thread wake-up (a futex
 /// system call on the submitting thread), which dominates the launch of a tiny kernel.
 const WORKER_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// How a host thread waits in a synchronize (`XIRANG_SIM_SYNC`), as CUDA's device schedule flags
+/// (`cudaDeviceScheduleAuto`, `...Yield`, `...BlockingSync`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WaitPolicy {
+    /// Poll (yielding) for up to twice the stream's last wait, at least 50 µs and at most 1 ms,
+    /// then block. A kernel that runs as long as the last one is caught by polling, without a
+    /// thread wake-up; a much longer one costs a core's polling for 1 ms at most.
+    Auto,
+    /// Poll, yielding the core between polls, until the work is done.
+    Yield,
+    /// Block on a condition variable at once.
+    Block,
+}
+
+/// The longest a synchronize polls under [`WaitPolicy::Auto`] before it blocks.
+const HOST_POLL_MAX: std::time::Duration = std::time::Duration::from_millis(1);
+
+pub(crate) fn wait_policy() -> WaitPolicy {
+    static POLICY: OnceLock<WaitPolicy> = OnceLock::new();
+    *POLICY.get_or_init(|| match std::env::var("XIRANG_SIM_SYNC").as_deref() {
+        Ok("yield") => WaitPolicy::Yield,
+        Ok("block") => WaitPolicy::Block,
+        _ => WaitPolicy::Auto,
+    })
+}
 
 pub(crate) struct Stream {
     pub id: u64,
@@ -686,10 +714,14 @@ impl Stream {
         // kernel finishes within microseconds, and sleeping on the condition variable would
         // cost two thread wake-ups (futex system calls) per synchronize.
         let start = Instant::now();
-        let spin = if p.last_wait_ns.load(Ordering::Relaxed) <= WORKER_SPIN.as_nanos() as u64 {
-            WORKER_SPIN
-        } else {
-            std::time::Duration::ZERO
+        let spin = match wait_policy() {
+            WaitPolicy::Block => std::time::Duration::ZERO,
+            WaitPolicy::Yield => std::time::Duration::MAX,
+            // Twice the stream's last wait, within [50 µs, 1 ms].
+            WaitPolicy::Auto => {
+                std::time::Duration::from_nanos(p.last_wait_ns.load(Ordering::Relaxed).saturating_mul(2))
+                    .clamp(WORKER_SPIN, HOST_POLL_MAX)
+            }
         };
         let waited = |p: &Progress| {
             p.last_wait_ns.store(start.elapsed().as_nanos().try_into().unwrap_or(u64::MAX), Ordering::Relaxed)
@@ -895,7 +927,9 @@ pub(crate) fn elapsed_ms(start: usize, end: usize) -> R<f32> {
 // ---------------------------------------------------------------- launches
 
 pub(crate) fn check_launch_fault() -> R<()> {
-    if tick(&mut faults().launch_countdown) {
+    // Decrements a set countdown; a plain load when none is set.
+    let fired = LAUNCH_COUNTDOWN.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)) == Ok(1);
+    if fired {
         return fail(ACL_ERROR_RT_AICORE_EXCEPTION, "injected kernel launch failure");
     }
     Ok(())

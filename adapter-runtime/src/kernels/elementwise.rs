@@ -110,7 +110,7 @@ impl Bcast {
                     }
                 };
                 if par {
-                    out.par_chunks_mut(CHUNK).zip(x.par_chunks(CHUNK).zip(y.par_chunks(CHUNK))).for_each(run);
+                    super::par_items(out.chunks_mut(CHUNK).zip(x.chunks(CHUNK).zip(y.chunks(CHUNK))).collect(), run);
                 } else {
                     run((out, (x, y)));
                 }
@@ -122,7 +122,11 @@ impl Bcast {
                         *o = f(*a, b);
                     }
                 };
-                if par { out.par_chunks_mut(CHUNK).zip(x.par_chunks(CHUNK)).for_each(run) } else { run((out, x)) }
+                if par {
+                    super::par_items(out.chunks_mut(CHUNK).zip(x.chunks(CHUNK)).collect(), run)
+                } else {
+                    run((out, x))
+                }
             }
             (ma, mb) => {
                 let run = |(c, o): (usize, &mut [U])| {
@@ -131,7 +135,7 @@ impl Bcast {
                         *o = f(x[ma.at(i)], y[mb.at(i)]);
                     }
                 };
-                if par { out.par_chunks_mut(CHUNK).enumerate().for_each(run) } else { run((0, out)) }
+                if par { super::par_items(out.chunks_mut(CHUNK).enumerate().collect(), run) } else { run((0, out)) }
             }
         }
     }
@@ -147,7 +151,11 @@ pub(crate) fn map1_into<X: Copy + Sync, U: Send>(x: &[X], out: &mut [U], f: impl
             *o = f(*a);
         }
     };
-    if out.len() >= PAR_MIN { out.par_chunks_mut(CHUNK).zip(x.par_chunks(CHUNK)).for_each(run) } else { run((out, x)) }
+    if out.len() >= PAR_MIN {
+        super::par_items(out.chunks_mut(CHUNK).zip(x.chunks(CHUNK)).collect(), run)
+    } else {
+        run((out, x))
+    }
 }
 
 /// `f` over every element (contiguous slice, parallel when large).

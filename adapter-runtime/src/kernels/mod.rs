@@ -56,6 +56,50 @@ use crate::tensor::Tensor;
 /// Element count above which kernel loops split into rayon tasks.
 pub const PAR_MIN: usize = 1 << 15;
 
+/// Runs `f` on every item, in parallel when there are several: the work-sharing loop of the
+/// in-place elementwise kernels.
+///
+/// On a thread of rayon's pool this is a plain parallel iterator. On any other thread (a stream
+/// worker of the simulated device) the calling thread takes items itself next to `threads - 1`
+/// helpers spawned on the pool, all draining one shared counter, as the master thread of an OpenMP
+/// `parallel for` does. A parallel iterator started there would instead hand every item to the
+/// pool and put the caller to sleep until the last one is done: one more thread wake-up per kernel
+/// and one core fewer doing the work.
+pub(crate) fn par_items<I: Send>(items: Vec<I>, f: impl Fn(I) + Sync + Send) {
+    use rayon::prelude::*;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    if items.len() < 2 {
+        items.into_iter().for_each(f);
+        return;
+    }
+    if rayon::current_thread_index().is_some() {
+        items.into_par_iter().for_each(f);
+        return;
+    }
+    let slots: Vec<Mutex<Option<I>>> = items.into_iter().map(|i| Mutex::new(Some(i))).collect();
+    let next = AtomicUsize::new(0);
+    let drain = || {
+        while let Some(slot) = slots.get(next.fetch_add(1, Ordering::Relaxed)) {
+            // Each slot is taken once: the counter hands every index to one thread.
+            let item = match slot.lock() {
+                Ok(mut g) => g.take(),
+                Err(p) => p.into_inner().take(),
+            };
+            if let Some(i) = item {
+                f(i);
+            }
+        }
+    };
+    let helpers = rayon::current_num_threads().saturating_sub(1).clamp(1, slots.len() - 1);
+    rayon::in_place_scope(|s| {
+        for _ in 0..helpers {
+            s.spawn(|_| drain());
+        }
+        drain();
+    });
+}
+
 /// Result size from which [`mapped`] works in place on device memory: below it, copying the
 /// operands costs less than mapping them (resolving and locking each allocation).
 pub const MAP_MIN: usize = 1 << 12;
@@ -356,4 +400,41 @@ pub fn add_f32(a: &Tensor, b: &Tensor, alpha: Scalar) -> Result<Tensor> {
         return Err(Error::Unsupported("add_f32: needs contiguous float32 device tensors of equal shape".into()));
     }
     add_tensor(a, b, alpha)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Every item runs exactly once, from a thread outside rayon's pool (a stream worker's case)
+    /// and from inside it.
+    #[test]
+    fn par_items_runs_each_item_once() {
+        for n in [0usize, 1, 2, 3, 64, 1000] {
+            let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+            super::par_items((0..n).collect(), |i| {
+                hits[i].fetch_add(1, Ordering::Relaxed);
+            });
+            assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1), "outside the pool, n = {n}");
+            rayon::scope(|_| {
+                super::par_items((0..n).collect(), |i| {
+                    hits[i].fetch_add(1, Ordering::Relaxed);
+                })
+            });
+            assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 2), "inside the pool, n = {n}");
+        }
+    }
+
+    /// The in-place loops write every chunk.
+    #[test]
+    fn par_items_writes_disjoint_chunks() {
+        let mut out = vec![0u32; 100_000];
+        let x: Vec<u32> = (0..100_000).collect();
+        super::par_items(out.chunks_mut(1000).zip(x.chunks(1000)).collect(), |(o, a): (&mut [u32], &[u32])| {
+            for (o, a) in o.iter_mut().zip(a) {
+                *o = a * 2;
+            }
+        });
+        assert!(out.iter().enumerate().all(|(i, &v)| v == 2 * i as u32));
+    }
 }
