@@ -208,7 +208,9 @@ impl DeviceContext {
         g.stats.peak_reserved_bytes = g.stats.reserved_bytes;
     }
 
-    /// Allocate `size` bytes for use on the current stream.
+    /// Allocate `size` bytes for use on the current stream: a cached block of this stream when one
+    /// fits, else the driver's. When the driver is out of memory, waits for the device's queued work
+    /// (blocks that only finished kernels held come back), empties the cache and retries once.
     pub fn allocate(self: &Arc<Self>, size: usize) -> Result<Block> {
         let stream = self.current_stream();
         if size == 0 {
@@ -234,8 +236,13 @@ impl DeviceContext {
             Ok(p) => p,
             Err(e) if e.is_driver_oom() => {
                 lock(&self.alloc).stats.oom_retries += 1;
-                // Blocks of tensors that only finished kernels still held go back first.
-                self.driver.collect_finished();
+                // Tensors that only queued kernels still hold come back once those kernels have
+                // run: wait for the device (the driver then drops the finished kernels and their
+                // blocks return to the cache), then give the cache back to the driver. Without the
+                // wait, a loop that enqueues large results and never synchronizes runs out of
+                // memory while most of it is garbage. An error of earlier queued work surfaces
+                // here, as it would at any synchronizing call.
+                self.synchronize()?;
                 self.empty_cache()?;
                 match self.driver.malloc(self.physical, rounded) {
                     Ok(p) => p,

@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use xirang_acl_sim::{self as sim, SimConfig};
 use xirang_runtime::device::BLOCK_ROUND;
+use xirang_runtime::driver::Driver;
 use xirang_runtime::driver::acl::AclDriver;
-use xirang_runtime::{DType, Device, Error, Runtime, Tensor};
+use xirang_runtime::{DType, Device, Error, Runtime, Scalar, Tensor, kernels};
 
 const CAP: u64 = 64 * 1024;
 
@@ -101,4 +102,37 @@ fn injected_malloc_failure_is_retried() {
     let info = rt.mem_info(0).unwrap();
     assert_eq!(info.total as u64, CAP);
     assert_eq!(info.free as u64, CAP - s2.reserved_bytes as u64);
+}
+
+/// Results dropped on the host while queued kernels still hold them are garbage, not live memory:
+/// an allocation that finds the device full waits for the queued work, which gives them back,
+/// instead of failing.
+#[test]
+fn oom_waits_for_queued_kernels_that_hold_garbage() {
+    let (_g, _) = runtime();
+    let driver = Arc::new(AclDriver::simulator());
+    let rt = Runtime::new(driver.clone()).unwrap();
+    let ctx = rt.device(0).unwrap().clone();
+    let x = Tensor::from_vec(vec![1f32; 1024], &[1024]).unwrap().to_device(&rt, Device::Npu(0)).unwrap();
+    let s = rt.memory_stats(0).unwrap();
+    // Everything queued next waits behind this kernel.
+    driver
+        .launch_kernel(
+            ctx.physical_id(),
+            ctx.current_stream(),
+            Box::new(|_| {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                Ok(())
+            }),
+        )
+        .unwrap();
+    // 30 results of 4 KiB on a 64 KiB device, each dropped at once.
+    for _ in 0..30 {
+        drop(kernels::add_tensor(&x, &x, Scalar::Int(1)).unwrap());
+    }
+    let y = kernels::add_tensor(&x, &x, Scalar::Int(1)).unwrap();
+    assert_eq!(y.to_vec::<f32>().unwrap(), vec![2f32; 1024]);
+    let s2 = rt.memory_stats(0).unwrap();
+    assert!(s2.oom_retries > s.oom_retries, "the device filled up");
+    assert_eq!(s2.ooms, s.ooms, "no allocation failed");
 }

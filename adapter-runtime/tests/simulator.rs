@@ -299,6 +299,24 @@ fn kernel_errors_are_sticky_until_synchronize() {
     d.destroy_stream(0, s).unwrap();
 }
 
+/// A kernel that panics fails like one that returns an error (the panic does not unwind through
+/// the C ABI into the simulator, which would abort the process); the stream keeps working.
+#[test]
+fn a_panicking_kernel_is_a_sticky_error() {
+    let (_g, d) = setup();
+    let s = d.create_stream(0).unwrap();
+    let p = d.malloc(0, 8).unwrap();
+    d.launch_kernel(0, s, Box::new(|_| panic!("kernel bug (expected by this test)"))).unwrap();
+    assert_eq!(code(d.synchronize_stream(0, s).unwrap_err()), 507015);
+    d.launch_kernel(0, s, Box::new(move |mem| mem.write(p, &[3u8; 8]))).unwrap();
+    d.synchronize_stream(0, s).unwrap();
+    let mut b = [0u8; 8];
+    d.memcpy_d2h(0, &mut b, p).unwrap();
+    assert_eq!(b, [3u8; 8]);
+    d.free(0, p).unwrap();
+    d.destroy_stream(0, s).unwrap();
+}
+
 #[test]
 fn kernels_map_device_memory_in_place() {
     let (_g, d) = setup();

@@ -405,10 +405,12 @@ unsafe extern "C" fn kernel_trampoline(ctx: *const c_void, user_data: Vp) -> Acl
     // the simulator calls each launched kernel exactly once.
     let mut kb = unsafe { Box::from_raw(user_data.cast::<KernelBox>()) };
     let mem = CtxMemory { ctx, read: kb.read, write: kb.write, map: kb.map };
-    let code = match (kb.kernel)(&mem) {
-        Ok(()) => 0,
-        Err(Error::Driver { code, .. }) => code,
-        Err(_) => sim::ACL_ERROR_RT_AICORE_EXCEPTION,
+    // A panic must not unwind through this `extern "C"` frame (that aborts the process): a kernel
+    // that panics fails like one that returns an error, with the stream's sticky error.
+    let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (kb.kernel)(&mem))) {
+        Ok(Ok(())) => 0,
+        Ok(Err(Error::Driver { code, .. })) => code,
+        Ok(Err(_)) | Err(_) => sim::ACL_ERROR_RT_AICORE_EXCEPTION,
     };
     // Hand the box (and the tensors its kernel kept alive) back to the launching side instead of
     // freeing it on this worker thread.
