@@ -120,8 +120,11 @@ fn impact_on_kernels_and_backend_with_locations() {
     let (old, new) = (load("v2.1"), load("v2.3"));
     let map = method_map(old.registry.functions.iter().chain(&new.registry.functions).map(|f| &f.func.name));
     let src = "struct Npu;\nimpl AtenOps for Npu {\n    fn _cslt_sparse_mm(&self) {}\n}\n/// xirang-kernel: _efficient_attention_forward\npub fn eff() {}\n";
-    let kernels =
-        AdapterIndex { kernels: index_source("adapter-runtime/src/npu.rs", src, &map).unwrap(), fallbacks: Vec::new() };
+    let kernels = AdapterIndex {
+        kernels: index_source("adapter-runtime/src/npu.rs", src, &map).unwrap(),
+        fallbacks: Vec::new(),
+        warnings: Vec::new(),
+    };
     let yaml = xirang_scan::backend::load_backend_yaml(&xirang_scan::SourceFile::new(
         "npu.yaml",
         "backend: NPU\nsupported:\n  - _conv_depthwise2d\n  - abs\n",

@@ -74,6 +74,42 @@ impl BackendYaml {
     }
 }
 
+/// Lists whose entries name operators of PyTorch (not the vendor's own, as `custom` does).
+const UPSTREAM_LISTS: &[&str] = &["supported", "autograd", "full_codegen", "ir_gen", "symint", "tocpu", "unsupported"];
+
+/// Checks that every entry of the lists naming PyTorch operators names one that `known` accepts
+/// (entries that give a full schema are the vendor's own and are not checked). `src` is the
+/// file the yaml was loaded from (for the position); `candidates` feed the suggestion.
+pub fn check_operator_names<'a>(
+    src: &SourceFile,
+    yaml: &BackendYaml,
+    known: &dyn Fn(&str) -> bool,
+    candidates: impl Iterator<Item = &'a str> + Clone,
+    versions: &str,
+) -> Res<()> {
+    for (list, e) in yaml.entries() {
+        if !UPSTREAM_LISTS.contains(&list) || e.schema.is_some() {
+            continue;
+        }
+        let name = e.op.to_string();
+        if known(&name) {
+            continue;
+        }
+        let hint = crate::suggest::hint(&name, candidates.clone());
+        // the name on its line
+        let line_start = src.pos_of_marker(e.line as usize, 0).offset;
+        let line_text = src.text()[line_start..].lines().next().unwrap_or("");
+        let col = line_text.find(&name).unwrap_or(0);
+        let pos = src.pos_of_offset(line_start + col);
+        return Err(Box::new(src.error(
+            pos,
+            name.len(),
+            format!("`{list}` entry `{name}` names no operator of PyTorch {versions}{hint}"),
+        )));
+    }
+    Ok(())
+}
+
 fn err(src: &SourceFile, node: &Node, msg: impl Into<String>) -> Box<SourceError> {
     let len = node.as_str().map(|s| s.len().max(1)).unwrap_or(1);
     Box::new(src.error(node.pos, len, msg))

@@ -642,17 +642,7 @@ pub fn committed(c: &Coverage) -> Result<Vec<(PathBuf, String)>, Error> {
 
 /// Writes the committed report under `root`; returns the files that changed.
 pub fn write(root: &Path, c: &Coverage) -> Result<Vec<PathBuf>, Error> {
-    let mut written = Vec::new();
-    for (rel, text) in committed(c)? {
-        let p = root.join(&rel);
-        if let Some(d) = p.parent() {
-            std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
-        }
-        if crate::snapshot::write_if_changed(&p, &text)? {
-            written.push(rel);
-        }
-    }
-    Ok(written)
+    crate::fsio::write_changed(root, "diffs", &committed(c)?, &[])
 }
 
 /// The committed files under `root` that differ from the report.

@@ -1580,7 +1580,7 @@ mod tests {
             ),
             ("- name: abs(Tensor self) -> Tensor\n  output_differentiability: True\n", 2, "output_differentiability"),
             ("- name: abs(Tensor self) -> Tensor\n  output_differentiability: [1]\n", 2, "output_differentiability"),
-            ("- name: abs(Tensor self) -> Tensor\n  self: grad\n  self: grad\n", 3, "twice"),
+            ("- name: abs(Tensor self) -> Tensor\n  self: grad\n  self: grad\n", 3, "duplicate key `self`"),
             ("- name: abs(Tensor self) -> Tensor\n  self: grads[1]\n", 2, "out of bounds"),
             (
                 "- name: max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)\n  self: f(grads[0])\n",

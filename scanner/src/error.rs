@@ -7,7 +7,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use miette::{Diagnostic, NamedSource, SourceSpan};
+use miette::{Diagnostic, MietteError, MietteSpanContents, SourceCode, SourceSpan, SpanContents};
 
 /// A position in a source file: 1-based line and column (in characters), and byte offset.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -59,19 +59,121 @@ impl SourceFile {
         let col = self.text.get(start..offset).map(|s| s.chars().count()).unwrap_or(offset - start);
         Pos { line: line_idx as u32 + 1, col: col as u32 + 1, offset }
     }
-    /// Builds a located error pointing at `len` bytes from `pos`.
+    /// Builds a located error pointing at `len` bytes from `pos`. The message is cut to
+    /// [`MAX_MESSAGE`] bytes and the snippet to a window around the span (see [`Snippet`]), so an
+    /// error about a 50 MB line prints a few hundred bytes.
     pub fn error(&self, pos: Pos, len: usize, message: impl Into<String>) -> SourceError {
         let offset = pos.offset.min(self.text.len());
-        let len = len.min(self.text.len() - offset);
+        let len = len.min(self.text.len() - offset).min(MAX_LABEL);
         SourceError {
-            message: message.into(),
+            message: clip(message.into(), MAX_MESSAGE),
             file: self.name.to_string(),
             // positions are 1-based; a default position means "start of file"
             line: pos.line.max(1),
             col: pos.col.max(1),
-            src: NamedSource::new(&*self.name, self.text.clone()),
+            src: Snippet { file: self.clone() },
             span: SourceSpan::new(offset.into(), len),
         }
+    }
+}
+
+/// Longest error message kept (messages quote the input, which may be huge).
+pub const MAX_MESSAGE: usize = 600;
+/// Longest span a label underlines.
+const MAX_LABEL: usize = 240;
+/// Widest snippet line printed; longer lines are shown as a window around the span.
+const SNIPPET_WIDTH: usize = 160;
+
+/// `s` cut to at most `max` bytes (at a character boundary), with `...` when cut.
+pub fn clip(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push_str("...");
+    }
+    s
+}
+
+/// The source of an error snippet: the whole file, but [`SourceCode::read_span`] returns only the
+/// lines around the span, and only a window of them when a line is wider than [`SNIPPET_WIDTH`].
+#[derive(Debug, Clone)]
+pub struct Snippet {
+    file: SourceFile,
+}
+
+impl Snippet {
+    fn line_of(&self, offset: usize) -> usize {
+        match self.file.line_starts.binary_search(&offset) {
+            Ok(i) => i,
+            Err(i) => i.saturating_sub(1),
+        }
+    }
+
+    fn line_end(&self, line: usize) -> usize {
+        let text = &self.file.text;
+        self.file
+            .line_starts
+            .get(line + 1)
+            .map_or(text.len(), |&next| next.saturating_sub(1))
+            .max(self.file.line_starts[line])
+    }
+}
+
+fn floor_boundary(s: &str, mut i: usize) -> usize {
+    i = i.min(s.len());
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+impl SourceCode for Snippet {
+    fn read_span<'a>(
+        &'a self,
+        span: &SourceSpan,
+        before: usize,
+        after: usize,
+    ) -> Result<Box<dyn SpanContents<'a> + 'a>, MietteError> {
+        let text: &str = &self.file.text;
+        let (off, len) = (span.offset(), span.len());
+        if off > text.len() || off + len > text.len() {
+            return Err(MietteError::OutOfBounds);
+        }
+        let first = self.line_of(off);
+        let last = self.line_of((off + len).saturating_sub(1).max(off));
+        let lo = first.saturating_sub(before);
+        let hi = (last + after).min(self.file.line_starts.len() - 1);
+        let wide = (lo..=hi).any(|l| self.line_end(l) - self.file.line_starts[l] > SNIPPET_WIDTH);
+        let name = self.file.name.to_string();
+        if !wide {
+            let start = self.file.line_starts[lo];
+            let end = self.line_end(hi);
+            return Ok(Box::new(MietteSpanContents::new_named(
+                name,
+                &text.as_bytes()[start..end],
+                SourceSpan::new(start.into(), end - start),
+                lo,
+                0,
+                hi - lo + 1,
+            )));
+        }
+        // one line, a window around the span
+        let line_start = self.file.line_starts[first];
+        let line_end = self.line_end(first).max(off);
+        let start = floor_boundary(text, off.saturating_sub(SNIPPET_WIDTH / 2).max(line_start));
+        let end = floor_boundary(text, (off + len.max(1) + SNIPPET_WIDTH / 2).min(line_end).max(off));
+        let column = text[line_start..start].chars().count();
+        Ok(Box::new(MietteSpanContents::new_named(
+            name,
+            &text.as_bytes()[start..end],
+            SourceSpan::new(start.into(), end - start),
+            first,
+            column,
+            1,
+        )))
     }
 }
 
@@ -84,7 +186,7 @@ pub struct SourceError {
     pub line: u32,
     pub col: u32,
     #[source_code]
-    pub src: NamedSource<Arc<str>>,
+    pub src: Snippet,
     #[label("here")]
     pub span: SourceSpan,
 }
@@ -109,6 +211,10 @@ pub enum Error {
     },
     #[error("{path}: not valid UTF-8")]
     Utf8 { path: PathBuf },
+    /// An input that is not a readable file of a sane size (a FIFO, a folder, a link loop, /dev/zero).
+    #[error("{path}: {message}")]
+    #[diagnostic(code(xirang::input))]
+    Input { path: PathBuf, message: String },
     #[error("{0}")]
     #[diagnostic(code(xirang::source))]
     SourceNotFound(String),
@@ -121,9 +227,18 @@ pub enum Error {
     #[error("snapshot {path}: {message}")]
     #[diagnostic(code(xirang::snapshot))]
     Snapshot { path: PathBuf, message: String },
+    /// A command-line mistake (exit code 2).
     #[error("{0}")]
     #[diagnostic(code(xirang::usage))]
     Usage(String),
+    /// Bad input or configuration that has no better place (exit code 1).
+    #[error("{0}")]
+    #[diagnostic(code(xirang::invalid))]
+    Invalid(String),
+    /// A bug of this tool (rendering, serialization).
+    #[error("internal error: {0}")]
+    #[diagnostic(code(xirang::internal))]
+    Internal(String),
     #[error(transparent)]
     #[diagnostic(transparent)]
     CustomOp(#[from] Box<crate::generate::custom::CustomOpError>),
@@ -144,6 +259,11 @@ impl From<SourceError> for Error {
 impl Error {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io { path: path.into(), source }
+    }
+
+    /// Whether the error is a mistake on the command line (the CLI exits 2 for those).
+    pub fn is_usage(&self) -> bool {
+        matches!(self, Error::Usage(_) | Error::Coverage(crate::coverage::CoverageError::BadThreshold { .. }))
     }
 }
 

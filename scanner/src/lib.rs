@@ -12,6 +12,7 @@ pub mod coverage;
 pub mod derivatives;
 pub mod diff;
 pub mod error;
+pub mod fsio;
 pub mod generate;
 pub mod naming;
 pub mod registry;
@@ -19,6 +20,7 @@ pub mod render;
 pub mod schema;
 pub mod snapshot;
 pub mod source;
+pub mod suggest;
 pub mod version;
 pub mod yaml;
 

@@ -1,6 +1,5 @@
 //! `xirang-scan`: the command-line front end. See `xirang-scan --help`.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -64,6 +63,7 @@ calling-convention macros) or `generic` (detects such macros in unknown headers)
 snapshot store (schemas/VENDOR/) or a folder of headers.")]
     Headers {
         /// ascend, cuda or generic
+        #[arg(value_parser = ["ascend", "cuda", "generic"])]
         vendor: String,
         /// A release in the store (v2.14.0, v12.4) or a folder of headers
         target: String,
@@ -219,9 +219,12 @@ enum SnapshotCmd {
     Import {
         /// Folder, .whl, or REPO@REF
         source: String,
-        /// The version to store it as (vX.Y.Z)
+        /// The version to store it as: a full vX.Y.Z (optionally with a suffix such as .post1)
         #[arg(long = "as", value_name = "VERSION")]
         as_version: String,
+        /// Replace a snapshot of that version that holds other content
+        #[arg(long)]
+        force: bool,
     },
     /// Import every `vX.Y.Z` sub-folder of a folder of releases (e.g. ../shared/corpus/pytorch,
     /// or ../shared/corpus/cuda with --upstream cuda)
@@ -279,16 +282,78 @@ enum ColorWhen {
     Never,
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match run(cli) {
-        Ok(code) => code,
-        Err(e) => {
-            let report = miette::Report::new(e);
-            eprintln!("{report:?}");
-            ExitCode::from(1)
+/// Standard output of a command that works while it prints. A closed pipe (`| head -1`) stops the
+/// printing but not the work (`snapshot sync ... | head -1` still imports every release); any other
+/// write error (`> /dev/full`) is reported once the work is done. Never a panic.
+mod out {
+    use std::io::Write;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct State {
+        closed: bool,
+        error: Option<std::io::Error>,
+    }
+
+    static STATE: Mutex<State> = Mutex::new(State { closed: false, error: None });
+
+    /// Writes `text` to standard output, unless an earlier write failed.
+    pub fn write(text: &str) {
+        let mut st = STATE.lock().unwrap_or_else(|p| p.into_inner());
+        if st.closed || st.error.is_some() {
+            return;
+        }
+        let stdout = std::io::stdout();
+        let mut lock = stdout.lock();
+        match lock.write_all(text.as_bytes()).and_then(|_| lock.flush()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => st.closed = true,
+            Err(e) => st.error = Some(e),
         }
     }
+
+    /// Writes a line to standard error; a failure there has nowhere to be reported.
+    pub fn warn(text: &str) {
+        let _ = writeln!(std::io::stderr(), "{text}");
+    }
+
+    /// The first write error other than a closed pipe.
+    pub fn take_error() -> Option<std::io::Error> {
+        STATE.lock().unwrap_or_else(|p| p.into_inner()).error.take()
+    }
+}
+
+/// `println!` through [`out::write`].
+macro_rules! say {
+    ($($arg:tt)*) => {
+        out::write(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `eprintln!` through [`out::warn`].
+macro_rules! warn {
+    ($($arg:tt)*) => {
+        out::warn(&format!($($arg)*))
+    };
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = run(cli);
+    let code = match result {
+        Ok(code) => code,
+        Err(e) => {
+            let usage = e.is_usage();
+            let report = miette::Report::new(e);
+            out::warn(&format!("{report:?}"));
+            ExitCode::from(if usage { 2 } else { 1 })
+        }
+    };
+    if let Some(e) = out::take_error() {
+        out::warn(&format!("xirang-scan: cannot write the output: {e}"));
+        return ExitCode::from(1);
+    }
+    code
 }
 
 fn run(cli: Cli) -> Result<ExitCode, Error> {
@@ -311,15 +376,21 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             };
             print_str(&text)?;
         }
-        Command::Snapshot(SnapshotCmd::Import { source, as_version }) => {
-            let v = Version::parse(&as_version)
-                .ok_or_else(|| Error::Usage(format!("`{as_version}` is not a version like v2.4.0")))?;
+        Command::Snapshot(SnapshotCmd::Import { source, as_version, force }) => {
+            let v = exact_version(&as_version)?;
             let spec = SourceSpec::parse(&source)?;
             let files = source::read(&spec)?;
+            files.require_complete(&v)?;
             let snap = PytorchSnapshot::build(&files, &v)?;
             let st = store_for_write(store_flag.as_deref())?;
+            if !force && let Some(dir) = st.pytorch_differs(&snap)? {
+                return Err(Error::Usage(format!(
+                    "{} already holds a different snapshot of {v}; pass --force to replace it",
+                    dir.display()
+                )));
+            }
             let dir = st.write_pytorch(&snap)?;
-            println!(
+            say!(
                 "imported {} as {v}: {} operators ({} generated), {} derivative entries -> {}",
                 files.origin,
                 snap.meta.counts.operators,
@@ -358,13 +429,13 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             let entries = release_folders(&folder)?;
             for (v, path) in entries {
                 if dry_run {
-                    println!("would import {} as {upstream} {v}", path.display());
+                    say!("would import {} as {upstream} {v}", path.display());
                     continue;
                 }
                 let snap = xirang_scan::snapshot::HeaderSnapshot::scan(&upstream, &path, &v)?;
                 st.write_headers(&snap)?;
                 let c = &snap.meta.counts;
-                println!(
+                say!(
                     "{upstream} {v}: {} files, {} functions, {} enumerators",
                     c.get("files").copied().unwrap_or(0),
                     c.get("function").copied().unwrap_or(0),
@@ -377,15 +448,17 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             let entries = release_folders(&folder)?;
             for (v, path) in entries {
                 if dry_run {
-                    println!("would import {} as {v}", path.display());
+                    say!("would import {} as {v}", path.display());
                     continue;
                 }
                 let files = source::read(&SourceSpec::Folder(path.clone()))?;
+                files.require_complete(&v)?;
                 let snap = PytorchSnapshot::build(&files, &v)?;
                 st.write_pytorch(&snap)?;
-                println!(
+                say!(
                     "{v}: {} operators, {} derivative entries",
-                    snap.meta.counts.operators, snap.meta.counts.derivatives
+                    snap.meta.counts.operators,
+                    snap.meta.counts.derivatives
                 );
             }
         }
@@ -442,23 +515,23 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 let p = summary.folder.join(path);
                 match status {
                     generate::FileStatus::Unchanged => {}
-                    generate::FileStatus::Written => println!("wrote {}", p.display()),
+                    generate::FileStatus::Written => say!("wrote {}", p.display()),
                     generate::FileStatus::Stale => {
                         stale = true;
-                        eprintln!("stale: {}", p.display())
+                        warn!("stale: {}", p.display())
                     }
                     generate::FileStatus::Removed if check => {
                         stale = true;
-                        eprintln!("stale (no longer generated): {}", p.display())
+                        warn!("stale (no longer generated): {}", p.display())
                     }
-                    generate::FileStatus::Removed => println!("removed {}", p.display()),
+                    generate::FileStatus::Removed => say!("removed {}", p.display()),
                 }
             }
             if check && stale {
-                eprintln!("generated/ is not current: run `xirang-scan generate` and commit the result");
+                warn!("generated/ is not current: run `xirang-scan generate` and commit the result");
                 return Ok(ExitCode::from(3));
             }
-            println!(
+            say!(
                 "{} operators, {} files {} in {}",
                 summary.operators,
                 summary.files.len(),
@@ -487,17 +560,17 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 let stale = coverage::check(&root, &report)?;
                 if !stale.is_empty() {
                     for p in &stale {
-                        eprintln!("stale: {}", p.display());
+                        warn!("stale: {}", p.display());
                     }
-                    eprintln!(
+                    warn!(
                         "the coverage report is not current: run `xirang-scan coverage --write` and commit the result"
                     );
                     return Ok(ExitCode::from(3));
                 }
-                println!("{} and {} current", coverage::REPORT_MD, coverage::REPORT_JSON);
+                say!("{} and {} current", coverage::REPORT_MD, coverage::REPORT_JSON);
             } else if write {
                 for p in coverage::write(&root, &report)? {
-                    println!("wrote {}", p.display());
+                    say!("wrote {}", p.display());
                 }
             } else {
                 let text = match format {
@@ -511,13 +584,13 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             if let Some(min) = reachable_min
                 && report.reachable_pct() < min
             {
-                eprintln!("coverage: {:.1}% of the operators are reachable, under {min}%", report.reachable_pct());
+                warn!("coverage: {:.1}% of the operators are reachable, under {min}%", report.reachable_pct());
                 under = true;
             }
             if let Some(min) = autograd_min
                 && report.autograd_pct() < min
             {
-                eprintln!(
+                warn!(
                     "coverage: {:.1}% of the differentiable inputs have a backward, under {min}%",
                     report.autograd_pct()
                 );
@@ -547,15 +620,15 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             let plan =
                 if dry_run { generate::newop::plan(&inputs, &req)? } else { generate::newop::run(&inputs, &req)? };
             for w in &plan.writes {
-                println!("{} {}", if dry_run { "would write" } else { "wrote" }, w.path);
+                say!("{} {}", if dry_run { "would write" } else { "wrote" }, w.path);
             }
             if !dry_run {
                 let stem = plan.writes.iter().rev().find_map(|w| {
                     w.path.strip_prefix("adapter-runtime/tests/").and_then(|p| p.strip_suffix(".rs")).map(String::from)
                 });
-                println!("added `{}`", plan.qualified);
+                say!("added `{}`", plan.qualified);
                 if let Some(t) = stem {
-                    println!("next: write the kernel, then `cargo test -p xirang-runtime --test {t}`");
+                    say!("next: write the kernel, then `cargo test -p xirang-runtime --test {t}`");
                 }
             }
         }
@@ -566,18 +639,18 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 let stale = diff::committed::check_reports(&st, &rules)?;
                 if !stale.is_empty() {
                     for p in &stale {
-                        eprintln!("stale: {}", p.display());
+                        warn!("stale: {}", p.display());
                     }
-                    eprintln!("diffs/ is not current: run `xirang-scan diffs` and commit the result");
+                    warn!("diffs/ is not current: run `xirang-scan diffs` and commit the result");
                     return Ok(ExitCode::from(3));
                 }
-                println!("diffs/ is current");
+                say!("diffs/ is current");
             } else {
                 let written = diff::committed::write_reports(&st, &rules)?;
                 for p in &written {
-                    println!("wrote {}", p.display());
+                    say!("wrote {}", p.display());
                 }
-                println!("{} file(s) changed", written.len());
+                say!("{} file(s) changed", written.len());
             }
         }
         Command::Bot(args) => return Ok(ExitCode::from(xirang_scan::bot::cli::main(args))),
@@ -587,12 +660,24 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 let vs = st.versions(up);
                 if !vs.is_empty() {
                     let names: Vec<String> = vs.iter().map(|v| v.to_string()).collect();
-                    println!("{up}: {}", names.join(" "));
+                    say!("{up}: {}", names.join(" "));
                 }
             }
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A version to store a snapshot as: three numeric parts at least (`v2.3` would be ambiguous with
+/// the `v2.3` that selects the newest 2.3.x).
+fn exact_version(s: &str) -> Result<Version, Error> {
+    match Version::parse(s) {
+        Some(v) if v.parts.len() >= 3 => Ok(v),
+        Some(_) => Err(Error::Usage(format!(
+            "`{s}` is not a full version: store a snapshot as vX.Y.Z (e.g. v2.3.1), since `{s}` selects the newest match"
+        ))),
+        None => Err(Error::Usage(format!("`{s}` is not a version like v2.4.0"))),
+    }
 }
 
 /// The `vX.Y.Z` sub-folders of a folder of releases, by version.
@@ -620,8 +705,7 @@ fn prompt_new_op(grads: Vec<String>, reference: Option<String>) -> Result<xirang
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
     let mut ask = |q: &str| -> Result<String, Error> {
-        print!("{q}");
-        std::io::stdout().flush().map_err(|e| Error::io("<stdout>", e))?;
+        out::write(q);
         match lines.next() {
             Some(l) => l.map(|s| s.trim().to_string()).map_err(|e| Error::io("<stdin>", e)),
             None => Ok(String::new()),
@@ -655,13 +739,21 @@ fn store_for_write(explicit: Option<&std::path::Path>) -> Result<Store, Error> {
     }
 }
 
-/// The `--backend` yamls, each with the path it is reported under.
-fn backend_yamls(paths: &[PathBuf]) -> Result<Vec<(String, xirang_scan::backend::BackendYaml)>, Error> {
+/// The `--backend` yamls, each with the path it is reported under. Every PyTorch operator they
+/// name must exist in one of the two versions compared (`names`, sorted), or it is a typo.
+fn backend_yamls(
+    paths: &[PathBuf],
+    names: &[&str],
+    versions: &str,
+) -> Result<Vec<(String, xirang_scan::backend::BackendYaml)>, Error> {
     let mut yamls = Vec::new();
     for p in paths {
-        let text = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
+        let text = xirang_scan::fsio::read_text(p, xirang_scan::fsio::MAX_INPUT_BYTES)?;
         let src = xirang_scan::SourceFile::new(p.display().to_string(), text);
-        yamls.push((p.display().to_string(), xirang_scan::backend::load_backend_yaml(&src)?));
+        let yaml = xirang_scan::backend::load_backend_yaml(&src)?;
+        let known = |n: &str| names.binary_search(&n).is_ok();
+        xirang_scan::backend::check_operator_names(&src, &yaml, &known, names.iter().copied(), versions)?;
+        yamls.push((p.display().to_string(), yaml));
     }
     Ok(yamls)
 }
@@ -711,14 +803,8 @@ fn guess_version(spec: &SourceSpec) -> Option<Version> {
 }
 
 fn print_str(text: &str) -> Result<(), Error> {
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Ok(()) => Ok(()),
-        // a closed pipe (`| head`) is not an error
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(Error::io("<stdout>", e)),
-    }
+    out::write(text);
+    Ok(())
 }
 
 struct DiffArgs<'a> {
@@ -740,7 +826,7 @@ struct DiffArgs<'a> {
 fn run_diff(a: DiffArgs<'_>) -> Result<ExitCode, Error> {
     let rules = diff::RuleSet::builtin();
     let allow = match &a.allow {
-        Some(p) => Some(diff::allow::AllowList::load(p)?),
+        Some(p) => Some(diff::allow::AllowList::load_with_rules(p, Some(&rules))?),
         None => None,
     };
     let today = match &a.today {
@@ -784,6 +870,44 @@ fn run_diff(a: DiffArgs<'_>) -> Result<ExitCode, Error> {
     Ok(ExitCode::from(diff::exit_code(&report, fail_on)))
 }
 
+/// The repository whose adapter a report is about: the one holding `xirang.toml` above the current
+/// folder, else the store's parent, else the current folder. (Not the store's parent first: a
+/// `--store` elsewhere must not silently drop the adapter from the report.)
+fn adapter_root(store: Option<&Store>) -> PathBuf {
+    if let Ok(cwd) = std::env::current_dir() {
+        let mut d = cwd.as_path();
+        loop {
+            if d.join("xirang.toml").is_file() {
+                return d.to_path_buf();
+            }
+            match d.parent() {
+                Some(p) => d = p,
+                None => break,
+            }
+        }
+    }
+    store.map(diff::committed::repo_root).unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// Says so when the report will name no hand-written kernel (the wrong folder, most likely).
+fn warn_if_no_kernels(
+    kernels: &diff::adapter_index::AdapterIndex,
+    adapter: Option<&std::path::Path>,
+    root: &std::path::Path,
+) {
+    for w in &kernels.warnings {
+        warn!("warning: {w}");
+    }
+    if kernels.kernels.is_empty() {
+        let dir = adapter.map(std::path::Path::to_path_buf).unwrap_or_else(|| root.join(diff::committed::ADAPTER_DIR));
+        warn!(
+            "warning: no hand-written kernels indexed in {}: the report names no file to edit; \
+             run inside the adapter's repository or pass --adapter DIR",
+            dir.display()
+        );
+    }
+}
+
 /// The PyTorch side of `diff`: snapshots or sources, kernels, backend yaml, generated files.
 fn pytorch_diff_report(
     a: &DiffArgs<'_>,
@@ -797,7 +921,7 @@ fn pytorch_diff_report(
         _ => None,
     };
     if let Some((pair, st)) = pair {
-        let root = diff::committed::repo_root(&st);
+        let root = adapter_root(Some(&st));
         let kernels = match &a.adapter {
             Some(dir) => {
                 let map = diff::committed::pair_method_map(&pair);
@@ -805,9 +929,14 @@ fn pytorch_diff_report(
             }
             None => diff::committed::index_adapter_pair(&root, &pair)?,
         };
-        let yamls = backend_yamls(&a.backend)?;
+        let mut names: Vec<&str> = pair.operator_names().collect();
+        names.sort_unstable();
+        names.dedup();
+        let versions = format!("{} or {}", pair.old.meta.version, pair.new.meta.version);
+        let yamls = backend_yamls(&a.backend, &names, &versions)?;
         let backends: Vec<diff::impact::Backend<'_>> =
             yamls.iter().map(|(path, yaml)| diff::impact::Backend { path: path.clone(), yaml }).collect();
+        warn_if_no_kernels(&kernels, a.adapter.as_deref(), &root);
         let generated = diff::impact::GeneratedIndex::load(&root);
         let title = format!("pytorch {} -> {}", pair.old.meta.version, pair.new.meta.version);
         let d = diff::committed::PairDiff {
@@ -822,11 +951,7 @@ fn pytorch_diff_report(
     }
     let old = load_target(a.store, &a.old, None)?;
     let new = load_target(a.store, &a.new, None)?;
-    // the repository root: the store's parent when there is one, else the current directory
-    let root = match (a.store)() {
-        Ok(st) => diff::committed::repo_root(&st),
-        Err(_) => PathBuf::from("."),
-    };
+    let root = adapter_root((a.store)().ok().as_ref());
     let kernels = match &a.adapter {
         Some(dir) => {
             let map = diff::adapter_index::method_map(
@@ -836,9 +961,16 @@ fn pytorch_diff_report(
         }
         None => diff::committed::index_adapter(&root, &[&old, &new])?,
     };
-    let yamls = backend_yamls(&a.backend)?;
+    let all: Vec<String> =
+        old.registry.functions.iter().chain(new.registry.functions.iter()).map(|f| f.func.name.to_string()).collect();
+    let mut names: Vec<&str> = all.iter().map(String::as_str).collect();
+    names.sort_unstable();
+    names.dedup();
+    let versions = format!("{} or {}", old.meta.version, new.meta.version);
+    let yamls = backend_yamls(&a.backend, &names, &versions)?;
     let backends: Vec<diff::impact::Backend<'_>> =
         yamls.iter().map(|(path, yaml)| diff::impact::Backend { path: path.clone(), yaml }).collect();
+    warn_if_no_kernels(&kernels, a.adapter.as_deref(), &root);
     let generated = diff::impact::GeneratedIndex::load(&root);
     let title = format!("pytorch {} -> {}", old.meta.version, new.meta.version);
     Ok(diff::committed::pytorch_report(

@@ -33,6 +33,23 @@ const KEYWORDS: &[&str] = &[
 /// Keywords that cannot be raw identifiers either.
 const NOT_RAW: &[&str] = &["crate", "self", "Self", "super"];
 
+/// Whether `name` is a Rust keyword (strict or reserved, 2024 edition).
+pub fn is_keyword(name: &str) -> bool {
+    KEYWORDS.contains(&name)
+}
+
+/// `name` as a Rust identifier: keywords as raw identifiers (`fn` -> `r#fn`); `None` for the
+/// keywords that cannot be raw (`self`, `Self`, `super`, `crate`).
+pub fn ident(name: &str) -> Option<String> {
+    if NOT_RAW.contains(&name) {
+        None
+    } else if KEYWORDS.contains(&name) {
+        Some(format!("r#{name}"))
+    } else {
+        Some(name.to_string())
+    }
+}
+
 /// The Rust method name of an operator (see the module docs for the scheme).
 pub fn method_name(op: &OperatorName) -> String {
     let name = op.name.as_str();

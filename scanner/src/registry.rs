@@ -283,8 +283,20 @@ pub fn load_native_functions_as(src: &SourceFile, tags: Vec<TagDef>, tg: Torchge
     };
     let mut functions = Vec::with_capacity(items.len() + items.len() / 5);
     let mut seen: HashMap<String, u32> = HashMap::with_capacity(items.len());
+    let valid: std::collections::BTreeSet<&str> = tags.iter().map(|t| t.tag.as_str()).collect();
     for item in items {
         let f = load_entry(src, item)?;
+        // torchgen: `assert len(valid_tags) == 0 or t in valid_tags, f"illegal tag {t}"`
+        if !valid.is_empty()
+            && let Some(bad) = f.tags.iter().find(|t| !valid.contains(t.as_str()))
+        {
+            let at = item.get("tags").map_or(item, |n| match n.as_seq() {
+                Some(xs) => xs.iter().find(|x| x.as_str() == Some(bad.as_str())).unwrap_or(n),
+                None => n,
+            });
+            let hint = crate::suggest::hint(bad, valid.iter().copied());
+            return Err(err(src, at, format!("illegal tag `{bad}`: tags.yaml does not define it{hint}")));
+        }
         let qn = f.func.name.to_string();
         if let Some(prev) = seen.insert(qn.clone(), f.line) {
             return Err(err(

@@ -81,7 +81,7 @@ pub fn show_json(snap: &PytorchSnapshot, op: &str) -> Result<String, Error> {
     let f = find(snap, op)?;
     let derivs: Vec<_> = snap.derivatives.iter().filter(|d| d.op == f.func.name).collect();
     let v = serde_json::json!({ "version": snap.meta.version, "operator": f, "derivatives": derivs });
-    let mut s = serde_json::to_string_pretty(&v).map_err(|e| Error::Usage(e.to_string()))?;
+    let mut s = serde_json::to_string_pretty(&v).map_err(|e| Error::Internal(e.to_string()))?;
     s.push('\n');
     Ok(s)
 }

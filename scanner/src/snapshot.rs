@@ -194,6 +194,15 @@ impl Store {
     /// Finds the store: `explicit`, else `$XIRANG_STORE`, else a `schemas/` folder in the current
     /// directory or one of its parents, else the one shipped beside this crate's sources.
     pub fn discover(explicit: Option<&Path>) -> Result<Store> {
+        let st = Self::find(explicit)?;
+        // an import interrupted by a kill or a full disk is completed or undone before any read
+        if st.root.is_dir() {
+            crate::fsio::recover(&st.root)?;
+        }
+        Ok(st)
+    }
+
+    fn find(explicit: Option<&Path>) -> Result<Store> {
         if let Some(p) = explicit {
             return Ok(Store::new(p));
         }
@@ -242,6 +251,10 @@ impl Store {
         let want = Version::parse(spec)
             .ok_or_else(|| Error::Usage(format!("`{spec}` is not a version (expected e.g. v2.1 or v2.1.0)")))?;
         let all = self.versions(upstream);
+        // an exact version is itself (`v2.3.1` is not `v2.3.1.post1`); a prefix is its newest match
+        if let Some(v) = all.iter().find(|v| **v == want) {
+            return Ok(v.clone());
+        }
         all.iter().rev().find(|v| v.matches(&want)).cloned().ok_or_else(|| {
             let have: Vec<String> = all.iter().map(|v| v.to_string()).collect();
             Error::SourceNotFound(format!(
@@ -252,25 +265,62 @@ impl Store {
         })
     }
 
-    /// Writes a PyTorch snapshot; returns the folder. Writes only files whose content changed.
+    /// Writes a PyTorch snapshot; returns the folder. Writes only files whose content changed, all
+    /// of them or none (a [`crate::fsio::WriteGroup`]: a full disk or a kill leaves the previous
+    /// snapshot, or none, never a mix).
     pub fn write_pytorch(&self, snap: &PytorchSnapshot) -> Result<PathBuf> {
-        let v = snap.version().ok_or_else(|| Error::Usage(format!("bad version {}", snap.meta.version)))?;
-        let dir = self.dir("pytorch", &v);
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        write_if_changed(&dir.join("meta.json"), &to_pretty(&snap.meta)?)?;
-        write_if_changed(&dir.join("tags.json"), &to_pretty(&snap.registry.tags)?)?;
-        write_if_changed(&dir.join("operators.jsonl"), &to_jsonl(&snap.registry.functions)?)?;
-        write_if_changed(&dir.join("derivatives.jsonl"), &to_jsonl(&snap.derivatives)?)?;
+        let v = snap.version().ok_or_else(|| Error::Internal(format!("bad version {}", snap.meta.version)))?;
+        self.write_group(
+            "pytorch",
+            &v,
+            &[
+                ("meta.json", to_pretty(&snap.meta)?),
+                ("tags.json", to_pretty(&snap.registry.tags)?),
+                ("operators.jsonl", to_jsonl(&snap.registry.functions)?),
+                ("derivatives.jsonl", to_jsonl(&snap.derivatives)?),
+            ],
+        )
+    }
+
+    /// Writes the changed files of one snapshot folder as one group.
+    fn write_group(&self, upstream: &str, v: &Version, files: &[(&str, String)]) -> Result<PathBuf> {
+        let rel = Path::new(upstream).join(v.to_string());
+        let dir = self.root.join(&rel);
+        crate::fsio::recover(&self.root)?;
+        let mut group = crate::fsio::WriteGroup::new(&self.root);
+        for (name, text) in files {
+            let same = std::fs::read(dir.join(name)).is_ok_and(|b| b == text.as_bytes());
+            if !same {
+                group.write(rel.join(name), text.as_bytes())?;
+            }
+        }
+        group.commit()?;
         Ok(dir)
+    }
+
+    /// Whether the store holds `upstream` `v` with other content than `files` would write (used
+    /// to refuse overwriting a snapshot unless forced).
+    pub fn pytorch_differs(&self, snap: &PytorchSnapshot) -> Result<Option<PathBuf>> {
+        let Some(v) = snap.version() else { return Ok(None) };
+        let dir = self.dir("pytorch", &v);
+        if !crate::fsio::exists_any(&dir) {
+            return Ok(None);
+        }
+        let files = [
+            ("meta.json", to_pretty(&snap.meta)?),
+            ("tags.json", to_pretty(&snap.registry.tags)?),
+            ("operators.jsonl", to_jsonl(&snap.registry.functions)?),
+            ("derivatives.jsonl", to_jsonl(&snap.derivatives)?),
+        ];
+        let same = files.iter().all(|(n, t)| std::fs::read(dir.join(n)).is_ok_and(|b| b == t.as_bytes()));
+        Ok((!same).then_some(dir))
     }
 
     /// Writes a header snapshot: `meta.json`, `files.json` (files, includes, include graph) and
     /// `decls.jsonl` (one declaration per line, by file then source order).
     pub fn write_headers(&self, snap: &HeaderSnapshot) -> Result<PathBuf> {
         let v = Version::parse(&snap.meta.version)
-            .ok_or_else(|| Error::Usage(format!("bad version {}", snap.meta.version)))?;
-        let dir = self.dir(&snap.meta.upstream, &v);
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+            .ok_or_else(|| Error::Internal(format!("bad version {}", snap.meta.version)))?;
         let doc = HeaderFilesDoc {
             profile: snap.set.profile,
             files: snap
@@ -286,10 +336,15 @@ impl Store {
             include_graph: snap.set.include_graph.clone(),
         };
         let decls: Vec<&xirang_headers::Decl> = snap.set.decls().collect();
-        write_if_changed(&dir.join("meta.json"), &to_pretty(&snap.meta)?)?;
-        write_if_changed(&dir.join("files.json"), &to_pretty(&doc)?)?;
-        write_if_changed(&dir.join("decls.jsonl"), &to_jsonl(&decls)?)?;
-        Ok(dir)
+        self.write_group(
+            &snap.meta.upstream,
+            &v,
+            &[
+                ("meta.json", to_pretty(&snap.meta)?),
+                ("files.json", to_pretty(&doc)?),
+                ("decls.jsonl", to_jsonl(&decls)?),
+            ],
+        )
     }
 
     /// Loads a header snapshot of `vendor` (`ascend`, `cuda`).
@@ -352,6 +407,8 @@ impl Store {
             (join_scoped(h, &a.ops_path), heads_b)
         });
         let ((ops_a, der_a), (ops_b, der_b)) = (heads_a?, heads_b?);
+        validate_heads(&self.dir("pytorch", old), &a.meta, &ops_a, &der_a, a.tags.len())?;
+        validate_heads(&self.dir("pytorch", new), &b.meta, &ops_b, &der_b, b.tags.len())?;
         let (keep_ops_a, keep_ops_b) = differing(&ops_a, &ops_b);
         let (keep_der_a, keep_der_b) = differing(&der_a, &der_b);
         let (old_snap, new_snap) = std::thread::scope(|s| {
@@ -372,8 +429,8 @@ impl Store {
         check_format(&dir, &meta)?;
         let tags: Vec<TagDef> = read_json(&dir.join("tags.json"))?;
         let (ops_path, der_path) = (dir.join("operators.jsonl"), dir.join("derivatives.jsonl"));
-        let ops = std::fs::read_to_string(&ops_path).map_err(|e| Error::io(&ops_path, e))?;
-        let der = std::fs::read_to_string(&der_path).map_err(|e| Error::io(&der_path, e))?;
+        let ops = read_file(&ops_path)?;
+        let der = read_file(&der_path)?;
         Ok(SnapshotText { meta, tags, ops_path, ops, der_path, der })
     }
 
@@ -384,8 +441,8 @@ impl Store {
         check_format(&dir, &meta)?;
         let tags: Vec<TagDef> = read_json(&dir.join("tags.json"))?;
         let (ops_path, der_path) = (dir.join("operators.jsonl"), dir.join("derivatives.jsonl"));
-        let ops_text = std::fs::read_to_string(&ops_path).map_err(|e| Error::io(&ops_path, e))?;
-        let der_text = std::fs::read_to_string(&der_path).map_err(|e| Error::io(&der_path, e))?;
+        let ops_text = read_file(&ops_path)?;
+        let der_text = read_file(&der_path)?;
         // Parsing every operator's schema dominates loading; the lines are independent, so the
         // operators are parsed in two halves and the derivatives beside them, on scoped threads.
         let (head, tail, tail_line) = split_lines_in_half(&ops_text);
@@ -399,8 +456,92 @@ impl Store {
         let mut functions = head?;
         functions.extend(tail??);
         let derivatives = derivatives??;
-        Ok(PytorchSnapshot { meta, registry: Registry { tags, functions }, derivatives })
+        let snap = PytorchSnapshot { meta, registry: Registry { tags, functions }, derivatives };
+        validate(&dir, &snap)?;
+        Ok(snap)
     }
+}
+
+fn incomplete(dir: &Path, message: String) -> Error {
+    Error::Snapshot {
+        path: dir.to_path_buf(),
+        message: format!(
+            "{message}; the snapshot is damaged or incomplete: re-import it with `xirang-scan snapshot import`"
+        ),
+    }
+}
+
+/// What every stored PyTorch snapshot must satisfy whatever wrote it: the counts of `meta.json`,
+/// one line per operator and per (operator, dispatch key), and derivative entries for every
+/// release that ships derivatives.yaml.
+fn validate_counts(dir: &Path, meta: &SnapshotMeta, ops: usize, der: usize, tags: usize) -> Result<()> {
+    let c = &meta.counts;
+    for (what, stored, counted) in
+        [("operators", c.operators, ops), ("derivative entries", c.derivatives, der), ("tags", c.tags, tags)]
+    {
+        if stored != counted {
+            return Err(incomplete(dir, format!("meta.json counts {stored} {what}, the files hold {counted}")));
+        }
+    }
+    if der == 0 && Version::parse(&meta.version).is_some_and(|v| crate::source::ships_derivatives(&v)) {
+        return Err(incomplete(
+            dir,
+            format!(
+                "{} has no derivative entries, though every release since 2.1 ships derivatives.yaml",
+                meta.version
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The first name that occurs twice in a list of names (any order).
+fn first_duplicate<'a>(names: impl Iterator<Item = (&'a str, &'a str)>) -> Option<(&'a str, &'a str)> {
+    let mut v: Vec<(&str, &str)> = names.collect();
+    v.sort_unstable();
+    v.windows(2).find(|w| w[0] == w[1]).map(|w| w[0])
+}
+
+fn validate(dir: &Path, snap: &PytorchSnapshot) -> Result<()> {
+    let fs = &snap.registry.functions;
+    validate_counts(dir, &snap.meta, fs.len(), snap.derivatives.len(), snap.registry.tags.len())?;
+    let generated = fs.iter().filter(|f| f.generated).count();
+    if generated != snap.meta.counts.generated_operators {
+        return Err(incomplete(
+            dir,
+            format!(
+                "meta.json counts {} generated operators, the files hold {generated}",
+                snap.meta.counts.generated_operators
+            ),
+        ));
+    }
+    let names: Vec<String> = fs.iter().map(|f| f.func.name.to_string()).collect();
+    if let Some((n, _)) = first_duplicate(names.iter().map(|n| (n.as_str(), ""))) {
+        return Err(incomplete(dir, format!("operators.jsonl holds `{n}` twice")));
+    }
+    let keys: Vec<(String, &str)> =
+        snap.derivatives.iter().map(|d| (d.op.to_string(), d.dispatch_key.as_str())).collect();
+    if let Some((op, key)) = first_duplicate(keys.iter().map(|(o, k)| (o.as_str(), *k))) {
+        return Err(incomplete(dir, format!("derivatives.jsonl holds `{op}` ({key}) twice")));
+    }
+    Ok(())
+}
+
+fn validate_heads(
+    dir: &Path,
+    meta: &SnapshotMeta,
+    ops: &[KeyedLine<'_>],
+    der: &[KeyedLine<'_>],
+    tags: usize,
+) -> Result<()> {
+    validate_counts(dir, meta, ops.len(), der.len(), tags)?;
+    if let Some((n, _)) = first_duplicate(ops.iter().map(|l| (&*l.key.0, &*l.key.1))) {
+        return Err(incomplete(dir, format!("operators.jsonl holds `{n}` twice")));
+    }
+    if let Some((op, key)) = first_duplicate(der.iter().map(|l| (&*l.key.0, &*l.key.1))) {
+        return Err(incomplete(dir, format!("derivatives.jsonl holds `{op}` ({key}) twice")));
+    }
+    Ok(())
 }
 
 fn check_format(dir: &Path, meta: &SnapshotMeta) -> Result<()> {
@@ -718,7 +859,7 @@ fn unique_in_key_order(ls: &[KeyedLine<'_>]) -> Vec<(usize, bool)> {
 }
 
 fn to_pretty<T: Serialize>(v: &T) -> Result<String> {
-    let mut s = serde_json::to_string_pretty(v).map_err(|e| Error::Usage(e.to_string()))?;
+    let mut s = serde_json::to_string_pretty(v).map_err(|e| Error::Internal(e.to_string()))?;
     s.push('\n');
     Ok(s)
 }
@@ -727,25 +868,18 @@ fn to_pretty<T: Serialize>(v: &T) -> Result<String> {
 pub fn to_jsonl<T: Serialize>(items: &[T]) -> Result<String> {
     let mut s = String::new();
     for it in items {
-        s.push_str(&serde_json::to_string(it).map_err(|e| Error::Usage(e.to_string()))?);
+        s.push_str(&serde_json::to_string(it).map_err(|e| Error::Internal(e.to_string()))?);
         s.push('\n');
     }
     Ok(s)
 }
 
-/// Writes `text` to `path` unless the file already holds exactly that.
-pub fn write_if_changed(path: &Path, text: &str) -> Result<bool> {
-    if let Ok(old) = std::fs::read(path)
-        && old == text.as_bytes()
-    {
-        return Ok(false);
-    }
-    std::fs::write(path, text).map_err(|e| Error::io(path, e))?;
-    Ok(true)
+fn read_file(path: &Path) -> Result<String> {
+    crate::fsio::read_text(path, crate::fsio::MAX_INPUT_BYTES)
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = read_file(path)?;
     serde_json::from_str(&text).map_err(|e| Error::Snapshot {
         path: path.to_path_buf(),
         message: format!("line {} column {}: {e}", e.line(), e.column()),
@@ -753,7 +887,7 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
 }
 
 fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = read_file(path)?;
     parse_jsonl(path, &text, 0)
 }
 

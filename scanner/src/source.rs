@@ -3,7 +3,6 @@
 //! All three give the same [`UpstreamFiles`]: `native_functions.yaml`, `tags.yaml` and (from
 //! 2.1 on) `derivatives.yaml`, with a content hash that snapshots record as provenance.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -49,7 +48,7 @@ impl SourceSpec {
         }
         let p = PathBuf::from(s);
         if p.extension().is_some_and(|e| e == "whl" || e == "zip") {
-            if !p.is_file() {
+            if !crate::fsio::exists_any(&p) {
                 return Err(Error::SourceNotFound(format!("wheel {} does not exist", p.display())));
             }
             return Ok(SourceSpec::Wheel(p));
@@ -110,8 +109,27 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 }
 
 fn read_text(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    String::from_utf8(bytes).map_err(|_| Error::Utf8 { path: path.to_path_buf() })
+    crate::fsio::read_text(path, crate::fsio::MAX_INPUT_BYTES)
+}
+
+/// The first releases whose wheels ship `derivatives.yaml` (2.0.x ships no autograd files).
+pub fn ships_derivatives(v: &crate::version::Version) -> bool {
+    v.major_minor() >= (2, 1)
+}
+
+impl UpstreamFiles {
+    /// Refuses a source of a release that ships `derivatives.yaml` but lacks it: its snapshot would
+    /// silently report every derivative entry as gone.
+    pub fn require_complete(&self, v: &crate::version::Version) -> Result<()> {
+        if self.derivatives.is_none() && ships_derivatives(v) {
+            return Err(Error::SourceNotFound(format!(
+                "{}: no derivatives.yaml; PyTorch {v} ships one (every release since 2.1 does), and a snapshot \
+                 without it would report all derivative entries as removed",
+                self.origin
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// Reads the upstream files from a source.
@@ -124,11 +142,12 @@ pub fn read(spec: &SourceSpec) -> Result<UpstreamFiles> {
 }
 
 fn read_folder(dir: &Path) -> Result<UpstreamFiles> {
-    // a flat folder (corpus layout) or a PyTorch source tree
-    let flat = dir.join("native_functions.yaml").is_file();
+    // a flat folder (corpus layout) or a PyTorch source tree; a name that exists in any form (a
+    // FIFO, a folder, a link loop) is read, so that the error says what it is
+    let flat = crate::fsio::exists_any(&dir.join("native_functions.yaml"));
     let path_of = |i: usize| -> PathBuf { if flat { dir.join(TREE_PATHS[i].0) } else { dir.join(TREE_PATHS[i].1) } };
     let nf = path_of(0);
-    if !nf.is_file() {
+    if !crate::fsio::exists_any(&nf) {
         return Err(Error::SourceNotFound(format!(
             "{}: no native_functions.yaml (looked for {} and {})",
             dir.display(),
@@ -142,12 +161,14 @@ fn read_folder(dir: &Path) -> Result<UpstreamFiles> {
     Ok(UpstreamFiles {
         origin: SourceSpec::Folder(dir.to_path_buf()).to_string(),
         native_functions: load(nf)?,
-        tags: if tags_path.is_file() { load(tags_path)? } else { SourceFile::new("tags.yaml", "") },
-        derivatives: if deriv_path.is_file() { Some(load(deriv_path)?) } else { None },
+        tags: if crate::fsio::exists_any(&tags_path) { load(tags_path)? } else { SourceFile::new("tags.yaml", "") },
+        derivatives: if crate::fsio::exists_any(&deriv_path) { Some(load(deriv_path)?) } else { None },
     })
 }
 
 fn read_wheel(path: &Path) -> Result<UpstreamFiles> {
+    // a FIFO would block on open; a wheel is read lazily, so any size is fine
+    crate::fsio::check_regular(path, u64::MAX)?;
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut zip = zip::ZipArchive::new(file)
         .map_err(|e| Error::Archive { context: path.display().to_string(), message: e.to_string() })?;
@@ -159,10 +180,18 @@ fn read_wheel(path: &Path) -> Result<UpstreamFiles> {
                 return Err(Error::Archive { context: format!("{}:{inner}", path.display()), message: e.to_string() });
             }
         };
-        let mut text = String::new();
-        entry
-            .read_to_string(&mut text)
-            .map_err(|e| Error::Archive { context: format!("{}:{inner}", path.display()), message: e.to_string() })?;
+        let archive = |message: String| Error::Archive { context: format!("{}:{inner}", path.display()), message };
+        // the entry's declared size is checked first; the read is capped as well (a lying header)
+        if entry.size() > crate::fsio::MAX_INPUT_BYTES {
+            return Err(archive(format!(
+                "unpacks to {} bytes, more than the {} bytes this tool reads",
+                entry.size(),
+                crate::fsio::MAX_INPUT_BYTES
+            )));
+        }
+        let bytes =
+            crate::fsio::read_limited(&mut entry, crate::fsio::MAX_INPUT_BYTES, "the entry").map_err(archive)?;
+        let text = String::from_utf8(bytes).map_err(|_| archive("not valid UTF-8".into()))?;
         Ok(Some(SourceFile::new(inner.to_string(), text)))
     };
     let nf = get(WHEEL_PATHS[0].1)?
@@ -193,6 +222,13 @@ fn read_git(repo_path: &Path, reference: &str) -> Result<UpstreamFiles> {
             .to_object(&repo)
             .and_then(|o| o.peel_to_blob())
             .map_err(|e| Error::Git(format!("{reference}:{inner}: {}", e.message())))?;
+        if blob.size() as u64 > crate::fsio::MAX_INPUT_BYTES {
+            return Err(Error::Git(format!(
+                "{reference}:{inner}: {} bytes, more than the {} bytes this tool reads",
+                blob.size(),
+                crate::fsio::MAX_INPUT_BYTES
+            )));
+        }
         let text = String::from_utf8(blob.content().to_vec())
             .map_err(|_| Error::Utf8 { path: PathBuf::from(format!("{reference}:{inner}")) })?;
         Ok(Some(SourceFile::new(format!("{reference}:{inner}"), text)))

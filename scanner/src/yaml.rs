@@ -84,86 +84,173 @@ pub struct YamlError {
     pub pos: Pos,
 }
 
-/// Parses the first document of `src`. An empty file gives a null scalar.
+/// Deepest nesting of collections accepted (upstream files nest 4 deep; the loaders walk the tree
+/// recursively, so the depth is bounded here).
+pub const MAX_DEPTH: usize = 128;
+
+/// Most nodes that aliases may add to a tree (upstream files use no aliases at all; a "billion
+/// laughs" file would otherwise expand exponentially).
+pub const MAX_ALIAS_NODES: usize = 100_000;
+
+/// Byte offsets from the parser's character indices, without rescanning from the line start for
+/// every event (a 50 MB line would make that quadratic).
+struct Offsets<'t> {
+    text: &'t str,
+    ascii: bool,
+    chars: usize,
+    bytes: usize,
+}
+
+impl<'t> Offsets<'t> {
+    fn new(text: &'t str) -> Self {
+        Offsets { text, ascii: text.is_ascii(), chars: 0, bytes: 0 }
+    }
+
+    fn pos(&mut self, m: &saphyr_parser::Marker) -> Pos {
+        let offset = if self.ascii {
+            m.index().min(self.text.len())
+        } else {
+            if m.index() < self.chars {
+                (self.chars, self.bytes) = (0, 0);
+            }
+            let mut it = self.text[self.bytes..].char_indices();
+            while self.chars < m.index() {
+                match it.next() {
+                    Some((_, c)) => {
+                        self.bytes += c.len_utf8();
+                        self.chars += 1;
+                    }
+                    None => break,
+                }
+            }
+            self.bytes
+        };
+        Pos { line: m.line().max(1) as u32, col: m.col() as u32 + 1, offset }
+    }
+}
+
+/// Parses `src`, which must hold one document (as torchgen's loader requires). An empty file gives
+/// a null scalar. Refused with a position: a second document (`---` after the first), collections
+/// nested deeper than [`MAX_DEPTH`], aliases expanding to more than [`MAX_ALIAS_NODES`] nodes, and
+/// a key repeated in one mapping (torchgen: "Found a duplicate key in the yaml").
 pub fn parse(src: &SourceFile) -> Result<Node, YamlError> {
     let text = src.text();
     let mut parser = Parser::new_from_str(text);
+    let mut offsets = Offsets::new(text);
     let mut stack: Vec<Frame> = Vec::new();
-    let mut anchors: Vec<Option<Node>> = Vec::new();
+    // anchored nodes with their size in nodes
+    let mut anchors: Vec<Option<(Node, usize)>> = Vec::new();
+    let mut alias_nodes = 0usize;
     let mut root: Option<Node> = None;
-    let mut depth_guard = 0usize;
+    let mut documents = 0usize;
     while let Some(ev) = parser.next_event() {
         let (event, span) = ev.map_err(|e| YamlError {
             message: e.info().to_string(),
             pos: src.pos_of_marker(e.marker().line(), e.marker().col()),
         })?;
-        let pos = src.pos_of_marker(span.start.line(), span.start.col());
-        let finished: Option<(Node, usize)> = match event {
-            Event::StreamStart | Event::DocumentStart(_) | Event::Nothing => None,
-            Event::StreamEnd | Event::DocumentEnd => {
-                if root.is_some() {
-                    break;
+        let pos = offsets.pos(&span.start);
+        let finished: Option<(Node, usize, usize)> = match event {
+            Event::StreamStart | Event::Nothing | Event::StreamEnd | Event::DocumentEnd => None,
+            Event::DocumentStart(_) => {
+                documents += 1;
+                if documents > 1 {
+                    return Err(YamlError {
+                        message: "a second YAML document starts here; the file must hold one document \
+                                  (everything after this `---` would be ignored)"
+                            .into(),
+                        pos,
+                    });
                 }
                 None
             }
             Event::Scalar(text, style, anchor, _) => {
                 let plain = matches!(style, ScalarStyle::Plain);
-                Some((Node { pos, value: Value::Scalar { text: cow_string(text), plain } }, anchor))
+                Some((Node { pos, value: Value::Scalar { text: cow_string(text), plain } }, anchor, 1))
             }
             Event::SequenceStart(anchor, _) => {
-                depth_guard += 1;
-                stack.push(Frame::Seq { pos, items: Vec::new(), anchor });
+                stack.push(Frame::Seq { pos, items: Vec::new(), anchor, size: 1 });
                 None
             }
             Event::MappingStart(anchor, _) => {
-                depth_guard += 1;
-                stack.push(Frame::Map { pos, items: Vec::new(), key: None, anchor });
+                stack.push(Frame::Map { pos, items: Vec::new(), key: None, anchor, size: 1 });
                 None
             }
             Event::SequenceEnd => match stack.pop() {
-                Some(Frame::Seq { pos, items, anchor }) => Some((Node { pos, value: Value::Seq(items) }, anchor)),
+                Some(Frame::Seq { pos, items, anchor, size }) => {
+                    Some((Node { pos, value: Value::Seq(items) }, anchor, size))
+                }
                 _ => {
                     return Err(YamlError { message: "unbalanced sequence end".into(), pos });
                 }
             },
             Event::MappingEnd => match stack.pop() {
-                Some(Frame::Map { pos, items, key, anchor }) => {
+                Some(Frame::Map { pos, items, key, anchor, size }) => {
                     if key.is_some() {
                         return Err(YamlError { message: "mapping key without a value".into(), pos });
                     }
-                    Some((Node { pos, value: Value::Map(items) }, anchor))
+                    Some((Node { pos, value: Value::Map(items) }, anchor, size))
                 }
                 _ => {
                     return Err(YamlError { message: "unbalanced mapping end".into(), pos });
                 }
             },
-            Event::Alias(id) => match anchors.get(id).and_then(|n| n.clone()) {
-                Some(mut n) => {
+            Event::Alias(id) => match anchors.get(id).and_then(|n| n.as_ref()) {
+                Some((n, size)) => {
+                    alias_nodes += size;
+                    if alias_nodes > MAX_ALIAS_NODES {
+                        return Err(YamlError {
+                            message: format!(
+                                "aliases expand to more than {MAX_ALIAS_NODES} nodes (an alias bomb?); \
+                                 upstream files use no aliases"
+                            ),
+                            pos,
+                        });
+                    }
+                    let mut n = n.clone();
                     n.pos = pos;
-                    Some((n, 0))
+                    Some((n, 0, *size))
                 }
                 None => {
                     return Err(YamlError { message: format!("unknown alias {id}"), pos });
                 }
             },
         };
-        if depth_guard > 10_000 {
-            return Err(YamlError { message: "nesting too deep".into(), pos });
+        if stack.len() > MAX_DEPTH {
+            return Err(YamlError { message: format!("collections nested deeper than {MAX_DEPTH}"), pos });
         }
-        if let Some((node, anchor)) = finished {
+        if let Some((node, anchor, size)) = finished {
             if anchor > 0 {
                 if anchors.len() <= anchor {
                     anchors.resize(anchor + 1, None);
                 }
-                anchors[anchor] = Some(node.clone());
+                anchors[anchor] = Some((node.clone(), size));
             }
             match stack.last_mut() {
                 None => root = Some(node),
-                Some(Frame::Seq { items, .. }) => items.push(node),
-                Some(Frame::Map { items, key, .. }) => match key.take() {
-                    None => *key = Some(node),
-                    Some(k) => items.push((k, node)),
-                },
+                Some(Frame::Seq { items, size: s, .. }) => {
+                    *s += size;
+                    items.push(node)
+                }
+                Some(Frame::Map { items, key, size: s, .. }) => {
+                    *s += size;
+                    match key.take() {
+                        None => {
+                            if let Some(name) = node.as_str()
+                                && let Some((first, _)) = items.iter().find(|(k, _)| k.as_str() == Some(name))
+                            {
+                                return Err(YamlError {
+                                    message: format!(
+                                        "duplicate key `{name}` in this mapping (first at line {})",
+                                        first.pos.line
+                                    ),
+                                    pos: node.pos,
+                                });
+                            }
+                            *key = Some(node)
+                        }
+                        Some(k) => items.push((k, node)),
+                    }
+                }
             }
         }
     }
@@ -177,9 +264,10 @@ fn cow_string(c: Cow<'_, str>) -> String {
     c.into_owned()
 }
 
+/// A collection being built, with its size in nodes so far (for the alias budget).
 enum Frame {
-    Seq { pos: Pos, items: Vec<Node>, anchor: usize },
-    Map { pos: Pos, items: Vec<(Node, Node)>, key: Option<Node>, anchor: usize },
+    Seq { pos: Pos, items: Vec<Node>, anchor: usize, size: usize },
+    Map { pos: Pos, items: Vec<(Node, Node)>, key: Option<Node>, anchor: usize, size: usize },
 }
 
 #[cfg(test)]
@@ -202,6 +290,62 @@ mod tests {
     fn empty_document_is_at_line_one() {
         let n = parse(&SourceFile::new("e.yaml", "")).unwrap();
         assert_eq!((n.pos.line, n.pos.col), (1, 1));
+    }
+
+    #[test]
+    fn a_second_document_is_refused() {
+        let e = parse(&SourceFile::new("t.yaml", "- a: 1\n---\n- b: 2\n")).unwrap_err();
+        assert_eq!(e.pos.line, 2, "{e:?}");
+        assert!(e.message.contains("second YAML document"));
+        // an explicit start, and an end marker with nothing after it, are one document
+        assert!(parse(&SourceFile::new("t.yaml", "---\n- a: 1\n...\n")).is_ok());
+        let e = parse(&SourceFile::new("t.yaml", "- a: 1\n...\n- b: 2\n")).unwrap_err();
+        assert!(e.message.contains("second YAML document"), "{e:?}");
+    }
+
+    #[test]
+    fn nesting_is_bounded_but_flat_lists_are_not() {
+        let deep = "[".repeat(MAX_DEPTH + 1) + &"]".repeat(MAX_DEPTH + 1);
+        let e = parse(&SourceFile::new("t.yaml", deep)).unwrap_err();
+        assert!(e.message.contains("nested deeper"), "{e:?}");
+        // far deeper: the parser's own limit answers first
+        assert!(parse(&SourceFile::new("t.yaml", "[".repeat(10_000))).is_err());
+        let ok = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
+        assert!(parse(&SourceFile::new("t.yaml", ok)).is_ok());
+        // 20,000 sibling entries: width is not depth
+        let flat: String = (0..20_000).map(|i| format!("- func: f{i}\n  variants: function\n")).collect();
+        assert_eq!(parse(&SourceFile::new("t.yaml", flat)).unwrap().as_seq().unwrap().len(), 20_000);
+    }
+
+    #[test]
+    fn alias_bombs_are_refused() {
+        let mut t = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 0..9 {
+            let p = if i == 0 { "a".to_string() } else { format!("l{}", i - 1) };
+            t.push_str(&format!("l{i}: &l{i} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"));
+        }
+        let e = parse(&SourceFile::new("bomb.yaml", t)).unwrap_err();
+        assert!(e.message.contains("alias"), "{e:?}");
+        // a few small aliases are fine
+        let n = parse(&SourceFile::new("t.yaml", "a: &x [1, 2]\nb: *x\n")).unwrap();
+        assert_eq!(n.get("b").unwrap().as_seq().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused() {
+        let e = parse(&SourceFile::new("t.yaml", "- func: a() -> Tensor\n  func: b() -> Tensor\n")).unwrap_err();
+        assert_eq!((e.pos.line, e.pos.col), (2, 3));
+        assert!(e.message.contains("duplicate key `func` in this mapping (first at line 1)"), "{e:?}");
+    }
+
+    #[test]
+    fn positions_on_a_long_non_ascii_line_are_exact() {
+        let line: String = (0..2000).map(|i| format!("é{i}, ")).collect();
+        let src = SourceFile::new("t.yaml", format!("a: [{line}x]\nb: 1\n"));
+        let n = parse(&src).unwrap();
+        let last = n.get("a").unwrap().as_seq().unwrap().last().unwrap();
+        assert_eq!(&src.text()[last.pos.offset..last.pos.offset + 1], "x");
+        assert_eq!(n.get("b").unwrap().pos.line, 2);
     }
 
     #[test]

@@ -173,7 +173,13 @@ impl V {
 struct P<'a> {
     t: &'a [ETok],
     i: usize,
+    /// Nesting of `expr`/`unary` calls: parentheses and unary operators recurse, so a macro of
+    /// 10,000 `(` would overflow the stack; past [`MAX_NESTING`] the value is unknown.
+    depth: usize,
 }
+
+/// Deepest nesting of a constant expression evaluated.
+const MAX_NESTING: usize = 256;
 
 const TYPE_WORDS: [&str; 12] =
     ["unsigned", "signed", "int", "long", "short", "char", "const", "volatile", "struct", "enum", "bool", "_Bool"];
@@ -188,6 +194,15 @@ impl P<'_> {
         t
     }
     fn expr(&mut self) -> Option<V> {
+        if self.depth >= MAX_NESTING {
+            return None;
+        }
+        self.depth += 1;
+        let v = self.expr_inner();
+        self.depth -= 1;
+        v
+    }
+    fn expr_inner(&mut self) -> Option<V> {
         let c = self.bin(0)?;
         if self.peek() == Some("?") {
             self.i += 1;
@@ -294,6 +309,15 @@ impl P<'_> {
         operand.then_some(j)
     }
     fn unary(&mut self) -> Option<V> {
+        if self.depth >= MAX_NESTING {
+            return None;
+        }
+        self.depth += 1;
+        let v = self.unary_inner();
+        self.depth -= 1;
+        v
+    }
+    fn unary_inner(&mut self) -> Option<V> {
         let t = self.peek()?.to_string();
         match t.as_str() {
             "-" => {
@@ -446,7 +470,7 @@ pub fn eval(expr: &str, env: &dyn Env) -> Option<i64> {
     let mut stack = Vec::new();
     let toks = expand(toks, env, &mut stack)?;
     // after expansion the expression must be closed: no identifiers other than cast type words
-    let mut p = P { t: &toks, i: 0 };
+    let mut p = P { t: &toks, i: 0, depth: 0 };
     let v = p.expr()?;
     if p.i != toks.len() {
         return None;
@@ -467,6 +491,16 @@ mod tests {
         fn macro_def(&self, n: &str) -> Option<&MacroDef> {
             self.1.iter().find(|m| m.name == n)
         }
+    }
+
+    #[test]
+    fn deep_nesting_is_unknown_not_a_crash() {
+        let e = E(BTreeMap::new(), Vec::new());
+        let deep = "(".repeat(9_000) + "1" + &")".repeat(9_000);
+        assert_eq!(eval(&deep, &e), None);
+        let minus = "-".repeat(9_000) + "1";
+        assert_eq!(eval(&minus, &e), None);
+        assert_eq!(eval(&("(".repeat(50) + "7" + &")".repeat(50)), &e), Some(7));
     }
 
     #[test]

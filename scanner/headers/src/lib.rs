@@ -42,6 +42,8 @@ pub enum HeaderError {
     },
     #[error("{0} is not a directory")]
     NotADirectory(String),
+    #[error("{path}: {message}")]
+    Input { path: String, message: String },
     #[error("tree-sitter-cpp could not be loaded: {0}")]
     Language(String),
     #[error("{file}: the parser gave up")]
@@ -490,11 +492,37 @@ pub fn scan_dir(profile: Profile, dir: &Path) -> Result<HeaderSet, HeaderError> 
     paths.sort();
     let mut sources = Vec::new();
     for (rel, abs) in paths {
-        let bytes =
-            std::fs::read(&abs).map_err(|source| HeaderError::Io { path: abs.display().to_string(), source })?;
+        let bytes = read_header(&abs)?;
         sources.push((rel, String::from_utf8_lossy(&bytes).into_owned()));
     }
     scan_sources(profile, &sources)
+}
+
+/// The largest header read (the biggest real driver header is under 1 MB).
+pub const MAX_HEADER_BYTES: u64 = 16 << 20;
+
+/// Reads one header: a regular file (a FIFO would block on open, a device such as /dev/zero never
+/// ends) of at most [`MAX_HEADER_BYTES`].
+fn read_header(path: &Path) -> Result<Vec<u8>, HeaderError> {
+    use std::io::Read;
+    let name = path.display().to_string();
+    let input = |message: String| HeaderError::Input { path: name.clone(), message };
+    let meta = std::fs::metadata(path).map_err(|source| HeaderError::Io { path: name.clone(), source })?;
+    if !meta.is_file() {
+        return Err(input("not a regular file (a FIFO, a device or a socket): not read".into()));
+    }
+    if meta.len() > MAX_HEADER_BYTES {
+        return Err(input(format!("{} bytes, more than the {MAX_HEADER_BYTES} bytes a header may have", meta.len())));
+    }
+    let f = std::fs::File::open(path).map_err(|source| HeaderError::Io { path: name.clone(), source })?;
+    let mut out = Vec::new();
+    f.take(MAX_HEADER_BYTES + 1)
+        .read_to_end(&mut out)
+        .map_err(|source| HeaderError::Io { path: name.clone(), source })?;
+    if out.len() as u64 > MAX_HEADER_BYTES {
+        return Err(input(format!("grew past {MAX_HEADER_BYTES} bytes while it was read")));
+    }
+    Ok(out)
 }
 
 /// Scans a set of in-memory headers `(relative path, text)` as one header set.

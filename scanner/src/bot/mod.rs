@@ -391,6 +391,7 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
         std::fs::create_dir_all(&tmp).map_err(|e| BotError::io(&tmp, e))?;
         let files = r.files(&http, log, &tmp)?;
         let _ = std::fs::remove_dir_all(&tmp);
+        files.require_complete(&r.version)?;
         let snap = PytorchSnapshot::build(&files, &r.version)?;
         store.write_pytorch(&snap)?;
         origins.push(r.origin());

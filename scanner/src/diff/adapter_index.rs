@@ -61,6 +61,8 @@ pub struct AdapterIndex {
     pub kernels: Vec<Kernel>,
     /// Host reference implementations (CPU-fallback tier), sorted like `kernels`.
     pub fallbacks: Vec<Kernel>,
+    /// Files left out, with why and where (`file:line:col: ...`), sorted.
+    pub warnings: Vec<String>,
 }
 
 impl AdapterIndex {
@@ -121,7 +123,7 @@ fn kernel_sources(dir: &Path, root: &Path) -> Result<Vec<(String, String)>, Erro
     files.sort();
     let mut sources = Vec::new();
     for path in files {
-        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        let text = crate::fsio::read_text(&path, crate::fsio::MAX_INPUT_BYTES)?;
         // a file that mentions neither the marker nor the trait holds no kernel: skip the parse
         if !text.contains(MARKER)
             && !text.contains(TRAIT_NAME)
@@ -138,8 +140,16 @@ fn kernel_sources(dir: &Path, root: &Path) -> Result<Vec<(String, String)>, Erro
 }
 
 fn index_sources(sources: &[(String, String)], method_ops: &HashMap<String, String>) -> Result<AdapterIndex, Error> {
-    let (mut kernels, mut fallbacks) = (Vec::new(), Vec::new());
+    let (mut kernels, mut fallbacks, mut warnings) = (Vec::new(), Vec::new(), Vec::new());
     for (rel, text) in sources {
+        // the lexer and the walk below recurse per bracket: a file nested absurdly deep (no real
+        // source is) is left out with a warning instead of overflowing the stack
+        if let Some((depth_at, line, col)) = too_deep(text) {
+            warnings.push(format!(
+                "{rel}:{line}:{col}: brackets nested deeper than {MAX_NESTING} (from offset {depth_at}); the file is not indexed"
+            ));
+            continue;
+        }
         let (k, f) = index_source_all(rel, text, method_ops)?;
         kernels.extend(k);
         fallbacks.extend(f);
@@ -148,7 +158,106 @@ fn index_sources(sources: &[(String, String)], method_ops: &HashMap<String, Stri
     kernels.dedup();
     fallbacks.sort();
     fallbacks.dedup();
-    Ok(AdapterIndex { kernels, fallbacks })
+    warnings.sort();
+    Ok(AdapterIndex { kernels, fallbacks, warnings })
+}
+
+/// Deepest bracket nesting a source file may have to be indexed.
+pub const MAX_NESTING: usize = 256;
+
+/// Where a Rust source first nests brackets deeper than [`MAX_NESTING`]: (byte offset, line,
+/// column), skipping comments (nested block comments too), string, raw string, byte string and
+/// character literals; `None` when it never does.
+pub fn too_deep(text: &str) -> Option<(usize, usize, usize)> {
+    let b = text.as_bytes();
+    let (mut i, mut depth) = (0usize, 0usize);
+    let at = |i: usize| {
+        let line = text[..i].bytes().filter(|&c| c == b'\n').count() + 1;
+        let col = text[..i].rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        Some((i, line, col))
+    };
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let mut level = 0usize;
+                while i < b.len() {
+                    if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
+                        level += 1;
+                        i += 2;
+                    } else if b[i] == b'*' && b.get(i + 1) == Some(&b'/') {
+                        level -= 1;
+                        i += 2;
+                        if level == 0 {
+                            break;
+                        }
+                    } else {
+                        i += 1;
+                    }
+                }
+                continue;
+            }
+            // raw strings: r"..", r#".."#, br#".."#
+            b'r' if (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_'))
+                || (i > 0
+                    && b[i - 1] == b'b'
+                    && (i < 2 || !(b[i - 2].is_ascii_alphanumeric() || b[i - 2] == b'_'))) =>
+            {
+                let mut j = i + 1;
+                while b.get(j) == Some(&b'#') {
+                    j += 1;
+                }
+                if b.get(j) == Some(&b'"') {
+                    let hashes = j - i - 1;
+                    j += 1;
+                    loop {
+                        match b.get(j) {
+                            None => return None,
+                            Some(b'"') if b[j + 1..].iter().take(hashes).filter(|&&c| c == b'#').count() == hashes => {
+                                i = j + 1 + hashes;
+                                break;
+                            }
+                            _ => j += 1,
+                        }
+                    }
+                    continue;
+                }
+            }
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'\'' => {
+                // a character literal ('x', '\n', 'é'), else a lifetime or label ('a, 'static)
+                if b.get(i + 1) == Some(&b'\\') {
+                    i += 2;
+                    while i < b.len() && b[i] != b'\'' {
+                        i += 1;
+                    }
+                } else if let Some(c) = text.get(i + 1..).and_then(|r| r.chars().next())
+                    && b.get(i + 1 + c.len_utf8()) == Some(&b'\'')
+                {
+                    i += 1 + c.len_utf8();
+                }
+            }
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return at(i);
+                }
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 /// Indexes one source text (`file` is the name reported).
@@ -510,6 +619,24 @@ impl Walker<'_> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn nesting_depth_skips_literals_and_comments() {
+        use super::{MAX_NESTING, too_deep};
+        let deep = format!("fn f() {{ {}1{} }}", "(".repeat(MAX_NESTING + 5), ")".repeat(MAX_NESTING + 5));
+        let (_, line, col) = too_deep(&deep).expect("deep");
+        assert_eq!(line, 1);
+        assert!(col > MAX_NESTING);
+        let brackets = "(".repeat(MAX_NESTING + 5);
+        for ok in [
+            format!("fn f() {{ let s = \"{brackets}\"; }}"),
+            format!("// {brackets}\nfn f() {{}}"),
+            format!("/* {brackets} /* nested */ {brackets} */ fn f() {{}}"),
+            format!("fn f() {{ let s = r#\"{brackets}\"#; let c = '('; let l: &'static str = \"\\\"(\"; }}"),
+        ] {
+            assert_eq!(too_deep(&ok), None, "{ok}");
+        }
+    }
+
     use super::*;
 
     #[test]
@@ -648,7 +775,7 @@ fn abs() {}
         let src = "impl BackwardHooks for NpuOps {\n    fn hook_silu_self(&self) {}\n}\n";
         let ops: Vec<OperatorName> = ["silu"].iter().map(|s| OperatorName::parse(s).unwrap()).collect();
         let kernels = index_source("n.rs", src, &method_map(&ops)).unwrap();
-        let idx = AdapterIndex { kernels, fallbacks: Vec::new() };
+        let idx = AdapterIndex { kernels, fallbacks: Vec::new(), warnings: Vec::new() };
         assert_eq!(idx.hook("hook_silu_self").map(|k| k.line), Some(2));
         assert!(idx.hook("hook_silu").is_none());
     }

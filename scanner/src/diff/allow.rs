@@ -14,8 +14,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{AllowNote, Change};
-use crate::error::Error;
+use super::{AllowNote, Change, RuleSet};
+use crate::error::{Error, SourceFile};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AllowEntry {
@@ -34,31 +34,61 @@ pub struct AllowList {
 }
 
 impl AllowList {
+    /// Parses an allow list; errors point at `name:line:col`. Rule ids are not checked (see
+    /// [`AllowList::parse_with_rules`]).
     pub fn parse(name: &str, text: &str) -> Result<AllowList, Error> {
-        let list: AllowList = serde_json::from_str(text).map_err(|e| Error::Snapshot {
-            path: name.into(),
-            message: format!("allow list, line {} column {}: {e}", e.line(), e.column()),
+        Self::parse_with_rules(name, text, None)
+    }
+
+    /// Parses an allow list and checks every entry: a calendar date, a reason, and (with `rules`)
+    /// a rule id of the catalogue, with a suggestion for a typo.
+    pub fn parse_with_rules(name: &str, text: &str, rules: Option<&RuleSet>) -> Result<AllowList, Error> {
+        let src = SourceFile::new(name, text);
+        let list: AllowList = serde_json::from_str(text).map_err(|e| {
+            let pos = src.pos_of_marker(e.line(), e.column().saturating_sub(1));
+            src.error(pos, 1, format!("allow list: {e}"))
         })?;
+        let at = |i: usize, key: &str, msg: String| -> Error {
+            let (offset, len) = nth_value(text, key, i).unwrap_or((0, 0));
+            src.error(src.pos_of_offset(offset), len, msg).into()
+        };
         for (i, e) in list.allow.iter().enumerate() {
             if parse_date(&e.expires).is_none() {
-                return Err(Error::Snapshot {
-                    path: name.into(),
-                    message: format!("allow entry {} ({}): expires `{}` is not YYYY-MM-DD", i + 1, e.rule, e.expires),
-                });
+                return Err(at(
+                    i,
+                    "expires",
+                    format!("allow entry {} ({}): expires `{}` is not a date YYYY-MM-DD", i + 1, e.rule, e.expires),
+                ));
             }
             if e.reason.trim().is_empty() {
-                return Err(Error::Snapshot {
-                    path: name.into(),
-                    message: format!("allow entry {} ({}): a reason is required", i + 1, e.rule),
-                });
+                return Err(at(i, "reason", format!("allow entry {} ({}): a reason is required", i + 1, e.rule)));
+            }
+            if let Some(rules) = rules
+                && rules.get(&e.rule).is_none()
+            {
+                let hint = crate::suggest::hint(&e.rule, rules.all().iter().map(|r| r.id.as_str()));
+                return Err(at(
+                    i,
+                    "rule",
+                    format!(
+                        "allow entry {}: `{}` is not a rule of the catalogue{hint}; `xirang-scan rules` lists them",
+                        i + 1,
+                        e.rule
+                    ),
+                ));
             }
         }
         Ok(list)
     }
 
     pub fn load(path: &Path) -> Result<AllowList, Error> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        AllowList::parse(&path.display().to_string(), &text)
+        Self::load_with_rules(path, None)
+    }
+
+    /// Reads and checks an allow list (see [`AllowList::parse_with_rules`]).
+    pub fn load_with_rules(path: &Path, rules: Option<&RuleSet>) -> Result<AllowList, Error> {
+        let text = crate::fsio::read_text(path, crate::fsio::MAX_INPUT_BYTES)?;
+        AllowList::parse_with_rules(&path.display().to_string(), &text, rules)
     }
 
     /// Splits `changes` into (kept, suppressed) and reports expired and unused entries.
@@ -108,8 +138,61 @@ pub fn parse_date(s: &str) -> Option<(u32, u32, u32)> {
     if it.next().is_some() || y.len() != 4 || m.len() != 2 || d.len() != 2 {
         return None;
     }
-    let (y, m, d) = (y.parse().ok()?, m.parse().ok()?, d.parse().ok()?);
-    ((1..=12).contains(&m) && (1..=31).contains(&d)).then_some((y, m, d))
+    if ![y, m, d].iter().all(|p| p.bytes().all(|b| b.is_ascii_digit())) {
+        return None;
+    }
+    let (y, m, d): (u32, u32, u32) = (y.parse().ok()?, m.parse().ok()?, d.parse().ok()?);
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let days = match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return None,
+    };
+    (1..=days).contains(&d).then_some((y, m, d))
+}
+
+/// Index of the closing quote of a JSON string body.
+fn string_end(body: &str) -> Option<usize> {
+    let b = body.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// Byte span of the value of the `n`-th `"key":` in a JSON text (keys inside strings are escaped,
+/// so a bare `"key"` followed by a colon is a key).
+fn nth_value(text: &str, key: &str, n: usize) -> Option<(usize, usize)> {
+    let pat = format!("\"{key}\"");
+    let mut seen = 0;
+    let mut from = 0;
+    while let Some(i) = text[from..].find(&pat).map(|i| i + from) {
+        from = i + pat.len();
+        if text[..i].ends_with('\\') {
+            continue;
+        }
+        let rest = text[from..].trim_start();
+        let Some(value) = rest.strip_prefix(':') else { continue };
+        if seen == n {
+            let v = value.trim_start();
+            let start = text.len() - v.len();
+            let len = match v.strip_prefix('"') {
+                // the string with its quotes
+                Some(body) => string_end(body).map_or(v.len(), |e| e + 2),
+                None => v.find([',', '}']).unwrap_or(v.len()),
+            };
+            return Some((start, len));
+        }
+        seen += 1;
+    }
+    None
 }
 
 /// Today's UTC date, `YYYY-MM-DD` (from the system clock; `--today` overrides it in the CLI).
@@ -144,6 +227,11 @@ mod tests {
         assert_eq!(parse_date("2026-11-30"), Some((2026, 11, 30)));
         assert_eq!(parse_date("2026-13-01"), None);
         assert_eq!(parse_date("26-1-1"), None);
+        assert_eq!(parse_date("2025-02-30"), None);
+        assert_eq!(parse_date("2024-02-29"), Some((2024, 2, 29)));
+        assert_eq!(parse_date("2025-02-29"), None);
+        assert_eq!(parse_date("2025-04-31"), None);
+        assert_eq!(parse_date("2025-+1-01"), None);
         assert!(
             AllowList::parse(
                 "a.json",

@@ -234,22 +234,9 @@ pub fn expected_reports(store: &Store, rules: &RuleSet) -> Result<BTreeMap<PathB
 pub fn write_reports(store: &Store, rules: &RuleSet) -> Result<Vec<PathBuf>, Error> {
     let root = repo_root(store);
     let want = expected_reports(store, rules)?;
-    let mut written = Vec::new();
-    for (rel, text) in &want {
-        let p = root.join(rel);
-        if let Some(d) = p.parent() {
-            std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
-        }
-        if crate::snapshot::write_if_changed(&p, text)? {
-            written.push(rel.clone());
-        }
-    }
-    for rel in stale_extra(&root, &want) {
-        let p = root.join(&rel);
-        std::fs::remove_file(&p).map_err(|e| Error::io(&p, e))?;
-        written.push(rel);
-    }
-    Ok(written)
+    let files: Vec<(PathBuf, String)> = want.iter().map(|(p, t)| (p.clone(), t.clone())).collect();
+    // all reports or none (a full disk or a kill leaves the previous ones)
+    crate::fsio::write_changed(&root, "diffs", &files, &stale_extra(&root, &want))
 }
 
 /// Files that differ from what `diffs` would write, or should not be there.

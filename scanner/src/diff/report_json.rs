@@ -59,7 +59,7 @@ pub fn render(r: &Report) -> Result<String, Error> {
         kernels_indexed: r.kernels_indexed,
         backend_files: &r.backend_files,
     };
-    let mut s = serde_json::to_string_pretty(&j).map_err(|e| Error::Usage(format!("json report: {e}")))?;
+    let mut s = serde_json::to_string_pretty(&j).map_err(|e| Error::Internal(format!("json report: {e}")))?;
     s.push('\n');
     Ok(s)
 }

@@ -76,7 +76,7 @@ impl RuleSet {
     pub fn extend(&mut self, rules: impl IntoIterator<Item = Rule>) -> Result<(), Error> {
         for r in rules {
             if self.get(&r.id).is_some() {
-                return Err(Error::Usage(format!("duplicate rule id `{}`", r.id)));
+                return Err(Error::Invalid(format!("duplicate rule id `{}`", r.id)));
             }
             self.rules.push(r);
         }

@@ -450,6 +450,33 @@ fn default_code(a: &Argument) -> Option<String> {
 
 type Tr<T> = Result<T, String>;
 
+/// Longest formula translated (upstream's longest is under 2 KB).
+pub const MAX_FORMULA_BYTES: usize = 16 * 1024;
+/// Deepest syntax tree translated (upstream's formulas are under 40 levels deep).
+pub const MAX_FORMULA_DEPTH: usize = 200;
+
+/// Depth of a syntax tree, walked with a cursor (no recursion).
+pub fn tree_depth(root: tree_sitter::Node) -> usize {
+    let mut c = root.walk();
+    let (mut depth, mut max) = (1usize, 1usize);
+    loop {
+        if c.goto_first_child() {
+            depth += 1;
+            max = max.max(depth);
+            continue;
+        }
+        loop {
+            if c.goto_next_sibling() {
+                break;
+            }
+            if !c.goto_parent() {
+                return max;
+            }
+            depth -= 1;
+        }
+    }
+}
+
 impl Env<'_, '_> {
     /// Translates a (rewritten) backward formula into a Rust expression of type `Tensor`.
     pub fn translate(&self, formula: &str) -> Tr<String> {
@@ -460,7 +487,12 @@ impl Env<'_, '_> {
     /// `Ty::Grads` (a formula computing several inputs' gradients at once: `Vec<Option<Tensor>>`
     /// in the group's input order).
     pub fn translate_as(&self, formula: &str, want: Ty) -> Tr<String> {
-        let src = format!("void xirang_formula() {{ {formula}; }}");
+        if formula.len() > MAX_FORMULA_BYTES {
+            return Err(format!("the formula is longer than {MAX_FORMULA_BYTES} bytes"));
+        }
+        // the value of a `return`: as a statement of its own, `grad * scale` would be a C++
+        // declaration of a pointer `scale` of type `grad`
+        let src = format!("void xirang_formula() {{ return {formula}; }}");
         let mut parser = tree_sitter::Parser::new();
         parser.set_language(&tree_sitter_cpp::LANGUAGE.into()).map_err(|e| e.to_string())?;
         let tree = parser.parse(&src, None).ok_or("parse failed")?;
@@ -468,12 +500,16 @@ impl Env<'_, '_> {
         if root.has_error() {
             return Err("syntax not understood".into());
         }
+        // the translation recurses once per level of the syntax tree
+        if tree_depth(root) > MAX_FORMULA_DEPTH {
+            return Err(format!("the formula nests deeper than {MAX_FORMULA_DEPTH} levels"));
+        }
         let body = root.named_child(0).and_then(|f| f.child_by_field_name("body")).ok_or("no function body")?;
         if body.named_child_count() != 1 {
             return Err("not one statement".into());
         }
         let stmt = body.named_child(0).ok_or("no statement")?;
-        if stmt.kind() != "expression_statement" {
+        if stmt.kind() != "return_statement" {
             return Err(format!("a `{}`", stmt.kind()));
         }
         let e = self.expr(stmt.named_child(0).ok_or("empty statement")?, &src)?;
@@ -1419,6 +1455,16 @@ mod tests {
         // the two conditions the engine decides: a node runs with a defined `grad`, without grad mode
         assert_eq!(t("grad.defined() ? grad * other : other").unwrap(), "aten::mul_tensor(o, &grad, &self.other)?");
         assert_eq!(t("GradMode::is_enabled() ? grad.sgn() : -grad").unwrap(), "aten::neg(o, &grad)?");
+        // `a * b` alone is an expression, not a C++ declaration of a pointer `b` (issue #19 row 14):
+        // vdot's `other: grad * self`
+        assert_eq!(t("grad * self").unwrap(), "aten::mul_tensor(o, &grad, &self.self_)?");
+        assert_eq!(t("grad * other").unwrap(), "aten::mul_tensor(o, &grad, &self.other)?");
+        // bounded: 2,000 terms nest 2,000 deep; 10,000 are also too long
+        let e = t(&vec!["grad"; 2_000].join(" + ")).unwrap_err();
+        assert!(e.contains("deeper than"), "{e}");
+        let e = t(&vec!["grad"; 10_000].join(" + ")).unwrap_err();
+        assert!(e.contains("longer than"), "{e}");
+        assert!(t(&"(".repeat(20_000)).is_err());
     }
 
     #[test]
@@ -1428,7 +1474,8 @@ mod tests {
         let (tr, hk, ni) = (a.count("translated"), a.count("hook"), a.count("not_implemented"));
         assert_eq!(tr + hk + ni, a.coverage.len());
         assert_eq!(a.nodes.len(), 690);
-        assert_eq!((tr, hk, ni), (404, 454, 34));
+        // a bare `a * b` formula is an expression since the fix of issue #19 row 14 (404 -> 408)
+        assert_eq!((tr, hk, ni), (408, 450, 34));
         // `TensorGeometry(self)` is the saved `self_geometry`; `result` of `as_strided` is not saved
         let n = a.nodes.iter().find(|n| n.op == "as_strided").expect("as_strided");
         assert!(

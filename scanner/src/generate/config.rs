@@ -219,12 +219,46 @@ pub struct LoadedConfig {
 impl LoadedConfig {
     /// Reads and validates `path`.
     pub fn load(path: &Path) -> Result<LoadedConfig> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let text = crate::fsio::read_text(path, 1 << 20)?;
         let source = SourceFile::new(path.display().to_string(), text);
         let config = parse(&source)?;
         let root = path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
         let root = if root.as_os_str().is_empty() { PathBuf::from(".") } else { root };
-        Ok(LoadedConfig { config, root, source })
+        let lc = LoadedConfig { config, root, source };
+        lc.check_paths()?;
+        Ok(lc)
+    }
+
+    /// Every path of the file stays inside the repository (the folder holding the file): the
+    /// generator writes `[adapter] generated` and `new-op` writes the custom-operator file, so a
+    /// `../x`, `/tmp/x` or `.` there would write outside the tool's folders (or over the repository).
+    fn check_paths(&self) -> Result<()> {
+        let a = &self.config.adapter;
+        let mut paths: Vec<(&[&str], &str, &str)> = vec![
+            (&["adapter", "generated"], &a.generated, "[adapter] generated"),
+            (&["adapter", "runtime"], &a.runtime, "[adapter] runtime"),
+            (&["adapter", "recipes"], &a.recipes, "[adapter] recipes"),
+        ];
+        if let Some(c) = &self.config.operators.custom {
+            paths.push((&["operators", "custom"], c, "[operators] custom"));
+        }
+        for (keys, rel, what) in paths {
+            if let Err(e) = crate::fsio::confine(&self.root, rel, what) {
+                return Err(self.error_at(keys, e.to_string()));
+            }
+        }
+        // the generated folder must not hold the hand-written runtime
+        let (generated, runtime) = (Path::new(&a.generated), Path::new(&a.runtime));
+        if runtime.starts_with(generated) {
+            return Err(self.error_at(
+                &["adapter", "generated"],
+                format!(
+                    "[adapter] generated = `{}` contains the hand-written runtime `{}`; the generator owns that folder",
+                    a.generated, a.runtime
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Finds `xirang.toml` in `dir` or its ancestors.
@@ -271,6 +305,14 @@ pub fn parse(source: &SourceFile) -> Result<Config> {
             return Err(lc.error_at(
                 &["driver", name],
                 format!("unknown device operation `{name}`; known: {}", known.join(", ")),
+            ));
+        }
+    }
+    for (name, chain) in &config.driver {
+        if chain.candidates().is_empty() {
+            return Err(lc.error_at(
+                &["driver", name],
+                format!("[driver] {name} lists no driver function; name at least one, or remove the line"),
             ));
         }
     }
@@ -360,6 +402,35 @@ stream_synchronize = ["aclrtSynchronizeStream"]
         let e = parse(&SourceFile::new("x.toml", text)).unwrap_err();
         let Error::Source(se) = e else { panic!("{e}") };
         assert!(se.to_string().contains("unknown device operation `frees`"), "{se}");
+    }
+
+    #[test]
+    fn an_empty_chain_is_an_error() {
+        let text = MIN.replace("free = [\"aclrtFree\"]", "free = []");
+        let e = parse(&SourceFile::new("x.toml", text)).unwrap_err();
+        assert!(format!("{e}").contains("[driver] free lists no driver function"), "{e}");
+    }
+
+    #[test]
+    fn paths_stay_inside_the_repository() {
+        let root = std::env::temp_dir().join(format!("xirang-cfg-paths-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        for (bad, why) in [
+            ("generated = \"/tmp/x\"", "absolute"),
+            ("generated = \"../x\"", "out of the repository"),
+            ("generated = \".\"", "repository root"),
+            ("generated = \"adapter-runtime/..\"", "out of the repository"),
+            ("generated = \"adapter-runtime\"\nruntime = \"adapter-runtime\"", "contains the hand-written runtime"),
+        ] {
+            let text = MIN.replace("name = \"t\"", &format!("name = \"t\"\n{bad}"));
+            std::fs::write(root.join("xirang.toml"), &text).unwrap();
+            let e = LoadedConfig::load(&root.join("xirang.toml")).unwrap_err();
+            let Error::Source(se) = &e else { panic!("{e}") };
+            assert!(se.message.contains(why), "{bad}: {se}");
+            assert!(se.line > 1, "{bad}: not positioned: {se}");
+        }
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -22,10 +22,9 @@
 //! of [`super::autograd`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
 
 use askama::Template;
-use miette::{Diagnostic, NamedSource, SourceSpan};
+use miette::{Diagnostic, SourceSpan};
 
 use crate::error::SourceFile;
 use crate::naming::method_name;
@@ -78,7 +77,7 @@ pub struct CustomOpError {
     pub line: u32,
     pub col: u32,
     #[source_code]
-    pub src: NamedSource<Arc<str>>,
+    pub src: crate::error::Snippet,
     #[label("here")]
     pub span: SourceSpan,
     #[help]
@@ -215,6 +214,16 @@ pub fn parse_schema(s: &Spanned) -> Res<(Option<String>, FunctionSchema)> {
         let ok = !ns.is_empty()
             && ns.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
             && ns.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if ok && crate::naming::is_keyword(ns) {
+            // the namespace is the front-end module `custom::<ns>`
+            return Err(s.error(
+                CustomErrorKind::Schema,
+                0,
+                ns.len().max(1),
+                format!("the namespace `{ns}` is a Rust keyword"),
+                Some("choose another namespace, e.g. `xirang`".into()),
+            ));
+        }
         if !ok {
             return Err(s.error(
                 CustomErrorKind::Schema,
@@ -534,7 +543,9 @@ fn args_of(s: &FunctionSchema) -> Vec<&Argument> {
     s.arguments.positional.iter().chain(&s.arguments.kwarg_only).collect()
 }
 
-const WRAP: &str = "void xirang_formula() { ";
+/// Formulas are parsed as the value of a `return` statement: as a statement of their own, `grad *
+/// scale` would read as a C++ declaration of a pointer `scale` of type `grad`.
+const WRAP: &str = "void xirang_formula() { return ";
 
 /// Checks the names a formula uses: every identifier must be in `known`. Returns the names used.
 fn check_names(f: &Spanned, known: &[String], kind: CustomErrorKind, what: &str) -> Res<BTreeSet<String>> {
@@ -984,7 +995,7 @@ pub fn render_generated(
     let target = Target { functions: &inputs.snapshot.registry.functions, selected, cfg: &inputs.cfg.config };
     let ctxs = model(&set, &target)?;
     let version = inputs.snapshot.meta.version.to_string();
-    render(&name, &version, &ctxs).map_err(|e| crate::Error::Usage(format!("rendering custom.rs: {e}")))
+    render(&name, &version, &ctxs).map_err(|e| crate::Error::Internal(format!("rendering custom.rs: {e}")))
 }
 
 #[cfg(test)]

@@ -397,7 +397,7 @@ pub fn model(cfg: &LoadedConfig, decls: &[Decl]) -> Result<DriverModel> {
         statuses.push(StatusCtx { variant, constant: names[0].to_string(), value, aliases: names[1..].join(", ") });
     }
     if statuses.is_empty() {
-        return Err(Error::Usage(format!(
+        return Err(Error::Invalid(format!(
             "no status constants with prefixes {:?} in the {} headers",
             c.vendor.error_prefixes, c.vendor.name
         )));

@@ -9,7 +9,7 @@
 //! comparison with the reference composition).
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::error::{Error, Result, SourceFile};
 use crate::schema::{Argument, BaseTy, DefaultValue, Type};
@@ -137,8 +137,37 @@ fn insert_block(text: &str, key: &str, lines: &str) -> String {
     out
 }
 
+/// Splits a yaml text before a trailing document-end marker (`...` on a line of its own, with only
+/// blank lines and comments after it): new entries go before it, not into a second document.
+fn split_document_end(text: &str) -> (&str, &str) {
+    let mut cut = text.len();
+    let mut offset = text.len();
+    for line in text.split_inclusive('\n').rev() {
+        offset -= line.len();
+        let t = line.trim_end();
+        if t == "..." {
+            cut = offset;
+            break;
+        }
+        if !(t.trim().is_empty() || t.trim_start().starts_with('#')) {
+            break;
+        }
+    }
+    text.split_at(cut)
+}
+
 /// The custom-operator file with `op` added.
 pub fn add_to_file(text: &str, op: &CustomOp) -> String {
+    let (body, end) = split_document_end(text);
+    let mut out = add_to_body(body, op);
+    if !end.is_empty() && !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(end);
+    out
+}
+
+fn add_to_body(text: &str, op: &CustomOp) -> String {
     let mut text = if text.trim().is_empty() {
         "# Custom operators of this adapter (xirang.toml [operators] custom); see README.md, \"Custom operators\".\n\
          # `xirang-scan new-op` adds entries; `xirang-scan generate` renders them into generated/custom.rs.\n"
@@ -289,8 +318,10 @@ fn mod_text(ctxs: &[(String, &CustomCtx)]) -> String {
     if !ctxs.is_empty() {
         s.push('\n');
     }
+    // a stem that is a keyword (`fn`, `type`) is a raw identifier; the file keeps the plain name
+    let module = |stem: &str| crate::naming::ident(stem).unwrap_or_else(|| format!("{stem}_op"));
     for (stem, _) in ctxs {
-        s.push_str(&format!("mod {stem};\n"));
+        s.push_str(&format!("mod {};\n", module(stem)));
     }
     if ctxs.is_empty() {
         s.push_str("\nimpl CustomOps for NpuOps {}\n");
@@ -303,8 +334,9 @@ fn mod_text(ctxs: &[(String, &CustomCtx)]) -> String {
         }
         let params: String = c.params.iter().map(|p| format!(", {}: {}", p.name, p.ty)).collect();
         s.push_str(&format!(
-            "    fn {m}(&self{params}) -> Result<{ret}> {{\n        {stem}::{m}(self{args})\n    }}\n",
+            "    fn {m}(&self{params}) -> Result<{ret}> {{\n        {module}::{m}(self{args})\n    }}\n",
             m = c.method,
+            module = module(stem),
             ret = c.ret,
             args = c.call_args,
         ));
@@ -527,7 +559,7 @@ pub fn plan(inputs: &Inputs, req: &NewOp) -> Result<Plan> {
     let ctxs = custom::model(&set, &target)?;
     let q = op.qualified();
     let Some(ctx) = ctxs.iter().find(|c| c.qualified == q) else {
-        return Err(Error::Usage(format!("internal: no context for {q}")));
+        return Err(Error::Internal(format!("no context for {q}")));
     };
     let test = test_text(&op, ctx).map_err(|why| {
         op.func.whole(
@@ -539,6 +571,16 @@ pub fn plan(inputs: &Inputs, req: &NewOp) -> Result<Plan> {
     // the files
     let new_text = add_to_file(&old_text, &op);
     let src = SourceFile::new(file_name.clone(), new_text.clone());
+    // what is written must read back with the operator and its rules (never "added" and lost)
+    let reread = custom::parse_file(&src)?;
+    let back = reread.ops.iter().find(|o| o.qualified() == op.qualified());
+    let rules_back = back.and_then(|o| o.grads.as_ref()).map_or(0, Vec::len);
+    if back.is_none() || rules_back != op.grads.as_ref().map_or(0, Vec::len) {
+        return Err(Error::Invalid(format!(
+            "{file_name}: new-op cannot add `{}` to this file's layout (it would not read back); add the entry by hand",
+            op.qualified()
+        )));
+    }
     let (files, _) = super::render_all_with(inputs, Some(&src))?;
     let mut writes = vec![Write { path: file_name.clone(), text: new_text }];
     let gen_folder = &cfg.adapter.generated;
@@ -583,72 +625,14 @@ pub fn plan(inputs: &Inputs, req: &NewOp) -> Result<Plan> {
     Ok(Plan { qualified: q, writes })
 }
 
-/// Writes a group of files atomically: every file is first written next to its target, then
-/// renamed over it; on any failure the files already replaced are restored (or removed when new)
-/// and the temporary files deleted, so the tree is unchanged.
+/// Writes a group of files all or nothing ([`crate::fsio::WriteGroup`] rooted at `root`: a full
+/// disk, an error or a kill leaves the tree as it was, or, once committed, completes on the next run).
 pub fn write_all(root: &Path, writes: &[Write]) -> Result<()> {
-    let targets: Vec<PathBuf> = writes.iter().map(|w| root.join(&w.path)).collect();
-    let mut old: Vec<Option<Vec<u8>>> = Vec::new();
-    for t in &targets {
-        old.push(match std::fs::read(t) {
-            Ok(b) => Some(b),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(Error::io(t, e)),
-        });
+    let mut group = crate::fsio::WriteGroup::new(root);
+    for w in writes {
+        group.write(&w.path, w.text.as_bytes())?;
     }
-    let mut created_dirs: Vec<PathBuf> = Vec::new();
-    let mut temps: Vec<PathBuf> = Vec::new();
-    let cleanup = |temps: &[PathBuf], dirs: &[PathBuf]| {
-        for t in temps {
-            let _ = std::fs::remove_file(t);
-        }
-        for d in dirs.iter().rev() {
-            let _ = std::fs::remove_dir(d);
-        }
-    };
-    for (w, t) in writes.iter().zip(&targets) {
-        let tmp = t
-            .with_file_name(format!(".{}.xirang-new-op.tmp", t.file_name().and_then(|n| n.to_str()).unwrap_or("file")));
-        let r = (|| -> std::io::Result<()> {
-            if let Some(dir) = t.parent() {
-                let mut missing = Vec::new();
-                let mut d = dir.to_path_buf();
-                while !d.exists() {
-                    missing.push(d.clone());
-                    if !d.pop() {
-                        break;
-                    }
-                }
-                std::fs::create_dir_all(dir)?;
-                created_dirs.extend(missing.into_iter().rev());
-            }
-            std::fs::write(&tmp, &w.text)
-        })();
-        if let Err(e) = r {
-            cleanup(&temps, &created_dirs);
-            let _ = std::fs::remove_file(&tmp);
-            return Err(Error::io(&tmp, e));
-        }
-        temps.push(tmp);
-    }
-    for i in 0..targets.len() {
-        if let Err(e) = std::fs::rename(&temps[i], &targets[i]) {
-            // roll back the renamed ones
-            for j in 0..i {
-                match &old[j] {
-                    Some(b) => {
-                        let _ = std::fs::write(&targets[j], b);
-                    }
-                    None => {
-                        let _ = std::fs::remove_file(&targets[j]);
-                    }
-                }
-            }
-            cleanup(&temps[i..], &created_dirs);
-            return Err(Error::io(&targets[i], e));
-        }
-    }
-    Ok(())
+    group.commit()
 }
 
 /// `xirang-scan new-op`: plan, then write the group.
@@ -674,6 +658,14 @@ mod tests {
         assert_eq!(out, "custom:\n  - func: x\n");
         let out = insert_block("custom:\n  - func: x\n", "custom_derivatives", "  - name: x\n");
         assert_eq!(out, "custom:\n  - func: x\ncustom_derivatives:\n  - name: x\n");
+    }
+
+    #[test]
+    fn entries_go_before_a_trailing_document_end() {
+        assert_eq!(split_document_end("custom:\n  - a\n...\n# c\n"), ("custom:\n  - a\n", "...\n# c\n"));
+        assert_eq!(split_document_end("custom:\n  - a\n"), ("custom:\n  - a\n", ""));
+        // a `...` that is followed by content is not trailing
+        assert_eq!(split_document_end("a: 1\n...\nb: 2\n").1, "");
     }
 
     #[test]
