@@ -2,7 +2,7 @@
 // Source: PyTorch v2.3.1 derivatives.yaml (dispatch key `Default`) of the selected operators.
 //! Autograd skeletons for PyTorch v2.3.1: 690 backward nodes.
 //!
-//! Backward formulas: 404 inputs translated into front-end calls, 454 left to hooks,
+//! Backward formulas: 408 inputs translated into front-end calls, 450 left to hooks,
 //! 34 that PyTorch itself does not implement (`not_implemented(..)`: the
 //! node raises the same error; see [`BACKWARD_COVERAGE`]).
 //!
@@ -201,7 +201,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("_sparse_sparse_matmul", "other", "hook"),
     ("_sparse_sparse_matmul", "self", "hook"),
     ("_sparse_sum.dim", "self", "translated"),
-    ("_standard_gamma", "self", "hook"),
+    ("_standard_gamma", "self", "translated"),
     ("_standard_gamma_grad", "self", "not_implemented"),
     ("_test_autograd_multiple_dispatch.fullcoverage", "self", "translated"),
     ("_test_autograd_multiple_dispatch_view", "self", "hook"),
@@ -485,7 +485,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("huber_loss_backward", "target", "hook"),
     ("hypot", "other", "translated"),
     ("hypot", "self", "translated"),
-    ("i0", "self", "hook"),
+    ("i0", "self", "translated"),
     ("igamma", "other", "translated"),
     ("igamma", "self", "not_implemented"),
     ("igammac", "other", "translated"),
@@ -517,7 +517,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("lerp.Tensor", "end", "translated"),
     ("lerp.Tensor", "self", "translated"),
     ("lerp.Tensor", "weight", "translated"),
-    ("lgamma", "self", "hook"),
+    ("lgamma", "self", "translated"),
     ("lift", "self", "translated"),
     ("lift_fresh", "self", "translated"),
     ("lift_fresh_copy", "self", "translated"),
@@ -915,7 +915,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 892] = [
     ("values_copy", "self", "hook"),
     ("var.correction", "self", "hook"),
     ("var_mean.correction", "self", "hook"),
-    ("vdot", "other", "hook"),
+    ("vdot", "other", "translated"),
     ("vdot", "self", "translated"),
     ("view", "self", "translated"),
     ("view_as_complex", "self", "hook"),
@@ -1221,10 +1221,6 @@ pub trait BackwardHooks {
     /// `SparseSparseMatmulBackward`: `sparse_sparse_matmul_backward(grad, self, other, 0)` (not translated: no operator or helper `sparse_sparse_matmul_backward`).
     fn hook__sparse_sparse_matmul_self(&self, node: &SparseSparseMatmulBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SparseSparseMatmulBackward::self` not implemented: formula `sparse_sparse_matmul_backward(grad, self, other, 0)`".to_string()))
-    }
-    /// `StandardGammaBackward`: `grad * _standard_gamma_grad(self, result)` (not translated: a `declaration`).
-    fn hook__standard_gamma_self(&self, node: &StandardGammaBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `StandardGammaBackward::self` not implemented: formula `grad * _standard_gamma_grad(self, result)`".to_string()))
     }
     /// `TestAutogradMultipleDispatchViewBackward`: `grad.reshape_as(self)` (not translated: no operator or helper `reshape_as`).
     fn hook__test_autograd_multiple_dispatch_view_self(&self, node: &TestAutogradMultipleDispatchViewBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -1602,10 +1598,6 @@ pub trait BackwardHooks {
     fn hook_huber_loss_backward_target(&self, node: &HuberLossBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `HuberLossBackwardBackward::target` not implemented: formula `-huber_loss_double_backward(grad * grad_output, self, target, reduction, delta)`".to_string()))
     }
-    /// `I0Backward`: `grad * at::special_i1(self)` (not translated: a `declaration`).
-    fn hook_i0_self(&self, node: &I0Backward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `I0Backward::self` not implemented: formula `grad * at::special_i1(self)`".to_string()))
-    }
     /// `IndexTensorBackward`: `index_backward(grad.new_zeros_symint(self.sym_sizes(), self.options()), indices, grad)` (not translated: no overload of `new_zeros` takes (Tensor, IntList, Options)).
     fn hook_index_tensor_self(&self, node: &IndexTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `IndexTensorBackward::self` not implemented: formula `index_backward(grad.new_zeros_symint(self.sym_sizes(), self.options()), indices, grad)`".to_string()))
@@ -1637,10 +1629,6 @@ pub trait BackwardHooks {
     /// `KthvalueBackward`: `value_selecting_reduction_backward_symint(grad, dim, indices, self.sym_sizes(), keepdim)` (not translated: no operator or helper `value_selecting_reduction_backward`).
     fn hook_kthvalue_self(&self, node: &KthvalueBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `KthvalueBackward::self` not implemented: formula `value_selecting_reduction_backward_symint(grad, dim, indices, self.sym_sizes(), keepdim)`".to_string()))
-    }
-    /// `LgammaBackward`: `grad * digamma(self)` (not translated: a `declaration`).
-    fn hook_lgamma_self(&self, node: &LgammaBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `LgammaBackward::self` not implemented: formula `grad * digamma(self)`".to_string()))
     }
     /// `LinalgCholeskyExBackward`: `cholesky_backward(grad, upper, L)` (not translated: no operator or helper `cholesky_backward`).
     fn hook_linalg_cholesky_ex_self(&self, node: &LinalgCholeskyExBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -1842,7 +1830,7 @@ pub trait BackwardHooks {
     fn hook_mvlgamma_self(&self, node: &MvlgammaBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `MvlgammaBackward::self` not implemented: formula `mvlgamma_backward(grad, self, p)`".to_string()))
     }
-    /// `NanToNumBackward`: `grad * at::isfinite(self)` (not translated: a `declaration`).
+    /// `NanToNumBackward`: `grad * at::isfinite(self)` (not translated: no operator or helper `isfinite`).
     fn hook_nan_to_num_self(&self, node: &NanToNumBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `NanToNumBackward::self` not implemented: formula `grad * at::isfinite(self)`".to_string()))
     }
@@ -2181,10 +2169,6 @@ pub trait BackwardHooks {
     /// `VarMeanCorrectionBackward`: `var_mean_backward(grads[0], grads[1], self, dim, correction, keepdim)` (not translated: no operator or helper `var_mean_backward`).
     fn hook_var_mean_correction_self(&self, node: &VarMeanCorrectionBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `VarMeanCorrectionBackward::self` not implemented: formula `var_mean_backward(grads[0], grads[1], self, dim, correction, keepdim)`".to_string()))
-    }
-    /// `VdotBackward`: `grad * self` (not translated: a `declaration`).
-    fn hook_vdot_other(&self, node: &VdotBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `VdotBackward::other` not implemented: formula `grad * self`".to_string()))
     }
     /// `ViewAsComplexBackward`: `at::view_as_real(grad.contiguous().resolve_conj())` (not translated: no operator or helper `contiguous`).
     fn hook_view_as_complex_self(&self, node: &ViewAsComplexBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -8062,8 +8046,10 @@ impl StandardGammaBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `grad * _standard_gamma_grad(self, result)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook__standard_gamma_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::mul_tensor(o, &grad, &aten::_standard_gamma_grad(o, &self.self_, &self.result)?)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -19528,8 +19514,10 @@ impl I0Backward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `grad * at::special_i1(self)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_i0_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::mul_tensor(o, &grad, &aten::special_i1(o, &self.self_)?)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -20869,8 +20857,10 @@ impl LgammaBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `grad * digamma(self)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_lgamma_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::mul_tensor(o, &grad, &aten::digamma(o, &self.self_)?)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -39008,7 +38998,7 @@ impl VdotBackward {
         let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
         let grad = grad.clone();
         // g_other: `grad * self`
-        let g_other = if need(needs, 1) { BackwardHooks::hook_vdot_other(o, self, grads)? } else { None };
+        let g_other = if need(needs, 1) { Some(aten::mul_tensor(o, &grad, &self.self_)?) } else { None };
         // g_self: `grad.conj() * other`
         let g_self = if need(needs, 0) { Some(aten::mul_tensor(o, &grad, &self.other)?) } else { None };
         let mut out = Vec::new();

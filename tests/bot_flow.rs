@@ -203,6 +203,8 @@ fn make_pytorch_clone(dir: &std::path::Path, releases: &[(&str, &[&str])]) {
         std::fs::create_dir_all(&native).unwrap();
         std::fs::write(native.join("native_functions.yaml"), native_functions(extra)).unwrap();
         std::fs::write(native.join("tags.yaml"), "- tag: pointwise\n  desc: elementwise\n").unwrap();
+        std::fs::create_dir_all(dir.join("tools/autograd")).unwrap();
+        std::fs::write(dir.join("tools/autograd/derivatives.yaml"), DERIVATIVES).unwrap();
         let mut idx = repo.index().unwrap();
         idx.add_all(["*"], git2::IndexAddOption::DEFAULT, None).unwrap();
         idx.write().unwrap();
@@ -250,6 +252,8 @@ fn new_versions_from_the_package_index_json_api() {
         z.write_all(native_functions(&["sub.Tensor(Tensor self, Tensor other) -> Tensor"]).as_bytes()).unwrap();
         z.start_file("torchgen/packaged/ATen/native/tags.yaml", o).unwrap();
         z.write_all(b"- tag: pointwise\n  desc: elementwise\n").unwrap();
+        z.start_file("torchgen/packaged/autograd/derivatives.yaml", o).unwrap();
+        z.write_all(DERIVATIVES.as_bytes()).unwrap();
         z.finish().unwrap();
     }
     let wheel = buf.into_inner();

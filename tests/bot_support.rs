@@ -345,6 +345,10 @@ pub fn tmpdir(tag: &str) -> PathBuf {
 
 const TAGS: &str = "- tag: pointwise\n  desc: elementwise\n";
 
+/// A derivatives.yaml for [`native_functions`]: every release since 2.1 ships one, and a stored
+/// snapshot of such a release without derivative entries is refused as incomplete.
+pub const DERIVATIVES: &str = "- name: add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor\n  self: grad\n  other: maybe_multiply(grad, alpha)\n";
+
 /// A tiny native_functions.yaml: `add.Tensor` always, plus `extra` operators.
 pub fn native_functions(extra: &[&str]) -> String {
     let mut s = String::from(
@@ -363,6 +367,7 @@ pub fn write_release(dir: &Path, version: &str, extra: &[&str]) {
     std::fs::create_dir_all(&d).unwrap();
     std::fs::write(d.join("native_functions.yaml"), native_functions(extra)).unwrap();
     std::fs::write(d.join("tags.yaml"), TAGS).unwrap();
+    std::fs::write(d.join("derivatives.yaml"), DERIVATIVES).unwrap();
 }
 
 pub struct Fixture {

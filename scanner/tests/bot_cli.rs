@@ -18,6 +18,12 @@ fn release(dir: &Path, v: &str, extra: &str) {
     );
     std::fs::write(dir.join(v).join("native_functions.yaml"), nf).unwrap();
     std::fs::write(dir.join(v).join("tags.yaml"), "- tag: pointwise\n  desc: elementwise\n").unwrap();
+    // every release since 2.1 ships derivatives.yaml (a snapshot without it is refused)
+    std::fs::write(
+        dir.join(v).join("derivatives.yaml"),
+        "- name: add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor\n  self: grad\n  other: grad\n",
+    )
+    .unwrap();
 }
 
 #[test]
