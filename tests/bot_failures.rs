@@ -147,3 +147,94 @@ check = ["true"]"#;
     fx.assert_user_tree_intact();
     fx.cleanup();
 }
+
+/// Row 17 of issue #19: a package index that answers 200 with something that is not the PyPI JSON API
+/// document (a rate-limit message, an empty list) must not read as "no new release".
+#[test]
+fn an_index_answer_that_is_not_a_release_list_is_an_error() {
+    let forge = FakeForge::start();
+    let fx = fixture("pypi-shape", &forge.url, DEFAULT_STEPS);
+    let mut opts = fx.options(Some(TOKEN), false);
+    opts.upstream = xirang_scan::bot::Upstream::Pypi(format!("{}/pypi/torch/json", forge.url));
+    for (answer, expect) in [
+        (r#"{"message":"rate limited"}"#, "releases"),
+        (r#"[]"#, "releases"),
+        (r#"{"info": {"name": "torch"}, "releases": []}"#, "releases"),
+        (r#"{"releases": {}}"#, "info"),
+        (r#"{"info": {"name": "torch"}, "releases": {}}"#, "no release"),
+        (
+            r#"{"info": {"name": "torch"}, "releases": {"2.1.0": [{"filename": "torch-2.1.0.tar.gz",
+                "url": "http://127.0.0.1:1/x", "digests": {"sha256": "00"}, "size": 1}]}}"#,
+            "no release",
+        ),
+    ] {
+        forge.serve_file("/pypi/torch/json", answer.as_bytes().to_vec());
+        let (res, log) = fx.run_with(&opts);
+        let err = match res {
+            Err(e) => e.to_string(),
+            Ok(o) => panic!("{answer}: {o:?}\n{log}"),
+        };
+        assert!(err.contains(expect), "{answer}: {err}");
+        assert!(!log.contains("up to date"), "{answer}: {log}");
+    }
+    assert_eq!(forge.writes(), 0);
+    assert!(fx.remote_tip(BRANCH).is_none());
+    fx.assert_user_tree_intact();
+    fx.cleanup();
+}
+
+/// Waits (bounded) until the fake forge has finished writing a streamed answer.
+fn streamed(forge: &FakeForge, path: &str) -> u64 {
+    let t = std::time::Instant::now();
+    loop {
+        let n = forge.streamed(path);
+        if n > 0 || t.elapsed() > std::time::Duration::from_secs(30) {
+            return n;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Row 18 of issue #19: a download larger than the index announced is cut off at the announced size
+/// (not read to the end, not held in memory), and so is a JSON answer beyond the cap.
+#[test]
+fn http_bodies_are_cut_off_at_the_announced_size() {
+    let forge = FakeForge::start();
+    let fx = fixture("pypi-big", &forge.url, DEFAULT_STEPS);
+    let mut opts = fx.options(None, true);
+    opts.upstream = xirang_scan::bot::Upstream::Pypi(format!("{}/pypi/torch/json", forge.url));
+    let doc = |path: &str| {
+        serde_json::json!({"info": {"name": "torch"}, "releases": {
+            "2.0.0": [],
+            "2.1.0": [{"filename": "torch-2.1.0-cp311-none-any.whl", "url": format!("{}{path}", forge.url),
+                       "digests": {"sha256": "00".repeat(32)}, "size": 102_400, "yanked": false}]}})
+        .to_string()
+        .into_bytes()
+    };
+    // no Content-Length, 96 MiB served for an announced 100 KiB
+    let big = "/files/big/torch-2.1.0-cp311-none-any.whl";
+    forge.serve_stream(big, 96 << 20, None, b'A');
+    forge.serve_file("/pypi/torch/json", doc(big));
+    let (res, log) = fx.run_with(&opts);
+    let err = res.expect_err(&log).to_string();
+    assert!(err.contains("102400"), "{err}");
+    let n = streamed(&forge, big);
+    assert!(n < 32 << 20, "{n} bytes of a 100 KiB wheel were taken before giving up");
+    // a Content-Length beyond the announced size: refused before reading
+    let long = "/files/long/torch-2.1.0-cp311-none-any.whl";
+    forge.serve_stream(long, 8 << 20, Some(8 << 20), b'B');
+    forge.serve_file("/pypi/torch/json", doc(long));
+    let (res, log) = fx.run_with(&opts);
+    let err = res.expect_err(&log).to_string();
+    assert!(err.contains("102400") && err.contains(&(8u64 << 20).to_string()), "{err}");
+    // the JSON answer itself is capped
+    let mut opts2 = opts.clone();
+    opts2.upstream = xirang_scan::bot::Upstream::Pypi(format!("{}/huge/json", forge.url));
+    forge.serve_stream("/huge/json", 96 << 20, None, b' ');
+    let (res, log) = fx.run_with(&opts2);
+    res.expect_err(&log);
+    let n = streamed(&forge, "/huge/json");
+    assert!(n < 48 << 20, "{n} bytes of JSON read");
+    fx.assert_user_tree_intact();
+    fx.cleanup();
+}
