@@ -238,3 +238,57 @@ fn http_bodies_are_cut_off_at_the_announced_size() {
     fx.assert_user_tree_intact();
     fx.cleanup();
 }
+
+/// A commit of the remote's `main` that adds a symbolic link `name -> target` to the base tree.
+fn push_symlink_to_main(fx: &Fixture, name: &str, target: &std::path::Path) {
+    let remote = fx.remote_repo();
+    let tip = remote.find_commit(fx.remote_tip("main").unwrap()).unwrap();
+    let blob = remote.blob(target.to_str().unwrap().as_bytes()).unwrap();
+    let mut tb = remote.treebuilder(Some(&tip.tree().unwrap())).unwrap();
+    tb.insert(name, blob, 0o120000).unwrap();
+    let tree = remote.find_tree(tb.write().unwrap()).unwrap();
+    let sig = git2::Signature::now("Ada Maintainer", "ada@example.invalid").unwrap();
+    remote.commit(Some("refs/heads/main"), &sig, &sig, "a link", &tree, &[&tip]).unwrap();
+}
+
+/// Row 6 of issue #19: the `[bot] store` path must stay inside the repository: `..`, absolute paths
+/// and `.git` are refused with the position in xirang.toml, and so is a path that leaves the
+/// repository through a symbolic link; nothing is written outside.
+#[test]
+fn a_store_outside_the_repository_is_refused() {
+    let forge = FakeForge::start();
+    let fx = fixture("store-escape", &forge.url, DEFAULT_STEPS);
+    let toml = std::fs::read_to_string(fx.work.join("xirang.toml")).unwrap();
+    let line = toml.lines().count() + 1;
+    for bad in ["../../x", "/tmp/x", "schemas/../../x", ".git/x", ""] {
+        std::fs::write(fx.work.join("xirang.toml"), format!("{toml}store = \"{bad}\"\n")).unwrap();
+        let err = xirang_scan::bot::BotConfig::load(&fx.work).expect_err(bad).to_string();
+        assert!(err.contains(&format!("xirang.toml:{line}:1:")) && err.contains("store"), "{bad}: {err}");
+    }
+    std::fs::write(fx.work.join("xirang.toml"), &toml).unwrap();
+
+    // set by a program rather than the file: refused at run time all the same
+    let outside = std::env::temp_dir().join(format!("xirang-escape-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&outside);
+    let mut opts = fx.options(Some(TOKEN), false);
+    opts.config.store = format!("{}{}", "../".repeat(16), outside.strip_prefix("/").unwrap().display());
+    let (res, log) = fx.run_with(&opts);
+    let err = res.expect_err(&log).to_string();
+    assert!(err.contains("store"), "{err}");
+    assert!(!outside.exists(), "the bot wrote outside the repository: {}", outside.display());
+
+    // a symbolic link in the repository that leads outside (to a folder that exists)
+    std::fs::create_dir_all(&outside).unwrap();
+    push_symlink_to_main(&fx, "linked", &outside);
+    std::fs::write(fx.work.join("xirang.toml"), format!("{toml}store = \"linked/store\"\n")).unwrap();
+    let opts = fx.options(Some(TOKEN), false);
+    std::fs::write(fx.work.join("xirang.toml"), &toml).unwrap();
+    let (res, log) = fx.run_with(&opts);
+    let err = res.expect_err(&log).to_string();
+    assert!(err.contains(&format!("xirang.toml:{line}:1:")) && err.contains("symbolic link"), "{err}");
+    assert!(!outside.join("store").exists(), "the bot wrote outside the repository: {}", outside.display());
+    assert!(fx.remote_tip(BRANCH).is_none());
+    fx.assert_user_tree_intact();
+    let _ = std::fs::remove_dir_all(&outside);
+    fx.cleanup();
+}

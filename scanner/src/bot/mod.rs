@@ -47,6 +47,9 @@ const TAIL_LINES: usize = 40;
 pub enum BotError {
     #[error("{0}")]
     Config(String),
+    /// A bad value of a `[bot]` key, with its place in xirang.toml when it was read from there.
+    #[error("{}[bot] {key}: {message}", config::where_in_file(position))]
+    ConfigAt { key: String, position: Option<config::Position>, message: String },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -170,8 +173,9 @@ pub fn idempotency_key(releases: &[(Version, String)]) -> String {
 }
 
 /// Runs one command (argv) in `dir`; the program `xirang-scan` is `self_exe`. The token variable is
-/// removed from the child's environment.
-fn run_command(argv: &[String], dir: &Path, opts: &Options, log: &Log<'_>) -> CommandResult {
+/// removed from the child's environment. `store` is the snapshot store's path, handed over as
+/// `$XIRANG_STORE`.
+fn run_command(argv: &[String], dir: &Path, store: &Path, opts: &Options, log: &Log<'_>) -> CommandResult {
     let command = argv.join(" ");
     let Some((prog, args)) = argv.split_first() else {
         return CommandResult { command, ok: true, status: "no command".into(), tail: String::new() };
@@ -180,7 +184,7 @@ fn run_command(argv: &[String], dir: &Path, opts: &Options, log: &Log<'_>) -> Co
     let out = std::process::Command::new(&program)
         .args(args)
         .current_dir(dir)
-        .env("XIRANG_STORE", dir.join(&opts.config.store))
+        .env("XIRANG_STORE", store)
         .env_remove(&opts.config.token_env)
         .stdin(std::process::Stdio::null())
         .output();
@@ -302,6 +306,8 @@ fn render_body(b: &BodyInput<'_>) -> String {
 /// Runs the bot once. Progress goes to `log` (secrets redacted).
 pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
     let cfg = &opts.config;
+    // also when the configuration was made by a program rather than read from xirang.toml
+    cfg.validate()?;
     let repo = git2::Repository::discover(&opts.repo)
         .map_err(|e| BotError::Git(format!("{}: {}", opts.repo.display(), e.message())))?;
     if repo.workdir().is_none() {
@@ -383,7 +389,8 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
     let wt = Worktree::create(&repo, &branch, remote.base_tip)?;
     log.line(&format!("worktree {}", wt.path.display()));
     let tmp = wt.path.join(".git-xirang-bot-tmp");
-    let store = Store::new(wt.path.join(&cfg.store));
+    let store_path = cfg.store_in(&wt.path)?;
+    let store = Store::new(store_path.clone());
     let mut steps_done: Vec<CommandResult> = Vec::new();
     let mut origins = Vec::new();
     let mut last_message = String::new();
@@ -392,6 +399,8 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
         let files = r.files(&http, log, &tmp)?;
         let _ = std::fs::remove_dir_all(&tmp);
         let snap = PytorchSnapshot::build(&files, &r.version)?;
+        // again before each write: a step may have put a symbolic link in the way
+        cfg.store_in(&wt.path)?;
         store.write_pytorch(&snap)?;
         origins.push(r.origin());
         log.line(&format!("imported {} ({}): {} operators", r.version, r.origin(), snap.meta.counts.operators));
@@ -401,7 +410,7 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
                 step_lines.push(format!("- {} (not run: dry run)", argv.join(" ")));
                 continue;
             }
-            let res = run_command(argv, &wt.path, opts, log);
+            let res = run_command(argv, &wt.path, &store_path, opts, log);
             log.line(&format!("step `{}`: {}", res.command, res.status));
             if !res.ok {
                 return Err(BotError::Step { command: res.command, status: res.status, output: res.tail });
@@ -461,7 +470,7 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
     let check = if opts.dry_run || cfg.check.is_empty() {
         None
     } else {
-        let c = run_command(&cfg.check, &wt.path, opts, log);
+        let c = run_command(&cfg.check, &wt.path, &store_path, opts, log);
         log.line(&format!("check `{}`: {} ({})", c.command, if c.ok { "passed" } else { "FAILED" }, c.status));
         Some(c)
     };
