@@ -313,6 +313,8 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
     if repo.workdir().is_none() {
         return Err(BotError::Git("the repository is bare".into()));
     }
+    // what a killed run left behind goes first
+    gitops::remove_stale_worktrees(&repo);
     let token = opts.token.as_deref().filter(|t| !t.is_empty());
     if !opts.dry_run && token.is_none() {
         return Err(BotError::Config(format!("${} is not set (needed to open pull requests)", cfg.token_env)));
@@ -385,10 +387,10 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
         }
     }
 
-    // the work, in a worktree of its own
-    let wt = Worktree::create(&repo, &branch, remote.base_tip)?;
+    // the work, in a worktree of its own (detached: no branch of the user's repository moves)
+    let wt = Worktree::create(&repo, remote.base_tip)?;
     log.line(&format!("worktree {}", wt.path.display()));
-    let tmp = wt.path.join(".git-xirang-bot-tmp");
+    let tmp = wt.scratch.clone();
     let store_path = cfg.store_in(&wt.path)?;
     let store = Store::new(store_path.clone());
     let mut steps_done: Vec<CommandResult> = Vec::new();
@@ -511,7 +513,6 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
         _ => {
             let files = wt.changed_paths(remote.base_tip, head)?;
             log.line(&format!("dry run: would push {branch} at {head} ({} file(s) changed)", files.len()));
-            wt.restore_branch()?;
             return Ok(Outcome::DryRun {
                 branch,
                 commit: head.to_string(),
@@ -523,7 +524,7 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
         }
     };
 
-    gitops::push(&repo, cfg, &branch, token)?;
+    gitops::push(&wt.wrepo, cfg, &branch, token)?;
     log.line(&format!("pushed {branch} -> {}", cfg.remote));
     drop(wt);
 
