@@ -292,3 +292,39 @@ fn a_store_outside_the_repository_is_refused() {
     let _ = std::fs::remove_dir_all(&outside);
     fx.cleanup();
 }
+
+/// Row 7 of issue #19 (second half): whatever a step writes, a bot commit that carries the token (in a
+/// file, in a file name, even in a commit that a later one undoes) is never pushed.
+#[test]
+fn a_token_in_a_bot_commit_is_never_pushed() {
+    let forge = FakeForge::start();
+    let dir = std::env::temp_dir().join(format!("xirang-bot-test-token-in-commit-{}", std::process::id()));
+    let secret = dir.join("stolen");
+    // the first import's step writes the stolen token into the tree, the second's removes it again
+    let steps = format!(
+        r#"steps = [["sh", "-c", "if [ -e leak.txt ]; then rm leak.txt; else cat '{}' > leak.txt; fi"]]
+check = ["true"]"#,
+        secret.display()
+    );
+    let fx = fixture("token-in-commit", &forge.url, &steps);
+    std::fs::write(&secret, format!("found it: {TOKEN}\n")).unwrap();
+    write_release(&fx.upstream, "v2.2.0", &["neg(Tensor self) -> Tensor"]);
+    let (res, log) = fx.run();
+    let err = res.expect_err(&log).to_string();
+    assert!(err.contains("leak.txt") && err.contains("token") && err.contains("nothing was pushed"), "{err}");
+    assert!(fx.remote_tip("xirang-bot/pytorch-v2.2.0").is_none(), "a commit with the token was pushed");
+    assert_eq!(forge.writes(), 0);
+
+    // the token as a file name
+    let mut opts = fx.options(Some(TOKEN), false);
+    opts.config.steps = vec![vec!["sh".into(), "-c".into(), format!("touch \"$(cut -c11- '{}')\"", secret.display())]];
+    let (res, log) = fx.run_with(&opts);
+    let err = res.expect_err(&log).to_string();
+    assert!(err.contains("token") && err.contains("***"), "{err}");
+    assert!(fx.remote_tip("xirang-bot/pytorch-v2.2.0").is_none(), "a commit with the token was pushed");
+    assert_eq!(forge.writes(), 0);
+    let repo = git2::Repository::open(&fx.work).unwrap();
+    assert_eq!(repo.worktrees().unwrap().len(), 0);
+    fx.assert_user_tree_intact();
+    fx.cleanup();
+}

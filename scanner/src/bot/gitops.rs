@@ -1,5 +1,6 @@
 //! The bot's git work, all through git2: fetch, inspect the bot branch, a separate worktree for the
-//! regeneration (the user's working tree, index, HEAD and branches are never touched), commits, push.
+//! regeneration (the user's working tree, index, HEAD and branches are never touched), commits, a scan
+//! of the commits for the token, push.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -9,8 +10,8 @@ use git2::{
     Cred, CredentialType, FetchOptions, IndexAddOption, Oid, PushOptions, RemoteCallbacks, Repository, Signature,
 };
 
-use super::BotError;
 use super::config::BotConfig;
+use super::{BotError, contains};
 use crate::version::Version;
 
 /// Footer line naming the idempotency key in every bot commit.
@@ -319,6 +320,53 @@ impl Worktree {
     }
 }
 
+/// Where the commits of `head` that `base` lacks carry `secret`: the content or the name of a file
+/// they add or change (every commit, not only the end result: a later commit that removes the file
+/// does not take it out of the history), or a commit message or signature. The places are described
+/// with `secret` replaced by `***`.
+pub fn secret_places(repo: &Repository, base: Oid, head: Oid, secret: &[u8]) -> Result<Vec<String>, BotError> {
+    let mut places = Vec::new();
+    if secret.is_empty() {
+        return Ok(places);
+    }
+    let shown = |b: &[u8]| {
+        let s = String::from_utf8_lossy(b).to_string();
+        s.replace(String::from_utf8_lossy(secret).as_ref(), "***")
+    };
+    let mut walk = repo.revwalk()?;
+    walk.push(head)?;
+    walk.hide(base)?;
+    for oid in walk {
+        let c = repo.find_commit(oid?)?;
+        let short: String = c.id().to_string().chars().take(10).collect();
+        let sigs = [c.author(), c.committer()];
+        if contains(c.message_raw_bytes(), secret)
+            || sigs.iter().any(|s| contains(s.name_bytes(), secret) || contains(s.email_bytes(), secret))
+        {
+            places.push(format!("the message or author of commit {short}"));
+        }
+        let tree = c.tree()?;
+        let parent = if c.parent_count() > 0 { Some(c.parent(0)?.tree()?) } else { None };
+        let diff = repo.diff_tree_to_tree(parent.as_ref(), Some(&tree), None)?;
+        for d in diff.deltas() {
+            if d.status() == git2::Delta::Deleted {
+                continue;
+            }
+            let f = d.new_file();
+            let path = f.path_bytes().unwrap_or_default();
+            if contains(path, secret) {
+                places.push(format!("the name of `{}` (commit {short})", shown(path)));
+            }
+            if matches!(f.mode(), git2::FileMode::Blob | git2::FileMode::BlobExecutable | git2::FileMode::Link)
+                && contains(repo.find_blob(f.id())?.content(), secret)
+            {
+                places.push(format!("`{}` (commit {short})", shown(path)));
+            }
+        }
+    }
+    Ok(places)
+}
+
 /// Force-pushes the HEAD of `repo` (the bot's worktree) to `branch` on the remote. Refuses the base
 /// branch and any branch outside the bot's prefix.
 pub fn push(repo: &Repository, cfg: &BotConfig, branch: &str, token: Option<&str>) -> Result<(), BotError> {
@@ -432,6 +480,44 @@ mod tests {
         assert!(!path.exists() && !std::env::temp_dir().join(&name).exists());
         assert!(!common.join("worktrees").join(&name).exists());
         assert!(!common.join(LOCK_DIR).join(format!("{name}.lock")).exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_token_is_found_in_every_commit_and_never_shown() {
+        let dir = std::env::temp_dir().join(format!("xirang-bot-gitops-secret-{}", std::process::id()));
+        let (repo, base) = repo_with_a_commit(&dir);
+        let secret = b"tok_SECRET_42";
+        let sig = Signature::now("a", "a@example.invalid").unwrap();
+        let commit = |files: &[(&str, &[u8])], parent: Oid, msg: &str| {
+            let p = repo.find_commit(parent).unwrap();
+            let mut tb = repo.treebuilder(Some(&p.tree().unwrap())).unwrap();
+            for (name, content) in files {
+                if content.is_empty() {
+                    tb.remove(name).unwrap();
+                } else {
+                    tb.insert(name, repo.blob(content).unwrap(), 0o100644).unwrap();
+                }
+            }
+            let tree = repo.find_tree(tb.write().unwrap()).unwrap();
+            repo.commit(None, &sig, &sig, msg, &tree, &[&p]).unwrap()
+        };
+        let clean = commit(&[("a.txt", b"nothing here")], base, "clean");
+        assert!(secret_places(&repo, base, clean, secret).unwrap().is_empty());
+        // added, then removed: still in the history
+        let added = commit(&[("leak.txt", b"x tok_SECRET_42 y")], clean, "add");
+        let removed = commit(&[("leak.txt", b"")], added, "remove");
+        let places = secret_places(&repo, base, removed, secret).unwrap();
+        assert_eq!(places.len(), 1, "{places:?}");
+        assert!(places[0].contains("`leak.txt`"), "{places:?}");
+        // in a file name, in a message
+        let named = commit(&[("tok_SECRET_42.txt", b"x")], base, "named");
+        let places = secret_places(&repo, base, named, secret).unwrap();
+        assert_eq!(places, vec![format!("the name of `***.txt` (commit {})", &named.to_string()[..10])]);
+        let msg = commit(&[("b.txt", b"y")], base, "see tok_SECRET_42");
+        assert!(secret_places(&repo, base, msg, secret).unwrap()[0].contains("message"));
+        // commits the base already has are not looked at
+        assert!(secret_places(&repo, added, removed, secret).unwrap().is_empty());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -72,6 +72,12 @@ pub enum BotError {
     Upstream(String),
     #[error("refusing to touch {0}")]
     Refused(String),
+    /// The forge token is in what would be pushed (the places name files and commits, never the token).
+    #[error(
+        "refusing to push `{branch}`: the forge token is in {}; nothing was pushed (the token is not shown)",
+        places.join(", ")
+    )]
+    TokenInCommits { branch: String, places: Vec<String> },
 }
 
 impl BotError {
@@ -172,22 +178,36 @@ pub fn idempotency_key(releases: &[(Version, String)]) -> String {
     crate::source::hex(&h.finalize())
 }
 
-/// Runs one command (argv) in `dir`; the program `xirang-scan` is `self_exe`. The token variable is
-/// removed from the child's environment. `store` is the snapshot store's path, handed over as
-/// `$XIRANG_STORE`.
+/// Whether `needle` (not empty) occurs in `haystack`.
+pub(crate) fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Runs one command (argv) in `dir`; the program `xirang-scan` is `self_exe`. The token variable, any
+/// other variable whose value holds the token, and the marker of a token handed over on stdin are
+/// removed from the child's environment, and its stdin is empty. `store` is the snapshot store's path,
+/// handed over as `$XIRANG_STORE`.
 fn run_command(argv: &[String], dir: &Path, store: &Path, opts: &Options, log: &Log<'_>) -> CommandResult {
     let command = argv.join(" ");
     let Some((prog, args)) = argv.split_first() else {
         return CommandResult { command, ok: true, status: "no command".into(), tail: String::new() };
     };
     let program = if prog == "xirang-scan" { opts.self_exe.clone() } else { PathBuf::from(prog) };
-    let out = std::process::Command::new(&program)
-        .args(args)
+    let mut cmd = std::process::Command::new(&program);
+    cmd.args(args)
         .current_dir(dir)
         .env("XIRANG_STORE", store)
         .env_remove(&opts.config.token_env)
-        .stdin(std::process::Stdio::null())
-        .output();
+        .env_remove(cli::TOKEN_STDIN_ENV)
+        .stdin(std::process::Stdio::null());
+    if let Some(t) = opts.token.as_deref().filter(|t| !t.is_empty()) {
+        for (k, v) in std::env::vars_os() {
+            if contains(v.as_encoded_bytes(), t.as_bytes()) {
+                cmd.env_remove(k);
+            }
+        }
+    }
+    let out = cmd.output();
     match out {
         Ok(o) => {
             let mut text = String::from_utf8_lossy(&o.stdout).to_string();
@@ -489,6 +509,8 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
         check: check.as_ref(),
         origins: &origins,
     });
+    // nothing in them comes from the token, but nothing that reaches the forge may carry it
+    let body = log.redact(&body);
     let title = format!("xirang-bot: PyTorch {}", versions.join(", "));
     let mut labels: Vec<LabelSpec> = cfg
         .labels
@@ -524,6 +546,13 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
         }
     };
 
+    // whatever a step did, the token does not leave in a commit
+    if let Some(t) = token {
+        let places = gitops::secret_places(&wt.wrepo, remote.base_tip, head, t.as_bytes())?;
+        if !places.is_empty() {
+            return Err(BotError::TokenInCommits { branch, places });
+        }
+    }
     gitops::push(&wt.wrepo, cfg, &branch, token)?;
     log.line(&format!("pushed {branch} -> {}", cfg.remote));
     drop(wt);
