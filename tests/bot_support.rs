@@ -28,6 +28,27 @@ pub struct Req {
     pub body: String,
 }
 
+/// An injected delay: the next `times` requests matching method and path prefix are answered only after
+/// `ms` milliseconds (the forge serves one connection at a time, so later requests wait too).
+#[derive(Debug, Clone)]
+pub struct Hang {
+    pub method: &'static str,
+    pub path: String,
+    pub ms: u64,
+    pub times: u32,
+}
+
+/// A streamed answer: `total` bytes of `fill`, with `Content-Length: announce` when given (and the
+/// connection closed after the body otherwise); `written` counts what the client actually took.
+#[derive(Debug, Clone)]
+pub struct Stream {
+    pub path: String,
+    pub total: u64,
+    pub announce: Option<u64>,
+    pub fill: u8,
+    pub written: u64,
+}
+
 /// An injected failure: the next `times` requests matching method and path prefix get `status`.
 #[derive(Debug, Clone)]
 pub struct Fail {
@@ -55,6 +76,8 @@ pub struct State {
     pub comments: Vec<(u64, String)>,
     pub requests: Vec<Req>,
     pub fails: Vec<Fail>,
+    pub hangs: Vec<Hang>,
+    pub streams: Vec<Stream>,
     /// Routes under `/pypi/` and `/files/`: path -> (content type, bytes).
     pub files: Vec<(String, Vec<u8>)>,
     next: u64,
@@ -81,8 +104,8 @@ impl FakeForge {
         let stop = Arc::new(AtomicBool::new(false));
         let (st, sp) = (state.clone(), stop.clone());
         std::thread::spawn(move || {
-            // bounded: stops when the test drops the forge, or after two minutes
-            let deadline = Instant::now() + Duration::from_secs(120);
+            // bounded: stops when the test drops the forge, or after five minutes
+            let deadline = Instant::now() + Duration::from_secs(300);
             while !sp.load(Ordering::SeqCst) && Instant::now() < deadline {
                 match listener.accept() {
                     Ok((s, _)) => {
@@ -121,8 +144,25 @@ impl FakeForge {
         self.state.lock().unwrap().comments.clone()
     }
 
+    pub fn hang(&self, method: &'static str, path: &str, ms: u64, times: u32) {
+        self.state.lock().unwrap().hangs.push(Hang { method, path: path.to_string(), ms, times });
+    }
+
+    /// Serves `total` bytes of `fill` at `path` (no `Content-Length` unless `announce`).
+    pub fn serve_stream(&self, path: &str, total: u64, announce: Option<u64>, fill: u8) {
+        self.state.lock().unwrap().streams.push(Stream { path: path.to_string(), total, announce, fill, written: 0 });
+    }
+
+    /// Bytes of a streamed answer the client read (or the kernel buffered) before it hung up.
+    pub fn streamed(&self, path: &str) -> u64 {
+        self.state.lock().unwrap().streams.iter().find(|s| s.path == path).map(|s| s.written).unwrap_or(0)
+    }
+
+    /// Serves `bytes` at `path` (replacing what was served there).
     pub fn serve_file(&self, path: &str, bytes: Vec<u8>) {
-        self.state.lock().unwrap().files.push((path.to_string(), bytes));
+        let mut s = self.state.lock().unwrap();
+        s.files.retain(|(p, _)| p != path);
+        s.files.push((path.to_string(), bytes));
     }
 }
 
@@ -131,12 +171,13 @@ fn decode(s: &str) -> String {
     let mut out = Vec::new();
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let Some(v) = std::str::from_utf8(&b[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Some(v) = std::str::from_utf8(&b[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(v);
+            i += 3;
+            continue;
         }
         out.push(b[i]);
         i += 1;
@@ -176,7 +217,31 @@ fn handle(stream: TcpStream, st: &Arc<Mutex<State>>) {
     let mut body = vec![0u8; len];
     let _ = reader.read_exact(&mut body);
     let body = String::from_utf8_lossy(&body).to_string();
+    let streamed = {
+        let s = st.lock().unwrap();
+        s.streams.iter().find(|x| x.path == path).cloned()
+    };
+    if let Some(x) = streamed {
+        st.lock().unwrap().requests.push(Req { method, path: path.clone(), body });
+        let written = write_stream(stream.try_clone().unwrap(), &x);
+        if let Some(y) = st.lock().unwrap().streams.iter_mut().find(|y| y.path == path) {
+            y.written = written;
+        }
+        return;
+    }
     let (status, out, ctype) = route(st, &method, &path, &auth, &body);
+    let delay = {
+        let mut s = st.lock().unwrap();
+        let p = path.split('?').next().unwrap_or(&path).to_string();
+        match s.hangs.iter_mut().find(|h| h.times > 0 && h.method == method && p.starts_with(&h.path)) {
+            Some(h) => {
+                h.times -= 1;
+                h.ms
+            }
+            None => 0,
+        }
+    };
+    std::thread::sleep(Duration::from_millis(delay));
     let reason = match status {
         200 => "OK",
         201 => "Created",
@@ -194,6 +259,32 @@ fn handle(stream: TcpStream, st: &Arc<Mutex<State>>) {
     let _ = s.write_all(head.as_bytes());
     let _ = s.write_all(&out);
     let _ = s.flush();
+}
+
+/// Writes a streamed answer until done or until the client hangs up; returns the bytes written.
+fn write_stream(mut s: TcpStream, x: &Stream) -> u64 {
+    let mut head = String::from("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n");
+    match x.announce {
+        Some(n) => head.push_str(&format!("Content-Length: {n}\r\n")),
+        None => head.push_str("Connection: close\r\n"),
+    }
+    head.push_str("\r\n");
+    if s.write_all(head.as_bytes()).is_err() {
+        return 0;
+    }
+    let _ = s.set_write_timeout(Some(Duration::from_secs(10)));
+    let chunk = vec![x.fill; 64 * 1024];
+    let mut written = 0u64;
+    while written < x.total {
+        let n = chunk.len().min((x.total - written) as usize);
+        if s.write_all(&chunk[..n]).is_err() {
+            break;
+        }
+        written += n as u64;
+    }
+    let _ = s.flush();
+    let _ = s.shutdown(std::net::Shutdown::Both);
+    written
 }
 
 fn pr_json(p: &Pr) -> Value {
@@ -482,6 +573,35 @@ impl Fixture {
         assert!(dirty.contains(&"README.md".to_string()) && dirty.contains(&"notes.txt".to_string()), "{dirty:?}");
     }
 
+    /// Everything of the user's repository that the bot must leave alone: HEAD, the branches, the
+    /// index file and every file of the working tree.
+    pub fn user_state(&self) -> UserState {
+        let repo = git2::Repository::open(&self.work).unwrap();
+        let head = repo.head().ok().map(|h| (h.name().unwrap_or("?").to_string(), h.target()));
+        let mut branches = std::collections::BTreeMap::new();
+        for r in repo.references_glob("refs/heads/*").unwrap().flatten() {
+            branches.insert(r.name().unwrap_or("?").to_string(), r.target());
+        }
+        let index = std::fs::read(repo.path().join("index")).unwrap_or_default();
+        let mut files = std::collections::BTreeMap::new();
+        let mut stack = vec![self.work.clone()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                if p.file_name().is_some_and(|n| n == ".git") {
+                    continue;
+                }
+                if e.file_type().unwrap().is_dir() {
+                    stack.push(p);
+                } else {
+                    let rel = p.strip_prefix(&self.work).unwrap().display().to_string();
+                    files.insert(rel, std::fs::read(&p).unwrap_or_default());
+                }
+            }
+        }
+        UserState { head, branches, index, files }
+    }
+
     pub fn remote_repo(&self) -> git2::Repository {
         git2::Repository::open_bare(&self.remote).unwrap()
     }
@@ -503,6 +623,15 @@ impl Fixture {
     pub fn cleanup(&self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// See [`Fixture::user_state`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserState {
+    pub head: Option<(String, Option<git2::Oid>)>,
+    pub branches: std::collections::BTreeMap<String, Option<git2::Oid>>,
+    pub index: Vec<u8>,
+    pub files: std::collections::BTreeMap<String, Vec<u8>>,
 }
 
 /// The JSON of a bot pull request body's hidden block.

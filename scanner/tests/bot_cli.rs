@@ -88,3 +88,222 @@ fn dry_run_prints_the_plan_and_never_the_token() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("XIRANG_BOT_TOKEN is not set"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// ---------------------------------------------------------------------------------------------------
+// the bot as a process: what a step can see of it, and what a SIGKILL leaves behind
+
+#[path = "../../tests/bot_support.rs"]
+mod support;
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// The folder `support::fixture(tag, ..)` will use (known before, so that steps can name files in it).
+fn fixture_dir(tag: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("xirang-bot-test-{tag}-{}", std::process::id()))
+}
+
+/// `xirang-scan bot` on a fixture, with the forge token in its environment.
+fn bot(fx: &support::Fixture) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_xirang-scan"));
+    c.args(["bot", "--from-folder"])
+        .arg(&fx.upstream)
+        .arg("--repo")
+        .arg(&fx.work)
+        .env("XIRANG_BOT_TOKEN", support::TOKEN)
+        .env_remove("GITHUB_REPOSITORY")
+        .stdin(Stdio::null());
+    c
+}
+
+/// Runs the bot to the end; returns (exit code, stdout + stderr). The token never shows.
+fn bot_run(fx: &support::Fixture) -> (Option<i32>, String) {
+    run_to_end(&mut bot(fx))
+}
+
+fn run_to_end(cmd: &mut Command) -> (Option<i32>, String) {
+    let out = cmd.output().unwrap();
+    let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!text.contains(support::TOKEN), "the token was printed:\n{text}");
+    (out.status.code(), text)
+}
+
+/// Waits (bounded) for `what`; fails early when the bot exits first.
+fn wait_for(child: &mut Child, what: &str, mut done: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !done() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the bot ended ({status}) before {what}");
+        }
+        assert!(t.elapsed() < Duration::from_secs(90), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGKILLs the bot, and the step it left running (its pid is in `pid_file`, if any).
+fn kill_bot(mut child: Child, pid_file: Option<&Path>) {
+    child.kill().unwrap();
+    child.wait().unwrap();
+    if let Some(pid) = pid_file.and_then(|p| std::fs::read_to_string(p).ok()) {
+        let _ = Command::new("kill").args(["-9", pid.trim()]).status();
+    }
+}
+
+/// A step or check that, while `<dir>/hold-<name>` exists, writes its pid to `<dir>/at-<name>` and
+/// sleeps (to be killed there); otherwise it does `then`.
+fn holdable(dir: &Path, name: &str, then: &str) -> String {
+    format!("if [ -e '{d}/hold-{name}' ]; then echo $$ > '{d}/at-{name}'; exec sleep 60; fi; {then}", d = dir.display())
+}
+
+/// Row 7 of issue #19: a step (or a build script of the check) that reads the bot's environment through
+/// /proc/$PPID/environ does not find the token there.
+#[test]
+fn a_step_cannot_read_the_token_from_the_bots_environment() {
+    let forge = support::FakeForge::start();
+    let dir = fixture_dir("cli-environ");
+    let steps = format!(
+        r#"steps = [["sh", "-c", "cat /proc/$PPID/environ > '{d}/step-saw'; echo regenerated > generated.txt"]]
+check = ["sh", "-c", "cat /proc/$PPID/environ > '{d}/check-saw'; env > '{d}/check-env'"]"#,
+        d = dir.display()
+    );
+    let fx = support::fixture("cli-environ", &forge.url, &steps);
+    // the same token under another name (a workflow that also sets GH_TOKEN) goes too
+    let (code, out) = run_to_end(bot(&fx).env("GH_TOKEN", support::TOKEN));
+    assert_eq!(code, Some(0), "{out}");
+    for f in ["step-saw", "check-saw", "check-env"] {
+        let seen = std::fs::read(dir.join(f)).unwrap();
+        assert!(seen.len() > 10, "{f} is empty");
+        let text = String::from_utf8_lossy(&seen);
+        assert!(!text.contains(support::TOKEN), "{f}: a child found the token in the bot's environment");
+        assert!(!text.contains("XIRANG_BOT_TOKEN="), "{f}: the token variable is still there");
+        assert!(!text.contains("GH_TOKEN="), "{f}: a copy of the token is still there");
+    }
+    assert_eq!(forge.pulls().len(), 1);
+    fx.assert_user_tree_intact();
+    fx.cleanup();
+}
+
+/// Row 10 of issue #19: a bot killed (SIGKILL) during a step leaves a worktree behind; the next run
+/// cleans it and succeeds (it used to fail "reference ... is already checked out" for ever).
+#[test]
+fn a_bot_killed_during_a_step_does_not_wedge_the_next_run() {
+    let forge = support::FakeForge::start();
+    let dir = fixture_dir("cli-wedge");
+    let steps = format!(
+        "steps = [[\"sh\", \"-c\", \"{}\"]]\ncheck = [\"true\"]",
+        holdable(&dir, "step", "echo regenerated > generated.txt")
+    );
+    let fx = support::fixture("cli-wedge", &forge.url, &steps);
+    std::fs::write(dir.join("hold-step"), "").unwrap();
+    let mut child = bot(&fx).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    wait_for(&mut child, "the step", || dir.join("at-step").exists());
+    kill_bot(child, Some(&dir.join("at-step")));
+    std::fs::remove_file(dir.join("hold-step")).unwrap();
+
+    let (code, out) = bot_run(&fx);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(forge.pulls().len(), 1);
+    assert_eq!(fx.remote_file("xirang-bot/pytorch-v2.1.0", "generated.txt").as_deref(), Some("regenerated\n"));
+    let repo = git2::Repository::open(&fx.work).unwrap();
+    assert_eq!(repo.worktrees().unwrap().len(), 0, "a stale worktree was left");
+    fx.assert_user_tree_intact();
+    fx.cleanup();
+}
+
+/// Row 5 of issue #19: killing the bot (SIGKILL) at several points of a run leaves the user's working
+/// tree, index, HEAD and branches exactly as they were, and the next run succeeds.
+#[test]
+fn killing_the_bot_at_any_point_leaves_the_users_repository_as_it_was() {
+    let forge = support::FakeForge::start();
+    let dir = fixture_dir("cli-kill");
+    let steps = format!(
+        "steps = [[\"sh\", \"-c\", \"{}\"]]\ncheck = [\"sh\", \"-c\", \"{}\"]",
+        holdable(&dir, "step", "echo regenerated > generated.txt"),
+        holdable(&dir, "check", "echo checked")
+    );
+    let fx = support::fixture("cli-kill", &forge.url, &steps);
+    let before = fx.user_state();
+    let pulls = "/repos/acme/xirang/pulls";
+
+    // 1. waiting for the forge, before any work; 2. in a step (import written, worktree populated);
+    // 3. in the check (commits made); 4. waiting for the forge after the push
+    for point in ["forge-read", "step", "check", "forge-write"] {
+        let seen = forge.requests().len();
+        match point {
+            "forge-read" => forge.hang("GET", pulls, 3000, 1),
+            "forge-write" => forge.hang("POST", pulls, 3000, 1),
+            name => std::fs::write(dir.join(format!("hold-{name}")), "").unwrap(),
+        }
+        let mut child = bot(&fx).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let pid_file = dir.join(format!("at-{point}"));
+        match point {
+            "forge-read" => wait_for(&mut child, point, || {
+                forge.requests().iter().skip(seen).any(|r| r.method == "GET" && r.path.starts_with(pulls))
+            }),
+            "forge-write" => wait_for(&mut child, point, || {
+                forge.requests().iter().skip(seen).any(|r| r.method == "POST" && r.path.starts_with(pulls))
+            }),
+            _ => wait_for(&mut child, point, || pid_file.exists()),
+        }
+        kill_bot(child, Some(&pid_file));
+        let _ = std::fs::remove_file(dir.join(format!("hold-{point}")));
+        assert_eq!(fx.user_state(), before, "killed at {point}: the user's repository changed");
+    }
+    assert_eq!(fx.remote_tip("main"), Some(fx.base_commit), "the base branch was pushed");
+
+    let (code, out) = bot_run(&fx);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(fx.user_state(), before, "the user's repository changed");
+    assert_eq!(forge.pulls().iter().filter(|p| p.state == "open").count(), 1);
+    assert_eq!(fx.remote_file("xirang-bot/pytorch-v2.1.0", "generated.txt").as_deref(), Some("regenerated\n"));
+    let repo = git2::Repository::open(&fx.work).unwrap();
+    assert_eq!(repo.worktrees().unwrap().len(), 0, "a stale worktree was left");
+    fx.assert_user_tree_intact();
+    fx.cleanup();
+}
+
+/// Row 7 of issue #19, the part the bot cannot fix: a process above the bot that keeps the token in its
+/// environment (a shell that did not `exec` the bot) is named in a warning; handing the token over on
+/// stdin (as the shipped workflow does) leaves nothing to warn about.
+#[test]
+fn an_ancestor_holding_the_token_is_reported() {
+    let forge = support::FakeForge::start();
+    let fx = support::fixture("cli-ancestor", &forge.url, support::DEFAULT_STEPS);
+    let mut args = vec!["bot".to_string(), "--dry-run".into(), "--from-folder".into()];
+    args.push(fx.upstream.display().to_string());
+    args.extend(["--repo".to_string(), fx.work.display().to_string()]);
+    let exe = env!("CARGO_BIN_EXE_xirang-scan");
+    // `; true`: the shell stays, as the bot's parent, with the token in its environment
+    let (code, out) = run_to_end(
+        Command::new("sh")
+            .arg("-c")
+            .arg("\"$0\" \"$@\"; true")
+            .arg(exe)
+            .args(&args)
+            .env("XIRANG_BOT_TOKEN", support::TOKEN)
+            .stdin(Stdio::null()),
+    );
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("warning: process") && out.contains("(sh)") && out.contains("has the token"), "{out}");
+    // the token on stdin: no parent holds it
+    let mut child = Command::new(exe)
+        .args(&args)
+        .env_remove("XIRANG_BOT_TOKEN")
+        .env("XIRANG_BOT_TOKEN_VIA_STDIN", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(format!("{}\n", support::TOKEN).as_bytes()).unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{text}");
+    assert!(!text.contains("warning: process") && !text.contains(support::TOKEN), "{text}");
+    assert!(text.contains("branch: xirang-bot/pytorch-v2.1.0"), "{text}");
+    fx.assert_user_tree_intact();
+    fx.cleanup();
+}

@@ -1,7 +1,9 @@
 //! The `[bot]` table of the repository-root `xirang.toml`. Other tables belong to other tools and
 //! are ignored; unknown keys inside `[bot]` are errors (a typo must not silently change behaviour).
+//! Errors about a key name its line and column in the file.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
 
 use serde::Deserialize;
 
@@ -108,6 +110,36 @@ pub struct BotConfig {
     /// Seconds before an API request times out.
     #[serde(default = "default_timeout")]
     pub timeout_s: u64,
+    /// Where each key of `[bot]` is in `xirang.toml` (empty when the table was not read from a file).
+    #[serde(skip)]
+    pub positions: BTreeMap<String, Position>,
+}
+
+/// A place in `xirang.toml`: 1-based line and column (in characters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    pub line: usize,
+    pub column: usize,
+}
+
+impl Position {
+    fn of_offset(text: &str, offset: usize) -> Position {
+        let mut offset = offset.min(text.len());
+        while !text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let before = &text[..offset];
+        let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+        Position { line: before.matches('\n').count() + 1, column: before[line_start..].chars().count() + 1 }
+    }
+}
+
+/// `file:line:column: ` or `file `, for messages.
+pub(crate) fn where_in_file(position: &Option<Position>) -> String {
+    match position {
+        Some(p) => format!("{CONFIG_FILE}:{}:{}: ", p.line, p.column),
+        None => format!("{CONFIG_FILE} "),
+    }
 }
 
 fn default_forge() -> ForgeKind {
@@ -188,6 +220,7 @@ fn unreachable_defaults() -> BotConfig {
         author_email: default_author_email(),
         retry: RetryConfig::default(),
         timeout_s: default_timeout(),
+        positions: BTreeMap::new(),
     }
 }
 
@@ -204,10 +237,22 @@ impl BotConfig {
         let file: File =
             toml::from_str(text).map_err(|e| BotError::Config(format!("{CONFIG_FILE}: {}", e.message())))?;
         let table = file.bot.unwrap_or_else(|| toml::Value::Table(toml::Table::new()));
-        let cfg: BotConfig =
+        let mut cfg: BotConfig =
             table.try_into().map_err(|e: toml::de::Error| BotError::Config(format!("{CONFIG_FILE} [bot]: {e}")))?;
+        cfg.positions = key_positions(text);
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// A positioned error about `key` of `[bot]`.
+    pub fn error_at(&self, key: &str, message: impl Into<String>) -> BotError {
+        BotError::ConfigAt { key: key.to_string(), position: self.positions.get(key).copied(), message: message.into() }
+    }
+
+    /// The snapshot store inside the checkout at `root`: `root/<store>`, refused when it leaves `root`
+    /// (see [`check_inside`]), also through a symbolic link of a folder that already exists.
+    pub fn store_in(&self, root: &Path) -> Result<PathBuf, BotError> {
+        check_inside(root, &self.store).map_err(|m| self.error_at("store", m))
     }
 
     /// Reads `<root>/xirang.toml`; a missing file gives the defaults.
@@ -220,27 +265,30 @@ impl BotConfig {
         }
     }
 
-    fn validate(&self) -> Result<(), BotError> {
-        let bad = |m: String| Err(BotError::Config(format!("{CONFIG_FILE} [bot]: {m}")));
+    /// Checks the values (also those set by a program rather than read from the file).
+    pub fn validate(&self) -> Result<(), BotError> {
         let prefix = self.branch_prefix.trim_matches('/');
         if prefix.is_empty() || prefix != self.branch_prefix || !valid_ref_part(prefix) {
-            return bad(format!("branch_prefix `{}` is not a usable branch name prefix", self.branch_prefix));
+            return Err(
+                self.error_at("branch_prefix", format!("`{}` is not a usable branch name prefix", self.branch_prefix))
+            );
         }
         if self.base.is_empty() || !valid_ref_part(&self.base) {
-            return bad(format!("base `{}` is not a branch name", self.base));
+            return Err(self.error_at("base", format!("`{}` is not a branch name", self.base)));
         }
         if self.base == prefix || self.base.starts_with(&format!("{prefix}/")) {
-            return bad(format!("base `{}` lies under the bot's branch prefix `{prefix}`", self.base));
+            return Err(self.error_at("base", format!("`{}` lies under the bot's branch prefix `{prefix}`", self.base)));
         }
         if self.steps.iter().any(Vec::is_empty) {
-            return bad("a step is an empty command".into());
+            return Err(self.error_at("steps", "a step is an empty command"));
         }
         if self.remote.is_empty() {
-            return bad("remote is empty".into());
+            return Err(self.error_at("remote", "the remote is empty"));
         }
         if !(self.api_url.starts_with("http://") || self.api_url.starts_with("https://")) {
-            return bad(format!("api_url `{}` is not an http(s) url", self.api_url));
+            return Err(self.error_at("api_url", format!("`{}` is not an http(s) url", self.api_url)));
         }
+        check_relative(&self.store).map_err(|m| self.error_at("store", m))?;
         Ok(())
     }
 
@@ -248,6 +296,72 @@ impl BotConfig {
     pub fn api_base(&self) -> &str {
         self.api_url.trim_end_matches('/')
     }
+}
+
+/// Where the keys of the `[bot]` table are in the text (the start of each key).
+fn key_positions(text: &str) -> BTreeMap<String, Position> {
+    let mut out = BTreeMap::new();
+    let Ok(doc) = toml::de::DeTable::parse(text) else { return out };
+    let Some(bot) = doc.get_ref().get("bot") else { return out };
+    if let toml::de::DeValue::Table(t) = bot.get_ref() {
+        for (k, _) in t.iter() {
+            out.insert(k.get_ref().to_string(), Position::of_offset(text, k.span().start));
+        }
+    }
+    out
+}
+
+/// A path the bot writes to, relative to the repository root: not empty, not absolute, no `..`, and
+/// not in git's own folder.
+fn check_relative(rel: &str) -> Result<(), String> {
+    if rel.trim().is_empty() {
+        return Err("the path is empty; it must name a folder inside the repository".into());
+    }
+    for c in Path::new(rel).components() {
+        match c {
+            Component::Prefix(_) | Component::RootDir => {
+                return Err(format!("`{rel}` is absolute; it must be relative to the repository root"));
+            }
+            Component::ParentDir => return Err(format!("`{rel}` leads outside the repository (`..`)")),
+            Component::Normal(n) if n.eq_ignore_ascii_case(".git") => {
+                return Err(format!("`{rel}` lies in git's own folder"));
+            }
+            Component::Normal(_) | Component::CurDir => {}
+        }
+    }
+    Ok(())
+}
+
+/// `root/<rel>` after [`check_relative`], refused when a part of it that exists already (a symbolic
+/// link, say) resolves to a place outside `root`. Parts that do not exist yet are created as plain
+/// folders under the last existing one, so they stay inside.
+pub fn check_inside(root: &Path, rel: &str) -> Result<PathBuf, String> {
+    check_relative(rel)?;
+    let real_root = root.canonicalize().map_err(|e| format!("{}: {e}", root.display()))?;
+    let mut at = root.to_path_buf();
+    for c in Path::new(rel).components() {
+        let Component::Normal(n) = c else { continue };
+        at.push(n);
+        match std::fs::symlink_metadata(&at) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+            Err(e) => return Err(format!("`{rel}`: {}: {e}", at.display())),
+        }
+        let shown = at.strip_prefix(root).unwrap_or(&at).display().to_string();
+        match at.canonicalize() {
+            Ok(real) if real.starts_with(&real_root) => {}
+            Ok(real) => {
+                return Err(format!(
+                    "`{rel}` leads outside the repository through a symbolic link (`{shown}` is `{}`)",
+                    real.display()
+                ));
+            }
+            Err(_) => {
+                return Err(format!("`{rel}` goes through a symbolic link that leads nowhere (`{shown}`)"));
+            }
+        }
+    }
+    Ok(root.join(rel))
 }
 
 /// A conservative check of a branch name (or part of one).
@@ -294,5 +408,57 @@ mod tests {
         ] {
             assert!(BotConfig::parse(t).is_err(), "{t}");
         }
+    }
+
+    #[test]
+    fn paths_that_leave_the_repository_are_refused_with_their_position() {
+        for (store, why) in [
+            ("../../x", "outside"),
+            ("/tmp/x", "absolute"),
+            ("schemas/../../x", "outside"),
+            (".git/hooks", "git's own folder"),
+            ("a/.GIT", "git's own folder"),
+            ("", "empty"),
+        ] {
+            let text = format!("[other]\nx = 1\n\n[bot]\nowner = \"o\"\n  store = \"{store}\"\n");
+            let err = BotConfig::parse(&text).unwrap_err().to_string();
+            assert!(err.starts_with("xirang.toml:6:3: [bot] store: "), "{store}: {err}");
+            assert!(err.contains(why), "{store}: {err}");
+        }
+        // an inline table and dotted keys have positions too
+        let err = BotConfig::parse("bot = { store = \"../x\" }\n").unwrap_err().to_string();
+        assert!(err.starts_with("xirang.toml:1:9: "), "{err}");
+        let err = BotConfig::parse("x = 1\nbot.base = \"\"\n").unwrap_err().to_string();
+        assert!(err.starts_with("xirang.toml:2:5: [bot] base: "), "{err}");
+        // set by a program: no position
+        let c = BotConfig { store: "../x".into(), ..BotConfig::default() };
+        assert!(c.validate().unwrap_err().to_string().starts_with("xirang.toml [bot] store: "));
+        for ok in ["schemas", "./schemas", "a/b/c", "."] {
+            let c = BotConfig::parse(&format!("[bot]\nstore = \"{ok}\"\n")).unwrap();
+            assert_eq!(c.store, ok);
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn symbolic_links_out_of_the_repository_are_refused() {
+        let dir = std::env::temp_dir().join(format!("xirang-bot-config-links-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (root, outside) = (dir.join("repo"), dir.join("outside"));
+        std::fs::create_dir_all(root.join("inner/deep")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("out")).unwrap();
+        std::os::unix::fs::symlink(root.join("inner"), root.join("in")).unwrap();
+        std::os::unix::fs::symlink(dir.join("missing"), root.join("dangling")).unwrap();
+        assert_eq!(check_inside(&root, "schemas").unwrap(), root.join("schemas"));
+        assert_eq!(check_inside(&root, "in/deep/new/x").unwrap(), root.join("in/deep/new/x"));
+        assert!(check_inside(&root, "out").unwrap_err().contains("symbolic link"));
+        assert!(check_inside(&root, "out/x/y").unwrap_err().contains("symbolic link"));
+        assert!(check_inside(&root, "dangling/x").unwrap_err().contains("symbolic link"));
+        assert!(check_inside(&root, "in/../../x").is_err());
+        let c = BotConfig::parse("[bot]\nstore = \"out/s\"\n").unwrap();
+        let err = c.store_in(&root).unwrap_err().to_string();
+        assert!(err.starts_with("xirang.toml:2:1: [bot] store: "), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -4,13 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
-use sha2::{Digest, Sha256};
-
 use super::forge::Http;
 use super::{BotError, Log};
 use crate::source::{self, SourceSpec, UpstreamFiles};
 use crate::version::Version;
+use serde_json::Value;
 
 /// PyPI's JSON API for torch.
 pub const PYPI_TORCH_URL: &str = "https://pypi.org/pypi/torch/json";
@@ -40,7 +38,13 @@ impl std::fmt::Display for Upstream {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fetch {
     Source(SourceSpec),
-    Wheel { url: String, filename: String, sha256: String },
+    /// `size`: the index's size of the file in bytes (the download is cut off beyond it).
+    Wheel {
+        url: String,
+        filename: String,
+        sha256: String,
+        size: Option<u64>,
+    },
 }
 
 /// One upstream release.
@@ -50,7 +54,9 @@ pub struct Release {
     pub fetch: Fetch,
 }
 
-/// Every release the upstream has, ascending. Pre-releases (`rc`, `dev`) are not releases.
+/// Every release the upstream has, ascending. Pre-releases (`rc`, `dev`) are not releases. An upstream
+/// without any release is an error (a wrong folder, a clone without tags, an index that answered
+/// something else): it must not read as "nothing new".
 pub fn releases(up: &Upstream, http: &Http, log: &mut Log<'_>) -> Result<Vec<Release>, BotError> {
     let mut out = match up {
         Upstream::Folder(dir) => {
@@ -70,10 +76,19 @@ pub fn releases(up: &Upstream, http: &Http, log: &mut Log<'_>) -> Result<Vec<Rel
                 Some(Release { version: v, fetch: Fetch::Source(SourceSpec::Git { repo: repo.clone(), reference: t }) })
             })
             .collect(),
-        Upstream::Pypi(url) => pypi_releases(&http.get_json(log, url)?),
+        Upstream::Pypi(url) => pypi_releases(&http.get_json(log, url)?).map_err(|e| match e {
+            BotError::Upstream(m) => BotError::Upstream(format!("{url}: {m}")),
+            e => e,
+        })?,
     };
     out.sort_by(|a, b| a.version.cmp(&b.version));
     out.dedup_by(|a, b| a.version == b.version);
+    if out.is_empty() {
+        return Err(BotError::Upstream(match up {
+            Upstream::Pypi(url) => format!("{url}: the package index lists no release of torch with a wheel"),
+            _ => format!("{up}: no release (vX.Y.Z) found"),
+        }));
+    }
     Ok(out)
 }
 
@@ -83,10 +98,31 @@ fn release_version(s: &str) -> Option<Version> {
     (v.suffix.is_none() && v.parts.len() >= 2).then_some(v)
 }
 
-/// Releases of a PyPI JSON document: for each non-yanked release, its smallest wheel.
-pub fn pypi_releases(doc: &Value) -> Vec<Release> {
-    let Some(releases) = doc.get("releases").and_then(Value::as_object) else {
-        return Vec::new();
+/// Releases of a PyPI JSON API document (`{"info": {...}, "releases": {"2.4.0": [files], ...}}`): for
+/// each non-yanked release, its smallest wheel. Anything else (an error message served with status 200,
+/// a rate-limit notice, an HTML page turned JSON) is an error, not an empty list.
+pub fn pypi_releases(doc: &Value) -> Result<Vec<Release>, BotError> {
+    let shape = |what: &str| {
+        let mut seen = doc.to_string();
+        if seen.len() > 200 {
+            let mut cut = 200;
+            while !seen.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            seen.truncate(cut);
+            seen.push('…');
+        }
+        BotError::Upstream(format!(
+            "the answer is not a PyPI JSON API document (a JSON object with `info` and `releases` objects): \
+             {what}; it was: {seen}"
+        ))
+    };
+    let Some(obj) = doc.as_object() else { return Err(shape("not a JSON object")) };
+    if !obj.get("info").is_some_and(Value::is_object) {
+        return Err(shape("no `info` object"));
+    }
+    let Some(releases) = obj.get("releases").and_then(Value::as_object) else {
+        return Err(shape("no `releases` object"));
     };
     let mut out = Vec::new();
     for (name, files) in releases {
@@ -102,15 +138,15 @@ pub fn pypi_releases(doc: &Value) -> Vec<Release> {
                 }
                 let url = f.get("url")?.as_str()?;
                 let sha = f.get("digests")?.get("sha256")?.as_str()?;
-                let size = f.get("size").and_then(Value::as_u64).unwrap_or(u64::MAX);
-                Some((size, filename.to_string(), url.to_string(), sha.to_ascii_lowercase()))
+                let size = f.get("size").and_then(Value::as_u64);
+                Some((size.unwrap_or(u64::MAX), size, filename.to_string(), url.to_string(), sha.to_ascii_lowercase()))
             })
             .min();
-        if let Some((_, filename, url, sha256)) = best {
-            out.push(Release { version: v, fetch: Fetch::Wheel { url, filename, sha256 } });
+        if let Some((_, size, filename, url, sha256)) = best {
+            out.push(Release { version: v, fetch: Fetch::Wheel { url, filename, sha256, size } });
         }
     }
-    out
+    Ok(out)
 }
 
 impl Release {
@@ -135,16 +171,16 @@ impl Release {
     pub fn files(&self, http: &Http, log: &mut Log<'_>, tmp: &Path) -> Result<UpstreamFiles, BotError> {
         match &self.fetch {
             Fetch::Source(spec) => Ok(source::read(spec)?),
-            Fetch::Wheel { url, filename, sha256 } => {
+            Fetch::Wheel { url, filename, sha256, size } => {
                 let safe: String = filename
                     .chars()
                     .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '+') { c } else { '_' })
                     .collect();
-                let dest = tmp.join(safe);
+                // never `.` or `..`: the file stays in `tmp`
+                let dest = tmp.join(format!("download-{safe}"));
                 log.line(&format!("downloading {filename}"));
-                http.download(log, url, &dest)?;
-                let bytes = std::fs::read(&dest).map_err(|e| BotError::io(&dest, e))?;
-                let got = crate::source::hex(&Sha256::digest(&bytes));
+                // streamed to disk, hashed on the way, cut off beyond the index's size
+                let got = http.download(log, url, &dest, *size)?;
                 if &got != sha256 {
                     return Err(BotError::Upstream(format!("{filename}: sha256 {got}, the index says {sha256}")));
                 }
@@ -175,7 +211,7 @@ mod tests {
                 "garbage": 3 }}"#,
         )
         .unwrap();
-        let r = pypi_releases(&doc);
+        let r = pypi_releases(&doc).unwrap();
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].version.to_string(), "v2.4.0");
         assert_eq!(
@@ -183,9 +219,14 @@ mod tests {
             Fetch::Wheel {
                 url: "http://x/a.whl".into(),
                 filename: "torch-2.4.0-cp311-none-macosx_11_0_arm64.whl".into(),
-                sha256: "ab".into()
+                sha256: "ab".into(),
+                size: Some(10),
             }
         );
-        assert!(pypi_releases(&Value::Null).is_empty());
+        for bad in [r#"null"#, r#"{"message": "rate limited"}"#, r#"{"info": {}}"#, r#"{"releases": {}}"#, "[]"] {
+            let doc: Value = serde_json::from_str(bad).unwrap();
+            let err = pypi_releases(&doc).unwrap_err().to_string();
+            assert!(err.contains("not a PyPI JSON API document"), "{bad}: {err}");
+        }
     }
 }

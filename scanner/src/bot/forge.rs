@@ -15,12 +15,22 @@ use super::{BotError, Log};
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// Pages of open pull requests read at most when filtering client-side.
 const MAX_PAGES: u32 = 20;
+/// The largest answer of an API (the forge's, the package index's JSON) read, in bytes.
+pub const MAX_API_BODY: u64 = 16 << 20;
+/// The largest download (a wheel), in bytes, whatever the index announces.
+pub const MAX_DOWNLOAD: u64 = 2 << 30;
 
 /// An HTTP client with the bot's retry policy.
 pub struct Http {
     agent: ureq::Agent,
     retries: u32,
     base_ms: u64,
+}
+
+/// Why a request got no response: worth a retry (transport) or not (an answer beyond the limits).
+enum Failure {
+    Transport(String),
+    Refused(String),
 }
 
 /// A response: status, `Retry-After` seconds, body text.
@@ -50,7 +60,7 @@ impl Http {
         }
     }
 
-    fn once(&self, method: &str, url: &str, headers: &[(&str, String)], body: Option<&str>) -> Result<Resp, String> {
+    fn once(&self, method: &str, url: &str, headers: &[(&str, String)], body: Option<&str>) -> Result<Resp, Failure> {
         let resp = match method {
             "GET" => {
                 let mut r = self.agent.get(url);
@@ -66,13 +76,26 @@ impl Http {
                 }
                 r.content_type("application/json").send(body.unwrap_or("{}"))
             }
-            _ => return Err(format!("unsupported method {method}")),
+            _ => return Err(Failure::Refused(format!("unsupported method {method}"))),
         };
-        let mut resp = resp.map_err(|e| e.to_string())?;
+        let mut resp = resp.map_err(|e| Failure::Transport(e.to_string()))?;
         let status = resp.status().as_u16();
         let retry_after =
             resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|s| s.trim().parse().ok());
-        let body = resp.body_mut().with_config().limit(16 << 20).read_to_string().map_err(|e| e.to_string())?;
+        if let Some(n) = resp.body().content_length()
+            && n > MAX_API_BODY
+        {
+            return Err(Failure::Refused(format!(
+                "the answer announces {n} bytes, more than the {MAX_API_BODY} bytes accepted; not read"
+            )));
+        }
+        // the limit also holds when no length is announced (chunked, or until the connection closes)
+        let body = resp.body_mut().with_config().limit(MAX_API_BODY).read_to_string().map_err(|e| match e {
+            ureq::Error::BodyExceedsLimit(_) => {
+                Failure::Refused(format!("the answer is longer than the {MAX_API_BODY} bytes accepted; not read"))
+            }
+            e => Failure::Transport(e.to_string()),
+        })?;
         Ok(Resp { status, retry_after, body })
     }
 
@@ -99,7 +122,10 @@ impl Http {
                     });
                 }
                 Ok(r) => (format!("HTTP {}: {}", r.status, api_message(&r.body)), r.retry_after),
-                Err(e) => (e, None),
+                Err(Failure::Refused(m)) => {
+                    return Err(BotError::Api { what: what.to_string(), status: 0, message: log.redact(&m) });
+                }
+                Err(Failure::Transport(e)) => (e, None),
             };
             if attempt >= self.retries {
                 return Err(BotError::ApiExhausted {
@@ -116,31 +142,61 @@ impl Http {
         }
     }
 
-    /// Downloads `url` into `dest` (no retries beyond the policy's; the body is streamed).
-    pub fn download(&self, log: &mut Log<'_>, url: &str, dest: &std::path::Path) -> Result<(), BotError> {
+    /// Downloads `url` into `dest`, streamed to disk and hashed on the way; returns the sha256 (hex).
+    /// `size` is the length the index announced: a server that announces (`Content-Length`) or sends
+    /// more is cut off there, never read to its end, and so is anything beyond [`MAX_DOWNLOAD`]; fewer
+    /// bytes than announced is an error too. Retries follow the policy (5xx, 429, transport errors
+    /// before the body).
+    pub fn download(
+        &self,
+        log: &mut Log<'_>,
+        url: &str,
+        dest: &std::path::Path,
+        size: Option<u64>,
+    ) -> Result<String, BotError> {
+        let what = format!("GET {url}");
+        let upstream = |m: String| BotError::Upstream(format!("{what}: {m}"));
+        if let Some(n) = size
+            && n > MAX_DOWNLOAD
+        {
+            return Err(upstream(format!("the index announces {n} bytes, more than the {MAX_DOWNLOAD} accepted")));
+        }
+        let cap = size.unwrap_or(MAX_DOWNLOAD);
         let mut attempt = 0u32;
         loop {
             let err = match self.agent.get(url).call() {
                 Ok(mut resp) if resp.status().is_success() => {
-                    let mut file = std::fs::File::create(dest).map_err(|e| BotError::io(dest, e))?;
-                    let mut reader = resp.body_mut().with_config().limit(u64::MAX).reader();
-                    return std::io::copy(&mut reader, &mut file).map(|_| ()).map_err(|e| BotError::io(dest, e));
+                    if let Some(n) = resp.body().content_length()
+                        && n > cap
+                    {
+                        return Err(upstream(match size {
+                            Some(s) => format!("the server announces {n} bytes, the index {s}; not downloaded"),
+                            None => format!("the server announces {n} bytes, more than the {cap} accepted"),
+                        }));
+                    }
+                    let reader = resp.body_mut().with_config().limit(u64::MAX).reader();
+                    return save_capped(reader, dest, cap, size).map_err(|e| match e {
+                        Saved::Io(e) => BotError::io(dest, e),
+                        Saved::TooLong => upstream(match size {
+                            Some(s) => format!("more than the {s} bytes the index announced; download stopped"),
+                            None => format!("more than {cap} bytes; download stopped"),
+                        }),
+                        Saved::TooShort(n) => {
+                            upstream(format!("{n} bytes, the index announced {}", size.unwrap_or_default()))
+                        }
+                    });
                 }
                 Ok(resp) if resp.status().as_u16() < 500 && resp.status().as_u16() != 429 => {
-                    return Err(BotError::Api {
-                        what: format!("GET {url}"),
-                        status: resp.status().as_u16(),
-                        message: String::new(),
-                    });
+                    return Err(BotError::Api { what, status: resp.status().as_u16(), message: String::new() });
                 }
                 Ok(resp) => format!("HTTP {}", resp.status().as_u16()),
                 Err(e) => e.to_string(),
             };
             if attempt >= self.retries {
-                return Err(BotError::ApiExhausted { what: format!("GET {url}"), attempts: attempt + 1, last: err });
+                return Err(BotError::ApiExhausted { what, attempts: attempt + 1, last: err });
             }
             let wait = self.backoff(attempt, None);
-            log.line(&format!("GET {url}: {err}; retry {}/{} in {} ms", attempt + 1, self.retries, wait.as_millis()));
+            log.line(&format!("{what}: {err}; retry {}/{} in {} ms", attempt + 1, self.retries, wait.as_millis()));
             std::thread::sleep(wait);
             attempt += 1;
         }
@@ -152,6 +208,52 @@ impl Http {
         let r = self.request(log, "GET", url, &what, &[("Accept", "application/json".into())], None)?;
         serde_json::from_str(&r.body).map_err(|e| BotError::Api { what, status: r.status, message: e.to_string() })
     }
+}
+
+/// Why [`save_capped`] stopped.
+enum Saved {
+    Io(std::io::Error),
+    /// More than the cap.
+    TooLong,
+    /// Fewer bytes than announced.
+    TooShort(u64),
+}
+
+/// Copies `reader` into a new file `dest` while hashing it; at most `cap` bytes (one more is an error
+/// and ends the reading), exactly `expect` when given. Returns the sha256 (hex).
+fn save_capped(
+    mut reader: impl std::io::Read,
+    dest: &std::path::Path,
+    cap: u64,
+    expect: Option<u64>,
+) -> Result<String, Saved> {
+    use sha2::Digest;
+    use std::io::Write;
+    let mut file = std::fs::File::create(dest).map_err(Saved::Io)?;
+    let mut hash = sha2::Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(Saved::Io(e)),
+        };
+        total += n as u64;
+        if total > cap {
+            return Err(Saved::TooLong);
+        }
+        hash.update(&buf[..n]);
+        file.write_all(&buf[..n]).map_err(Saved::Io)?;
+    }
+    file.flush().map_err(Saved::Io)?;
+    if let Some(e) = expect
+        && total != e
+    {
+        return Err(Saved::TooShort(total));
+    }
+    Ok(crate::source::hex(&hash.finalize()))
 }
 
 /// The `message` of a forge error body (GitHub and Gitea both use it), plus GitHub's `errors`.

@@ -47,6 +47,9 @@ const TAIL_LINES: usize = 40;
 pub enum BotError {
     #[error("{0}")]
     Config(String),
+    /// A bad value of a `[bot]` key, with its place in xirang.toml when it was read from there.
+    #[error("{}[bot] {key}: {message}", config::where_in_file(position))]
+    ConfigAt { key: String, position: Option<config::Position>, message: String },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -69,6 +72,12 @@ pub enum BotError {
     Upstream(String),
     #[error("refusing to touch {0}")]
     Refused(String),
+    /// The forge token is in what would be pushed (the places name files and commits, never the token).
+    #[error(
+        "refusing to push `{branch}`: the forge token is in {}; nothing was pushed (the token is not shown)",
+        places.join(", ")
+    )]
+    TokenInCommits { branch: String, places: Vec<String> },
 }
 
 impl BotError {
@@ -169,21 +178,36 @@ pub fn idempotency_key(releases: &[(Version, String)]) -> String {
     crate::source::hex(&h.finalize())
 }
 
-/// Runs one command (argv) in `dir`; the program `xirang-scan` is `self_exe`. The token variable is
-/// removed from the child's environment.
-fn run_command(argv: &[String], dir: &Path, opts: &Options, log: &Log<'_>) -> CommandResult {
+/// Whether `needle` (not empty) occurs in `haystack`.
+pub(crate) fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Runs one command (argv) in `dir`; the program `xirang-scan` is `self_exe`. The token variable, any
+/// other variable whose value holds the token, and the marker of a token handed over on stdin are
+/// removed from the child's environment, and its stdin is empty. `store` is the snapshot store's path,
+/// handed over as `$XIRANG_STORE`.
+fn run_command(argv: &[String], dir: &Path, store: &Path, opts: &Options, log: &Log<'_>) -> CommandResult {
     let command = argv.join(" ");
     let Some((prog, args)) = argv.split_first() else {
         return CommandResult { command, ok: true, status: "no command".into(), tail: String::new() };
     };
     let program = if prog == "xirang-scan" { opts.self_exe.clone() } else { PathBuf::from(prog) };
-    let out = std::process::Command::new(&program)
-        .args(args)
+    let mut cmd = std::process::Command::new(&program);
+    cmd.args(args)
         .current_dir(dir)
-        .env("XIRANG_STORE", dir.join(&opts.config.store))
+        .env("XIRANG_STORE", store)
         .env_remove(&opts.config.token_env)
-        .stdin(std::process::Stdio::null())
-        .output();
+        .env_remove(cli::TOKEN_STDIN_ENV)
+        .stdin(std::process::Stdio::null());
+    if let Some(t) = opts.token.as_deref().filter(|t| !t.is_empty()) {
+        for (k, v) in std::env::vars_os() {
+            if contains(v.as_encoded_bytes(), t.as_bytes()) {
+                cmd.env_remove(k);
+            }
+        }
+    }
+    let out = cmd.output();
     match out {
         Ok(o) => {
             let mut text = String::from_utf8_lossy(&o.stdout).to_string();
@@ -302,11 +326,15 @@ fn render_body(b: &BodyInput<'_>) -> String {
 /// Runs the bot once. Progress goes to `log` (secrets redacted).
 pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
     let cfg = &opts.config;
+    // also when the configuration was made by a program rather than read from xirang.toml
+    cfg.validate()?;
     let repo = git2::Repository::discover(&opts.repo)
         .map_err(|e| BotError::Git(format!("{}: {}", opts.repo.display(), e.message())))?;
     if repo.workdir().is_none() {
         return Err(BotError::Git("the repository is bare".into()));
     }
+    // what a killed run left behind goes first
+    gitops::remove_stale_worktrees(&repo);
     let token = opts.token.as_deref().filter(|t| !t.is_empty());
     if !opts.dry_run && token.is_none() {
         return Err(BotError::Config(format!("${} is not set (needed to open pull requests)", cfg.token_env)));
@@ -379,11 +407,12 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
         }
     }
 
-    // the work, in a worktree of its own
-    let wt = Worktree::create(&repo, &branch, remote.base_tip)?;
+    // the work, in a worktree of its own (detached: no branch of the user's repository moves)
+    let wt = Worktree::create(&repo, remote.base_tip)?;
     log.line(&format!("worktree {}", wt.path.display()));
-    let tmp = wt.path.join(".git-xirang-bot-tmp");
-    let store = Store::new(wt.path.join(&cfg.store));
+    let tmp = wt.scratch.clone();
+    let store_path = cfg.store_in(&wt.path)?;
+    let store = Store::new(store_path.clone());
     let mut steps_done: Vec<CommandResult> = Vec::new();
     let mut origins = Vec::new();
     let mut last_message = String::new();
@@ -393,6 +422,8 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
         let _ = std::fs::remove_dir_all(&tmp);
         files.require_complete(&r.version)?;
         let snap = PytorchSnapshot::build(&files, &r.version)?;
+        // again before each write: a step may have put a symbolic link in the way
+        cfg.store_in(&wt.path)?;
         store.write_pytorch(&snap)?;
         origins.push(r.origin());
         log.line(&format!("imported {} ({}): {} operators", r.version, r.origin(), snap.meta.counts.operators));
@@ -402,7 +433,7 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
                 step_lines.push(format!("- {} (not run: dry run)", argv.join(" ")));
                 continue;
             }
-            let res = run_command(argv, &wt.path, opts, log);
+            let res = run_command(argv, &wt.path, &store_path, opts, log);
             log.line(&format!("step `{}`: {}", res.command, res.status));
             if !res.ok {
                 return Err(BotError::Step { command: res.command, status: res.status, output: res.tail });
@@ -462,7 +493,7 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
     let check = if opts.dry_run || cfg.check.is_empty() {
         None
     } else {
-        let c = run_command(&cfg.check, &wt.path, opts, log);
+        let c = run_command(&cfg.check, &wt.path, &store_path, opts, log);
         log.line(&format!("check `{}`: {} ({})", c.command, if c.ok { "passed" } else { "FAILED" }, c.status));
         Some(c)
     };
@@ -479,6 +510,8 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
         check: check.as_ref(),
         origins: &origins,
     });
+    // nothing in them comes from the token, but nothing that reaches the forge may carry it
+    let body = log.redact(&body);
     let title = format!("xirang-bot: PyTorch {}", versions.join(", "));
     let mut labels: Vec<LabelSpec> = cfg
         .labels
@@ -503,7 +536,6 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
         _ => {
             let files = wt.changed_paths(remote.base_tip, head)?;
             log.line(&format!("dry run: would push {branch} at {head} ({} file(s) changed)", files.len()));
-            wt.restore_branch()?;
             return Ok(Outcome::DryRun {
                 branch,
                 commit: head.to_string(),
@@ -515,7 +547,14 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
         }
     };
 
-    gitops::push(&repo, cfg, &branch, token)?;
+    // whatever a step did, the token does not leave in a commit
+    if let Some(t) = token {
+        let places = gitops::secret_places(&wt.wrepo, remote.base_tip, head, t.as_bytes())?;
+        if !places.is_empty() {
+            return Err(BotError::TokenInCommits { branch, places });
+        }
+    }
+    gitops::push(&wt.wrepo, cfg, &branch, token)?;
     log.line(&format!("pushed {branch} -> {}", cfg.remote));
     drop(wt);
 

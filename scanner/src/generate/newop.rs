@@ -610,10 +610,10 @@ pub fn plan(inputs: &Inputs, req: &NewOp) -> Result<Plan> {
     let mut with_kernels: Vec<(String, &CustomCtx)> = Vec::new();
     for o in &set.ops {
         let k = kernel_path(o);
-        if k == kernel || root.join(&k).exists() {
-            if let Some(c) = ctxs.iter().find(|c| c.qualified == o.qualified()) {
-                with_kernels.push((o.stem(), c));
-            }
+        if (k == kernel || root.join(&k).exists())
+            && let Some(c) = ctxs.iter().find(|c| c.qualified == o.qualified())
+        {
+            with_kernels.push((o.stem(), c));
         }
     }
     with_kernels.sort_by(|a, b| a.0.cmp(&b.0));
