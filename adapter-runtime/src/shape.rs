@@ -161,7 +161,7 @@ pub fn infer_size(shape: &[i64], numel: usize) -> Result<Vec<usize>> {
     let mut out: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
     match infer {
         Some(i) => {
-            if prod == 0 || numel % prod != 0 {
+            if prod == 0 || !numel.is_multiple_of(prod) {
                 return shape_err(format!("shape '{shape:?}' is invalid for input of size {numel}"));
             }
             out[i] = numel / prod;

@@ -54,7 +54,7 @@ proptest! {
         // a target shape: merge everything, or split off a leading factor
         let target: Vec<i64> = match split {
             0 => vec![n as i64],
-            1 if n > 0 && n % 2 == 0 => vec![2, -1],
+            1 if n > 0 && n.is_multiple_of(2) => vec![2, -1],
             _ => t.sizes().iter().map(|&s| s as i64).collect(),
         };
         let r = t.reshape(&target).unwrap();

@@ -742,7 +742,7 @@ compile_error!("the xirang runtime's typed kernel buffers assume a little-endian
 /// device range: [`KernelMemory::with_mapped`]).
 pub fn typed<T: Plain>(bytes: &[u8]) -> Option<&[T]> {
     let size = std::mem::size_of::<T>();
-    if bytes.as_ptr().addr() % std::mem::align_of::<T>() != 0 || bytes.len() % size != 0 {
+    if !bytes.as_ptr().addr().is_multiple_of(std::mem::align_of::<T>()) || !bytes.len().is_multiple_of(size) {
         return None;
     }
     // SAFETY: aligned for `T` (checked), `len / size` whole elements inside `bytes` (checked);
@@ -753,7 +753,7 @@ pub fn typed<T: Plain>(bytes: &[u8]) -> Option<&[T]> {
 /// [`typed`] for a mutable slice.
 pub fn typed_mut<T: Plain>(bytes: &mut [u8]) -> Option<&mut [T]> {
     let size = std::mem::size_of::<T>();
-    if bytes.as_ptr().addr() % std::mem::align_of::<T>() != 0 || bytes.len() % size != 0 {
+    if !bytes.as_ptr().addr().is_multiple_of(std::mem::align_of::<T>()) || !bytes.len().is_multiple_of(size) {
         return None;
     }
     // SAFETY: as in `typed`; the unique borrow of `bytes` becomes the unique borrow of the result.

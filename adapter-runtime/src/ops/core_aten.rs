@@ -103,7 +103,7 @@ pub fn repeat(x: &Tensor, repeats: &[i64]) -> Result<Tensor> {
 /// `constant_pad_nd(x, pad, value)`: `pad` holds (before, after) pairs from the last dimension
 /// backwards; negative amounts crop.
 pub fn constant_pad_nd(x: &Tensor, pad: &[i64], value: Scalar) -> Result<Tensor> {
-    if pad.len() % 2 != 0 {
+    if !pad.len().is_multiple_of(2) {
         return arg_err(format!("Length of pad must be even but instead it equals {}", pad.len()));
     }
     let nd = x.dim();
@@ -947,7 +947,7 @@ pub fn group_norm(
     eps: f64,
 ) -> Result<(Tensor, Tensor, Tensor)> {
     super::require_float("group_norm", input.dtype())?;
-    if group == 0 || c % group != 0 {
+    if group == 0 || !c.is_multiple_of(group) {
         return arg_err(format!(
             "Expected number of channels in input to be divisible by num_groups, but got input of shape {:?} and num_groups={group}",
             input.sizes()
@@ -1163,7 +1163,7 @@ pub fn pad_nd(x: &Tensor, pad: &[i64], mode: PadMode) -> Result<Tensor> {
         PadMode::Replicate => "replication_pad",
     };
     let k = pad.len() / 2;
-    if pad.len() % 2 != 0 || k == 0 || x.dim() < k + 1 || x.dim() > k + 2 {
+    if !pad.len().is_multiple_of(2) || k == 0 || x.dim() < k + 1 || x.dim() > k + 2 {
         return shape_err(format!(
             "{name}{k}d: expected a {}-d or {}-d input and {} padding values, got input {:?}",
             k + 1,
@@ -1487,7 +1487,7 @@ pub fn group_norm_backward(
     group: usize,
     mask: [bool; 3],
 ) -> Result<[Option<Tensor>; 3]> {
-    if group == 0 || c % group != 0 || input.numel() != n * c * hxw || grad_out.sizes() != input.sizes() {
+    if group == 0 || !c.is_multiple_of(group) || input.numel() != n * c * hxw || grad_out.sizes() != input.sizes() {
         return shape_err(format!(
             "native_group_norm_backward: input {:?} is not N={n} x C={c} x HxW={hxw} in {group} groups",
             input.sizes()

@@ -54,11 +54,11 @@ fn declarator_name(n: Node) -> Option<Node> {
         // parenthesized_declarator and attributed_declarator keep it as a plain child
         let mut found = None;
         for i in 0..cur.named_child_count() {
-            if let Some(c) = cur.named_child(i as u32) {
-                if is_name(c.kind()) || c.kind().ends_with("declarator") {
-                    found = Some(c);
-                    break;
-                }
+            if let Some(c) = cur.named_child(i as u32)
+                && (is_name(c.kind()) || c.kind().ends_with("declarator"))
+            {
+                found = Some(c);
+                break;
             }
         }
         cur = found?;
@@ -255,10 +255,10 @@ impl<'a> Walker<'a> {
         if depth > MAX_DEPTH {
             return;
         }
-        if let Some(s) = skip {
-            if s.id() == n.id() {
-                return;
-            }
+        if let Some(s) = skip
+            && s.id() == n.id()
+        {
+            return;
         }
         match n.kind() {
             "parameter_list" => {
@@ -321,10 +321,11 @@ impl<'a> Walker<'a> {
                     if default.is_none() {
                         let end = children.get(i + 1).map(|n| n.start_byte()).unwrap_or(c.end_byte());
                         for m in self.marks {
-                            if m.pos >= c.start_byte() && m.pos < end {
-                                if let MarkKind::Default(v) = &m.kind {
-                                    default = Some(v.clone());
-                                }
+                            if m.pos >= c.start_byte()
+                                && m.pos < end
+                                && let MarkKind::Default(v) = &m.kind
+                            {
+                                default = Some(v.clone());
                             }
                         }
                     }

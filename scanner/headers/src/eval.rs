@@ -121,13 +121,13 @@ fn expand(toks: Vec<ETok>, env: &dyn Env, stack: &mut Vec<String>) -> Option<Vec
                 }
                 let mut subst = Vec::new();
                 for b in body {
-                    if b.kind == Tok::Ident {
-                        if let Some(k) = params.iter().position(|p| p == &b.text) {
-                            subst.push(ETok { text: "(".into(), kind: Tok::Punct });
-                            subst.extend(args[k].iter().cloned());
-                            subst.push(ETok { text: ")".into(), kind: Tok::Punct });
-                            continue;
-                        }
+                    if b.kind == Tok::Ident
+                        && let Some(k) = params.iter().position(|p| p == &b.text)
+                    {
+                        subst.push(ETok { text: "(".into(), kind: Tok::Punct });
+                        subst.extend(args[k].iter().cloned());
+                        subst.push(ETok { text: ")".into(), kind: Tok::Punct });
+                        continue;
                     }
                     subst.push(b);
                 }

@@ -696,18 +696,18 @@ fn resolve_values(files: &mut [HeaderFile], preps: &[Prepared]) {
                         prev = Some((d.parent.clone().unwrap_or_default(), d.value));
                     }
                     DeclKind::Constant | DeclKind::Macro => {
-                        if d.value.is_none() {
-                            if let Some(e) = &d.expr {
-                                let env = SetEnv { values: &values, macros: &macros };
-                                let v = if d.kind == DeclKind::Macro && d.alias_of.is_some() {
-                                    None
-                                } else {
-                                    eval::eval(e, &env)
-                                };
-                                if v.is_some() {
-                                    d.value = v;
-                                    changed = true;
-                                }
+                        if d.value.is_none()
+                            && let Some(e) = &d.expr
+                        {
+                            let env = SetEnv { values: &values, macros: &macros };
+                            let v = if d.kind == DeclKind::Macro && d.alias_of.is_some() {
+                                None
+                            } else {
+                                eval::eval(e, &env)
+                            };
+                            if v.is_some() {
+                                d.value = v;
+                                changed = true;
                             }
                         }
                         if let (DeclKind::Constant, Some(v)) = (d.kind, d.value) {
@@ -725,10 +725,10 @@ fn resolve_values(files: &mut [HeaderFile], preps: &[Prepared]) {
     let env = SetEnv { values: &values, macros: &macros };
     for f in files.iter_mut() {
         for d in f.decls.iter_mut() {
-            if matches!(d.kind, DeclKind::Field | DeclKind::Typedef) {
-                if let Some(t) = &d.ty {
-                    d.ty = Some(resolve_array_sizes(t, &env));
-                }
+            if matches!(d.kind, DeclKind::Field | DeclKind::Typedef)
+                && let Some(t) = &d.ty
+            {
+                d.ty = Some(resolve_array_sizes(t, &env));
             }
         }
     }

@@ -685,10 +685,11 @@ pub fn collect_type_names(blanked: &str, out: &mut BTreeSet<String>) {
     while i < toks.len() {
         let s = toks[i].text(blanked);
         if TAGS.contains(&s) {
-            if let Some(n) = toks.get(i + 1) {
-                if n.kind == Tok::Ident && !is_keyword(n.text(blanked)) {
-                    out.insert(n.text(blanked).to_string());
-                }
+            if let Some(n) = toks.get(i + 1)
+                && n.kind == Tok::Ident
+                && !is_keyword(n.text(blanked))
+            {
+                out.insert(n.text(blanked).to_string());
             }
         } else if s == "typedef" {
             let mut depth = 0i32;
@@ -1206,18 +1207,21 @@ impl<'a> N<'a> {
         // (a) IDENT("str") / IDENT((..)) / IDENT(number): never a declarator
         let mut k = 0;
         while k + 1 < items.len() {
-            if let (Item::Tok(n), Item::Group(o, c)) = (items[k], items[k + 1]) {
-                if self.kind(n) == Tok::Ident && !is_keyword(self.t(n)) && self.t(o) == "(" && c > o + 1 {
-                    let inner_kinds: Vec<Tok> = (o + 1..c).map(|x| self.kind(x)).collect();
-                    let all_lit = inner_kinds.iter().all(|t| matches!(t, Tok::Str | Tok::Number))
-                        || (inner_kinds.iter().all(|t| matches!(t, Tok::Str | Tok::Number | Tok::Punct))
-                            && inner_kinds.contains(&Tok::Str));
-                    let double = self.t(o + 1) == "(";
-                    if all_lit || double {
-                        self.mark_attr(n, c);
-                        items.drain(k..k + 2);
-                        continue;
-                    }
+            if let (Item::Tok(n), Item::Group(o, c)) = (items[k], items[k + 1])
+                && self.kind(n) == Tok::Ident
+                && !is_keyword(self.t(n))
+                && self.t(o) == "("
+                && c > o + 1
+            {
+                let inner_kinds: Vec<Tok> = (o + 1..c).map(|x| self.kind(x)).collect();
+                let all_lit = inner_kinds.iter().all(|t| matches!(t, Tok::Str | Tok::Number))
+                    || (inner_kinds.iter().all(|t| matches!(t, Tok::Str | Tok::Number | Tok::Punct))
+                        && inner_kinds.contains(&Tok::Str));
+                let double = self.t(o + 1) == "(";
+                if all_lit || double {
+                    self.mark_attr(n, c);
+                    items.drain(k..k + 2);
+                    continue;
                 }
             }
             k += 1;
@@ -1228,16 +1232,17 @@ impl<'a> N<'a> {
         });
         // (e) `( M * name ) (` : calling convention inside a function-pointer declarator
         for w in 0..items.len().saturating_sub(1) {
-            if let (Item::Group(o, c), Item::Group(o2, _)) = (items[w], items[w + 1]) {
-                if self.t(o) == "(" && self.t(o2) == "(" {
-                    let mut x = o + 1;
-                    while x < c && self.kind(x) == Tok::Ident && !is_keyword(self.t(x)) {
-                        x += 1;
-                    }
-                    if x > o + 1 && x < c && matches!(self.t(x), "*" | "^" | "&") {
-                        for m in o + 1..x {
-                            self.mark_attr(m, m);
-                        }
+            if let (Item::Group(o, c), Item::Group(o2, _)) = (items[w], items[w + 1])
+                && self.t(o) == "("
+                && self.t(o2) == "("
+            {
+                let mut x = o + 1;
+                while x < c && self.kind(x) == Tok::Ident && !is_keyword(self.t(x)) {
+                    x += 1;
+                }
+                if x > o + 1 && x < c && matches!(self.t(x), "*" | "^" | "&") {
+                    for m in o + 1..x {
+                        self.mark_attr(m, m);
                     }
                 }
             }
@@ -1433,41 +1438,39 @@ impl<'a> N<'a> {
         }
         if let (Some(Item::Tok(n)), Some(Item::Group(o, c)), Some(Item::Tok(after))) =
             (items.get(s).copied(), items.get(s + 1).copied(), items.get(s + 2).copied())
+            && self.kind(n) == Tok::Ident
+            && !is_keyword(self.t(n))
+            && self.t(o) == "("
+            && self.kind(after) == Tok::Ident
+            && !matches!(self.t(after), "const" | "noexcept" | "override" | "final")
+            && c > o + 1
+            && !mentions_deprecated(self.t(n))
+            && (o + 1..c).all(|x| !matches!(self.kind(x), Tok::Str | Tok::Number | Tok::Char))
+            && (o + 1..c).any(|x| self.kind(x) == Tok::Ident)
         {
-            if self.kind(n) == Tok::Ident
-                && !is_keyword(self.t(n))
-                && self.t(o) == "("
-                && self.kind(after) == Tok::Ident
-                && !matches!(self.t(after), "const" | "noexcept" | "override" | "final")
-                && c > o + 1
-                && !mentions_deprecated(self.t(n))
-                && (o + 1..c).all(|x| !matches!(self.kind(x), Tok::Str | Tok::Number | Tok::Char))
-                && (o + 1..c).any(|x| self.kind(x) == Tok::Ident)
-            {
-                self.mask_v(n, o);
-                self.mask_v(c, c);
-                let inner = self.itemize(o + 1, c);
-                items.splice(s..s + 2, inner);
-            }
+            self.mask_v(n, o);
+            self.mask_v(c, c);
+            let inner = self.itemize(o + 1, c);
+            items.splice(s..s + 2, inner);
         }
         // trailing prototype wrapper: `name PROTO((args))`
         let len = items.len();
-        if len >= 3 {
-            if let (Item::Tok(a), Item::Tok(b), Item::Group(o, c)) = (items[len - 3], items[len - 2], items[len - 1]) {
-                let double = self.t(o) == "(" && self.t(o + 1) == "(" && self.close_v(o + 1, c + 1) + 1 == c;
-                if double
-                    && self.kind(a) == Tok::Ident
-                    && self.kind(b) == Tok::Ident
-                    && !is_keyword(self.t(b))
-                    && !ATTR_KEYWORDS.contains(&self.t(b))
-                    && !self.k.attr.contains(self.t(b))
-                    && !mentions_deprecated(self.t(b))
-                {
-                    self.mask_v(b, o);
-                    self.mask_v(c, c);
-                    items.truncate(len - 2);
-                    items.push(Item::Group(o + 1, c - 1));
-                }
+        if len >= 3
+            && let (Item::Tok(a), Item::Tok(b), Item::Group(o, c)) = (items[len - 3], items[len - 2], items[len - 1])
+        {
+            let double = self.t(o) == "(" && self.t(o + 1) == "(" && self.close_v(o + 1, c + 1) + 1 == c;
+            if double
+                && self.kind(a) == Tok::Ident
+                && self.kind(b) == Tok::Ident
+                && !is_keyword(self.t(b))
+                && !ATTR_KEYWORDS.contains(&self.t(b))
+                && !self.k.attr.contains(self.t(b))
+                && !mentions_deprecated(self.t(b))
+            {
+                self.mask_v(b, o);
+                self.mask_v(c, c);
+                items.truncate(len - 2);
+                items.push(Item::Group(o + 1, c - 1));
             }
         }
         items
@@ -1543,17 +1546,17 @@ impl<'a> N<'a> {
                         _ => {}
                     }
                 }
-                if let Some(op) = open {
-                    if op >= 2 {
-                        let m = toks[op - 1];
-                        let before = toks[op - 2];
-                        if self.kind(m) == Tok::Ident
-                            && !is_keyword(self.t(m))
-                            && self.kind(before) == Tok::Ident
-                            && !is_keyword(self.t(before))
-                        {
-                            self.mark_attr(m, toks[n - 1]);
-                        }
+                if let Some(op) = open
+                    && op >= 2
+                {
+                    let m = toks[op - 1];
+                    let before = toks[op - 2];
+                    if self.kind(m) == Tok::Ident
+                        && !is_keyword(self.t(m))
+                        && self.kind(before) == Tok::Ident
+                        && !is_keyword(self.t(before))
+                    {
+                        self.mark_attr(m, toks[n - 1]);
                     }
                 }
             }

@@ -203,10 +203,10 @@ pub fn literal_defines(text: &str) -> Vec<(String, i64)> {
         if parts.len() != 2 || parts[0].contains('(') {
             continue;
         }
-        if let Some(v) = int_literal(parts[1]) {
-            if !out.iter().any(|(n, _)| n == parts[0]) {
-                out.push((parts[0].to_string(), v));
-            }
+        if let Some(v) = int_literal(parts[1])
+            && !out.iter().any(|(n, _)| n == parts[0])
+        {
+            out.push((parts[0].to_string(), v));
         }
     }
     out
