@@ -916,7 +916,9 @@ fn load_output_differentiability(src: &SourceFile, node: Option<&Node>, with_dis
 
 /// `split_name_params`: the base name of `name[.overload](...)`, and the operator name.
 fn split_name(spec: &str) -> Option<(&str, &str)> {
-    let n = spec.bytes().take_while(|b| is_word(*b as char)).count();
+    // the byte length of the leading word characters (whole characters: `\w` is Unicode-aware)
+    let word_len = |s: &str| s.char_indices().find(|(_, c)| !is_word(*c)).map_or(s.len(), |(i, _)| i);
+    let n = word_len(spec);
     if n == 0 {
         return None;
     }
@@ -924,7 +926,7 @@ fn split_name(spec: &str) -> Option<(&str, &str)> {
     let rest = &spec[n..];
     let (overload, rest) = match rest.strip_prefix('.') {
         Some(r) => {
-            let m = r.bytes().take_while(|b| is_word(*b as char)).count();
+            let m = word_len(r);
             if m == 0 {
                 return None;
             }
@@ -1663,6 +1665,9 @@ mod tests {
             "- name: (",
             "- name: a.(",
             "- {name: abs(Tensor self) -> Tensor, ? [a] : b}",
+            // found by the yaml_loaders fuzz target: a multi-byte character in the name
+            "- name: abs\u{42b}ensor self) -> Tensor\n  self: grad\n",
+            "- name: abs.\u{42b}x(Tensor self) -> Tensor\n  self: grad\n",
         ] {
             let _ = load(junk);
         }
