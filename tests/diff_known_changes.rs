@@ -110,6 +110,7 @@ fn report_with(kernels: &AdapterIndex, backends: &[Backend<'_>], allow: Option<&
             generated: &GeneratedIndex::default(),
             allow,
             today: "2026-06-01",
+            states: None,
         },
         &RuleSet::builtin(),
     )

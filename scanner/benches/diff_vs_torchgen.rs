@@ -51,8 +51,15 @@ fn ours(store: &Store, rules: &RuleSet) -> Res<(usize, String)> {
     let kernels = index_adapter_pair(&root, &pair)?;
     let generated = GeneratedIndex::load(&root);
     let title = format!("pytorch {} -> {}", pair.old.meta.version, pair.new.meta.version);
-    let d =
-        PairDiff { title, kernels: &kernels, backends: &[], generated: &generated, allow: None, today: "2026-01-01" };
+    let d = PairDiff {
+        title,
+        kernels: &kernels,
+        backends: &[],
+        generated: &generated,
+        allow: None,
+        today: "2026-01-01",
+        states: None,
+    };
     let r = pytorch_pair_report(&pair, d, rules);
     Ok((r.changes.len(), report_markdown::render(&r, rules)))
 }
@@ -75,6 +82,7 @@ fn ours_full(store: &Store, rules: &RuleSet) -> Res<(usize, String)> {
         generated: &generated,
         allow: None,
         today: "2026-01-01",
+        states: None,
     };
     let r = pytorch_report(d, rules);
     Ok((r.changes.len(), report_markdown::render(&r, rules)))

@@ -8,6 +8,7 @@
 
 pub mod backend;
 pub mod bot;
+pub mod compare;
 pub mod coverage;
 pub mod derivatives;
 pub mod diff;

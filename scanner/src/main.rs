@@ -111,6 +111,10 @@ present (with --fail-on info), 32 an allow-list entry has expired (with any --fa
         /// Date for allow-list expiry (YYYY-MM-DD; default: today, UTC)
         #[arg(long, value_name = "DATE")]
         today: Option<String>,
+        /// Leave out the adapter's coverage of both versions (faster; no `coverage.unreachable`
+        /// changes, and no "cover" items judged on the new version's coverage)
+        #[arg(long)]
+        no_coverage: bool,
     },
     /// List the drift rules (id, severity, PyTorch BC verdict, title)
     Rules {
@@ -462,7 +466,20 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 );
             }
         }
-        Command::Diff { old, new, format, upstream, backend, allow, fail_on, adapter, color, limit, today } => {
+        Command::Diff {
+            old,
+            new,
+            format,
+            upstream,
+            backend,
+            allow,
+            fail_on,
+            adapter,
+            color,
+            limit,
+            today,
+            no_coverage,
+        } => {
             return run_diff(DiffArgs {
                 store: &store,
                 old,
@@ -476,6 +493,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 color,
                 limit,
                 today,
+                coverage: !no_coverage,
             });
         }
         Command::Rules { format } => {
@@ -820,6 +838,8 @@ struct DiffArgs<'a> {
     color: ColorWhen,
     limit: usize,
     today: Option<String>,
+    /// Join the adapter's coverage of both versions.
+    coverage: bool,
 }
 
 /// `xirang-scan diff`: load, compare, join with the adapter, render, and compute the exit code.
@@ -917,10 +937,10 @@ fn pytorch_diff_report(
 ) -> Result<diff::Report, Error> {
     // two versions of the store: read as a pair, parsing only the entries that differ
     let pair = match (store_version(a.store, &a.old)?, store_version(a.store, &a.new)?) {
-        (Some((st, vo)), Some((_, vn))) => Some((st.load_pytorch_pair(&vo, &vn)?, st)),
+        (Some((st, vo)), Some((_, vn))) => Some((st.load_pytorch_pair(&vo, &vn)?, st, vo, vn)),
         _ => None,
     };
-    if let Some((pair, st)) = pair {
+    if let Some((pair, st, vo, vn)) = pair {
         let root = adapter_root(Some(&st));
         let kernels = match &a.adapter {
             Some(dir) => {
@@ -937,7 +957,16 @@ fn pytorch_diff_report(
         let backends: Vec<diff::impact::Backend<'_>> =
             yamls.iter().map(|(path, yaml)| diff::impact::Backend { path: path.clone(), yaml }).collect();
         warn_if_no_kernels(&kernels, a.adapter.as_deref(), &root);
-        let generated = diff::impact::GeneratedIndex::load(&root);
+        let cfg = adapter_config(&root);
+        let generated = generated_index(&root, cfg.as_ref());
+        // the coverage join needs whole snapshots (the pair holds only what differs)
+        let states = match &cfg {
+            Some(_) if a.coverage => {
+                let (old, new) = (st.load_pytorch(&vo)?, st.load_pytorch(&vn)?);
+                join_states(cfg.as_ref(), &st, &old, &new, &kernels)
+            }
+            _ => None,
+        };
         let title = format!("pytorch {} -> {}", pair.old.meta.version, pair.new.meta.version);
         let d = diff::committed::PairDiff {
             title,
@@ -946,6 +975,7 @@ fn pytorch_diff_report(
             generated: &generated,
             allow,
             today,
+            states: states.as_ref(),
         };
         return Ok(diff::committed::pytorch_pair_report(&pair, d, rules));
     }
@@ -971,7 +1001,12 @@ fn pytorch_diff_report(
     let backends: Vec<diff::impact::Backend<'_>> =
         yamls.iter().map(|(path, yaml)| diff::impact::Backend { path: path.clone(), yaml }).collect();
     warn_if_no_kernels(&kernels, a.adapter.as_deref(), &root);
-    let generated = diff::impact::GeneratedIndex::load(&root);
+    let cfg = adapter_config(&root);
+    let generated = generated_index(&root, cfg.as_ref());
+    let states = match ((a.store)(), a.coverage) {
+        (Ok(st), true) => join_states(cfg.as_ref(), &st, &old, &new, &kernels),
+        _ => None,
+    };
     let title = format!("pytorch {} -> {}", old.meta.version, new.meta.version);
     Ok(diff::committed::pytorch_report(
         diff::committed::PytorchDiff {
@@ -983,7 +1018,47 @@ fn pytorch_diff_report(
             generated: &generated,
             allow,
             today,
+            states: states.as_ref(),
         },
         rules,
     ))
+}
+
+/// The adapter's `xirang.toml` at `root`, if any (a broken one is reported and left out).
+fn adapter_config(root: &std::path::Path) -> Option<xirang_scan::generate::config::LoadedConfig> {
+    match xirang_scan::compare::config_at(root) {
+        Ok(c) => c,
+        Err(e) => {
+            warn!("warning: {}: {e}; the report leaves out the adapter's coverage", root.join("xirang.toml").display());
+            None
+        }
+    }
+}
+
+/// The generated files of the adapter (`[adapter] generated`, default `generated/`).
+fn generated_index(
+    root: &std::path::Path,
+    cfg: Option<&xirang_scan::generate::config::LoadedConfig>,
+) -> diff::impact::GeneratedIndex {
+    match cfg {
+        Some(c) => diff::impact::GeneratedIndex::load_from(root, &c.config.adapter.generated),
+        None => diff::impact::GeneratedIndex::load(root),
+    }
+}
+
+/// The adapter's coverage of both versions, or `None` (with a warning when it cannot be built).
+fn join_states(
+    cfg: Option<&xirang_scan::generate::config::LoadedConfig>,
+    store: &Store,
+    old: &PytorchSnapshot,
+    new: &PytorchSnapshot,
+    kernels: &diff::adapter_index::AdapterIndex,
+) -> Option<diff::AdapterStates> {
+    match xirang_scan::compare::adapter_states(cfg, store, old, new, kernels) {
+        Ok(s) => s,
+        Err(e) => {
+            warn!("warning: the adapter's coverage could not be joined into the report: {e}");
+            None
+        }
+    }
 }

@@ -85,12 +85,48 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
+/// What PyTorch provides for an operator on a backend that registers nothing for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Composite {
+    /// `CompositeImplicitAutograd`: it decomposes into other operators upstream; a backend never
+    /// needs a kernel.
+    Implicit,
+    /// `CompositeExplicitAutograd(NonFunctional)`: PyTorch has one kernel for every backend;
+    /// inside PyTorch a backend may override it, and needs nothing. (The standalone runtime, with
+    /// no PyTorch beneath it, still needs a kernel, a recipe or a host implementation.)
+    Explicit,
+    /// Only backend-specific kernels (CPU, CUDA, ...): the backend must provide one (or fall back).
+    None,
+}
+
+impl Composite {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Composite::Implicit => "CompositeImplicitAutograd",
+            Composite::Explicit => "CompositeExplicitAutograd",
+            Composite::None => "no composite kernel",
+        }
+    }
+}
+
 impl NativeFunction {
     pub fn name(&self) -> &OperatorName {
         &self.func.name
     }
     pub fn has_composite_implicit_autograd_kernel(&self) -> bool {
         self.dispatch.contains_key("CompositeImplicitAutograd")
+    }
+    /// What PyTorch itself provides for this operator on a new (PrivateUse1) backend.
+    pub fn composite(&self) -> Composite {
+        if self.has_composite_implicit_autograd_kernel() {
+            Composite::Implicit
+        } else if self.dispatch.contains_key("CompositeExplicitAutograd")
+            || self.dispatch.contains_key("CompositeExplicitAutogradNonFunctional")
+        {
+            Composite::Explicit
+        } else {
+            Composite::None
+        }
     }
     /// torchgen's `is_view_op`.
     pub fn is_view_op(&self) -> bool {

@@ -471,7 +471,13 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
             let old = store.load_pytorch(ov)?;
             let new_snap = store.load_pytorch(&newest.version)?;
             let kernels = diff::committed::index_adapter(&wt.path, &[&old, &new_snap])?;
-            let generated = diff::impact::GeneratedIndex::load(&wt.path);
+            let cfg = crate::compare::config_at(&wt.path).ok().flatten();
+            let generated = match &cfg {
+                Some(c) => diff::impact::GeneratedIndex::load_from(&wt.path, &c.config.adapter.generated),
+                None => diff::impact::GeneratedIndex::load(&wt.path),
+            };
+            // the adapter's coverage of both versions, when its configuration builds one
+            let states = crate::compare::adapter_states(cfg.as_ref(), &store, &old, &new_snap, &kernels).ok().flatten();
             let report = diff::committed::pytorch_report(
                 diff::committed::PytorchDiff {
                     old: &old,
@@ -482,6 +488,7 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
                     generated: &generated,
                     allow: None,
                     today: "1970-01-01",
+                    states: states.as_ref(),
                 },
                 &rules,
             );

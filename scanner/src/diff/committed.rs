@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use super::adapter_index::{self, AdapterIndex};
 use super::impact::{Backend, GeneratedIndex};
-use super::{Report, ReportInput, RuleSet, allow::AllowList, build_report, pytorch, report_markdown};
+use super::{AdapterStates, Report, ReportInput, RuleSet, allow::AllowList, build_report, pytorch, report_markdown};
 use crate::error::Error;
 use crate::schema::OperatorName;
 use crate::snapshot::{PytorchPair, PytorchSnapshot, Store, Version};
@@ -106,6 +106,8 @@ pub fn pytorch_pair_report(pair: &PytorchPair, d: PairDiff<'_>, rules: &RuleSet)
         generated: d.generated,
         allow: d.allow,
         today: d.today,
+        states: d.states,
+        rules,
     })
 }
 
@@ -117,6 +119,8 @@ pub struct PairDiff<'a> {
     pub generated: &'a GeneratedIndex,
     pub allow: Option<&'a AllowList>,
     pub today: &'a str,
+    /// The adapter's coverage in both versions (`crate::compare::adapter_states`), when known.
+    pub states: Option<&'a AdapterStates>,
 }
 
 /// Options of one PyTorch comparison.
@@ -129,6 +133,7 @@ pub struct PytorchDiff<'a> {
     pub generated: &'a GeneratedIndex,
     pub allow: Option<&'a AllowList>,
     pub today: &'a str,
+    pub states: Option<&'a AdapterStates>,
 }
 
 /// Diffs two PyTorch snapshots and builds the report.
@@ -144,6 +149,8 @@ pub fn pytorch_report(d: PytorchDiff<'_>, rules: &RuleSet) -> Report {
         generated: d.generated,
         allow: d.allow,
         today: d.today,
+        states: d.states,
+        rules,
     })
 }
 
@@ -157,7 +164,19 @@ pub fn expected_reports(store: &Store, rules: &RuleSet) -> Result<BTreeMap<PathB
     }
     let all: Vec<&PytorchSnapshot> = snaps.values().collect();
     let kernels = index_adapter(&root, &all)?;
-    let generated = GeneratedIndex::load(&root);
+    let cfg = crate::compare::config_at(&root)?;
+    let generated = match &cfg {
+        Some(c) => GeneratedIndex::load_from(&root, &c.config.adapter.generated),
+        None => GeneratedIndex::load(&root),
+    };
+    // the adapter's coverage of every version (a report joins two of them)
+    let mut coverage: BTreeMap<Version, BTreeMap<String, super::OpState>> = BTreeMap::new();
+    if let Some(c) = &cfg {
+        for (v, snap) in &snaps {
+            coverage.insert(v.clone(), crate::compare::states_of(c, store, snap)?);
+        }
+    }
+    let kernel_file = crate::compare::kernel_file(&kernels);
     let mut out = BTreeMap::new();
     let mut index_rows = Vec::new();
     let mut pairs: Vec<(String, Version, Version)> =
@@ -168,6 +187,12 @@ pub fn expected_reports(store: &Store, rules: &RuleSet) -> Result<BTreeMap<PathB
     }
     for (name, va, vb) in pairs {
         let (Some(old), Some(new)) = (snaps.get(&va), snaps.get(&vb)) else { continue };
+        let states = match (coverage.get(&va), coverage.get(&vb)) {
+            (Some(o), Some(n)) => {
+                Some(AdapterStates { old: o.clone(), new: n.clone(), kernel_file: kernel_file.clone() })
+            }
+            _ => None,
+        };
         let r = pytorch_report(
             PytorchDiff {
                 old,
@@ -178,6 +203,7 @@ pub fn expected_reports(store: &Store, rules: &RuleSet) -> Result<BTreeMap<PathB
                 generated: &generated,
                 allow: None,
                 today: "",
+                states: states.as_ref(),
             },
             rules,
         );

@@ -145,9 +145,10 @@ impl<'ast> Visit<'ast> for Uses<'_> {
     }
 }
 
-/// The generated bindings file of a vendor.
-pub fn generated_bindings_file(vendor: &str) -> String {
-    format!("generated/{vendor}_bindings.rs")
+/// The generated driver bindings (`DriverApi`, from the `[vendor]` header release of xirang.toml;
+/// one file whatever the vendor).
+pub fn generated_bindings_file(_vendor: &str) -> String {
+    "generated/driver.rs".to_string()
 }
 
 /// Impacts of header changes: every use of a changed symbol (breaking or action) in the adapter, and
@@ -166,6 +167,7 @@ pub fn impacts(changes: &[Change], uses: &SymbolUses, vendor: &str) -> Vec<Impac
                     location: Location::new(file, Some(*line)),
                     item: format!("use of {}", c.subject),
                     fingerprint: c.fingerprint.clone(),
+                    action: format!("check this use: {}", c.message),
                 });
             }
         }
@@ -177,6 +179,7 @@ pub fn impacts(changes: &[Change], uses: &SymbolUses, vendor: &str) -> Vec<Impac
             location: Location::new(generated_bindings_file(vendor), None),
             item: format!("binding of {}", c.subject),
             fingerprint: c.fingerprint.clone(),
+            action: String::new(),
         });
     }
     out

@@ -1,25 +1,44 @@
-//! Joins changes with this adapter: hand-written kernels, a vendor backend yaml, generated files.
+//! Joins changes with this adapter: where a person acts, and what the generator rewrites.
 //!
-//! - `kernel`: a breaking or action change to an operator with a hand-written kernel
-//!   ([`super::adapter_index`]) lands on that kernel (file and line): someone edits it.
+//! Which places a change lands on depends on what the change does to the adapter's code, not only
+//! on its severity (a rule's `remedy` is general; an impact's `action` is for that place):
+//!
+//! - `kernel`: a change to the operator's Rust signature (an argument inserted, removed, retyped,
+//!   made optional, reordered; a return or the out= group changed; the operator removed or its
+//!   overload renamed; a default changed, which the kernel may have relied on) lands on each
+//!   hand-written kernel of the operator ([`super::adapter_index`]: `impl AtenOps` methods and
+//!   `xirang-kernel:` functions), with file and line. Changes the Rust signature does not see
+//!   (`int` -> `SymInt`: both are `i64`; an argument renamed or made keyword-only: Rust passes by
+//!   position; a return renamed) land on no kernel. An operator that now decomposes upstream and
+//!   left the selection lands on its kernel too: the trait method is gone.
+//! - `host`: the same signature changes land on the operator's host (CPU-fallback)
+//!   implementation, registered by name and arity.
+//! - `hook`: a change to a derivative entry lands on the operator's hand-written backward
+//!   (`BackwardHooks` methods) when it has one; a translated backward is regenerated.
+//! - `cover`: an operator the adapter must now cover and does not (dispatch changes that leave no
+//!   composite kernel, an operator joining Core ATen, and `coverage.unreachable`), judged on the
+//!   new version's coverage ([`super::AdapterStates`]): already covered means nothing to do.
 //! - `backend`: a breaking or action change to an operator listed in a backend yaml passed with
-//!   `--backend` lands on that entry (file and line): someone edits the list.
-//! - `generated`: every schema, dispatch or derivative change lands on the generated file that is
-//!   rewritten from the new snapshot (the `AtenOps` trait method, the autograd glue): the generator
-//!   handles it, nobody edits it.
+//!   `--backend` lands on that entry.
+//! - `generated`: schema, dispatch and derivative changes land on the generated item rewritten from
+//!   the new snapshot (the `AtenOps` trait method in `generated/ops.rs`, the node in
+//!   `generated/autograd.rs`): the generator handles it, nobody edits it.
 
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::adapter_index::AdapterIndex;
-use super::{Change, Impact, ImpactSource, Location, Severity};
+use super::adapter_index::{AdapterIndex, HOOKS_TRAIT};
+use super::{AdapterStates, Change, Impact, ImpactSource, Location, Severity};
 use crate::backend::BackendYaml;
 use crate::naming;
 
-/// The generated file holding the `AtenOps` trait (one method per operator).
-pub const GENERATED_TRAIT_FILE: &str = "generated/aten_ops.rs";
-/// The generated file holding the autograd glue (one node per derivative entry).
-pub const GENERATED_AUTOGRAD_FILE: &str = "generated/autograd.rs";
+/// The generated file holding the `AtenOps` trait (one method per operator), relative to the
+/// generated folder.
+pub const GENERATED_TRAIT_FILE: &str = "ops.rs";
+/// The generated file holding the autograd nodes (one per derivative entry).
+pub const GENERATED_AUTOGRAD_FILE: &str = "autograd.rs";
+/// The default generated folder (`[adapter] generated` of xirang.toml).
+pub const GENERATED_DIR: &str = "generated";
 
 /// A backend yaml and the path it is reported under.
 pub struct Backend<'a> {
@@ -27,30 +46,132 @@ pub struct Backend<'a> {
     pub yaml: &'a BackendYaml,
 }
 
-/// Line numbers of `fn <name>` in the generated files under `root` (empty when not generated yet).
+/// Lines of the generated items under the generated folder: `AtenOps` trait methods in `ops.rs`
+/// (by method name) and autograd nodes in `autograd.rs` (by operator, from the node's
+/// "/// Backward of `<schema>`" line). Empty when not generated yet.
 #[derive(Debug, Default)]
 pub struct GeneratedIndex {
-    lines: HashMap<(&'static str, String), u32>,
+    /// The folder as reported (`generated`), relative to the repository root.
+    dir: String,
+    methods: HashMap<String, u32>,
+    nodes: HashMap<String, u32>,
 }
 
 impl GeneratedIndex {
-    /// Reads `generated/aten_ops.rs` and `generated/autograd.rs` under `root` when they exist.
-    pub fn load(root: &Path) -> GeneratedIndex {
-        let mut lines = HashMap::new();
-        for file in [GENERATED_TRAIT_FILE, GENERATED_AUTOGRAD_FILE] {
-            let Ok(text) = std::fs::read_to_string(root.join(file)) else { continue };
+    /// Reads `<root>/<dir>/ops.rs` and `<root>/<dir>/autograd.rs` when they exist.
+    pub fn load_from(root: &Path, dir: &str) -> GeneratedIndex {
+        let mut g = GeneratedIndex { dir: dir.trim_end_matches('/').to_string(), ..Default::default() };
+        if let Ok(text) =
+            crate::fsio::read_text(&root.join(dir).join(GENERATED_TRAIT_FILE), crate::fsio::MAX_INPUT_BYTES)
+        {
+            // the trait's methods: `    fn name(&self` inside `pub trait AtenOps {`
+            let mut in_trait = false;
             for (i, l) in text.lines().enumerate() {
-                if let Some(rest) = l.trim_start().strip_prefix("fn ") {
+                if l.starts_with("pub trait AtenOps") {
+                    in_trait = true;
+                } else if in_trait && l.starts_with('}') {
+                    break;
+                } else if in_trait && let Some(rest) = l.strip_prefix("    fn ") {
                     let name: String =
                         rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '#').collect();
-                    lines.entry((file, name)).or_insert(i as u32 + 1);
+                    g.methods.entry(name).or_insert(i as u32 + 1);
                 }
             }
         }
-        GeneratedIndex { lines }
+        if let Ok(text) =
+            crate::fsio::read_text(&root.join(dir).join(GENERATED_AUTOGRAD_FILE), crate::fsio::MAX_INPUT_BYTES)
+        {
+            for (i, l) in text.lines().enumerate() {
+                if let Some(rest) = l.strip_prefix("/// Backward of `") {
+                    let op: String = rest.chars().take_while(|c| *c != '(').collect();
+                    g.nodes.entry(op).or_insert(i as u32 + 1);
+                }
+            }
+        }
+        g
     }
-    fn loc(&self, file: &'static str, name: &str) -> Location {
-        Location::new(file, self.lines.get(&(file, name.to_string())).copied())
+
+    /// [`GeneratedIndex::load_from`] the default folder, `generated/`.
+    pub fn load(root: &Path) -> GeneratedIndex {
+        Self::load_from(root, GENERATED_DIR)
+    }
+
+    fn file(&self, name: &str) -> String {
+        if self.dir.is_empty() { format!("{GENERATED_DIR}/{name}") } else { format!("{}/{name}", self.dir) }
+    }
+
+    fn method(&self, method: &str) -> Location {
+        Location::new(self.file(GENERATED_TRAIT_FILE), self.methods.get(method).copied())
+    }
+
+    fn node(&self, op: &str) -> Location {
+        Location::new(self.file(GENERATED_AUTOGRAD_FILE), self.nodes.get(op).copied())
+    }
+}
+
+/// What a change asks of the adapter's hand-written code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Need {
+    /// The operator's Rust signature (or existence) changes: kernels and host implementations.
+    Signature,
+    /// The semantics of an argument changes, not its type (a default): check the kernels.
+    Check,
+    /// The operator may need a kernel now: only when the new coverage has none.
+    Cover,
+    /// Its backward changes: a hand-written hook, if any.
+    Backward,
+    /// The operator now decomposes upstream: a kernel is deleted when the operator left the selection.
+    Decomposes,
+    /// Nothing by hand.
+    Nothing,
+}
+
+fn need(rule: &str) -> Need {
+    match rule {
+        "op.removed"
+        | "op.overload_renamed"
+        | "arg.added_required"
+        | "arg.added_default_end"
+        | "arg.inserted"
+        | "arg.removed"
+        | "arg.reordered"
+        | "arg.retyped"
+        | "arg.widened"
+        | "arg.alias_changed"
+        | "out.changed"
+        | "ret.count_changed"
+        | "ret.type_changed" => Need::Signature,
+        "arg.default_changed" => Need::Check,
+        // (not `dispatch.composite_explicit`: the operator decomposed before, so neither the
+        // standalone runtime nor the bridge served it natively; inside PyTorch its new composite
+        // kernel serves every backend)
+        "dispatch.no_longer_composite" | "dispatch.composite_removed" | "tag.core_added" | "coverage.unreachable" => {
+            Need::Cover
+        }
+        "deriv.removed"
+        | "deriv.formula_changed"
+        | "deriv.saved_changed"
+        | "deriv.output_differentiability_changed"
+        | "deriv.added" => Need::Backward,
+        "dispatch.now_composite" => Need::Decomposes,
+        _ => Need::Nothing,
+    }
+}
+
+/// What to do at a kernel for a change, in words.
+fn kernel_action(c: &Change) -> String {
+    let what = c.detail.as_deref().map(|d| format!(" (`{d}`)")).unwrap_or_default();
+    match c.rule.as_str() {
+        "op.removed" => "delete it: the operator is gone, and so is its trait method".into(),
+        "op.overload_renamed" => {
+            format!(
+                "rename it after the new overload{}",
+                c.detail.as_deref().map(|d| format!(" `{d}`")).unwrap_or_default()
+            )
+        }
+        "arg.default_changed" => format!("check it still matches the new default{what}"),
+        "dispatch.now_composite" => "delete it: the operator decomposes upstream and left the selection".into(),
+        _ => format!("update its signature and body{what}: {}", c.message),
     }
 }
 
@@ -69,6 +190,7 @@ pub fn impacts(
     kernels: &AdapterIndex,
     backends: &[Backend<'_>],
     generated: &GeneratedIndex,
+    states: Option<&AdapterStates>,
 ) -> Vec<Impact> {
     let mut names: Vec<(String, &str, &str, u32)> = Vec::new();
     for b in backends {
@@ -82,58 +204,261 @@ pub fn impacts(
     for (op, list, path, line) in &names {
         by_op.entry(op.as_str()).or_default().push((list, path, *line));
     }
+    let hooks_item = format!("impl {HOOKS_TRAIT} for ");
 
     let mut out = Vec::new();
+    let mut push = |c: &Change, source: ImpactSource, location: Location, item: String, action: String| {
+        out.push(Impact {
+            subject: c.subject.clone(),
+            rule: c.rule.clone(),
+            severity: c.severity,
+            source,
+            location,
+            item,
+            fingerprint: c.fingerprint.clone(),
+            action,
+        });
+    };
     for c in changes {
-        let to_edit = c.severity <= Severity::Action;
-        if to_edit {
-            for k in kernels.of(&c.subject) {
-                out.push(Impact {
-                    subject: c.subject.clone(),
-                    rule: c.rule.clone(),
-                    severity: c.severity,
-                    source: ImpactSource::Kernel,
-                    location: Location::new(&k.file, Some(k.line)),
-                    item: k.item.clone(),
-                    fingerprint: c.fingerprint.clone(),
-                });
-            }
-            if let Some(entries) = by_op.get(c.subject.as_str()) {
-                for (list, path, line) in entries {
-                    out.push(Impact {
-                        subject: c.subject.clone(),
-                        rule: c.rule.clone(),
-                        severity: c.severity,
-                        source: ImpactSource::Backend,
-                        location: Location::new(*path, Some(*line)),
-                        item: format!("{list}: {}", c.subject),
-                        fingerprint: c.fingerprint.clone(),
-                    });
+        let op = c.subject.as_str();
+        let code_kernels = || kernels.of(op).filter(|k| !k.item.starts_with(&hooks_item));
+        match need(&c.rule) {
+            Need::Signature | Need::Check => {
+                for k in code_kernels() {
+                    push(
+                        c,
+                        ImpactSource::Kernel,
+                        Location::new(&k.file, Some(k.line)),
+                        k.item.clone(),
+                        kernel_action(c),
+                    );
                 }
+                if need(&c.rule) == Need::Signature {
+                    for h in kernels.fallbacks_of(op) {
+                        push(
+                            c,
+                            ImpactSource::Host,
+                            Location::new(&h.file, Some(h.line)),
+                            format!("host implementation of {op}"),
+                            if c.rule == "op.removed" {
+                                "remove its fallback-table entry".into()
+                            } else {
+                                "update its arity and argument handling to the new schema".into()
+                            },
+                        );
+                    }
+                }
+            }
+            Need::Cover => {
+                // judged on the new version's coverage; without one, the rule's remedy stands alone
+                if let Some(s) = states
+                    && let Some(st) = s.new.get(op)
+                    && !st.reachable
+                {
+                    let at = Location::new(s.kernel_file.clone().unwrap_or_else(|| "adapter-runtime/src".into()), None);
+                    push(
+                        c,
+                        ImpactSource::Cover,
+                        at,
+                        format!("cover {op}"),
+                        format!(
+                            "add a native kernel (impl AtenOps), a recipe (templates/recipes.toml) or a host \
+                             implementation: today {}",
+                            st.how
+                        ),
+                    );
+                }
+            }
+            Need::Backward => {
+                for k in kernels.of(op).filter(|k| k.item.starts_with(&hooks_item)) {
+                    push(
+                        c,
+                        ImpactSource::Hook,
+                        Location::new(&k.file, Some(k.line)),
+                        k.item.clone(),
+                        format!("update the hand-written backward: {}", c.message),
+                    );
+                }
+            }
+            Need::Decomposes => {
+                let left = states.is_some_and(|s| !s.new.contains_key(op));
+                if left {
+                    for k in code_kernels() {
+                        push(
+                            c,
+                            ImpactSource::Kernel,
+                            Location::new(&k.file, Some(k.line)),
+                            k.item.clone(),
+                            kernel_action(c),
+                        );
+                    }
+                }
+            }
+            Need::Nothing => {}
+        }
+        if c.severity <= Severity::Action
+            && let Some(entries) = by_op.get(op)
+        {
+            for (list, path, line) in entries {
+                push(
+                    c,
+                    ImpactSource::Backend,
+                    Location::new(*path, Some(*line)),
+                    format!("{list}: {op}"),
+                    format!("review the `{list}` entry: {}", c.message),
+                );
             }
         }
         if let Some(file) = generated_file(&c.rule) {
             // a removed operator's method disappears; an overload rename renames it
             let subject = match c.rule.as_str() {
-                "op.overload_renamed" => c.detail.as_deref().unwrap_or(&c.subject),
-                _ => c.subject.as_str(),
+                "op.overload_renamed" => c.detail.as_deref().unwrap_or(op),
+                _ => op,
             };
             let Some(method) = naming::method_name_of(subject) else { continue };
-            let item = if file == GENERATED_TRAIT_FILE {
-                format!("AtenOps::{method}")
+            let (location, item) = if file == GENERATED_TRAIT_FILE {
+                (generated.method(&method), format!("AtenOps::{method}"))
             } else {
-                format!("autograd node of {subject}")
+                (generated.node(subject), format!("autograd node of {subject}"))
             };
-            out.push(Impact {
-                subject: c.subject.clone(),
-                rule: c.rule.clone(),
-                severity: c.severity,
-                source: ImpactSource::Generated,
-                location: generated.loc(file, &method),
-                item,
-                fingerprint: c.fingerprint.clone(),
-            });
+            push(c, ImpactSource::Generated, location, item, String::new());
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diff::adapter_index::Kernel;
+    use crate::diff::{OpState, RuleSet, Upstream, coverage_changes};
+
+    fn change(rule: &str, op: &str) -> Change {
+        Change::new(
+            &RuleSet::builtin(),
+            rule,
+            Upstream::Pytorch,
+            op,
+            Some("x".into()),
+            None,
+            None,
+            None,
+            format!("{rule} of {op}"),
+        )
+    }
+
+    fn kernel(op: &str, item: &str, line: u32) -> Kernel {
+        Kernel { op: op.into(), item: item.into(), file: "adapter-runtime/src/k.rs".into(), line }
+    }
+
+    fn index() -> AdapterIndex {
+        let mut kernels = vec![
+            kernel("mm", "impl AtenOps for Npu::mm", 10),
+            kernel("maximum", "impl BackwardHooks for Npu::hook_maximum_self", 20),
+            kernel("trunc", "impl AtenOps for Npu::trunc", 30),
+        ];
+        kernels.sort();
+        let fallbacks = vec![Kernel { op: "mm".into(), item: "fallback".into(), file: "h.rs".into(), line: 5 }];
+        AdapterIndex { kernels, fallbacks, warnings: Vec::new() }
+    }
+
+    fn states() -> AdapterStates {
+        let st = |reachable: bool| OpState {
+            reachable,
+            how: if reachable { "native" } else { "none: nothing" }.into(),
+            core: true,
+        };
+        let mut s = AdapterStates { kernel_file: Some("adapter-runtime/src/k.rs".into()), ..Default::default() };
+        for (op, old, new) in [("trunc", true, true), ("masked_scatter", false, false), ("gone_after", true, false)] {
+            s.old.insert(op.into(), st(old));
+            s.new.insert(op.into(), st(new));
+        }
+        s
+    }
+
+    fn sources(changes: &[Change]) -> Vec<(String, ImpactSource, Option<u32>)> {
+        let g = GeneratedIndex::default();
+        let mut v: Vec<_> = impacts(changes, &index(), &[], &g, Some(&states()))
+            .into_iter()
+            .filter(|i| i.source != ImpactSource::Generated)
+            .map(|i| (i.subject, i.source, i.location.line))
+            .collect();
+        v.sort_by(|a, b| (&a.0, a.2).cmp(&(&b.0, b.2)));
+        v
+    }
+
+    #[test]
+    fn signature_changes_land_on_kernels_and_host_implementations() {
+        let v = sources(&[change("arg.inserted", "mm")]);
+        assert_eq!(v, [("mm".into(), ImpactSource::Host, Some(5)), ("mm".into(), ImpactSource::Kernel, Some(10))]);
+        // invisible to the Rust signature: nothing to edit
+        for rule in
+            ["arg.int_to_symint", "arg.renamed", "arg.kwarg_only_changed", "ret.name_changed", "structured.changed"]
+        {
+            assert!(sources(&[change(rule, "mm")]).is_empty(), "{rule}");
+        }
+        // a default change: check the kernel, not the host table's arity
+        assert_eq!(sources(&[change("arg.default_changed", "mm")]), [("mm".into(), ImpactSource::Kernel, Some(10))]);
+    }
+
+    #[test]
+    fn coverage_decides_whether_an_operator_needs_a_kernel() {
+        // trunc joined Core ATen but has a kernel: nothing to do; masked_scatter has none: cover it
+        let v = sources(&[change("tag.core_added", "trunc"), change("tag.core_added", "masked_scatter")]);
+        assert_eq!(v, [("masked_scatter".into(), ImpactSource::Cover, None)]);
+        // Implicit -> Explicit: PyTorch's composite kernel serves every backend
+        assert!(sources(&[change("dispatch.composite_explicit", "masked_scatter")]).is_empty());
+        // no composite kernel left and not covered
+        assert_eq!(
+            sources(&[change("dispatch.no_longer_composite", "masked_scatter")]),
+            [("masked_scatter".into(), ImpactSource::Cover, None)]
+        );
+        // reachable before, not after
+        let lost = coverage_changes(&states(), &RuleSet::builtin());
+        assert_eq!(
+            lost.iter().map(|c| (c.rule.as_str(), c.subject.as_str())).collect::<Vec<_>>(),
+            [("coverage.unreachable", "gone_after")]
+        );
+    }
+
+    #[test]
+    fn derivative_changes_land_on_hand_written_backwards_only() {
+        assert_eq!(
+            sources(&[change("deriv.formula_changed", "maximum")]),
+            [("maximum".into(), ImpactSource::Hook, Some(20))]
+        );
+        // a translated backward (no hook) is regenerated: nothing by hand
+        assert!(sources(&[change("deriv.formula_changed", "mm")]).is_empty());
+    }
+
+    #[test]
+    fn a_kernel_of_an_operator_that_left_the_selection_is_deleted() {
+        // mm is not in the new selection of `states()`
+        assert_eq!(sources(&[change("dispatch.now_composite", "mm")]), [("mm".into(), ImpactSource::Kernel, Some(10))]);
+        // trunc still is: its kernel stays an optional override
+        assert!(sources(&[change("dispatch.now_composite", "trunc")]).is_empty());
+    }
+
+    #[test]
+    fn generated_items_get_their_lines() {
+        let root = std::env::temp_dir().join(format!("xirang-genindex-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("gen")).unwrap();
+        std::fs::write(
+            root.join("gen/ops.rs"),
+            "// @generated\nfn helper() {}\npub trait AtenOps {\n    fn abs(&self, self_: &Tensor) -> Result<Tensor> {\n        x\n    }\n    fn r#where(&self) {}\n}\npub mod aten {\n    pub fn abs() {}\n}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            root.join("gen/autograd.rs"),
+            "x\n/// Backward of `add.Tensor(Tensor self) -> Tensor`.\npub struct AddTensorBackward {}\n",
+        )
+        .unwrap();
+        let g = GeneratedIndex::load_from(&root, "gen");
+        assert_eq!(g.method("abs"), Location::new("gen/ops.rs", Some(4)));
+        assert_eq!(g.method("r#where"), Location::new("gen/ops.rs", Some(7)));
+        assert_eq!(g.node("add.Tensor"), Location::new("gen/autograd.rs", Some(2)));
+        assert_eq!(g.method("helper").line, None);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }

@@ -198,6 +198,13 @@ impl Change {
 pub enum ImpactSource {
     /// A hand-written kernel in adapter-runtime/ (someone edits it).
     Kernel,
+    /// A hand-written backward (a `BackwardHooks` method; someone edits it).
+    Hook,
+    /// A host (CPU-fallback) implementation, registered by name and arity (someone edits it).
+    Host,
+    /// An operator the adapter must cover and does not (someone adds a kernel, a recipe or a host
+    /// implementation).
+    Cover,
     /// An entry of the vendor backend yaml passed with `--backend` (someone edits it).
     Backend,
     /// A use of a changed driver symbol in adapter-runtime/ (a binding, a `dlsym` name, a call).
@@ -210,6 +217,9 @@ impl ImpactSource {
     pub fn as_str(self) -> &'static str {
         match self {
             ImpactSource::Kernel => "kernel",
+            ImpactSource::Hook => "hook",
+            ImpactSource::Host => "host",
+            ImpactSource::Cover => "cover",
             ImpactSource::Backend => "backend",
             ImpactSource::Driver => "driver",
             ImpactSource::Generated => "generated",
@@ -229,6 +239,31 @@ pub struct Impact {
     pub item: String,
     /// The change's fingerprint (links the impact to its change).
     pub fingerprint: String,
+    /// What to do at that place, in words (empty for generated items).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub action: String,
+}
+
+/// What the adapter does for one operator in one version, as far as the drift engine needs it
+/// (the layer that computes coverage fills it in; see `crate::compare`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OpState {
+    /// Native, recipe or fallback (a call does not return `Unsupported`).
+    pub reachable: bool,
+    /// `native at file:line`, `recipe recipes::x`, `fallback at file:line`, or why it is `none`.
+    pub how: String,
+    /// In the Core ATen set.
+    pub core: bool,
+}
+
+/// The adapter's state in both versions of a comparison: operators selected by `xirang.toml` with
+/// their tier, and where kernels are added.
+#[derive(Debug, Clone, Default)]
+pub struct AdapterStates {
+    pub old: std::collections::BTreeMap<String, OpState>,
+    pub new: std::collections::BTreeMap<String, OpState>,
+    /// The file that holds the adapter's `impl AtenOps for ...` (where a native kernel is added).
+    pub kernel_file: Option<String>,
 }
 
 /// An allow-list entry that matched nothing or has expired.
@@ -334,15 +369,46 @@ pub struct ReportInput<'a> {
     pub allow: Option<&'a allow::AllowList>,
     /// `YYYY-MM-DD`, for allow-list expiry.
     pub today: &'a str,
+    /// The adapter's coverage in both versions, when known (it adds `coverage.unreachable` changes
+    /// and decides which dispatch and Core ATen changes need a kernel).
+    pub states: Option<&'a AdapterStates>,
+    pub rules: &'a RuleSet,
+}
+
+/// Operators reachable in the old version and not in the new one (`coverage.unreachable`).
+pub fn coverage_changes(states: &AdapterStates, rules: &RuleSet) -> Vec<Change> {
+    let mut out = Vec::new();
+    for (op, new) in &states.new {
+        let Some(old) = states.old.get(op) else { continue };
+        if old.reachable && !new.reachable {
+            let core = if new.core { " (Core ATen)" } else { "" };
+            out.push(Change::new(
+                rules,
+                "coverage.unreachable",
+                Upstream::Pytorch,
+                op.clone(),
+                None,
+                None,
+                Some(old.how.clone()),
+                Some(new.how.clone()),
+                format!("`{op}`{core} was reachable ({}) and is not in the new version: {}", old.how, new.how),
+            ));
+        }
+    }
+    out
 }
 
 /// Applies the allow list, joins the remaining changes with the adapter, and sorts everything.
 pub fn build_report(input: ReportInput<'_>) -> Report {
+    let mut all = input.changes;
+    if let Some(states) = input.states {
+        all.extend(coverage_changes(states, input.rules));
+    }
     let (changes, suppressed, allow_notes) = match input.allow {
-        Some(a) => a.apply(input.changes, input.today),
-        None => (input.changes, Vec::new(), Vec::new()),
+        Some(a) => a.apply(all, input.today),
+        None => (all, Vec::new(), Vec::new()),
     };
-    let impact = impact::impacts(&changes, input.kernels, input.backends, input.generated);
+    let impact = impact::impacts(&changes, input.kernels, input.backends, input.generated, input.states);
     let mut r = Report {
         title: input.title,
         old: input.old,

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::{Change, Location, RuleSet, Upstream};
 use crate::derivatives::Derivative;
-use crate::registry::NativeFunction;
+use crate::registry::{Composite, NativeFunction};
 use crate::schema::{Argument, FunctionSchema, Return, Type};
 use crate::snapshot::{PytorchPair, PytorchSnapshot};
 
@@ -205,29 +205,37 @@ fn compare_op(out: &mut Out<'_>, name: &str, o: &NativeFunction, n: &NativeFunct
     if o.func != n.func {
         compare_schema(out, name, &o.func, &n.func, &loc);
     }
-    // dispatch
-    let (ocia, ncia) = (o.has_composite_implicit_autograd_kernel(), n.has_composite_implicit_autograd_kernel());
+    // dispatch: what PyTorch provides a backend that registers nothing (see `Composite`)
     let keys = |f: &NativeFunction| f.dispatch_keys().join(", ");
-    if !ocia && ncia {
-        out.push(
+    let transition = match (o.composite(), n.composite()) {
+        (a, b) if a == b => None,
+        (_, Composite::Implicit) => Some((
             "dispatch.now_composite",
-            name,
-            None,
-            Some(keys(o)),
-            Some(keys(n)),
             format!("`{name}` now decomposes upstream (CompositeImplicitAutograd): no kernel needed"),
-            loc.clone(),
-        );
-    } else if ocia && !ncia {
-        out.push(
+        )),
+        (Composite::Implicit, Composite::Explicit) => Some((
+            "dispatch.composite_explicit",
+            format!(
+                "`{name}` no longer decomposes, but PyTorch has a composite kernel for every backend: \
+                 inside PyTorch overriding it is optional"
+            ),
+        )),
+        (Composite::Implicit, Composite::None) => Some((
             "dispatch.no_longer_composite",
-            name,
-            None,
-            Some(keys(o)),
-            Some(keys(n)),
-            format!("`{name}` no longer decomposes upstream: a kernel (or the CPU fallback) is needed"),
-            loc.clone(),
-        );
+            format!("`{name}` no longer decomposes and has no composite kernel: the backend must provide it"),
+        )),
+        (Composite::Explicit, Composite::None) => Some((
+            "dispatch.composite_removed",
+            format!("`{name}` lost its composite kernel (only {} remain): the backend must provide it", keys(n)),
+        )),
+        (Composite::None, Composite::Explicit) => Some((
+            "dispatch.composite_added",
+            format!("`{name}` gained a composite kernel: inside PyTorch a backend kernel is now optional"),
+        )),
+        _ => None,
+    };
+    if let Some((rule, message)) = transition {
+        out.push(rule, name, None, Some(keys(o)), Some(keys(n)), message, loc.clone());
     } else if o.dispatch_keys() != n.dispatch_keys() {
         out.push(
             "dispatch.keys_changed",
@@ -651,6 +659,29 @@ mod tests {
 
     fn store() -> Store {
         Store::new(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../schemas"))
+    }
+
+    /// What PyTorch provides a new backend, across real releases: a decomposition replaced by a
+    /// composite kernel is not "a kernel is now needed"; one replaced by CPU/CUDA kernels is.
+    #[test]
+    fn composite_transitions_of_real_releases() {
+        let st = store();
+        let rules = RuleSet::builtin();
+        let load = |v: &str| st.load_pytorch(&st.resolve("pytorch", v).unwrap()).unwrap();
+        let rule_of = |changes: &[Change], op: &str| -> Vec<String> {
+            changes
+                .iter()
+                .filter(|c| c.subject == op && c.rule.starts_with("dispatch."))
+                .map(|c| c.rule.clone())
+                .collect()
+        };
+        let c = diff(&load("v2.1"), &load("v2.3"), &rules);
+        assert_eq!(rule_of(&c, "bitwise_or.Scalar"), ["dispatch.composite_explicit"]);
+        assert_eq!(rule_of(&c, "linalg_eigvals.out"), ["dispatch.no_longer_composite"]);
+        let c = diff(&load("v2.5"), &load("v2.7"), &rules);
+        assert_eq!(rule_of(&c, "_assert_tensor_metadata"), ["dispatch.composite_explicit"]);
+        let c = diff(&load("v2.3"), &load("v2.15"), &rules);
+        assert_eq!(rule_of(&c, "cudnn_batch_norm.out"), ["dispatch.composite_removed"]);
     }
 
     /// The pair path finds exactly the changes of the full load, for near and far pairs, the same

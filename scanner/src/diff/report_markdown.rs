@@ -65,7 +65,11 @@ pub fn render(r: &Report, rules: &RuleSet) -> String {
         let _ = writeln!(o, "| | severity | where | item | operator | rule | remedy |");
         let _ = writeln!(o, "| --- | --- | --- | --- | --- | --- | --- |");
         for im in &to_edit {
-            let remedy = rules.get(&im.rule).map(|x| x.remedy.as_str()).unwrap_or("");
+            let remedy = if im.action.is_empty() {
+                rules.get(&im.rule).map(|x| x.remedy.as_str()).unwrap_or("")
+            } else {
+                im.action.as_str()
+            };
             let _ = writeln!(
                 o,
                 "| [ ] | {} | `{}` | {} | `{}` | `{}` | {} |",

@@ -111,7 +111,12 @@ pub fn render(r: &Report, rules: &RuleSet, opts: Options) -> String {
         let _ = writeln!(o, "  nothing: no hand-written kernel or backend entry is affected");
     }
     for im in &to_edit {
-        let remedy = rules.get(&im.rule).map(|x| x.remedy.as_str()).unwrap_or("");
+        // what to do at that place; the rule's general remedy when the impact says nothing more
+        let remedy = if im.action.is_empty() {
+            rules.get(&im.rule).map(|x| x.remedy.as_str()).unwrap_or("")
+        } else {
+            im.action.as_str()
+        };
         let _ = writeln!(
             o,
             "  [ ] {} {}  {}  {}  {}\n        {}",

@@ -130,6 +130,16 @@ impl Inputs {
         let header_decls = headers.set.files.into_iter().flat_map(|f| f.decls).collect();
         Ok(Inputs { cfg, snapshot, header_decls })
     }
+
+    /// The inputs for another PyTorch version than the configured one (a comparison's coverage):
+    /// the configuration's operator names are not checked against it.
+    pub fn for_snapshot(cfg: LoadedConfig, store: &Store, snapshot: PytorchSnapshot) -> Result<Inputs> {
+        let vendor = cfg.config.vendor.name.clone();
+        let hv = store.resolve(&vendor, &cfg.config.vendor.headers)?;
+        let headers = store.load_headers(&vendor, &hv)?;
+        let header_decls = headers.set.files.into_iter().flat_map(|f| f.decls).collect();
+        Ok(Inputs { cfg, snapshot, header_decls })
+    }
 }
 
 /// Every operator `xirang.toml` names (`[operators] include/exclude`, `[kernels]`) exists in the
