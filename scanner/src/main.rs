@@ -108,6 +108,11 @@ present (with --fail-on info), 32 an allow-list entry has expired (with any --fa
         /// Subjects listed per rule in the terminal format (0: all)
         #[arg(long, default_value_t = 8)]
         limit: usize,
+        /// Terminal format: show every detail and fingerprint whole, whatever the width (default: lines
+        /// fit the terminal's width, $COLUMNS, or 100 columns when stdout is not a terminal; what is
+        /// cut ends in `...`, fingerprints are shortened)
+        #[arg(long)]
+        wide: bool,
         /// Date for allow-list expiry (YYYY-MM-DD; default: today, UTC)
         #[arg(long, value_name = "DATE")]
         today: Option<String>,
@@ -462,7 +467,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 );
             }
         }
-        Command::Diff { old, new, format, upstream, backend, allow, fail_on, adapter, color, limit, today } => {
+        Command::Diff { old, new, format, upstream, backend, allow, fail_on, adapter, color, limit, wide, today } => {
             return run_diff(DiffArgs {
                 store: &store,
                 old,
@@ -475,6 +480,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 adapter,
                 color,
                 limit,
+                wide,
                 today,
             });
         }
@@ -819,6 +825,7 @@ struct DiffArgs<'a> {
     adapter: Option<PathBuf>,
     color: ColorWhen,
     limit: usize,
+    wide: bool,
     today: Option<String>,
 }
 
@@ -856,7 +863,12 @@ fn run_diff(a: DiffArgs<'_>) -> Result<ExitCode, Error> {
                 ColorWhen::Never => false,
                 ColorWhen::Auto => diff::report_terminal::auto_color(),
             };
-            diff::report_terminal::render(&report, &rules, diff::report_terminal::Options { color, limit: a.limit })
+            let width = if a.wide { None } else { Some(xirang_scan::width::output_width()) };
+            diff::report_terminal::render(
+                &report,
+                &rules,
+                diff::report_terminal::Options { color, limit: a.limit, width },
+            )
         }
         DiffFormat::Markdown => diff::report_markdown::render(&report, &rules),
         DiffFormat::Json => diff::report_json::render(&report)?,
