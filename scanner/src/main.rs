@@ -77,6 +77,12 @@ snapshot store (schemas/VENDOR/) or a folder of headers.")]
     #[command(long_about = "Compares two PyTorch snapshots (or sources), classifies every change by a rule of the \
 catalogue (`xirang-scan rules`), joins the changes with the hand-written kernels of adapter-runtime/ and with \
 backend yaml files (--backend), and prints a checklist of what to edit plus what the generator handles.\n\n\
+Formats: terminal (grouped by severity and rule; each change starts with its fingerprint, the key of an \
+allow-list entry; every line fits the terminal's width, $COLUMNS, or 100 columns when stdout is not a \
+terminal: details cut to fit end in `...` and fingerprints are shortened to 12 characters when space is \
+short; --wide shows everything whole), markdown (for pull requests: summary tables, a task list of the \
+places to edit, collapsible details with whole fingerprints), json (every field; \
+schemas/format/diff-report.schema.json).\n\n\
 Exit codes: 0 no change at or above --fail-on (or no --fail-on); 1 error; 2 usage error; otherwise a bit set: \
 4 breaking changes present, 8 action changes present (counted with --fail-on action|info), 16 info changes \
 present (with --fail-on info), 32 an allow-list entry has expired (with any --fail-on).")]
