@@ -157,7 +157,7 @@ present (with --fail-on info), 32 an allow-list entry has expired (with any --fa
     /// Coverage report: the tier of every selected operator (native, recipe, fallback, none) and
     /// the backward of each differentiable input (translated, hand-written hook, missing hook)
     #[command(
-        long_about = "Lists every operator xirang.toml selects (as `generate` does) with the tier the generated front-ends dispatch it to: native (the adapter's `impl AtenOps` method), recipe (a composition recipe of templates/recipes.toml or an out=/in-place wrapper over the functional operator; counted only when every operator it calls is reachable), fallback (a host implementation in the runtime's fallback table), or none; with the file:line of the kernel or host implementation. For autograd, each input of an operator's derivatives.yaml entry is translated (the generator compiled the formula), hand-written (a BackwardHooks method the adapter implements, with file:line), missing hook, or not differentiable; operators without an entry say so. Totals come first.
+        long_about = "Lists every operator xirang.toml selects (as `generate` does) with the tier the generated front-ends dispatch it to: native (the adapter's `impl AtenOps` method), recipe (a composition recipe of templates/recipes.toml or an out=/in-place wrapper over the functional operator; counted only when every operator it calls is reachable), fallback (a host implementation in the runtime's fallback table), or none; with the file:line of the kernel or host implementation. The text format fits the terminal's width ($COLUMNS, or 100 columns when stdout is not a terminal; what is cut ends in `...`); --wide shows every row whole. For autograd, each input of an operator's derivatives.yaml entry is translated (the generator compiled the formula), hand-written (a BackwardHooks method the adapter implements, with file:line), missing hook, or not differentiable; operators without an entry say so. Totals come first.
 
 --write regenerates the committed report (diffs/coverage.md and diffs/coverage.json); --check exits 3 when it is stale (CI).
 
@@ -178,6 +178,10 @@ Exit codes: 0 success; 1 error; 2 usage error; 3 --check found the committed rep
         /// Do not write; exit 3 and list the stale files when the committed report is not current
         #[arg(long)]
         check: bool,
+        /// Text format: show every row whole, whatever the width (default: lines fit the terminal's
+        /// width, $COLUMNS, or 100 columns when stdout is not a terminal; what is cut ends in `...`)
+        #[arg(long)]
+        wide: bool,
         /// Exit 4 when fewer than PCT percent of the operators are reachable (tier other than none)
         #[arg(long, value_name = "PCT")]
         fail_under_reachable: Option<f64>,
@@ -551,7 +555,16 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 summary.folder.display()
             );
         }
-        Command::Coverage { format, adapter, config, write, check, fail_under_reachable, fail_under_autograd } => {
+        Command::Coverage {
+            format,
+            adapter,
+            config,
+            write,
+            check,
+            wide,
+            fail_under_reachable,
+            fail_under_autograd,
+        } => {
             use xirang_scan::{coverage, generate};
             let cfg = match &config {
                 Some(p) => generate::config::LoadedConfig::load(p)?,
@@ -586,7 +599,10 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 }
             } else {
                 let text = match format {
-                    CoverageFormat::Text => coverage::render_text(&report),
+                    CoverageFormat::Text => coverage::render_text(
+                        &report,
+                        if wide { None } else { Some(xirang_scan::width::output_width()) },
+                    ),
                     CoverageFormat::Markdown => coverage::render_markdown(&report),
                     CoverageFormat::Json => coverage::render_json(&report)?,
                 };
