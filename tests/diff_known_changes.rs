@@ -6,7 +6,7 @@ use xirang_scan::diff::allow::AllowList;
 use xirang_scan::diff::committed::{PytorchDiff, pytorch_report};
 use xirang_scan::diff::impact::{Backend, GeneratedIndex};
 use xirang_scan::diff::{
-    Change, ImpactSource, Report, RuleSet, Severity, exit_code, pytorch, report_json, report_markdown,
+    Change, ImpactSource, Report, RuleSet, Severity, exit_code, pytorch, report_json, report_markdown, report_terminal,
 };
 use xirang_scan::snapshot::{PytorchSnapshot, Store};
 
@@ -149,6 +149,36 @@ fn impact_on_kernels_and_backend_with_locations() {
     // markdown has the summary table and collapsible details; json the documented fields
     let md = report_markdown::render(&r, &RuleSet::builtin());
     assert!(md.contains("| changes | ") && md.contains("<details>") && md.contains("adapter-runtime/src/npu.rs:3"));
+    // the checklist: one GitHub task-list item per place to edit, with file:line, item, rule, remedy
+    let tasks: Vec<&str> = md.lines().filter(|l| l.starts_with("- [ ] ")).collect();
+    assert_eq!(tasks.len(), r.to_edit().count());
+    let cslt = r.impact.iter().find(|i| i.subject == "_cslt_sparse_mm" && i.rule == "arg.inserted").unwrap();
+    let remedy = RuleSet::builtin().get("arg.inserted").unwrap().remedy.clone();
+    assert!(
+        tasks.contains(
+            &format!(
+                "- [ ] **breaking** `adapter-runtime/src/npu.rs:3` `{}` (operator `_cslt_sparse_mm`, rule `arg.inserted`): \
+                 {remedy}",
+                cslt.item
+            )
+            .as_str()
+        ),
+        "{tasks:#?}"
+    );
+    assert!(!md.contains("| [ ] |"), "no checklist rows in a table");
+    // every change's whole fingerprint is in the markdown (collapsible details)
+    assert!(r.changes.iter().all(|c| md.contains(&format!("| `{}` |", c.fingerprint))));
+    // the terminal report fits 100 columns, with shortened fingerprints; --wide has them whole
+    let rules = RuleSet::builtin();
+    let text =
+        report_terminal::render(&r, &rules, report_terminal::Options { color: false, limit: 0, width: Some(100) });
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+    assert!(text.lines().any(|l| l.ends_with("...")));
+    assert!(r.changes.iter().all(|c| text.contains(&format!("    {}  ", &c.fingerprint[..12]))));
+    assert!(text.contains(&format!("fingerprint {}", &cslt.fingerprint[..12])), "{text}");
+    assert!(!text.contains(&cslt.fingerprint));
+    let wide = report_terminal::render(&r, &rules, report_terminal::Options { color: false, limit: 0, width: None });
+    assert!(r.changes.iter().all(|c| wide.contains(&format!("    {}  {}\n", c.fingerprint, c.message))), "{wide}");
     let j: serde_json::Value = serde_json::from_str(&report_json::render(&r).unwrap()).unwrap();
     assert_eq!(j["format"], "xirang-diff-report");
     let c0 = &j["changes"][0];

@@ -554,23 +554,43 @@ fn totals_lines(c: &Coverage) -> Vec<(String, String)> {
     ]
 }
 
-/// The plain-text report.
-pub fn render_text(c: &Coverage) -> String {
-    let mut s = format!(
-        "coverage of {} for PyTorch {} (xirang.toml [operators] {}; adapter index: {})\n",
+/// The plain-text report, fitted to `width` columns (see [`crate::width`]): totals wrapped at
+/// spaces, each operator on one line cut to fit (ending in `...`). The operator column takes at
+/// most 3/10 of the width (a longer name is kept whole and shifts its row) and the forward column
+/// 1/5 (longer tiers are cut), so that the autograd and where columns keep some room.
+/// `None` (`--wide`): every row whole, the columns as wide as their widest cell.
+pub fn render_text(c: &Coverage, width: Option<usize>) -> String {
+    use crate::width::{columns, cut, fit, wrap};
+    let mut s = String::new();
+    let head = format!(
+        "coverage of {} for PyTorch {} (xirang.toml [operators] {}; adapter index: {})",
         c.adapter, c.pytorch, c.select, c.indexed
     );
+    for l in wrap(&head, width, 2) {
+        let _ = writeln!(s, "{l}");
+    }
     for (k, v) in totals_lines(c) {
-        let _ = writeln!(s, "{k}: {v}");
+        for l in wrap(&format!("{k}: {v}"), width, 2) {
+            let _ = writeln!(s, "{l}");
+        }
     }
     s.push('\n');
-    let w = c.ops.iter().map(|o| o.op.len()).max().unwrap_or(2).max(8);
-    let fw = c.ops.iter().map(|o| forward_text(o).len()).max().unwrap_or(7).max(7);
-    let _ = writeln!(s, "{:w$}  {:fw$}  AUTOGRAD  [WHERE]", "OPERATOR", "FORWARD");
+    let mut w = c.ops.iter().map(|o| columns(&o.op)).max().unwrap_or(2).max(8);
+    let mut fw = c.ops.iter().map(|o| columns(&forward_text(o))).max().unwrap_or(7).max(7);
+    if let Some(total) = width {
+        w = w.min((total * 3 / 10).max(12));
+        fw = fw.min((total / 5).max(8));
+    }
+    let _ = writeln!(s, "{}", fit(&format!("{:w$}  {:fw$}  AUTOGRAD  [WHERE]", "OPERATOR", "FORWARD"), width));
     for o in &c.ops {
         let wh = where_text(o);
         let wh = if wh.is_empty() { String::new() } else { format!("  [{wh}]") };
-        let _ = writeln!(s, "{:w$}  {:fw$}  {}{wh}", o.op, forward_text(o), autograd_text(o));
+        let forward = match width {
+            Some(_) => cut(&forward_text(o), fw),
+            None => forward_text(o),
+        };
+        let line = format!("{:w$}  {forward:fw$}  {}{wh}", o.op, autograd_text(o));
+        let _ = writeln!(s, "{}", fit(&line, width));
     }
     s
 }
@@ -721,6 +741,30 @@ mod tests {
         assert_eq!(render_json(&c).unwrap(), render_json(&build(&inputs, None).unwrap()).unwrap());
         let v: serde_json::Value = serde_json::from_str(&render_json(&c).unwrap()).unwrap();
         assert_eq!(v["operators"].as_array().map(Vec::len), Some(c.ops.len()));
+    }
+
+    #[test]
+    fn text_fits_the_width_or_is_whole_with_wide() {
+        use crate::width::columns;
+        let c = build(&inputs(), None).unwrap();
+        let long = c.ops.iter().max_by_key(|o| columns(&where_text(o)) + columns(&autograd_text(o))).unwrap();
+        for width in [60, 100] {
+            let text = render_text(&c, Some(width));
+            for l in text.lines() {
+                assert!(columns(l) <= width, "{width}: {l:?}");
+            }
+            // totals are wrapped, not cut: every number is there
+            assert!(text.contains(&format!("({:.1}% reachable)", c.reachable_pct())), "{text}");
+            // one line per operator, long rows cut with `...`
+            let row = text.lines().find(|l| l.starts_with(&format!("{} ", long.op))).expect("row");
+            assert!(row.ends_with("..."), "{row}");
+            assert_eq!(text.lines().skip_while(|l| !l.starts_with("OPERATOR")).skip(1).count(), c.ops.len());
+        }
+        let wide = render_text(&c, None);
+        let row = wide.lines().find(|l| l.starts_with(&format!("{} ", long.op))).expect("row");
+        assert!(row.contains(&where_text(long)) && row.contains(&autograd_text(long)), "{row}");
+        assert!(!wide.contains("..."));
+        assert!(wide.lines().any(|l| columns(l) > 100));
     }
 
     #[test]

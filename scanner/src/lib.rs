@@ -23,6 +23,7 @@ pub mod snapshot;
 pub mod source;
 pub mod suggest;
 pub mod version;
+pub mod width;
 pub mod yaml;
 
 pub use error::{Error, Pos, Result, SourceError, SourceFile};

@@ -77,6 +77,12 @@ snapshot store (schemas/VENDOR/) or a folder of headers.")]
     #[command(long_about = "Compares two PyTorch snapshots (or sources), classifies every change by a rule of the \
 catalogue (`xirang-scan rules`), joins the changes with the hand-written kernels of adapter-runtime/ and with \
 backend yaml files (--backend), and prints a checklist of what to edit plus what the generator handles.\n\n\
+Formats: terminal (grouped by severity and rule; each change starts with its fingerprint, the key of an \
+allow-list entry; every line fits the terminal's width, $COLUMNS, or 100 columns when stdout is not a \
+terminal: details cut to fit end in `...` and fingerprints are shortened to 12 characters when space is \
+short; --wide shows everything whole), markdown (for pull requests: summary tables, a task list of the \
+places to edit, collapsible details with whole fingerprints), json (every field; \
+schemas/format/diff-report.schema.json).\n\n\
 Exit codes: 0 no change at or above --fail-on (or no --fail-on); 1 error; 2 usage error; otherwise a bit set: \
 4 breaking changes present, 8 action changes present (counted with --fail-on action|info), 16 info changes \
 present (with --fail-on info), 32 an allow-list entry has expired (with any --fail-on).")]
@@ -108,6 +114,11 @@ present (with --fail-on info), 32 an allow-list entry has expired (with any --fa
         /// Subjects listed per rule in the terminal format (0: all)
         #[arg(long, default_value_t = 8)]
         limit: usize,
+        /// Terminal format: show every detail and fingerprint whole, whatever the width (default: lines
+        /// fit the terminal's width, $COLUMNS, or 100 columns when stdout is not a terminal; what is
+        /// cut ends in `...`, fingerprints are shortened)
+        #[arg(long)]
+        wide: bool,
         /// Date for allow-list expiry (YYYY-MM-DD; default: today, UTC)
         #[arg(long, value_name = "DATE")]
         today: Option<String>,
@@ -150,7 +161,7 @@ present (with --fail-on info), 32 an allow-list entry has expired (with any --fa
     /// Coverage report: the tier of every selected operator (native, recipe, fallback, none) and
     /// the backward of each differentiable input (translated, hand-written hook, missing hook)
     #[command(
-        long_about = "Lists every operator xirang.toml selects (as `generate` does) with the tier the generated front-ends dispatch it to: native (the adapter's `impl AtenOps` method), recipe (a composition recipe of templates/recipes.toml or an out=/in-place wrapper over the functional operator; counted only when every operator it calls is reachable), fallback (a host implementation in the runtime's fallback table), or none; with the file:line of the kernel or host implementation. For autograd, each input of an operator's derivatives.yaml entry is translated (the generator compiled the formula), hand-written (a BackwardHooks method the adapter implements, with file:line), missing hook, or not differentiable; operators without an entry say so. Totals come first.
+        long_about = "Lists every operator xirang.toml selects (as `generate` does) with the tier the generated front-ends dispatch it to: native (the adapter's `impl AtenOps` method), recipe (a composition recipe of templates/recipes.toml or an out=/in-place wrapper over the functional operator; counted only when every operator it calls is reachable), fallback (a host implementation in the runtime's fallback table), or none; with the file:line of the kernel or host implementation. The text format fits the terminal's width ($COLUMNS, or 100 columns when stdout is not a terminal; what is cut ends in `...`); --wide shows every row whole. For autograd, each input of an operator's derivatives.yaml entry is translated (the generator compiled the formula), hand-written (a BackwardHooks method the adapter implements, with file:line), missing hook, or not differentiable; operators without an entry say so. Totals come first.
 
 --write regenerates the committed report (diffs/coverage.md and diffs/coverage.json); --check exits 3 when it is stale (CI).
 
@@ -171,6 +182,10 @@ Exit codes: 0 success; 1 error; 2 usage error; 3 --check found the committed rep
         /// Do not write; exit 3 and list the stale files when the committed report is not current
         #[arg(long)]
         check: bool,
+        /// Text format: show every row whole, whatever the width (default: lines fit the terminal's
+        /// width, $COLUMNS, or 100 columns when stdout is not a terminal; what is cut ends in `...`)
+        #[arg(long)]
+        wide: bool,
         /// Exit 4 when fewer than PCT percent of the operators are reachable (tier other than none)
         #[arg(long, value_name = "PCT")]
         fail_under_reachable: Option<f64>,
@@ -477,6 +492,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             adapter,
             color,
             limit,
+            wide,
             today,
             no_coverage,
         } => {
@@ -492,6 +508,7 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 adapter,
                 color,
                 limit,
+                wide,
                 today,
                 coverage: !no_coverage,
             });
@@ -557,7 +574,16 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 summary.folder.display()
             );
         }
-        Command::Coverage { format, adapter, config, write, check, fail_under_reachable, fail_under_autograd } => {
+        Command::Coverage {
+            format,
+            adapter,
+            config,
+            write,
+            check,
+            wide,
+            fail_under_reachable,
+            fail_under_autograd,
+        } => {
             use xirang_scan::{coverage, generate};
             let cfg = match &config {
                 Some(p) => generate::config::LoadedConfig::load(p)?,
@@ -592,7 +618,10 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 }
             } else {
                 let text = match format {
-                    CoverageFormat::Text => coverage::render_text(&report),
+                    CoverageFormat::Text => coverage::render_text(
+                        &report,
+                        if wide { None } else { Some(xirang_scan::width::output_width()) },
+                    ),
                     CoverageFormat::Markdown => coverage::render_markdown(&report),
                     CoverageFormat::Json => coverage::render_json(&report)?,
                 };
@@ -837,6 +866,7 @@ struct DiffArgs<'a> {
     adapter: Option<PathBuf>,
     color: ColorWhen,
     limit: usize,
+    wide: bool,
     today: Option<String>,
     /// Join the adapter's coverage of both versions.
     coverage: bool,
@@ -876,7 +906,12 @@ fn run_diff(a: DiffArgs<'_>) -> Result<ExitCode, Error> {
                 ColorWhen::Never => false,
                 ColorWhen::Auto => diff::report_terminal::auto_color(),
             };
-            diff::report_terminal::render(&report, &rules, diff::report_terminal::Options { color, limit: a.limit })
+            let width = if a.wide { None } else { Some(xirang_scan::width::output_width()) };
+            diff::report_terminal::render(
+                &report,
+                &rules,
+                diff::report_terminal::Options { color, limit: a.limit, width },
+            )
         }
         DiffFormat::Markdown => diff::report_markdown::render(&report, &rules),
         DiffFormat::Json => diff::report_json::render(&report)?,

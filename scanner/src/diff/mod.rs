@@ -423,3 +423,66 @@ pub fn build_report(input: ReportInput<'_>) -> Report {
     sort_report(&mut r);
     r
 }
+
+/// A small report for the renderers' tests.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::*;
+
+    /// A report with a long message, a change to edit by hand and an allow-list note.
+    pub(crate) fn sample() -> Report {
+        let rules = RuleSet::builtin();
+        let long = Change::new(
+            &rules,
+            "arg.inserted",
+            Upstream::Pytorch,
+            "_cslt_sparse_mm",
+            Some("alpha".into()),
+            Some(false),
+            None,
+            Some("Tensor? alpha=None".into()),
+            format!("`_cslt_sparse_mm`: argument `Tensor? alpha=None` inserted before {} END", "existing ".repeat(20)),
+        );
+        let short = Change::new(
+            &rules,
+            "tag.core_added",
+            Upstream::Pytorch,
+            "atan2",
+            Some("core".into()),
+            None,
+            None,
+            Some("core".into()),
+            "`atan2` gained tag `core`".into(),
+        );
+        let impact = Impact {
+            subject: "_cslt_sparse_mm".into(),
+            rule: "arg.inserted".into(),
+            severity: Severity::Breaking,
+            source: ImpactSource::Kernel,
+            location: Location::new(
+                "adapter-runtime/src/kernels/a_rather_long_path/sparse_matrix_products.rs",
+                Some(42),
+            ),
+            item: "impl AtenOps for NpuOps::_cslt_sparse_mm".into(),
+            fingerprint: long.fingerprint.clone(),
+        };
+        let note = AllowNote {
+            rule: "op.removed".into(),
+            fingerprint: "00112233445566778899aabbccddeeff".into(),
+            reason: "a reason that goes on and on ".repeat(6),
+            expires: "2026-01-01".into(),
+            status: "expired".into(),
+        };
+        Report {
+            title: "pytorch v2.1.2 -> v2.3.1".into(),
+            old: "v2.1.2".into(),
+            new: "v2.3.1".into(),
+            changes: vec![long, short],
+            impact: vec![impact],
+            suppressed: Vec::new(),
+            allow_notes: vec![note],
+            kernels_indexed: 3,
+            backend_files: Vec::new(),
+        }
+    }
+}
