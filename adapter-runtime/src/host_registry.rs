@@ -1519,6 +1519,25 @@ fn upsample_bilinear2d_vec(a: Args) -> Out {
 
 #[cfg(test)]
 mod tests {
+    /// The counts the runtime README states are the code's (the README is checked, not trusted).
+    #[test]
+    fn readme_counts_are_the_codes() {
+        let readme = include_str!("../README.md");
+        let native = crate::kernels::registry::operators().len();
+        let host = super::operators().len();
+        for (needle, n) in [
+            ("boxed native entries by operator name (", native),
+            ("`kernels::native(op)` (", native),
+            ("boxed host implementations of ", host),
+            ("`host_registry` (", host),
+        ] {
+            let at = readme.find(needle).unwrap_or_else(|| panic!("README no longer says `{needle}`"));
+            let rest = &readme[at + needle.len()..];
+            let stated: usize = rest[..rest.find(' ').unwrap()].parse().unwrap();
+            assert_eq!(stated, n, "adapter-runtime/README.md says `{needle}{stated}`, the code has {n}");
+        }
+    }
+
     use super::*;
 
     #[test]

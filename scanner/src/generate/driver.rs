@@ -253,8 +253,18 @@ pub fn model(cfg: &LoadedConfig, decls: &[Decl]) -> Result<DriverModel> {
             .collect(),
         enums: decls.iter().filter(|d| d.kind == DeclKind::Enum).map(|d| d.name.as_str()).collect(),
     };
-    let functions: HashMap<&str, &Decl> =
-        decls.iter().filter(|d| d.kind == DeclKind::Function).map(|d| (d.name.as_str(), d)).collect();
+    // the exported C declaration of each function: it wins over an inline C++ definition of the
+    // same name (ascend 2.14's acl_rt_api.h adds `template <typename T> aclError aclrtMalloc(T **devPtr,
+    // ...)` beside acl_rt.h's `aclrtMalloc(void **devPtr, ...)`), whatever the file order
+    let mut functions: HashMap<&str, &Decl> = HashMap::new();
+    for d in decls.iter().filter(|d| d.kind == DeclKind::Function) {
+        match functions.get(d.name.as_str()) {
+            Some(prev) if !prev.definition || d.definition => {}
+            _ => {
+                functions.insert(d.name.as_str(), d);
+            }
+        }
+    }
     let values: HashMap<&str, i64> = decls
         .iter()
         .filter(|d| matches!(d.kind, DeclKind::Enumerator | DeclKind::Constant | DeclKind::Macro))
