@@ -62,7 +62,7 @@ fn run() -> Result<(), String> {
     let rt = Runtime::simulator().map_err(|e| e.to_string())?;
     let guard = profile::from_env().map_err(|e| format!("XIRANG_PROFILE: {e}"))?;
     let (_, _, mem) = train::train_mlp_autograd(&rt, Device::Npu(0), &init, &data, args.steps, args.lr, |i, loss| {
-        println!("{{\"step\": {i}, \"loss\": {loss}}}");
+        println!("{}", train::loss_line(i, loss));
     })
     .map_err(|e| e.to_string())?;
     eprintln!(

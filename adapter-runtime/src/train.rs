@@ -43,6 +43,11 @@ fn shape_err<T>(msg: String) -> Result<T> {
     Err(Error::Shape(msg))
 }
 
+/// One line of the step log the training examples print: `{"step": i, "loss": L}`.
+pub fn loss_line(step: usize, loss: f64) -> String {
+    format!("{{\"step\": {step}, \"loss\": {loss}}}")
+}
+
 /// Checks the shapes and dtypes of W and D: returns (N, D, H, C).
 pub fn check_inputs(
     init: &BTreeMap<String, Tensor>,
