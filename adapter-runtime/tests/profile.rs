@@ -390,3 +390,100 @@ fn cli_subcommands_and_exit_codes() {
     let (_, help, _) = run(&["--help"]);
     assert!(help.contains("Exit codes"), "{help}");
 }
+
+// ---- hostile profiles (issue #19): huge names, parent cycles, deep chains, non-regular files ----
+
+fn rec(id: u64, parent: Option<u64>, depth: u32, op: &str, start_ns: u64, host_ns: u64) -> profile::Call {
+    profile::Call {
+        id,
+        parent,
+        depth,
+        tid: 1,
+        op: op.to_string(),
+        tier: "native".into(),
+        start_ns,
+        host_ns,
+        self_ns: 0,
+        device_ns: None,
+        alloc_bytes: 0,
+        h2d_bytes: 0,
+        d2h_bytes: 0,
+        launches: 0,
+        contiguous_copies: 0,
+        contiguous_bytes: 0,
+    }
+}
+
+/// Runs the CLI; kills it and fails when it runs longer than `secs`.
+fn cli_within(secs: u64, args: &[&str]) -> (Option<i32>, String, String) {
+    use std::io::Read as _;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_xirang-prof"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("xirang-prof {args:?}: still running after {secs} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let (mut out, mut err) = (String::new(), String::new());
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    (status.code(), out, err)
+}
+
+/// Row 2: a 65,536-character operator name panicked the table renderers ("Formatting argument out
+/// of range": a `{:<width$}` wider than u16::MAX). Names are cut with `...` in every table; a name
+/// with a newline or a `|` does not break the rows.
+#[test]
+fn huge_and_odd_operator_names_are_cut_in_every_table() {
+    let _g = lock();
+    let huge = "n".repeat(65_536);
+    let odd = "evil|op\nsecond line\t`tick`";
+    let p = Profile::from_calls(
+        vec![rec(0, None, 0, &huge, 0, 30), rec(1, None, 0, odd, 30, 20), rec(2, None, 0, "mm", 50, 10)],
+        Vec::new(),
+    );
+    let cmp = compare::compare(&compare::Baseline::Xirang(p.clone()), &p, 1.2, 0);
+    for format in [report::Format::Table, report::Format::Markdown] {
+        for (what, text) in [("summary", report::summary(&p, format)), ("compare", compare::render(&cmp, format))] {
+            assert!(text.contains("nnn..."), "{what} {format:?}: the long name is cut:\n{text}");
+            assert!(!text.contains(&"n".repeat(1000)), "{what} {format:?}");
+            assert!(text.lines().all(|l| l.chars().count() <= 300), "{what} {format:?}: a line is too long");
+            // one line per operator: the newline in the odd name is escaped
+            let rows = text.lines().filter(|l| l.contains("evil")).count();
+            assert_eq!(rows, 1, "{what} {format:?}:\n{text}");
+            if format == report::Format::Markdown {
+                let row = text.lines().find(|l| l.contains("evil")).unwrap();
+                let cells = row.replace("\\|", "").matches('|').count();
+                let head = text.lines().find(|l| l.starts_with("| operator")).unwrap().matches('|').count();
+                assert_eq!(cells, head, "the `|` in the name does not add a column: {row}");
+            }
+        }
+    }
+    // folded stacks: one line per stack, the frame cut too
+    let folded = report::folded(&p);
+    assert_eq!(folded.lines().count(), 3, "{folded}");
+    assert!(folded.lines().all(|l| l.len() < 1000), "{folded}");
+    // the CLI on the same file
+    let path = tmp("huge-name.json");
+    p.write(&path).unwrap();
+    let f = path.to_str().unwrap();
+    for args in [vec!["summary", f], vec!["summary", f, "--format", "markdown"], vec!["compare", f, f]] {
+        let (code, out, err) = cli_within(120, &args);
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+        assert!(out.contains("nnn...") && !err.contains("panicked"), "{args:?}: {out}{err}");
+    }
+    let svg = tmp("huge-name.svg");
+    let (code, _, err) = cli_within(120, &["flamegraph", f, "--out", svg.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+}

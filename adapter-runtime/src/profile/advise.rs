@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::model::{Call, Profile, base_name};
-use super::report::{fmt_bytes, fmt_ns};
+use super::report::{cell, fmt_bytes, fmt_ns};
 use super::{ProfileError, Result};
 
 /// The rules shipped with the runtime.
@@ -209,9 +209,10 @@ pub fn advise(p: &Profile, rules: &Rules) -> Vec<Advice> {
                         time as f64 * rule.native_ratio
                     };
                     let saving = (time as f64 - native_estimate).max(0.0) as u64;
-                    let kids = children.get(s.op.as_str()).map(|k| k.iter().copied().collect::<Vec<_>>().join(", "));
+                    let kids =
+                        children.get(s.op.as_str()).map(|k| k.iter().map(|c| cell(c)).collect::<Vec<_>>().join(", "));
                     let vars = BTreeMap::from([
-                        ("op", s.op.clone()),
+                        ("op", cell(&s.op).into_owned()),
                         ("calls", calls.to_string()),
                         ("time", fmt_ns(time)),
                         ("share", pct(share)),
@@ -238,7 +239,7 @@ pub fn advise(p: &Profile, rules: &Rules) -> Vec<Advice> {
                         continue;
                     }
                     let vars = BTreeMap::from([
-                        ("op", s.op.clone()),
+                        ("op", cell(&s.op).into_owned()),
                         ("calls", s.calls.to_string()),
                         ("time", fmt_ns(s.host_ns)),
                         ("share", pct(s.host_ns as f64 / total)),
@@ -271,8 +272,9 @@ pub fn advise(p: &Profile, rules: &Rules) -> Vec<Advice> {
                     }
                     // one fused call instead of `len`
                     let saving = (time as f64 * (1.0 - 1.0 / len as f64)) as u64;
+                    let shown = chain.split(" -> ").map(|o| cell(o)).collect::<Vec<_>>().join(" -> ");
                     let vars = BTreeMap::from([
-                        ("chain", chain.clone()),
+                        ("chain", shown),
                         ("length", len.to_string()),
                         ("count", count.to_string()),
                         ("time", fmt_ns(time)),
@@ -335,8 +337,10 @@ pub fn render(advice: &[Advice], markdown: bool) -> String {
         return out;
     }
     for a in advice {
+        // operator names in messages went through `cell` when they were filled in
         if markdown {
-            let _ = writeln!(out, "- **{}** `{}`: {}", a.rule, a.subject, a.message);
+            let subject = cell(&a.subject).replace('`', "'");
+            let _ = writeln!(out, "- **{}** `{subject}`: {}", a.rule, a.message);
         } else {
             let _ = writeln!(out, "[{}] {}", a.rule, a.message);
         }

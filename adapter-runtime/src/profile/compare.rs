@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::model::{self, Profile};
-use super::report::{Format, fmt_ns};
+use super::report::{Format, fmt_ns, markdown_table, text_table};
 use super::{ProfileError, Result};
 
 /// The `format` field of a PyTorch baseline.
@@ -187,7 +187,7 @@ pub fn render(c: &Comparison, format: Format) -> String {
         c.threshold
     );
     let cells = |r: &Row| {
-        [
+        vec![
             r.op.clone(),
             r.base_calls.to_string(),
             r.new_calls.to_string(),
@@ -201,48 +201,27 @@ pub fn render(c: &Comparison, format: Format) -> String {
         ]
     };
     let headers = ["operator", "base calls", "new calls", "base time", "new time", "ratio/call", ""];
+    let right = [false, true, true, true, true, true, false];
     match format {
         Format::Markdown => {
             let _ = writeln!(out, "### Profile comparison\n\n{head}\n");
-            let _ = writeln!(out, "| operator | base calls | new calls | base time | new time | ratio/call | |");
-            let _ = writeln!(out, "| --- | ---: | ---: | ---: | ---: | ---: | --- |");
-            for r in &c.rows {
-                let mut v = cells(r);
-                v[0] = format!("`{}`", v[0]);
-                if r.regression {
-                    v[6] = "**regression**".into();
-                }
-                let _ = writeln!(out, "| {} |", v.join(" | "));
-            }
+            let rows: Vec<Vec<String>> = c
+                .rows
+                .iter()
+                .map(|r| {
+                    let mut v = cells(r);
+                    if r.regression {
+                        v[6] = "**regression**".into();
+                    }
+                    v
+                })
+                .collect();
+            out.push_str(&markdown_table(&headers, &rows, &right, &[true]));
         }
         Format::Table => {
             let _ = writeln!(out, "{head}\n");
-            let all: Vec<[String; 7]> = c.rows.iter().map(cells).collect();
-            let mut w: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-            for r in &all {
-                for (i, x) in r.iter().enumerate() {
-                    w[i] = w[i].max(x.len());
-                }
-            }
-            let line = |v: &[String]| {
-                let mut l = String::new();
-                for (i, x) in v.iter().enumerate() {
-                    if i > 0 {
-                        l.push_str("  ");
-                    }
-                    if i == 0 || i == 6 {
-                        let _ = write!(l, "{x:<width$}", width = w[i]);
-                    } else {
-                        let _ = write!(l, "{x:>width$}", width = w[i]);
-                    }
-                }
-                l.trim_end().to_string()
-            };
-            let h: Vec<String> = headers.iter().map(|s| s.to_string()).collect();
-            let _ = writeln!(out, "{}", line(&h));
-            for r in &all {
-                let _ = writeln!(out, "{}", line(r));
-            }
+            let rows: Vec<Vec<String>> = c.rows.iter().map(cells).collect();
+            out.push_str(&text_table(&headers, &rows, &right, false));
         }
     }
     out
