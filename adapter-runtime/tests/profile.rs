@@ -414,6 +414,25 @@ fn rec(id: u64, parent: Option<u64>, depth: u32, op: &str, start_ns: u64, host_n
     }
 }
 
+/// A profile exactly as given (not sorted, not checked).
+fn raw(calls: Vec<profile::Call>) -> Profile {
+    Profile { format: profile::model::FORMAT.into(), version: profile::model::VERSION, warnings: Vec::new(), calls }
+}
+
+/// `n` calls, each the parent of the next; every one encloses its child in time.
+fn chain(n: u64) -> Profile {
+    raw((0..n).map(|i| rec(i, i.checked_sub(1), i as u32, "x.nest", i, 2 * (n - i))).collect())
+}
+
+/// Runs `f` on another thread; fails when it has not returned within `secs`.
+fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs)).unwrap_or_else(|_| panic!("{what}: no answer in {secs} s"))
+}
+
 /// Runs the CLI; kills it and fails when it runs longer than `secs`.
 fn cli_within(secs: u64, args: &[&str]) -> (Option<i32>, String, String) {
     use std::io::Read as _;
@@ -486,4 +505,79 @@ fn huge_and_odd_operator_names_are_cut_in_every_table() {
     let svg = tmp("huge-name.svg");
     let (code, _, err) = cli_within(120, &["flamegraph", f, "--out", svg.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{err}");
+}
+
+/// Row 19: parent links that form a cycle made `flamegraph` grow without bound; a 100k-deep chain
+/// took minutes. The reader now refuses both: a parent must be an earlier record (no cycle can be
+/// written down), depths must follow the parents, and nesting is capped.
+#[test]
+fn parent_cycles_and_deep_chains_are_refused_on_read() {
+    let _g = lock();
+    let parse = |p: &Profile| Profile::parse(p.to_json().as_bytes());
+    // a 2-cycle whose calls span the same time (so each "encloses" the other), and a self-parent
+    let cycle = raw(vec![rec(0, Some(1), 1, "a", 0, 10), rec(1, Some(0), 1, "b", 0, 10)]);
+    let e = parse(&cycle).unwrap_err();
+    assert!(e.contains("earlier record"), "{e}");
+    let e = parse(&raw(vec![rec(5, Some(5), 1, "a", 0, 10)])).unwrap_err();
+    assert!(e.contains("earlier record"), "{e}");
+    // a parent that comes later in the file
+    let e = parse(&raw(vec![rec(1, Some(0), 1, "inner", 1, 1), rec(0, None, 0, "outer", 0, 5)])).unwrap_err();
+    assert!(e.contains("earlier record"), "{e}");
+    // depth must be the parent's plus one
+    let e = parse(&raw(vec![rec(0, None, 0, "outer", 0, 5), rec(1, Some(0), 7, "inner", 1, 1)])).unwrap_err();
+    assert!(e.contains("depth 7"), "{e}");
+    let e = parse(&raw(vec![rec(0, None, 3, "outer", 0, 5)])).unwrap_err();
+    assert!(e.contains("depth 3"), "{e}");
+    // nesting: 256 levels below the program are fine, 257 are not; a 100k chain is refused quickly
+    let ok = parse(&chain(257)).unwrap();
+    assert_eq!(ok.calls.len(), 257);
+    let e = parse(&chain(258)).unwrap_err();
+    assert!(e.contains("depth 257") && e.contains("limit of 256"), "{e}");
+    let deep = chain(100_000).to_json();
+    let t = std::time::Instant::now();
+    let e = Profile::parse(deep.as_bytes()).unwrap_err();
+    assert!(e.contains("limit of 256"), "{e}");
+    assert!(t.elapsed().as_secs() < 10, "{:?}", t.elapsed());
+
+    // the CLI: every subcommand refuses the cycle and the deep chain, quickly
+    let cyc = tmp("cycle.json");
+    std::fs::write(&cyc, cycle.to_json()).unwrap();
+    let deep_path = tmp("deep.json");
+    std::fs::write(&deep_path, &deep).unwrap();
+    let svg = tmp("cycle.svg");
+    for file in [&cyc, &deep_path] {
+        let f = file.to_str().unwrap();
+        for args in [
+            vec!["summary", f],
+            vec!["flamegraph", f, "--out", svg.to_str().unwrap()],
+            vec!["trace", f, "--out", svg.to_str().unwrap()],
+            vec!["advise", f],
+            vec!["compare", f, f],
+        ] {
+            let (code, _, err) = cli_within(60, &args);
+            assert_eq!(code, Some(1), "{args:?}: {err}");
+            assert!(err.contains("not a valid"), "{args:?}: {err}");
+        }
+    }
+}
+
+/// Profiles built in memory are not checked: the traversals still end on a cycle or a deep chain.
+#[test]
+fn traversals_end_on_unchecked_cycles_and_chains() {
+    let _g = lock();
+    let cycle = raw(vec![rec(0, Some(1), 1, "a", 0, 10), rec(1, Some(0), 1, "b", 0, 10)]);
+    let deep = chain(100_000);
+    for (what, p) in [("cycle", cycle), ("chain", deep)] {
+        let (folded, stats, advice) = within(60, what, move || {
+            let folded = report::folded(&p);
+            let stats = p.by_operator();
+            let advice = advise::advise(&p, &advise::Rules::builtin().unwrap());
+            let _ = report::flamegraph(&p, "t");
+            let _ = report::summary(&p, report::Format::Table);
+            (folded, stats, advice)
+        });
+        assert!(!folded.is_empty() && !stats.is_empty(), "{what}");
+        assert!(folded.lines().all(|l| l.matches(';').count() <= 256), "{what}: stacks are depth-bounded");
+        let _ = advice;
+    }
 }

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use serde_json::json;
 
-use super::model::{OpStats, Profile};
+use super::model::{MAX_DEPTH, OpStats, Profile};
 use super::{ProfileError, Result};
 
 /// The widest table cell, in characters: a longer cell (an operator name
@@ -301,21 +301,52 @@ fn frame(op: &str, tier: &str) -> String {
 }
 
 /// Folded stacks (`outer;inner self_ns`), one line per distinct stack,
-/// sorted; frames are `op [tier]` ([`frame`]), weights are self host time in ns.
+/// sorted; frames are `op [tier]`, weights are self host time in ns.
+///
+/// The stacks form a tree built in one pass over the calls (a call's parent
+/// is an earlier record), at most [`MAX_DEPTH`] + 1 frames deep: in a
+/// profile built in memory and not checked, a call whose parent is not an
+/// earlier record, or would be too deep, starts a new stack.
 pub fn folded(p: &Profile) -> String {
-    let by_id: HashMap<u64, usize> = p.calls.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
+    let parents = p.parent_indices();
+    let mut frame_ids: HashMap<String, usize> = HashMap::new();
+    let mut frames: Vec<String> = Vec::new();
+    // stack tree: (enclosing node, frame) -> node
+    let mut node_ids: HashMap<(Option<usize>, usize), usize> = HashMap::new();
+    let mut nodes: Vec<(Option<usize>, usize, u32)> = Vec::new(); // (up, frame, depth)
+    let mut weight: Vec<u64> = Vec::new();
+    let mut node_of: Vec<usize> = Vec::with_capacity(p.calls.len());
+    for (i, c) in p.calls.iter().enumerate() {
+        let f = frame(&c.op, &c.tier);
+        let f = match frame_ids.get(&f) {
+            Some(&id) => id,
+            None => {
+                frames.push(f.clone());
+                frame_ids.insert(f, frames.len() - 1);
+                frames.len() - 1
+            }
+        };
+        let up = parents[i].map(|j| node_of[j]).filter(|&n| nodes[n].2 < MAX_DEPTH);
+        let depth = up.map_or(0, |n| nodes[n].2 + 1);
+        let n = *node_ids.entry((up, f)).or_insert_with(|| {
+            nodes.push((up, f, depth));
+            weight.push(0);
+            nodes.len() - 1
+        });
+        node_of.push(n);
+        weight[n] = weight[n].saturating_add(c.self_ns.max(1));
+    }
     let mut stacks: BTreeMap<String, u64> = BTreeMap::new();
-    for c in &p.calls {
-        let mut frames = vec![frame(&c.op, &c.tier)];
-        let mut parent = c.parent;
-        while let Some(id) = parent {
-            let Some(&i) = by_id.get(&id) else { break };
-            let pc = &p.calls[i];
-            frames.push(frame(&pc.op, &pc.tier));
-            parent = pc.parent;
+    for (n, &w) in weight.iter().enumerate() {
+        let mut path = Vec::new();
+        let mut at = Some(n);
+        while let Some(k) = at {
+            path.push(frames[nodes[k].1].as_str());
+            at = nodes[k].0;
         }
-        frames.reverse();
-        *stacks.entry(frames.join(";")).or_default() += c.self_ns.max(1);
+        path.reverse();
+        let e = stacks.entry(path.join(";")).or_default();
+        *e = e.saturating_add(w);
     }
     let mut out = String::new();
     for (k, v) in stacks {
