@@ -581,3 +581,43 @@ fn traversals_end_on_unchecked_cycles_and_chains() {
         let _ = advice;
     }
 }
+
+/// Row 18: profiles, baselines and rules are read only from regular files, up to a size limit.
+/// A FIFO blocked the open; `/dev/zero` was read until the process was killed for memory.
+#[cfg(unix)]
+#[test]
+fn profile_inputs_must_be_regular_files_of_bounded_size() {
+    let _g = lock();
+    let fifo = tmp("input.fifo");
+    let _ = std::fs::remove_file(&fifo);
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let dir = tmp("a-directory");
+    std::fs::create_dir_all(&dir).unwrap();
+    for path in [fifo.clone(), dir.clone(), PathBuf::from("/dev/zero")] {
+        let p = path.clone();
+        let errs = within(30, &path.display().to_string(), move || {
+            [
+                Profile::read(&p).map(|_| ()).unwrap_err().to_string(),
+                compare::Baseline::read(&p).map(|_| ()).unwrap_err().to_string(),
+                advise::Rules::read(&p).map(|_| ()).unwrap_err().to_string(),
+            ]
+        });
+        for e in errs {
+            assert!(e.contains("not a regular file"), "{}: {e}", path.display());
+        }
+    }
+    let (code, _, err) = cli_within(30, &["summary", fifo.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("not a regular file"), "{err}");
+    // a sparse file just over the limits (no disk space used; the size alone refuses it)
+    let big = tmp("big.json");
+    std::fs::File::create(&big).unwrap().set_len((1 << 30) + 1).unwrap();
+    let e = Profile::read(&big).unwrap_err().to_string();
+    assert!(e.contains("limit of 1073741824 bytes"), "{e}");
+    let e = compare::Baseline::read(&big).unwrap_err().to_string();
+    assert!(e.contains("limit of 1073741824 bytes"), "{e}");
+    std::fs::File::create(&big).unwrap().set_len((4 << 20) + 1).unwrap();
+    let e = advise::Rules::read(&big).unwrap_err().to_string();
+    assert!(e.contains("limit of 4194304 bytes"), "{e}");
+    std::fs::remove_file(&big).unwrap();
+}

@@ -90,3 +90,33 @@ fn autograd_and_explicit_backward_agree() {
         assert!(u.iter().zip(&v).all(|(p, q)| (p - q).abs() <= 1e-6), "{name} differs");
     }
 }
+
+/// Row 18 of issue #19: `train_mlp -i /dev/zero` read until it was killed for memory (9 GB); a FIFO
+/// blocked the open. Safetensors inputs must be regular files no larger than the limit.
+#[cfg(unix)]
+#[test]
+fn safetensors_inputs_must_be_regular_files_of_bounded_size() {
+    let dir = std::env::temp_dir().join(format!("xirang-train-mlp-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("w.fifo");
+    let _ = std::fs::remove_file(&fifo);
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    for path in [PathBuf::from("/dev/zero"), fifo, dir.clone()] {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = path.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(io::load_safetensors(&p).map(|_| ()).map_err(|e| e.to_string()));
+        });
+        let r = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("{}: no answer in 30 s", path.display()));
+        let e = r.unwrap_err();
+        assert!(e.contains("not a regular file"), "{}: {e}", path.display());
+    }
+    // a sparse file just over the limit: refused by its size, nothing read
+    let big = dir.join("big.safetensors");
+    std::fs::File::create(&big).unwrap().set_len((4 << 30) + 1).unwrap();
+    let e = io::load_safetensors(&big).map(|_| ()).unwrap_err().to_string();
+    assert!(e.contains("limit of 4294967296 bytes"), "{e}");
+    std::fs::remove_file(&big).unwrap();
+}

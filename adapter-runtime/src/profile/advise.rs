@@ -13,6 +13,8 @@ use super::{ProfileError, Result};
 
 /// The rules shipped with the runtime.
 pub const DEFAULT_RULES: &str = include_str!("../../profile/advice.toml");
+/// The largest rules file [`Rules::read`] takes: 4 MiB.
+pub const MAX_RULES_BYTES: u64 = 4 << 20;
 
 /// What a rule looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,10 +88,12 @@ impl Rules {
         Rules::parse(DEFAULT_RULES, Path::new("profile/advice.toml"))
     }
 
-    /// Reads a rules file.
+    /// Reads a rules file: a regular file of at most [`MAX_RULES_BYTES`].
     pub fn read(path: impl AsRef<Path>) -> Result<Rules> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io { path: path.into(), source })?;
+        let bytes = crate::io::read_file(path, "advice rules", MAX_RULES_BYTES)?;
+        let text = String::from_utf8(bytes)
+            .map_err(|e| ProfileError::Rules { path: path.into(), message: format!("not UTF-8: {e}") })?;
         Rules::parse(&text, path)
     }
 

@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::model::{self, Profile};
-use super::report::{Format, fmt_ns, markdown_table, text_table};
+use super::report::{Format, cell, fmt_ns, markdown_table, text_table};
 use super::{ProfileError, Result};
 
 /// The `format` field of a PyTorch baseline.
@@ -47,29 +47,37 @@ pub enum Baseline {
 }
 
 impl Baseline {
-    /// Reads a baseline file; the `format` field says which kind it is.
+    /// Reads a baseline file (a regular file of at most
+    /// [`model::MAX_PROFILE_BYTES`]); the `format` field says which kind it is.
     pub fn read(path: impl AsRef<Path>) -> Result<Baseline> {
         let path = path.as_ref();
-        let text = std::fs::read(path).map_err(|source| ProfileError::Io { path: path.into(), source })?;
-        let err = |message: String| ProfileError::Format { path: path.into(), what: "baseline profile", message };
-        let v: serde_json::Value = serde_json::from_slice(&text).map_err(|e| err(e.to_string()))?;
-        match v.get("format").and_then(|f| f.as_str()) {
-            Some(model::FORMAT) => Profile::parse(&text).map(Baseline::Xirang).map_err(err),
+        let text = crate::io::read_file(path, "a baseline profile", model::MAX_PROFILE_BYTES)?;
+        Baseline::parse(&text).map_err(|message| ProfileError::Format {
+            path: path.into(),
+            what: "baseline profile",
+            message,
+        })
+    }
+
+    /// Parses and checks a baseline (message without the path on error).
+    pub fn parse(text: &[u8]) -> std::result::Result<Baseline, String> {
+        match model::format_field(text)?.as_ref().and_then(|f| f.as_str()) {
+            Some(model::FORMAT) => Profile::parse(text).map(Baseline::Xirang),
             Some(TORCH_FORMAT) => {
-                let t: TorchProfile = serde_json::from_value(v).map_err(|e| err(e.to_string()))?;
+                let t: TorchProfile = serde_json::from_slice(text).map_err(|e| e.to_string())?;
                 if t.version != 1 {
-                    return Err(err(format!("{TORCH_FORMAT} version {} is not supported (expected 1)", t.version)));
+                    return Err(format!("{TORCH_FORMAT} version {} is not supported (expected 1)", t.version));
                 }
                 for o in &t.ops {
                     let ok = |x: f64| x.is_finite() && x >= 0.0;
                     if !ok(o.cpu_time_total_us) || !ok(o.self_cpu_time_total_us) {
-                        return Err(err(format!("{}: times must be finite and non-negative", o.op)));
+                        return Err(format!("{}: times must be finite and non-negative", cell(&o.op)));
                     }
                 }
                 Ok(Baseline::Torch(t))
             }
-            Some(other) => Err(err(format!("format `{other}`: expected `{}` or `{TORCH_FORMAT}`", model::FORMAT))),
-            None => Err(err(format!("no `format` field (expected `{}` or `{TORCH_FORMAT}`)", model::FORMAT))),
+            Some(other) => Err(format!("format `{}`: expected `{}` or `{TORCH_FORMAT}`", cell(other), model::FORMAT)),
+            None => Err(format!("no `format` field (expected `{}` or `{TORCH_FORMAT}`)", model::FORMAT)),
         }
     }
 }

@@ -2,9 +2,11 @@
 //! aggregates.
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use super::report::cell;
 use super::{ProfileError, Result};
@@ -13,9 +15,64 @@ use super::{ProfileError, Result};
 pub const FORMAT: &str = "xirang-profile";
 /// The format version this build writes and reads.
 pub const VERSION: u32 = 1;
+/// The largest profile (or baseline) file the reader takes: 1 GiB, a few
+/// million calls.
+pub const MAX_PROFILE_BYTES: u64 = 1 << 30;
 /// The deepest nesting a profile may record (`depth` of a call; 0: called
 /// by the program). Traversals of the call tree stop at this depth.
 pub const MAX_DEPTH: u32 = 256;
+
+/// The `format` field of a JSON document (`None`: not an object, or no such
+/// field), read without building a tree of the rest of the document.
+pub(crate) fn format_field(text: &[u8]) -> std::result::Result<Option<serde_json::Value>, String> {
+    struct Probe(Option<serde_json::Value>);
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Probe;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a JSON document")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> std::result::Result<Probe, A::Error> {
+            let mut format = None;
+            while let Some(k) = m.next_key::<String>()? {
+                if k == "format" {
+                    format = Some(m.next_value::<serde_json::Value>()?);
+                } else {
+                    m.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(Probe(format))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> std::result::Result<Probe, A::Error> {
+            while s.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(Probe(None))
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> std::result::Result<Probe, E> {
+            Ok(Probe(None))
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> std::result::Result<Probe, E> {
+            Ok(Probe(None))
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> std::result::Result<Probe, E> {
+            Ok(Probe(None))
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> std::result::Result<Probe, E> {
+            Ok(Probe(None))
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> std::result::Result<Probe, E> {
+            Ok(Probe(None))
+        }
+        fn visit_unit<E: de::Error>(self) -> std::result::Result<Probe, E> {
+            Ok(Probe(None))
+        }
+    }
+    impl<'de> Deserialize<'de> for Probe {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Probe, D::Error> {
+            d.deserialize_any(V)
+        }
+    }
+    serde_json::from_slice::<Probe>(text).map(|p| p.0).map_err(|e| e.to_string())
+}
 
 /// One operator call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -136,10 +193,11 @@ impl Profile {
         Profile { format: FORMAT.into(), version: VERSION, warnings, calls }
     }
 
-    /// Reads and checks a profile file.
+    /// Reads and checks a profile file: a regular file of at most
+    /// [`MAX_PROFILE_BYTES`].
     pub fn read(path: impl AsRef<Path>) -> Result<Profile> {
         let path = path.as_ref();
-        let text = std::fs::read(path).map_err(|source| ProfileError::Io { path: path.into(), source })?;
+        let text = crate::io::read_file(path, "a profile", MAX_PROFILE_BYTES)?;
         Profile::parse(&text).map_err(|message| ProfileError::Format {
             path: path.into(),
             what: "xirang profile",
@@ -149,13 +207,12 @@ impl Profile {
 
     /// Parses and checks profile JSON (message without the path on error).
     pub fn parse(text: &[u8]) -> std::result::Result<Profile, String> {
-        let v: serde_json::Value = serde_json::from_slice(text).map_err(|e| e.to_string())?;
-        match v.get("format").and_then(|f| f.as_str()) {
+        match format_field(text)?.as_ref().and_then(|f| f.as_str()) {
             Some(FORMAT) => {}
-            Some(other) => return Err(format!("format is `{other}`, expected `{FORMAT}`")),
+            Some(other) => return Err(format!("format is `{}`, expected `{FORMAT}`", cell(other))),
             None => return Err(format!("no `format` field (expected `{FORMAT}`)")),
         }
-        let p: Profile = serde_json::from_value(v).map_err(|e| e.to_string())?;
+        let p: Profile = serde_json::from_slice(text).map_err(|e| e.to_string())?;
         if p.version != VERSION {
             return Err(format!("version {} is not supported (this build reads version {VERSION})", p.version));
         }
