@@ -221,7 +221,7 @@ pub fn advise(p: &Profile, rules: &Rules) -> Vec<Advice> {
                         ("time", fmt_ns(time)),
                         ("share", pct(share)),
                         ("saving", fmt_ns(saving)),
-                        ("bytes", fmt_bytes(s.h2d_bytes + s.d2h_bytes)),
+                        ("bytes", fmt_bytes(s.h2d_bytes.saturating_add(s.d2h_bytes))),
                         ("tier", tier.to_string()),
                         ("children", kids.unwrap_or_else(|| "no other operator".into())),
                     ]);
@@ -267,7 +267,7 @@ pub fn advise(p: &Profile, rules: &Rules) -> Vec<Advice> {
                     let key = run.iter().map(|c| c.op.as_str()).collect::<Vec<_>>().join(" -> ");
                     let e = chains.entry(key).or_insert((run.len(), 0, 0));
                     e.1 += 1;
-                    e.2 += run.iter().map(|c| c.host_ns).sum::<u64>();
+                    e.2 = run.iter().fold(e.2, |a, c| a.saturating_add(c.host_ns));
                 }
                 for (chain, (len, count, time)) in chains {
                     let share = time as f64 / total;

@@ -129,11 +129,12 @@ pub fn compare(base: &Baseline, new: &Profile, threshold: f64, min_ns: u64) -> C
             let mut m: BTreeMap<String, (u64, u64)> = BTreeMap::new();
             for o in &t.ops {
                 let e = m.entry(model::base_name(&o.op).to_string()).or_default();
-                e.0 += o.calls;
-                e.1 += (o.cpu_time_total_us * 1e3).round() as u64;
+                e.0 = e.0.saturating_add(o.calls);
+                e.1 = e.1.saturating_add((o.cpu_time_total_us * 1e3).round() as u64);
             }
             // torch's top level is unknown from key averages: the sum of self times
-            let total = t.ops.iter().map(|o| (o.self_cpu_time_total_us * 1e3).round() as u64).sum();
+            let total =
+                t.ops.iter().fold(0u64, |a, o| a.saturating_add((o.self_cpu_time_total_us * 1e3).round() as u64));
             ("torch", m, new.aggregate(|c| c.base().to_string()), total)
         }
     };
