@@ -621,3 +621,40 @@ fn profile_inputs_must_be_regular_files_of_bounded_size() {
     assert!(e.contains("limit of 4194304 bytes"), "{e}");
     std::fs::remove_file(&big).unwrap();
 }
+
+/// Counters near u64::MAX (found by the fuzzer, `fuzz/`): sums saturate, and a flame graph whose
+/// total self time does not fit in 64 bits is an error, not an overflow inside inferno (a panic in
+/// a build with overflow checks, a wrapped total in release).
+#[test]
+fn counters_near_u64_max_do_not_overflow() {
+    let _g = lock();
+    let max = u64::MAX;
+    let big = |id: u64, tier: &str| profile::Call {
+        tier: tier.into(),
+        self_ns: max,
+        device_ns: Some(max),
+        alloc_bytes: max,
+        h2d_bytes: max,
+        d2h_bytes: max,
+        launches: max,
+        contiguous_copies: max,
+        contiguous_bytes: max,
+        ..rec(id, None, 0, "a", 0, max)
+    };
+    let p =
+        Profile::parse(raw(vec![big(0, "native"), big(1, "fallback"), big(2, "recipe")]).to_json().as_bytes()).unwrap();
+    let s = &p.by_operator()[0];
+    assert_eq!((s.calls, s.host_ns, s.self_ns, s.alloc_bytes), (3, max, max, max));
+    assert_eq!(p.top_level_ns(), max);
+    for f in [report::Format::Table, report::Format::Markdown] {
+        assert!(report::summary(&p, f).contains("18446744073.710 s"));
+        let _ = compare::render(&compare::compare(&compare::Baseline::Xirang(p.clone()), &p, 1.2, 0), f);
+    }
+    let _ = advise::render(&advise::advise(&p, &advise::Rules::builtin().unwrap()), false);
+    assert_eq!(report::folded(&p), format!("a [fallback] {max}\na [native] {max}\na [recipe] {max}\n"));
+    let e = report::flamegraph(&p, "t").unwrap_err().to_string();
+    assert!(e.contains("does not fit"), "{e}");
+    // one stack of u64::MAX still draws
+    let one = Profile::parse(raw(vec![big(0, "native")]).to_json().as_bytes()).unwrap();
+    assert!(report::flamegraph(&one, "t").unwrap().contains("<svg"));
+}

@@ -308,6 +308,15 @@ fn frame(op: &str, tier: &str) -> String {
 /// profile built in memory and not checked, a call whose parent is not an
 /// earlier record, or would be too deep, starts a new stack.
 pub fn folded(p: &Profile) -> String {
+    let mut out = String::new();
+    for (k, v) in folded_stacks(p) {
+        let _ = writeln!(out, "{k} {v}");
+    }
+    out
+}
+
+/// The stacks of [`folded`] and their weights.
+fn folded_stacks(p: &Profile) -> BTreeMap<String, u64> {
     let parents = p.parent_indices();
     let mut frame_ids: HashMap<String, usize> = HashMap::new();
     let mut frames: Vec<String> = Vec::new();
@@ -348,16 +357,25 @@ pub fn folded(p: &Profile) -> String {
         let e = stacks.entry(path.join(";")).or_default();
         *e = e.saturating_add(w);
     }
-    let mut out = String::new();
-    for (k, v) in stacks {
-        let _ = writeln!(out, "{k} {v}");
-    }
-    out
+    stacks
 }
 
 /// A flame graph SVG of the folded stacks (inferno; deterministic colours).
+/// Errors when the profile has no calls, or when the stacks' total weight
+/// (self host time) does not fit in 64 bits: inferno adds the weights up
+/// in a u64.
 pub fn flamegraph(p: &Profile, title: &str) -> Result<String> {
-    let folded = folded(p);
+    let stacks = folded_stacks(p);
+    let total: u128 = stacks.values().map(|&w| u128::from(w)).sum();
+    if total > u128::from(u64::MAX) {
+        return Err(ProfileError::Flamegraph(format!(
+            "the stacks' total self time ({total} ns) does not fit in 64 bits"
+        )));
+    }
+    let mut folded = String::new();
+    for (k, v) in &stacks {
+        let _ = writeln!(folded, "{k} {v}");
+    }
     let mut opts = inferno::flamegraph::Options::default();
     opts.title = title.to_string();
     opts.count_name = "ns".to_string();
