@@ -68,14 +68,23 @@ fn run() -> Result<(), String> {
     let data = io::load_safetensors(&args.data).map_err(|e| e.to_string())?;
     let rt = Runtime::simulator().map_err(|e| e.to_string())?;
     let guard = profile::from_env().map_err(|e| format!("XIRANG_PROFILE: {e}"))?;
+    let mut diverged = None;
     train::train_transformer(&rt, Device::Npu(0), &init, &data, args.heads, args.steps, args.lr, |i, loss| {
-        println!("{{\"step\": {i}, \"loss\": {loss}}}");
+        println!("{}", train::loss_line(i, loss));
+        if !loss.is_finite() && diverged.is_none() {
+            diverged = Some((i, loss));
+        }
     })
     .map_err(|e| e.to_string())?;
     if let Some(g) = guard {
         let path = g.path().display().to_string();
         let p = g.finish().map_err(|e| format!("XIRANG_PROFILE: {e}"))?;
         eprintln!("train_transformer: profile of {} operator calls written to {path}", p.calls.len());
+    }
+    if let Some((step, loss)) = diverged {
+        return Err(format!(
+            "the loss was {loss} at step {step} (printed as null): the run diverged; try a smaller --lr or check the initial weights"
+        ));
     }
     Ok(())
 }

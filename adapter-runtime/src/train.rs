@@ -43,6 +43,26 @@ fn shape_err<T>(msg: String) -> Result<T> {
     Err(Error::Shape(msg))
 }
 
+/// One line of the step log the training examples print, a JSON object:
+/// `{"step": i, "loss": L}`. JSON has no NaN or infinity, so a loss that is
+/// not a finite number (a diverged run) is `null` with a flag that says
+/// which it was: `{"step": i, "loss": null, "nonfinite": "NaN"}` (or `"inf"`,
+/// `"-inf"`).
+pub fn loss_line(step: usize, loss: f64) -> String {
+    if loss.is_finite() {
+        format!("{{\"step\": {step}, \"loss\": {loss}}}")
+    } else {
+        let what = if loss.is_nan() {
+            "NaN"
+        } else if loss > 0.0 {
+            "inf"
+        } else {
+            "-inf"
+        };
+        format!("{{\"step\": {step}, \"loss\": null, \"nonfinite\": \"{what}\"}}")
+    }
+}
+
 /// Checks the shapes and dtypes of W and D: returns (N, D, H, C).
 pub fn check_inputs(
     init: &BTreeMap<String, Tensor>,

@@ -390,3 +390,271 @@ fn cli_subcommands_and_exit_codes() {
     let (_, help, _) = run(&["--help"]);
     assert!(help.contains("Exit codes"), "{help}");
 }
+
+// ---- hostile profiles (issue #19): huge names, parent cycles, deep chains, non-regular files ----
+
+fn rec(id: u64, parent: Option<u64>, depth: u32, op: &str, start_ns: u64, host_ns: u64) -> profile::Call {
+    profile::Call {
+        id,
+        parent,
+        depth,
+        tid: 1,
+        op: op.to_string(),
+        tier: "native".into(),
+        start_ns,
+        host_ns,
+        self_ns: 0,
+        device_ns: None,
+        alloc_bytes: 0,
+        h2d_bytes: 0,
+        d2h_bytes: 0,
+        launches: 0,
+        contiguous_copies: 0,
+        contiguous_bytes: 0,
+    }
+}
+
+/// A profile exactly as given (not sorted, not checked).
+fn raw(calls: Vec<profile::Call>) -> Profile {
+    Profile { format: profile::model::FORMAT.into(), version: profile::model::VERSION, warnings: Vec::new(), calls }
+}
+
+/// `n` calls, each the parent of the next; every one encloses its child in time.
+fn chain(n: u64) -> Profile {
+    raw((0..n).map(|i| rec(i, i.checked_sub(1), i as u32, "x.nest", i, 2 * (n - i))).collect())
+}
+
+/// Runs `f` on another thread; fails when it has not returned within `secs`.
+fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs)).unwrap_or_else(|_| panic!("{what}: no answer in {secs} s"))
+}
+
+/// Runs the CLI; kills it and fails when it runs longer than `secs`.
+fn cli_within(secs: u64, args: &[&str]) -> (Option<i32>, String, String) {
+    use std::io::Read as _;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_xirang-prof"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("xirang-prof {args:?}: still running after {secs} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let (mut out, mut err) = (String::new(), String::new());
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    (status.code(), out, err)
+}
+
+/// Row 2: a 65,536-character operator name panicked the table renderers ("Formatting argument out
+/// of range": a `{:<width$}` wider than u16::MAX). Names are cut with `...` in every table; a name
+/// with a newline or a `|` does not break the rows.
+#[test]
+fn huge_and_odd_operator_names_are_cut_in_every_table() {
+    let _g = lock();
+    let huge = "n".repeat(65_536);
+    let odd = "evil|op\nsecond line\t`tick`";
+    let p = Profile::from_calls(
+        vec![rec(0, None, 0, &huge, 0, 30), rec(1, None, 0, odd, 30, 20), rec(2, None, 0, "mm", 50, 10)],
+        Vec::new(),
+    );
+    let cmp = compare::compare(&compare::Baseline::Xirang(p.clone()), &p, 1.2, 0);
+    for format in [report::Format::Table, report::Format::Markdown] {
+        for (what, text) in [("summary", report::summary(&p, format)), ("compare", compare::render(&cmp, format))] {
+            assert!(text.contains("nnn..."), "{what} {format:?}: the long name is cut:\n{text}");
+            assert!(!text.contains(&"n".repeat(1000)), "{what} {format:?}");
+            assert!(text.lines().all(|l| l.chars().count() <= 300), "{what} {format:?}: a line is too long");
+            // one line per operator: the newline in the odd name is escaped
+            let rows = text.lines().filter(|l| l.contains("evil")).count();
+            assert_eq!(rows, 1, "{what} {format:?}:\n{text}");
+            if format == report::Format::Markdown {
+                let row = text.lines().find(|l| l.contains("evil")).unwrap();
+                let cells = row.replace("\\|", "").matches('|').count();
+                let head = text.lines().find(|l| l.starts_with("| operator")).unwrap().matches('|').count();
+                assert_eq!(cells, head, "the `|` in the name does not add a column: {row}");
+            }
+        }
+    }
+    // folded stacks: one line per stack, the frame cut too
+    let folded = report::folded(&p);
+    assert_eq!(folded.lines().count(), 3, "{folded}");
+    assert!(folded.lines().all(|l| l.len() < 1000), "{folded}");
+    // the CLI on the same file
+    let path = tmp("huge-name.json");
+    p.write(&path).unwrap();
+    let f = path.to_str().unwrap();
+    for args in [vec!["summary", f], vec!["summary", f, "--format", "markdown"], vec!["compare", f, f]] {
+        let (code, out, err) = cli_within(120, &args);
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+        assert!(out.contains("nnn...") && !err.contains("panicked"), "{args:?}: {out}{err}");
+    }
+    let svg = tmp("huge-name.svg");
+    let (code, _, err) = cli_within(120, &["flamegraph", f, "--out", svg.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+}
+
+/// Row 19: parent links that form a cycle made `flamegraph` grow without bound; a 100k-deep chain
+/// took minutes. The reader now refuses both: a parent must be an earlier record (no cycle can be
+/// written down), depths must follow the parents, and nesting is capped.
+#[test]
+fn parent_cycles_and_deep_chains_are_refused_on_read() {
+    let _g = lock();
+    let parse = |p: &Profile| Profile::parse(p.to_json().as_bytes());
+    // a 2-cycle whose calls span the same time (so each "encloses" the other), and a self-parent
+    let cycle = raw(vec![rec(0, Some(1), 1, "a", 0, 10), rec(1, Some(0), 1, "b", 0, 10)]);
+    let e = parse(&cycle).unwrap_err();
+    assert!(e.contains("earlier record"), "{e}");
+    let e = parse(&raw(vec![rec(5, Some(5), 1, "a", 0, 10)])).unwrap_err();
+    assert!(e.contains("earlier record"), "{e}");
+    // a parent that comes later in the file
+    let e = parse(&raw(vec![rec(1, Some(0), 1, "inner", 1, 1), rec(0, None, 0, "outer", 0, 5)])).unwrap_err();
+    assert!(e.contains("earlier record"), "{e}");
+    // depth must be the parent's plus one
+    let e = parse(&raw(vec![rec(0, None, 0, "outer", 0, 5), rec(1, Some(0), 7, "inner", 1, 1)])).unwrap_err();
+    assert!(e.contains("depth 7"), "{e}");
+    let e = parse(&raw(vec![rec(0, None, 3, "outer", 0, 5)])).unwrap_err();
+    assert!(e.contains("depth 3"), "{e}");
+    // nesting: 256 levels below the program are fine, 257 are not; a 100k chain is refused quickly
+    let ok = parse(&chain(257)).unwrap();
+    assert_eq!(ok.calls.len(), 257);
+    let e = parse(&chain(258)).unwrap_err();
+    assert!(e.contains("depth 257") && e.contains("limit of 256"), "{e}");
+    let deep = chain(100_000).to_json();
+    let t = std::time::Instant::now();
+    let e = Profile::parse(deep.as_bytes()).unwrap_err();
+    assert!(e.contains("limit of 256"), "{e}");
+    assert!(t.elapsed().as_secs() < 10, "{:?}", t.elapsed());
+
+    // the CLI: every subcommand refuses the cycle and the deep chain, quickly
+    let cyc = tmp("cycle.json");
+    std::fs::write(&cyc, cycle.to_json()).unwrap();
+    let deep_path = tmp("deep.json");
+    std::fs::write(&deep_path, &deep).unwrap();
+    let svg = tmp("cycle.svg");
+    for file in [&cyc, &deep_path] {
+        let f = file.to_str().unwrap();
+        for args in [
+            vec!["summary", f],
+            vec!["flamegraph", f, "--out", svg.to_str().unwrap()],
+            vec!["trace", f, "--out", svg.to_str().unwrap()],
+            vec!["advise", f],
+            vec!["compare", f, f],
+        ] {
+            let (code, _, err) = cli_within(60, &args);
+            assert_eq!(code, Some(1), "{args:?}: {err}");
+            assert!(err.contains("not a valid"), "{args:?}: {err}");
+        }
+    }
+}
+
+/// Profiles built in memory are not checked: the traversals still end on a cycle or a deep chain.
+#[test]
+fn traversals_end_on_unchecked_cycles_and_chains() {
+    let _g = lock();
+    let cycle = raw(vec![rec(0, Some(1), 1, "a", 0, 10), rec(1, Some(0), 1, "b", 0, 10)]);
+    let deep = chain(100_000);
+    for (what, p) in [("cycle", cycle), ("chain", deep)] {
+        let (folded, stats, advice) = within(60, what, move || {
+            let folded = report::folded(&p);
+            let stats = p.by_operator();
+            let advice = advise::advise(&p, &advise::Rules::builtin().unwrap());
+            let _ = report::flamegraph(&p, "t");
+            let _ = report::summary(&p, report::Format::Table);
+            (folded, stats, advice)
+        });
+        assert!(!folded.is_empty() && !stats.is_empty(), "{what}");
+        assert!(folded.lines().all(|l| l.matches(';').count() <= 256), "{what}: stacks are depth-bounded");
+        let _ = advice;
+    }
+}
+
+/// Row 18: profiles, baselines and rules are read only from regular files, up to a size limit.
+/// A FIFO blocked the open; `/dev/zero` was read until the process was killed for memory.
+#[cfg(unix)]
+#[test]
+fn profile_inputs_must_be_regular_files_of_bounded_size() {
+    let _g = lock();
+    let fifo = tmp("input.fifo");
+    let _ = std::fs::remove_file(&fifo);
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let dir = tmp("a-directory");
+    std::fs::create_dir_all(&dir).unwrap();
+    for path in [fifo.clone(), dir.clone(), PathBuf::from("/dev/zero")] {
+        let p = path.clone();
+        let errs = within(30, &path.display().to_string(), move || {
+            [
+                Profile::read(&p).map(|_| ()).unwrap_err().to_string(),
+                compare::Baseline::read(&p).map(|_| ()).unwrap_err().to_string(),
+                advise::Rules::read(&p).map(|_| ()).unwrap_err().to_string(),
+            ]
+        });
+        for e in errs {
+            assert!(e.contains("not a regular file"), "{}: {e}", path.display());
+        }
+    }
+    let (code, _, err) = cli_within(30, &["summary", fifo.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("not a regular file"), "{err}");
+    // a sparse file just over the limits (no disk space used; the size alone refuses it)
+    let big = tmp("big.json");
+    std::fs::File::create(&big).unwrap().set_len((1 << 30) + 1).unwrap();
+    let e = Profile::read(&big).unwrap_err().to_string();
+    assert!(e.contains("limit of 1073741824 bytes"), "{e}");
+    let e = compare::Baseline::read(&big).unwrap_err().to_string();
+    assert!(e.contains("limit of 1073741824 bytes"), "{e}");
+    std::fs::File::create(&big).unwrap().set_len((4 << 20) + 1).unwrap();
+    let e = advise::Rules::read(&big).unwrap_err().to_string();
+    assert!(e.contains("limit of 4194304 bytes"), "{e}");
+    std::fs::remove_file(&big).unwrap();
+}
+
+/// Counters near u64::MAX (found by the fuzzer, `fuzz/`): sums saturate, and a flame graph whose
+/// total self time does not fit in 64 bits is an error, not an overflow inside inferno (a panic in
+/// a build with overflow checks, a wrapped total in release).
+#[test]
+fn counters_near_u64_max_do_not_overflow() {
+    let _g = lock();
+    let max = u64::MAX;
+    let big = |id: u64, tier: &str| profile::Call {
+        tier: tier.into(),
+        self_ns: max,
+        device_ns: Some(max),
+        alloc_bytes: max,
+        h2d_bytes: max,
+        d2h_bytes: max,
+        launches: max,
+        contiguous_copies: max,
+        contiguous_bytes: max,
+        ..rec(id, None, 0, "a", 0, max)
+    };
+    let p =
+        Profile::parse(raw(vec![big(0, "native"), big(1, "fallback"), big(2, "recipe")]).to_json().as_bytes()).unwrap();
+    let s = &p.by_operator()[0];
+    assert_eq!((s.calls, s.host_ns, s.self_ns, s.alloc_bytes), (3, max, max, max));
+    assert_eq!(p.top_level_ns(), max);
+    for f in [report::Format::Table, report::Format::Markdown] {
+        assert!(report::summary(&p, f).contains("18446744073.710 s"));
+        let _ = compare::render(&compare::compare(&compare::Baseline::Xirang(p.clone()), &p, 1.2, 0), f);
+    }
+    let _ = advise::render(&advise::advise(&p, &advise::Rules::builtin().unwrap()), false);
+    assert_eq!(report::folded(&p), format!("a [fallback] {max}\na [native] {max}\na [recipe] {max}\n"));
+    let e = report::flamegraph(&p, "t").unwrap_err().to_string();
+    assert!(e.contains("does not fit"), "{e}");
+    // one stack of u64::MAX still draws
+    let one = Profile::parse(raw(vec![big(0, "native")]).to_json().as_bytes()).unwrap();
+    assert!(report::flamegraph(&one, "t").unwrap().contains("<svg"));
+}

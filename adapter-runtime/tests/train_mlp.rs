@@ -90,3 +90,71 @@ fn autograd_and_explicit_backward_agree() {
         assert!(u.iter().zip(&v).all(|(p, q)| (p - q).abs() <= 1e-6), "{name} differs");
     }
 }
+
+/// Row 23 of issue #19: a diverged run printed `"loss": NaN`, which is not JSON. Every step line
+/// parses; a non-finite loss is `null` with a `nonfinite` flag saying which value it was.
+#[test]
+fn loss_lines_are_json_even_when_the_loss_is_not_finite() {
+    for (loss, flag) in
+        [(0.25, None), (f64::NAN, Some("NaN")), (f64::INFINITY, Some("inf")), (f64::NEG_INFINITY, Some("-inf"))]
+    {
+        let line = train::loss_line(7, loss);
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("`{line}` is not JSON: {e}"));
+        assert_eq!(v["step"], 7, "{line}");
+        match flag {
+            None => {
+                assert_eq!(v["loss"].as_f64(), Some(loss), "{line}");
+                assert!(v.get("nonfinite").is_none(), "{line}");
+            }
+            Some(f) => {
+                assert!(v["loss"].is_null(), "{line}");
+                assert_eq!(v["nonfinite"], f, "{line}");
+            }
+        }
+    }
+    // a finite loss prints as before (shortest round-trip decimal)
+    assert_eq!(train::loss_line(0, 2.302585124969482), r#"{"step": 0, "loss": 2.302585124969482}"#);
+    // a real run from a NaN bias
+    dispatch::set_policy(Policy { mode: FallbackMode::Silent, ..Policy::default() });
+    let rt = Runtime::simulator().unwrap();
+    let mut init = io::load_safetensors(goldens().join("mlp_init.safetensors")).unwrap();
+    let data = io::load_safetensors(goldens().join("mlp_data.safetensors")).unwrap();
+    let b = &init["fc2.bias"];
+    init.insert("fc2.bias".into(), Tensor::from_vec(vec![f32::NAN; b.numel()], b.sizes()).unwrap());
+    let mut lines = Vec::new();
+    train::train_mlp(&rt, Device::Npu(0), &init, &data, 2, 0.1, |i, l| lines.push(train::loss_line(i, l))).unwrap();
+    for line in &lines {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("`{line}` is not JSON: {e}"));
+        assert!(v["loss"].is_null() && v["nonfinite"] == "NaN", "{line}");
+    }
+}
+
+/// Row 18 of issue #19: `train_mlp -i /dev/zero` read until it was killed for memory (9 GB); a FIFO
+/// blocked the open. Safetensors inputs must be regular files no larger than the limit.
+#[cfg(unix)]
+#[test]
+fn safetensors_inputs_must_be_regular_files_of_bounded_size() {
+    let dir = std::env::temp_dir().join(format!("xirang-train-mlp-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("w.fifo");
+    let _ = std::fs::remove_file(&fifo);
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    for path in [PathBuf::from("/dev/zero"), fifo, dir.clone()] {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = path.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(io::load_safetensors(&p).map(|_| ()).map_err(|e| e.to_string()));
+        });
+        let r = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("{}: no answer in 30 s", path.display()));
+        let e = r.unwrap_err();
+        assert!(e.contains("not a regular file"), "{}: {e}", path.display());
+    }
+    // a sparse file just over the limit: refused by its size, nothing read
+    let big = dir.join("big.safetensors");
+    std::fs::File::create(&big).unwrap().set_len((4 << 30) + 1).unwrap();
+    let e = io::load_safetensors(&big).map(|_| ()).unwrap_err().to_string();
+    assert!(e.contains("limit of 4294967296 bytes"), "{e}");
+    std::fs::remove_file(&big).unwrap();
+}

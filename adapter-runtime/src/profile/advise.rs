@@ -8,11 +8,13 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::model::{Call, Profile, base_name};
-use super::report::{fmt_bytes, fmt_ns};
+use super::report::{cell, fmt_bytes, fmt_ns};
 use super::{ProfileError, Result};
 
 /// The rules shipped with the runtime.
 pub const DEFAULT_RULES: &str = include_str!("../../profile/advice.toml");
+/// The largest rules file [`Rules::read`] takes: 4 MiB.
+pub const MAX_RULES_BYTES: u64 = 4 << 20;
 
 /// What a rule looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,10 +88,12 @@ impl Rules {
         Rules::parse(DEFAULT_RULES, Path::new("profile/advice.toml"))
     }
 
-    /// Reads a rules file.
+    /// Reads a rules file: a regular file of at most [`MAX_RULES_BYTES`].
     pub fn read(path: impl AsRef<Path>) -> Result<Rules> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io { path: path.into(), source })?;
+        let bytes = crate::io::read_file(path, "advice rules", MAX_RULES_BYTES)?;
+        let text = String::from_utf8(bytes)
+            .map_err(|e| ProfileError::Rules { path: path.into(), message: format!("not UTF-8: {e}") })?;
         Rules::parse(&text, path)
     }
 
@@ -209,14 +213,15 @@ pub fn advise(p: &Profile, rules: &Rules) -> Vec<Advice> {
                         time as f64 * rule.native_ratio
                     };
                     let saving = (time as f64 - native_estimate).max(0.0) as u64;
-                    let kids = children.get(s.op.as_str()).map(|k| k.iter().copied().collect::<Vec<_>>().join(", "));
+                    let kids =
+                        children.get(s.op.as_str()).map(|k| k.iter().map(|c| cell(c)).collect::<Vec<_>>().join(", "));
                     let vars = BTreeMap::from([
-                        ("op", s.op.clone()),
+                        ("op", cell(&s.op).into_owned()),
                         ("calls", calls.to_string()),
                         ("time", fmt_ns(time)),
                         ("share", pct(share)),
                         ("saving", fmt_ns(saving)),
-                        ("bytes", fmt_bytes(s.h2d_bytes + s.d2h_bytes)),
+                        ("bytes", fmt_bytes(s.h2d_bytes.saturating_add(s.d2h_bytes))),
                         ("tier", tier.to_string()),
                         ("children", kids.unwrap_or_else(|| "no other operator".into())),
                     ]);
@@ -238,7 +243,7 @@ pub fn advise(p: &Profile, rules: &Rules) -> Vec<Advice> {
                         continue;
                     }
                     let vars = BTreeMap::from([
-                        ("op", s.op.clone()),
+                        ("op", cell(&s.op).into_owned()),
                         ("calls", s.calls.to_string()),
                         ("time", fmt_ns(s.host_ns)),
                         ("share", pct(s.host_ns as f64 / total)),
@@ -262,7 +267,7 @@ pub fn advise(p: &Profile, rules: &Rules) -> Vec<Advice> {
                     let key = run.iter().map(|c| c.op.as_str()).collect::<Vec<_>>().join(" -> ");
                     let e = chains.entry(key).or_insert((run.len(), 0, 0));
                     e.1 += 1;
-                    e.2 += run.iter().map(|c| c.host_ns).sum::<u64>();
+                    e.2 = run.iter().fold(e.2, |a, c| a.saturating_add(c.host_ns));
                 }
                 for (chain, (len, count, time)) in chains {
                     let share = time as f64 / total;
@@ -271,8 +276,9 @@ pub fn advise(p: &Profile, rules: &Rules) -> Vec<Advice> {
                     }
                     // one fused call instead of `len`
                     let saving = (time as f64 * (1.0 - 1.0 / len as f64)) as u64;
+                    let shown = chain.split(" -> ").map(|o| cell(o)).collect::<Vec<_>>().join(" -> ");
                     let vars = BTreeMap::from([
-                        ("chain", chain.clone()),
+                        ("chain", shown),
                         ("length", len.to_string()),
                         ("count", count.to_string()),
                         ("time", fmt_ns(time)),
@@ -335,8 +341,10 @@ pub fn render(advice: &[Advice], markdown: bool) -> String {
         return out;
     }
     for a in advice {
+        // operator names in messages went through `cell` when they were filled in
         if markdown {
-            let _ = writeln!(out, "- **{}** `{}`: {}", a.rule, a.subject, a.message);
+            let subject = cell(&a.subject).replace('`', "'");
+            let _ = writeln!(out, "- **{}** `{subject}`: {}", a.rule, a.message);
         } else {
             let _ = writeln!(out, "[{}] {}", a.rule, a.message);
         }

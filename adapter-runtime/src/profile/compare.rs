@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::model::{self, Profile};
-use super::report::{Format, fmt_ns};
+use super::report::{Format, cell, fmt_ns, markdown_table, text_table};
 use super::{ProfileError, Result};
 
 /// The `format` field of a PyTorch baseline.
@@ -47,29 +47,37 @@ pub enum Baseline {
 }
 
 impl Baseline {
-    /// Reads a baseline file; the `format` field says which kind it is.
+    /// Reads a baseline file (a regular file of at most
+    /// [`model::MAX_PROFILE_BYTES`]); the `format` field says which kind it is.
     pub fn read(path: impl AsRef<Path>) -> Result<Baseline> {
         let path = path.as_ref();
-        let text = std::fs::read(path).map_err(|source| ProfileError::Io { path: path.into(), source })?;
-        let err = |message: String| ProfileError::Format { path: path.into(), what: "baseline profile", message };
-        let v: serde_json::Value = serde_json::from_slice(&text).map_err(|e| err(e.to_string()))?;
-        match v.get("format").and_then(|f| f.as_str()) {
-            Some(model::FORMAT) => Profile::parse(&text).map(Baseline::Xirang).map_err(err),
+        let text = crate::io::read_file(path, "a baseline profile", model::MAX_PROFILE_BYTES)?;
+        Baseline::parse(&text).map_err(|message| ProfileError::Format {
+            path: path.into(),
+            what: "baseline profile",
+            message,
+        })
+    }
+
+    /// Parses and checks a baseline (message without the path on error).
+    pub fn parse(text: &[u8]) -> std::result::Result<Baseline, String> {
+        match model::format_field(text)?.as_ref().and_then(|f| f.as_str()) {
+            Some(model::FORMAT) => Profile::parse(text).map(Baseline::Xirang),
             Some(TORCH_FORMAT) => {
-                let t: TorchProfile = serde_json::from_value(v).map_err(|e| err(e.to_string()))?;
+                let t: TorchProfile = serde_json::from_slice(text).map_err(|e| e.to_string())?;
                 if t.version != 1 {
-                    return Err(err(format!("{TORCH_FORMAT} version {} is not supported (expected 1)", t.version)));
+                    return Err(format!("{TORCH_FORMAT} version {} is not supported (expected 1)", t.version));
                 }
                 for o in &t.ops {
                     let ok = |x: f64| x.is_finite() && x >= 0.0;
                     if !ok(o.cpu_time_total_us) || !ok(o.self_cpu_time_total_us) {
-                        return Err(err(format!("{}: times must be finite and non-negative", o.op)));
+                        return Err(format!("{}: times must be finite and non-negative", cell(&o.op)));
                     }
                 }
                 Ok(Baseline::Torch(t))
             }
-            Some(other) => Err(err(format!("format `{other}`: expected `{}` or `{TORCH_FORMAT}`", model::FORMAT))),
-            None => Err(err(format!("no `format` field (expected `{}` or `{TORCH_FORMAT}`)", model::FORMAT))),
+            Some(other) => Err(format!("format `{}`: expected `{}` or `{TORCH_FORMAT}`", cell(other), model::FORMAT)),
+            None => Err(format!("no `format` field (expected `{}` or `{TORCH_FORMAT}`)", model::FORMAT)),
         }
     }
 }
@@ -121,11 +129,12 @@ pub fn compare(base: &Baseline, new: &Profile, threshold: f64, min_ns: u64) -> C
             let mut m: BTreeMap<String, (u64, u64)> = BTreeMap::new();
             for o in &t.ops {
                 let e = m.entry(model::base_name(&o.op).to_string()).or_default();
-                e.0 += o.calls;
-                e.1 += (o.cpu_time_total_us * 1e3).round() as u64;
+                e.0 = e.0.saturating_add(o.calls);
+                e.1 = e.1.saturating_add((o.cpu_time_total_us * 1e3).round() as u64);
             }
             // torch's top level is unknown from key averages: the sum of self times
-            let total = t.ops.iter().map(|o| (o.self_cpu_time_total_us * 1e3).round() as u64).sum();
+            let total =
+                t.ops.iter().fold(0u64, |a, o| a.saturating_add((o.self_cpu_time_total_us * 1e3).round() as u64));
             ("torch", m, new.aggregate(|c| c.base().to_string()), total)
         }
     };
@@ -187,7 +196,7 @@ pub fn render(c: &Comparison, format: Format) -> String {
         c.threshold
     );
     let cells = |r: &Row| {
-        [
+        vec![
             r.op.clone(),
             r.base_calls.to_string(),
             r.new_calls.to_string(),
@@ -201,48 +210,27 @@ pub fn render(c: &Comparison, format: Format) -> String {
         ]
     };
     let headers = ["operator", "base calls", "new calls", "base time", "new time", "ratio/call", ""];
+    let right = [false, true, true, true, true, true, false];
     match format {
         Format::Markdown => {
             let _ = writeln!(out, "### Profile comparison\n\n{head}\n");
-            let _ = writeln!(out, "| operator | base calls | new calls | base time | new time | ratio/call | |");
-            let _ = writeln!(out, "| --- | ---: | ---: | ---: | ---: | ---: | --- |");
-            for r in &c.rows {
-                let mut v = cells(r);
-                v[0] = format!("`{}`", v[0]);
-                if r.regression {
-                    v[6] = "**regression**".into();
-                }
-                let _ = writeln!(out, "| {} |", v.join(" | "));
-            }
+            let rows: Vec<Vec<String>> = c
+                .rows
+                .iter()
+                .map(|r| {
+                    let mut v = cells(r);
+                    if r.regression {
+                        v[6] = "**regression**".into();
+                    }
+                    v
+                })
+                .collect();
+            out.push_str(&markdown_table(&headers, &rows, &right, &[true]));
         }
         Format::Table => {
             let _ = writeln!(out, "{head}\n");
-            let all: Vec<[String; 7]> = c.rows.iter().map(cells).collect();
-            let mut w: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-            for r in &all {
-                for (i, x) in r.iter().enumerate() {
-                    w[i] = w[i].max(x.len());
-                }
-            }
-            let line = |v: &[String]| {
-                let mut l = String::new();
-                for (i, x) in v.iter().enumerate() {
-                    if i > 0 {
-                        l.push_str("  ");
-                    }
-                    if i == 0 || i == 6 {
-                        let _ = write!(l, "{x:<width$}", width = w[i]);
-                    } else {
-                        let _ = write!(l, "{x:>width$}", width = w[i]);
-                    }
-                }
-                l.trim_end().to_string()
-            };
-            let h: Vec<String> = headers.iter().map(|s| s.to_string()).collect();
-            let _ = writeln!(out, "{}", line(&h));
-            for r in &all {
-                let _ = writeln!(out, "{}", line(r));
-            }
+            let rows: Vec<Vec<String>> = c.rows.iter().map(cells).collect();
+            out.push_str(&text_table(&headers, &rows, &right, false));
         }
     }
     out

@@ -54,6 +54,10 @@ pub enum ProfileError {
         #[source]
         source: std::io::Error,
     },
+    /// A profile, baseline or rules file that is not a regular file or is
+    /// over its size limit ([`model::MAX_PROFILE_BYTES`], [`advise::MAX_RULES_BYTES`]).
+    #[error(transparent)]
+    Read(#[from] crate::io::ReadError),
     #[error("{path}: not a valid {what}: {message}")]
     Format { path: PathBuf, what: &'static str, message: String },
     #[error("advice rules {path}: {message}")]

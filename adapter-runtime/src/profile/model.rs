@@ -2,16 +2,77 @@
 //! aggregates.
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
 
+use super::report::cell;
 use super::{ProfileError, Result};
 
 /// The `format` field of a profile file.
 pub const FORMAT: &str = "xirang-profile";
 /// The format version this build writes and reads.
 pub const VERSION: u32 = 1;
+/// The largest profile (or baseline) file the reader takes: 1 GiB, a few
+/// million calls.
+pub const MAX_PROFILE_BYTES: u64 = 1 << 30;
+/// The deepest nesting a profile may record (`depth` of a call; 0: called
+/// by the program). Traversals of the call tree stop at this depth.
+pub const MAX_DEPTH: u32 = 256;
+
+/// The `format` field of a JSON document (`None`: not an object, or no such
+/// field), read without building a tree of the rest of the document.
+pub(crate) fn format_field(text: &[u8]) -> std::result::Result<Option<serde_json::Value>, String> {
+    struct Probe(Option<serde_json::Value>);
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Probe;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a JSON document")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> std::result::Result<Probe, A::Error> {
+            let mut format = None;
+            while let Some(k) = m.next_key::<String>()? {
+                if k == "format" {
+                    format = Some(m.next_value::<serde_json::Value>()?);
+                } else {
+                    m.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(Probe(format))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> std::result::Result<Probe, A::Error> {
+            while s.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(Probe(None))
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> std::result::Result<Probe, E> {
+            Ok(Probe(None))
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> std::result::Result<Probe, E> {
+            Ok(Probe(None))
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> std::result::Result<Probe, E> {
+            Ok(Probe(None))
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> std::result::Result<Probe, E> {
+            Ok(Probe(None))
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> std::result::Result<Probe, E> {
+            Ok(Probe(None))
+        }
+        fn visit_unit<E: de::Error>(self) -> std::result::Result<Probe, E> {
+            Ok(Probe(None))
+        }
+    }
+    impl<'de> Deserialize<'de> for Probe {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Probe, D::Error> {
+            d.deserialize_any(V)
+        }
+    }
+    serde_json::from_slice::<Probe>(text).map(|p| p.0).map_err(|e| e.to_string())
+}
 
 /// One operator call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -132,10 +193,11 @@ impl Profile {
         Profile { format: FORMAT.into(), version: VERSION, warnings, calls }
     }
 
-    /// Reads and checks a profile file.
+    /// Reads and checks a profile file: a regular file of at most
+    /// [`MAX_PROFILE_BYTES`].
     pub fn read(path: impl AsRef<Path>) -> Result<Profile> {
         let path = path.as_ref();
-        let text = std::fs::read(path).map_err(|source| ProfileError::Io { path: path.into(), source })?;
+        let text = crate::io::read_file(path, "a profile", MAX_PROFILE_BYTES)?;
         Profile::parse(&text).map_err(|message| ProfileError::Format {
             path: path.into(),
             what: "xirang profile",
@@ -145,13 +207,12 @@ impl Profile {
 
     /// Parses and checks profile JSON (message without the path on error).
     pub fn parse(text: &[u8]) -> std::result::Result<Profile, String> {
-        let v: serde_json::Value = serde_json::from_slice(text).map_err(|e| e.to_string())?;
-        match v.get("format").and_then(|f| f.as_str()) {
+        match format_field(text)?.as_ref().and_then(|f| f.as_str()) {
             Some(FORMAT) => {}
-            Some(other) => return Err(format!("format is `{other}`, expected `{FORMAT}`")),
+            Some(other) => return Err(format!("format is `{}`, expected `{FORMAT}`", cell(other))),
             None => return Err(format!("no `format` field (expected `{FORMAT}`)")),
         }
-        let p: Profile = serde_json::from_value(v).map_err(|e| e.to_string())?;
+        let p: Profile = serde_json::from_slice(text).map_err(|e| e.to_string())?;
         if p.version != VERSION {
             return Err(format!("version {} is not supported (this build reads version {VERSION})", p.version));
         }
@@ -159,35 +220,74 @@ impl Profile {
         Ok(p)
     }
 
-    /// Structural checks: unique ids, parents exist on the same thread and
-    /// enclose their children, tiers are known.
+    /// Structural checks: unique ids; tiers are known; a parent is an
+    /// earlier record on the same thread that encloses its child in time
+    /// (so parent links cannot form a cycle); `depth` is 0 without a parent
+    /// and the parent's plus one with one, at most [`MAX_DEPTH`].
     fn check(&self) -> std::result::Result<(), String> {
-        let mut by_id: HashMap<u64, &Call> = HashMap::with_capacity(self.calls.len());
-        for c in &self.calls {
-            if by_id.insert(c.id, c).is_some() {
+        let mut index: HashMap<u64, usize> = HashMap::with_capacity(self.calls.len());
+        for (i, c) in self.calls.iter().enumerate() {
+            let op = cell(&c.op);
+            if index.contains_key(&c.id) {
                 return Err(format!("call id {} appears twice", c.id));
             }
             if !matches!(c.tier.as_str(), "native" | "recipe" | "fallback") {
-                return Err(format!("call {} ({}): unknown tier `{}`", c.id, c.op, c.tier));
+                return Err(format!("call {} ({op}): unknown tier `{}`", c.id, cell(&c.tier)));
             }
             if c.self_ns > c.host_ns {
-                return Err(format!("call {} ({}): self_ns exceeds host_ns", c.id, c.op));
+                return Err(format!("call {} ({op}): self_ns exceeds host_ns", c.id));
             }
-            if c.start_ns.checked_add(c.host_ns).is_none() {
-                return Err(format!("call {} ({}): start_ns + host_ns overflows", c.id, c.op));
+            let Some(end) = c.start_ns.checked_add(c.host_ns) else {
+                return Err(format!("call {} ({op}): start_ns + host_ns overflows", c.id));
+            };
+            if c.depth > MAX_DEPTH {
+                return Err(format!(
+                    "call {} ({op}): nesting depth {} is over the limit of {MAX_DEPTH}",
+                    c.id, c.depth
+                ));
             }
-        }
-        for c in &self.calls {
-            if let Some(pid) = c.parent {
-                let Some(p) = by_id.get(&pid) else {
-                    return Err(format!("call {} ({}): parent {pid} does not exist", c.id, c.op));
-                };
-                if p.tid != c.tid || c.start_ns < p.start_ns || c.start_ns + c.host_ns > p.start_ns + p.host_ns {
-                    return Err(format!("call {} ({}) is not inside its parent {pid} ({})", c.id, c.op, p.op));
+            match c.parent {
+                None if c.depth != 0 => {
+                    return Err(format!("call {} ({op}) has no parent but depth {} (expected 0)", c.id, c.depth));
+                }
+                None => {}
+                Some(pid) => {
+                    let Some(&pi) = index.get(&pid) else {
+                        let later = pid == c.id || self.calls[i + 1..].iter().any(|d| d.id == pid);
+                        return Err(if later {
+                            format!("call {} ({op}): parent {pid} is not an earlier record (parents come first)", c.id)
+                        } else {
+                            format!("call {} ({op}): parent {pid} does not exist", c.id)
+                        });
+                    };
+                    let p = &self.calls[pi];
+                    if p.tid != c.tid || c.start_ns < p.start_ns || end > p.start_ns + p.host_ns {
+                        return Err(format!("call {} ({op}) is not inside its parent {pid} ({})", c.id, cell(&p.op)));
+                    }
+                    if c.depth != p.depth + 1 {
+                        return Err(format!(
+                            "call {} ({op}): depth {}, but its parent {pid} has depth {}",
+                            c.id, c.depth, p.depth
+                        ));
+                    }
                 }
             }
+            index.insert(c.id, i);
         }
         Ok(())
+    }
+
+    /// Each call's parent as an index into `calls`, when the parent is an
+    /// earlier record (always, in a checked profile). Following these links
+    /// always ends: each one goes to a smaller index.
+    pub(crate) fn parent_indices(&self) -> Vec<Option<usize>> {
+        let mut index: HashMap<u64, usize> = HashMap::with_capacity(self.calls.len());
+        let mut out = Vec::with_capacity(self.calls.len());
+        for (i, c) in self.calls.iter().enumerate() {
+            out.push(c.parent.and_then(|pid| index.get(&pid).copied()));
+            index.entry(c.id).or_insert(i);
+        }
+        out
     }
 
     /// Writes the profile as pretty JSON.
@@ -218,7 +318,7 @@ impl Profile {
 
     /// Host time of the calls made by the program itself (depth 0).
     pub fn top_level_ns(&self) -> u64 {
-        self.calls.iter().filter(|c| c.parent.is_none()).map(|c| c.host_ns).sum()
+        self.calls.iter().filter(|c| c.parent.is_none()).fold(0u64, |a, c| a.saturating_add(c.host_ns))
     }
 
     /// Per-operator aggregates, sorted by host time (descending), then name.
@@ -229,46 +329,43 @@ impl Profile {
 
     /// Aggregates keyed by `key` (e.g. the base name), sorted like
     /// [`Profile::by_operator`].
+    ///
+    /// Ancestors are looked up at most [`MAX_DEPTH`] levels up (a checked
+    /// profile is never deeper); sums saturate at `u64::MAX`.
     pub fn aggregate(&self, key: impl Fn(&Call) -> String) -> Vec<OpStats> {
-        let by_id: HashMap<u64, &Call> = self.calls.iter().map(|c| (c.id, c)).collect();
-        let mut m: BTreeMap<String, OpStats> = BTreeMap::new();
-        for c in &self.calls {
-            let k = key(c);
+        let keys: Vec<String> = self.calls.iter().map(key).collect();
+        let parents = self.parent_indices();
+        let mut m: BTreeMap<&str, OpStats> = BTreeMap::new();
+        for (i, c) in self.calls.iter().enumerate() {
+            let k = keys[i].as_str();
             // an ancestor with the same key already counts this time
-            let mut nested = false;
-            let mut p = c.parent;
-            while let Some(id) = p {
-                let Some(pc) = by_id.get(&id) else { break };
-                if key(pc) == k {
-                    nested = true;
-                    break;
-                }
-                p = pc.parent;
-            }
-            let s = m.entry(k.clone()).or_insert_with(|| OpStats { op: k, ..OpStats::default() });
-            s.calls += 1;
-            s.self_ns += c.self_ns;
+            let nested =
+                std::iter::successors(parents[i], |&j| parents[j]).take(MAX_DEPTH as usize).any(|j| keys[j] == k);
+            let s = m.entry(k).or_insert_with(|| OpStats { op: k.to_string(), ..OpStats::default() });
+            let add = |a: &mut u64, b: u64| *a = a.saturating_add(b);
+            add(&mut s.calls, 1);
+            add(&mut s.self_ns, c.self_ns);
             match c.tier.as_str() {
-                "fallback" => s.fallback += 1,
-                "recipe" => s.recipe += 1,
-                _ => s.native += 1,
+                "fallback" => add(&mut s.fallback, 1),
+                "recipe" => add(&mut s.recipe, 1),
+                _ => add(&mut s.native, 1),
             }
             if nested {
                 continue;
             }
-            s.host_ns += c.host_ns;
+            add(&mut s.host_ns, c.host_ns);
             match c.tier.as_str() {
-                "fallback" => s.fallback_ns += c.host_ns,
-                "recipe" => s.recipe_ns += c.host_ns,
-                _ => s.native_ns += c.host_ns,
+                "fallback" => add(&mut s.fallback_ns, c.host_ns),
+                "recipe" => add(&mut s.recipe_ns, c.host_ns),
+                _ => add(&mut s.native_ns, c.host_ns),
             }
-            s.device_ns += c.device_ns.unwrap_or(0);
-            s.alloc_bytes += c.alloc_bytes;
-            s.h2d_bytes += c.h2d_bytes;
-            s.d2h_bytes += c.d2h_bytes;
-            s.launches += c.launches;
-            s.contiguous_copies += c.contiguous_copies;
-            s.contiguous_bytes += c.contiguous_bytes;
+            add(&mut s.device_ns, c.device_ns.unwrap_or(0));
+            add(&mut s.alloc_bytes, c.alloc_bytes);
+            add(&mut s.h2d_bytes, c.h2d_bytes);
+            add(&mut s.d2h_bytes, c.d2h_bytes);
+            add(&mut s.launches, c.launches);
+            add(&mut s.contiguous_copies, c.contiguous_copies);
+            add(&mut s.contiguous_bytes, c.contiguous_bytes);
         }
         let mut v: Vec<OpStats> = m.into_values().collect();
         v.sort_by(|a, b| b.host_ns.cmp(&a.host_ns).then_with(|| a.op.cmp(&b.op)));

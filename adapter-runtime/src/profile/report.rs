@@ -2,13 +2,144 @@
 //! trace-event JSON (Perfetto, `chrome://tracing`), folded stacks and a
 //! flame graph SVG (inferno).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use serde_json::json;
 
-use super::model::{OpStats, Profile};
+use super::model::{MAX_DEPTH, OpStats, Profile};
 use super::{ProfileError, Result};
+
+/// The widest table cell, in characters: a longer cell (an operator name
+/// read from a file) is cut to this width, ending in `...`. The longest
+/// PyTorch operator name with its overload has 61 characters.
+pub const MAX_CELL_CHARS: usize = 80;
+
+/// `s` cut to at most `max` characters (a cut one ends in `...`), with
+/// control characters escaped (`\n`, `\u{1b}`) so that it stays on one line
+/// and cannot drive a terminal. Escapes are never split.
+pub fn cut(s: &str, max: usize) -> Cow<'_, str> {
+    let plain = |c: char| !c.is_control();
+    if s.chars().take(max.saturating_add(1)).count() <= max && s.chars().all(plain) {
+        return Cow::Borrowed(s);
+    }
+    let keep = max.saturating_sub(3);
+    let (mut out, mut n, mut keep_bytes) = (String::new(), 0usize, 0usize);
+    for ch in s.chars() {
+        if plain(ch) {
+            out.push(ch);
+            n += 1;
+        } else {
+            for e in ch.escape_debug() {
+                out.push(e);
+                n += 1;
+            }
+        }
+        if n <= keep {
+            keep_bytes = out.len();
+        } else if n > max {
+            out.truncate(keep_bytes);
+            out.push_str("...");
+            return Cow::Owned(out);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// [`cut`] to [`MAX_CELL_CHARS`]: a table cell, or a name in a message.
+pub fn cell(s: &str) -> Cow<'_, str> {
+    cut(s, MAX_CELL_CHARS)
+}
+
+/// A plain-text table: every cell through [`cell`], columns as wide as
+/// their widest cell (so at most [`MAX_CELL_CHARS`]), two spaces apart,
+/// right-aligned where `right[i]`; `rule`: a dashed line under the header.
+pub(crate) fn text_table(headers: &[&str], rows: &[Vec<String>], right: &[bool], rule: bool) -> String {
+    let cells: Vec<Vec<Cow<str>>> = rows.iter().map(|r| r.iter().map(|c| cell(c)).collect()).collect();
+    let mut w: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for r in &cells {
+        for (i, c) in r.iter().enumerate().take(w.len()) {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let line = |v: &[&str]| {
+        let mut l = String::new();
+        for (i, c) in v.iter().enumerate().take(w.len()) {
+            if i > 0 {
+                l.push_str("  ");
+            }
+            let pad = " ".repeat(w[i].saturating_sub(c.chars().count()));
+            if right.get(i).copied().unwrap_or(false) {
+                l.push_str(&pad);
+                l.push_str(c);
+            } else {
+                l.push_str(c);
+                l.push_str(&pad);
+            }
+        }
+        l.trim_end().to_string()
+    };
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", line(headers));
+    if rule {
+        let _ = writeln!(out, "{}", w.iter().map(|n| "-".repeat(*n)).collect::<Vec<_>>().join("  "));
+    }
+    for r in &cells {
+        let v: Vec<&str> = r.iter().map(|c| c.as_ref()).collect();
+        let _ = writeln!(out, "{}", line(&v));
+    }
+    out
+}
+
+/// A markdown (GFM) table: every cell through [`cell`], `|` escaped (other
+/// cells may hold markdown: `**regression**`); columns in `code` are code
+/// spans (a cell holding a backtick is escaped text instead), right-aligned
+/// where `right[i]`.
+pub(crate) fn markdown_table(headers: &[&str], rows: &[Vec<String>], right: &[bool], code: &[bool]) -> String {
+    let md = |i: usize, c: &str| -> String {
+        let c = cell(c);
+        if !code.get(i).copied().unwrap_or(false) {
+            c.replace('|', "\\|")
+        } else if !c.contains('`') {
+            format!("`{}`", c.replace('|', "\\|"))
+        } else {
+            // a code span cannot hold this name as it is: escaped text
+            let mut e = String::with_capacity(c.len());
+            for ch in c.chars() {
+                if matches!(ch, '\\' | '`' | '*' | '_' | '<' | '>' | '[' | ']' | '|') {
+                    e.push('\\');
+                }
+                e.push(ch);
+            }
+            e
+        }
+    };
+    let row = |v: Vec<String>| {
+        let mut l = String::from("|");
+        for c in v {
+            l.push_str(if c.is_empty() { " |" } else { " " });
+            if !c.is_empty() {
+                l.push_str(&c);
+                l.push_str(" |");
+            }
+        }
+        l
+    };
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", row(headers.iter().map(|h| h.to_string()).collect()));
+    let _ = writeln!(
+        out,
+        "|{}",
+        (0..headers.len())
+            .map(|i| if right.get(i).copied().unwrap_or(false) { " ---: |" } else { " --- |" })
+            .collect::<String>()
+    );
+    for r in rows {
+        let _ = writeln!(out, "{}", row(r.iter().enumerate().take(headers.len()).map(|(i, c)| md(i, c)).collect()));
+    }
+    out
+}
 
 /// Summary formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,12 +189,12 @@ fn tiers(s: &OpStats) -> String {
 const HEADERS: [&str; 11] =
     ["operator", "calls", "tiers", "host", "host %", "self", "device", "alloc", "h2d", "d2h", "launches"];
 
-fn rows(p: &Profile) -> Vec<[String; 11]> {
+fn rows(p: &Profile) -> Vec<Vec<String>> {
     let total = p.top_level_ns().max(1) as f64;
     p.by_operator()
         .iter()
         .map(|s| {
-            [
+            vec![
                 s.op.clone(),
                 s.calls.to_string(),
                 tiers(s),
@@ -91,54 +222,20 @@ pub fn summary(p: &Profile, format: Format) -> String {
         rows.len(),
         fmt_ns(p.top_level_ns())
     );
+    let right: Vec<bool> = (0..HEADERS.len()).map(|i| i >= 3).collect();
     let mut out = String::new();
     match format {
         Format::Markdown => {
             let _ = writeln!(out, "### Operator profile\n\n{head}\n");
-            let _ = writeln!(out, "| {} |", HEADERS.join(" | "));
-            let _ = writeln!(
-                out,
-                "|{}",
-                HEADERS.iter().enumerate().map(|(i, _)| if i < 3 { " --- |" } else { " ---: |" }).collect::<String>()
-            );
-            for r in &rows {
-                let cells: Vec<String> =
-                    r.iter().enumerate().map(|(i, c)| if i == 0 { format!("`{c}`") } else { c.clone() }).collect();
-                let _ = writeln!(out, "| {} |", cells.join(" | "));
-            }
+            out.push_str(&markdown_table(&HEADERS, &rows, &right, &[true]));
         }
         Format::Table => {
             let _ = writeln!(out, "{head}\n");
-            let mut w: Vec<usize> = HEADERS.iter().map(|h| h.len()).collect();
-            for r in &rows {
-                for (i, c) in r.iter().enumerate() {
-                    w[i] = w[i].max(c.chars().count());
-                }
-            }
-            let line = |cells: &[String]| {
-                let mut l = String::new();
-                for (i, c) in cells.iter().enumerate() {
-                    if i > 0 {
-                        l.push_str("  ");
-                    }
-                    if i < 3 {
-                        let _ = write!(l, "{c:<width$}", width = w[i]);
-                    } else {
-                        let _ = write!(l, "{c:>width$}", width = w[i]);
-                    }
-                }
-                l.trim_end().to_string()
-            };
-            let h: Vec<String> = HEADERS.iter().map(|s| s.to_string()).collect();
-            let _ = writeln!(out, "{}", line(&h));
-            let _ = writeln!(out, "{}", w.iter().map(|n| "-".repeat(*n)).collect::<Vec<_>>().join("  "));
-            for r in &rows {
-                let _ = writeln!(out, "{}", line(r));
-            }
+            out.push_str(&text_table(&HEADERS, &rows, &right, true));
         }
     }
     for w in &p.warnings {
-        let _ = writeln!(out, "\nwarning: {w}");
+        let _ = writeln!(out, "\nwarning: {}", cut(w, 1000));
     }
     out
 }
@@ -191,35 +288,94 @@ pub fn chrome_trace(p: &Profile) -> String {
     s
 }
 
+/// One frame of a folded stack: `op [tier]`, each cut to
+/// [`MAX_CELL_CHARS`], with `;`, blanks and control characters as `_`.
+fn frame(op: &str, tier: &str) -> String {
+    let clean = |s: &str| {
+        cell(s)
+            .chars()
+            .map(|c| if c == ';' || c.is_whitespace() || c.is_control() { '_' } else { c })
+            .collect::<String>()
+    };
+    format!("{} [{}]", clean(op), clean(tier))
+}
+
 /// Folded stacks (`outer;inner self_ns`), one line per distinct stack,
 /// sorted; frames are `op [tier]`, weights are self host time in ns.
+///
+/// The stacks form a tree built in one pass over the calls (a call's parent
+/// is an earlier record), at most [`MAX_DEPTH`] + 1 frames deep: in a
+/// profile built in memory and not checked, a call whose parent is not an
+/// earlier record, or would be too deep, starts a new stack.
 pub fn folded(p: &Profile) -> String {
-    let by_id: HashMap<u64, usize> = p.calls.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
-    let mut stacks: BTreeMap<String, u64> = BTreeMap::new();
-    for c in &p.calls {
-        let mut frames = vec![format!("{} [{}]", c.op, c.tier)];
-        let mut parent = c.parent;
-        while let Some(id) = parent {
-            let Some(&i) = by_id.get(&id) else { break };
-            let pc = &p.calls[i];
-            frames.push(format!("{} [{}]", pc.op, pc.tier));
-            parent = pc.parent;
-        }
-        frames.reverse();
-        let key =
-            frames.iter().map(|f| f.replace([';', ' '], "_").replacen("_[", " [", 1)).collect::<Vec<_>>().join(";");
-        *stacks.entry(key).or_default() += c.self_ns.max(1);
-    }
     let mut out = String::new();
-    for (k, v) in stacks {
+    for (k, v) in folded_stacks(p) {
         let _ = writeln!(out, "{k} {v}");
     }
     out
 }
 
+/// The stacks of [`folded`] and their weights.
+fn folded_stacks(p: &Profile) -> BTreeMap<String, u64> {
+    let parents = p.parent_indices();
+    let mut frame_ids: HashMap<String, usize> = HashMap::new();
+    let mut frames: Vec<String> = Vec::new();
+    // stack tree: (enclosing node, frame) -> node
+    let mut node_ids: HashMap<(Option<usize>, usize), usize> = HashMap::new();
+    let mut nodes: Vec<(Option<usize>, usize, u32)> = Vec::new(); // (up, frame, depth)
+    let mut weight: Vec<u64> = Vec::new();
+    let mut node_of: Vec<usize> = Vec::with_capacity(p.calls.len());
+    for (i, c) in p.calls.iter().enumerate() {
+        let f = frame(&c.op, &c.tier);
+        let f = match frame_ids.get(&f) {
+            Some(&id) => id,
+            None => {
+                frames.push(f.clone());
+                frame_ids.insert(f, frames.len() - 1);
+                frames.len() - 1
+            }
+        };
+        let up = parents[i].map(|j| node_of[j]).filter(|&n| nodes[n].2 < MAX_DEPTH);
+        let depth = up.map_or(0, |n| nodes[n].2 + 1);
+        let n = *node_ids.entry((up, f)).or_insert_with(|| {
+            nodes.push((up, f, depth));
+            weight.push(0);
+            nodes.len() - 1
+        });
+        node_of.push(n);
+        weight[n] = weight[n].saturating_add(c.self_ns.max(1));
+    }
+    let mut stacks: BTreeMap<String, u64> = BTreeMap::new();
+    for (n, &w) in weight.iter().enumerate() {
+        let mut path = Vec::new();
+        let mut at = Some(n);
+        while let Some(k) = at {
+            path.push(frames[nodes[k].1].as_str());
+            at = nodes[k].0;
+        }
+        path.reverse();
+        let e = stacks.entry(path.join(";")).or_default();
+        *e = e.saturating_add(w);
+    }
+    stacks
+}
+
 /// A flame graph SVG of the folded stacks (inferno; deterministic colours).
+/// Errors when the profile has no calls, or when the stacks' total weight
+/// (self host time) does not fit in 64 bits: inferno adds the weights up
+/// in a u64.
 pub fn flamegraph(p: &Profile, title: &str) -> Result<String> {
-    let folded = folded(p);
+    let stacks = folded_stacks(p);
+    let total: u128 = stacks.values().map(|&w| u128::from(w)).sum();
+    if total > u128::from(u64::MAX) {
+        return Err(ProfileError::Flamegraph(format!(
+            "the stacks' total self time ({total} ns) does not fit in 64 bits"
+        )));
+    }
+    let mut folded = String::new();
+    for (k, v) in &stacks {
+        let _ = writeln!(folded, "{k} {v}");
+    }
     let mut opts = inferno::flamegraph::Options::default();
     opts.title = title.to_string();
     opts.count_name = "ns".to_string();
