@@ -18,7 +18,11 @@ use crate::schema::OperatorName;
 use crate::snapshot::{PytorchPair, PytorchSnapshot, Store, Version};
 
 /// Extra pairs committed besides the consecutive ones: (old spec, new spec).
-pub const EXTRA_PAIRS: &[(&str, &str)] = &[("v2.1", "v2.3")];
+/// `v2.3..v2.15` is the plan of this adapter's own upgrade (docs/upgrades/v2.3-to-v2.15.md).
+pub const EXTRA_PAIRS: &[(&str, &str)] = &[("v2.1", "v2.3"), ("v2.3", "v2.15")];
+
+/// Extra header pairs: (vendor, old, new); the vendor header move of the upgrade to 2.15.
+pub const HEADER_EXTRA_PAIRS: &[(&str, &str, &str)] = &[("ascend", "v2.3.1.post6", "v2.14.0")];
 
 /// Driver upstreams whose header snapshots (`schemas/ascend/<ver>/`, `schemas/cuda/<ver>/`) get a
 /// committed report per consecutive pair (`diffs/ascend/v2.13.0..v2.14.0.md`).
@@ -249,6 +253,28 @@ pub fn expected_reports(store: &Store, rules: &RuleSet) -> Result<BTreeMap<PathB
             );
             prev = next;
             prev_v = v;
+        }
+        for (_, a, b) in HEADER_EXTRA_PAIRS.iter().filter(|(x, _, _)| x == vendor) {
+            let (va, vb) = (store.resolve(vendor, a)?, store.resolve(vendor, b)?);
+            let r = header_report(
+                vendor,
+                &store.load_headers(vendor, &va)?,
+                &store.load_headers(vendor, &vb)?,
+                &uses,
+                None,
+                "",
+                rules,
+            );
+            let name = format!("{a}..{b}");
+            let [(_, b_), (_, a_), (_, i)] = r.counts();
+            readme.push_str(&format!(
+                "| [{name}]({vendor}/{name}.md) | {va} | {vb} | {b_} | {a_} | {i} | {} |\n",
+                r.to_edit().count()
+            ));
+            out.insert(
+                PathBuf::from("diffs").join(vendor).join(format!("{name}.md")),
+                report_markdown::render(&r, rules),
+            );
         }
     }
     out.insert(PathBuf::from("diffs").join("README.md"), readme);
