@@ -108,6 +108,7 @@ fn torch_npu_precision_recall() {
                 generated: &generated,
                 allow: None,
                 today: "2026-01-01",
+                custom: None,
             },
             &rules,
         );

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use xirang_scan::diff::committed::{
     PairDiff, PytorchDiff, index_adapter, index_adapter_pair, pytorch_pair_report, pytorch_report, repo_root,
 };
+use xirang_scan::diff::custom::CustomOperators;
 use xirang_scan::diff::impact::GeneratedIndex;
 use xirang_scan::diff::{RuleSet, report_markdown};
 use xirang_scan::snapshot::Store;
@@ -51,8 +52,19 @@ fn ours(store: &Store, rules: &RuleSet) -> Res<(usize, String)> {
     let kernels = index_adapter_pair(&root, &pair)?;
     let generated = GeneratedIndex::load(&root);
     let title = format!("pytorch {} -> {}", pair.old.meta.version, pair.new.meta.version);
-    let d =
-        PairDiff { title, kernels: &kernels, backends: &[], generated: &generated, allow: None, today: "2026-01-01" };
+    let custom = match CustomOperators::load(&root)? {
+        Some(c) => Some(c.resolve_in(store, &va)?),
+        None => None,
+    };
+    let d = PairDiff {
+        title,
+        kernels: &kernels,
+        backends: &[],
+        generated: &generated,
+        allow: None,
+        today: "2026-01-01",
+        custom: custom.as_ref(),
+    };
     let r = pytorch_pair_report(&pair, d, rules);
     Ok((r.changes.len(), report_markdown::render(&r, rules)))
 }
@@ -66,6 +78,7 @@ fn ours_full(store: &Store, rules: &RuleSet) -> Res<(usize, String)> {
     let kernels = index_adapter(&root, &[&old, &new])?;
     let generated = GeneratedIndex::load(&root);
     let title = format!("pytorch {} -> {}", old.meta.version, new.meta.version);
+    let custom = CustomOperators::load(&root)?.map(|c| c.resolve(&old.registry.functions));
     let d = PytorchDiff {
         old: &old,
         new: &new,
@@ -75,6 +88,7 @@ fn ours_full(store: &Store, rules: &RuleSet) -> Res<(usize, String)> {
         generated: &generated,
         allow: None,
         today: "2026-01-01",
+        custom: custom.as_ref(),
     };
     let r = pytorch_report(d, rules);
     Ok((r.changes.len(), report_markdown::render(&r, rules)))

@@ -917,11 +917,16 @@ fn pytorch_diff_report(
 ) -> Result<diff::Report, Error> {
     // two versions of the store: read as a pair, parsing only the entries that differ
     let pair = match (store_version(a.store, &a.old)?, store_version(a.store, &a.new)?) {
-        (Some((st, vo)), Some((_, vn))) => Some((st.load_pytorch_pair(&vo, &vn)?, st)),
+        (Some((st, vo)), Some((_, vn))) => Some((st.load_pytorch_pair(&vo, &vn)?, st, vo)),
         _ => None,
     };
-    if let Some((pair, st)) = pair {
+    if let Some((pair, st, vo)) = pair {
         let root = adapter_root(Some(&st));
+        // the custom operators' formulas, resolved against the old version (only what they call is parsed)
+        let custom = match diff::custom::CustomOperators::load(&root)? {
+            Some(c) => Some(c.resolve_in(&st, &vo)?),
+            None => None,
+        };
         let kernels = match &a.adapter {
             Some(dir) => {
                 let map = diff::committed::pair_method_map(&pair);
@@ -946,6 +951,7 @@ fn pytorch_diff_report(
             generated: &generated,
             allow,
             today,
+            custom: custom.as_ref(),
         };
         return Ok(diff::committed::pytorch_pair_report(&pair, d, rules));
     }
@@ -973,6 +979,7 @@ fn pytorch_diff_report(
     warn_if_no_kernels(&kernels, a.adapter.as_deref(), &root);
     let generated = diff::impact::GeneratedIndex::load(&root);
     let title = format!("pytorch {} -> {}", old.meta.version, new.meta.version);
+    let custom = diff::custom::CustomOperators::load(&root)?.map(|c| c.resolve(&old.registry.functions));
     Ok(diff::committed::pytorch_report(
         diff::committed::PytorchDiff {
             old: &old,
@@ -983,6 +990,7 @@ fn pytorch_diff_report(
             generated: &generated,
             allow,
             today,
+            custom: custom.as_ref(),
         },
         rules,
     ))

@@ -472,6 +472,7 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
             let new_snap = store.load_pytorch(&newest.version)?;
             let kernels = diff::committed::index_adapter(&wt.path, &[&old, &new_snap])?;
             let generated = diff::impact::GeneratedIndex::load(&wt.path);
+            let custom = diff::custom::CustomOperators::load(&wt.path)?.map(|c| c.resolve(&old.registry.functions));
             let report = diff::committed::pytorch_report(
                 diff::committed::PytorchDiff {
                     old: &old,
@@ -482,6 +483,7 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
                     generated: &generated,
                     allow: None,
                     today: "1970-01-01",
+                    custom: custom.as_ref(),
                 },
                 &rules,
             );

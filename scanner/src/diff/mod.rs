@@ -10,6 +10,8 @@
 //! - [`adapter_index`]: `syn` over `adapter-runtime/` -> the operators implemented by hand, with
 //!   file and line.
 //! - [`impact`]: changes x (kernels, backend yaml, generated files) -> [`Impact`]s.
+//! - [`custom`]: changes x the adapter's custom operators (the aten operators their formulas call,
+//!   their names) -> [`Impact`]s on the custom-operator file, and collision changes.
 //! - [`allow`]: the allow list (rule id + fingerprint, reason, expiry).
 //! - [`report_terminal`], [`report_markdown`], [`report_json`]: the three renderings.
 //!
@@ -19,6 +21,7 @@
 pub mod adapter_index;
 pub mod allow;
 pub mod committed;
+pub mod custom;
 pub mod header;
 pub mod impact;
 pub mod pytorch;
@@ -204,6 +207,9 @@ pub enum ImpactSource {
     Driver,
     /// A generated file (the generator rewrites it: nothing to do by hand).
     Generated,
+    /// An entry of the adapter's custom-operator file (`[operators] custom`): a formula calling a
+    /// changed operator, or a custom operator whose name a new upstream operator takes.
+    Custom,
 }
 
 impl ImpactSource {
@@ -213,6 +219,7 @@ impl ImpactSource {
             ImpactSource::Backend => "backend",
             ImpactSource::Driver => "driver",
             ImpactSource::Generated => "generated",
+            ImpactSource::Custom => "custom",
         }
     }
 }
@@ -275,7 +282,7 @@ impl Report {
         }
         m.into_iter().map(|((s, r), n)| (s, r.to_string(), n)).collect()
     }
-    /// Impacts someone edits by hand (kernel, backend, driver).
+    /// Impacts someone edits by hand (kernel, backend, driver, custom).
     pub fn to_edit(&self) -> impl Iterator<Item = &Impact> {
         self.impact.iter().filter(|i| i.source != ImpactSource::Generated)
     }
@@ -334,6 +341,9 @@ pub struct ReportInput<'a> {
     pub allow: Option<&'a allow::AllowList>,
     /// `YYYY-MM-DD`, for allow-list expiry.
     pub today: &'a str,
+    /// Impacts on the custom operators ([`custom::impacts`]); kept for the changes the allow list
+    /// leaves.
+    pub custom: Vec<Impact>,
 }
 
 /// Applies the allow list, joins the remaining changes with the adapter, and sorts everything.
@@ -342,7 +352,9 @@ pub fn build_report(input: ReportInput<'_>) -> Report {
         Some(a) => a.apply(input.changes, input.today),
         None => (input.changes, Vec::new(), Vec::new()),
     };
-    let impact = impact::impacts(&changes, input.kernels, input.backends, input.generated);
+    let mut impact = impact::impacts(&changes, input.kernels, input.backends, input.generated);
+    let live: std::collections::HashSet<&str> = changes.iter().map(|c| c.fingerprint.as_str()).collect();
+    impact.extend(input.custom.into_iter().filter(|i| live.contains(i.fingerprint.as_str())));
     let mut r = Report {
         title: input.title,
         old: input.old,
