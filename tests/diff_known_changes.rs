@@ -111,6 +111,7 @@ fn report_with(kernels: &AdapterIndex, backends: &[Backend<'_>], allow: Option<&
             allow,
             today: "2026-06-01",
             states: None,
+            custom: None,
         },
         &RuleSet::builtin(),
     )
@@ -153,7 +154,9 @@ fn impact_on_kernels_and_backend_with_locations() {
     let tasks: Vec<&str> = md.lines().filter(|l| l.starts_with("- [ ] ")).collect();
     assert_eq!(tasks.len(), r.to_edit().count());
     let cslt = r.impact.iter().find(|i| i.subject == "_cslt_sparse_mm" && i.rule == "arg.inserted").unwrap();
-    let remedy = RuleSet::builtin().get("arg.inserted").unwrap().remedy.clone();
+    // what to do at that place (the impact's action; the rule's remedy only when it has none)
+    assert!(!cslt.action.is_empty());
+    let remedy = cslt.action.clone();
     assert!(
         tasks.contains(
             &format!(
@@ -267,4 +270,191 @@ fn header_changes_share_the_engine() {
     }
     assert!(exit_code(&r, Some(Severity::Info)) != 0);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A custom-operator file: a formula calling `channel_shuffle` (int -> SymInt in 2.1 -> 2.3), one
+/// calling only operators that do not change, a custom operator whose method `_chunk_cat` a new
+/// operator of 2.2 takes, and one in `aten::` whose name a new operator takes.
+const CUSTOM_OPS: &str = "custom:
+  - func: \"xirang::shuffled(Tensor self) -> Tensor\"
+    reference: \"channel_shuffle(self, 2)\"
+  - func: \"xirang::scaled_gelu(Tensor self, float scale=1.0) -> Tensor\"
+    reference: \"gelu(self) * scale\"
+  - func: \"xirang::_chunk_cat(Tensor self) -> Tensor\"
+  - func: \"_fused_sgd.custom(Tensor self) -> Tensor\"
+  - func: \"_assert_scalar(Tensor self) -> Tensor\"
+custom_derivatives:
+  - name: \"xirang::scaled_gelu(Tensor self, float scale=1.0) -> Tensor\"
+    self: \"gelu_backward(grad * scale, self)\"
+";
+
+#[test]
+fn custom_operators_in_the_report() {
+    use xirang_scan::diff::custom::{COLLISION_RULE, CustomOperators};
+    let set = xirang_scan::generate::custom::parse_file(&xirang_scan::SourceFile::new("custom_ops.yaml", CUSTOM_OPS))
+        .expect("custom file");
+    let (old, new) = (load("v2.1"), load("v2.3"));
+    let uses = CustomOperators::new(set, None).resolve(&old.registry.functions);
+    let rules = RuleSet::builtin();
+    let report = |allow: Option<&AllowList>| {
+        pytorch_report(
+            PytorchDiff {
+                old: &old,
+                new: &new,
+                title: "pytorch v2.1.2 -> v2.3.1".into(),
+                kernels: &AdapterIndex::default(),
+                backends: &[],
+                generated: &GeneratedIndex::default(),
+                allow,
+                today: "2026-06-01",
+                custom: Some(&uses),
+                states: None,
+            },
+            &rules,
+        )
+    };
+    let r = report(None);
+    let custom: Vec<(&str, &str, &str, Option<u32>, &str)> = r
+        .impact
+        .iter()
+        .filter(|i| i.source == ImpactSource::Custom)
+        .map(|i| (i.subject.as_str(), i.rule.as_str(), i.location.file.as_str(), i.location.line, i.item.as_str()))
+        .collect();
+    // the reference's channel_shuffle lost nothing but its int became SymInt: one entry per change,
+    // at the formula's line; scaled_gelu's operators (gelu, gelu_backward, mul.Scalar) changed no schema
+    let shuffle: Vec<_> = custom.iter().filter(|x| x.0 == "channel_shuffle").collect();
+    assert!(!shuffle.is_empty(), "{custom:?}");
+    assert!(shuffle.iter().all(|x| x.1 == "arg.int_to_symint"
+        && x.2 == "custom_ops.yaml"
+        && x.3 == Some(3)
+        && x.4 == "reference of xirang::shuffled"));
+    assert!(!custom.iter().any(|x| x.4.contains("scaled_gelu")), "{custom:?}");
+    // the new _chunk_cat takes xirang::_chunk_cat's method; _assert_scalar its name (no namespace);
+    // `_fused_sgd.custom` is another overload of the new `_fused_sgd`: no collision
+    for (subject, custom_op, line) in
+        [("_chunk_cat", "xirang::_chunk_cat", 6), ("_assert_scalar", "aten::_assert_scalar", 8)]
+    {
+        let c = r
+            .changes
+            .iter()
+            .find(|c| c.rule == COLLISION_RULE && c.subject == subject)
+            .unwrap_or_else(|| panic!("no collision for {subject}: {custom:?}"));
+        assert_eq!((c.severity, c.detail.as_deref()), (Severity::Breaking, Some(custom_op)));
+        assert!(c.message.contains(&format!("custom_ops.yaml:{line}")), "{}", c.message);
+        assert!(custom.contains(&(
+            subject,
+            COLLISION_RULE,
+            "custom_ops.yaml",
+            Some(line),
+            &*format!("custom operator {custom_op}")
+        )));
+    }
+    assert_eq!(r.changes.iter().filter(|c| c.rule == COLLISION_RULE).count(), 2);
+    // they render as places to edit, with what to do there
+    let md = report_markdown::render(&r, &rules);
+    assert!(
+        md.contains(
+            "- [ ] **breaking** `custom_ops.yaml:6` `custom operator xirang::_chunk_cat` (operator `_chunk_cat`, rule `custom.name_collision`): rename `xirang::_chunk_cat`"
+        ),
+        "{md}"
+    );
+    let j: serde_json::Value = serde_json::from_str(&report_json::render(&r).unwrap()).unwrap();
+    assert!(j["impact"].as_array().unwrap().iter().any(|i| i["source"] == "custom"));
+    // an allow-list entry suppresses a collision and its impact together
+    let c = r.changes.iter().find(|c| c.rule == COLLISION_RULE && c.subject == "_chunk_cat").unwrap();
+    let text = serde_json::json!({ "allow": [{"rule": COLLISION_RULE, "fingerprint": c.fingerprint,
+        "reason": "renamed next release", "expires": "2027-01-01"}] })
+    .to_string();
+    let allow = AllowList::parse("allow.json", &text).unwrap();
+    let r2 = report(Some(&allow));
+    assert_eq!(r2.suppressed.len(), 1);
+    assert!(!r2.impact.iter().any(|i| i.fingerprint == c.fingerprint));
+    assert_eq!(r2.impact.iter().filter(|i| i.source == ImpactSource::Custom).count(), custom.len() - 1);
+}
+
+#[test]
+fn custom_impacts_of_crafted_changes() {
+    use xirang_scan::diff::Upstream;
+    use xirang_scan::diff::custom::{COLLISION_RULE, CustomOpUses, CustomUses, OperatorUse, impacts};
+    let rules = RuleSet::builtin();
+    let op = |qualified: &str, name: &str, aten: bool, method: &str, line: u32, uses: Vec<OperatorUse>| CustomOpUses {
+        qualified: qualified.into(),
+        name: name.into(),
+        aten,
+        method: method.into(),
+        schema: format!("{qualified}(Tensor self) -> Tensor"),
+        line,
+        uses,
+    };
+    let used = |op: &str, what: &str, line: u32| OperatorUse { op: op.into(), what: what.into(), line, exact: true };
+    let custom = CustomUses {
+        file: "ops/custom.yaml".into(),
+        ops: vec![
+            op(
+                "xirang::fused",
+                "fused",
+                false,
+                "fused",
+                2,
+                vec![used("mul.Scalar", "gradient rule of `self`", 9), used("tanh", "reference", 3)],
+            ),
+            op("aten::my_relu", "my_relu", true, "my_relu", 4, vec![]),
+            op("xirang::foo_bar", "foo_bar", false, "foo_bar", 5, vec![]),
+        ],
+    };
+    let change = |rule: &str, subject: &str, detail: Option<&str>| {
+        Change::new(
+            &rules,
+            rule,
+            Upstream::Pytorch,
+            subject,
+            detail.map(str::to_string),
+            None,
+            None,
+            Some(format!("{subject}(Tensor self) -> Tensor")),
+            String::new(),
+        )
+    };
+    let changes = vec![
+        change("op.removed", "mul.Scalar", None),
+        change("arg.added_required", "tanh", Some("x")),
+        // not a schema change: nothing lands on the formula
+        change("dispatch.keys_changed", "tanh", None),
+        change("deriv.formula_changed", "mul.Scalar", None),
+        // a new operator named like the aten-namespace custom operator, and a renamed overload whose
+        // new name mangles to `foo_bar`
+        change("op.added", "my_relu", None),
+        change("op.overload_renamed", "foo.baz", Some("foo.bar")),
+        // another overload of a custom operator's name in another namespace: no collision
+        change("op.added", "fused.Tensor", None),
+    ];
+    let (imp, added) = impacts(&custom, &changes, &rules);
+    let got: Vec<(&str, &str, Option<u32>, &str, ImpactSource)> =
+        imp.iter().map(|i| (i.subject.as_str(), i.rule.as_str(), i.location.line, i.item.as_str(), i.source)).collect();
+    assert_eq!(
+        got,
+        [
+            ("mul.Scalar", "op.removed", Some(9), "gradient rule of `self` of xirang::fused", ImpactSource::Custom),
+            ("tanh", "arg.added_required", Some(3), "reference of xirang::fused", ImpactSource::Custom),
+            ("my_relu", COLLISION_RULE, Some(4), "custom operator aten::my_relu", ImpactSource::Custom),
+            ("foo.bar", COLLISION_RULE, Some(5), "custom operator xirang::foo_bar", ImpactSource::Custom),
+        ]
+    );
+    assert!(imp.iter().all(|i| i.location.file == "ops/custom.yaml"));
+    assert_eq!(imp[0].fingerprint, changes[0].fingerprint);
+    let names: Vec<(&str, Option<&str>)> = added.iter().map(|c| (c.subject.as_str(), c.detail.as_deref())).collect();
+    assert_eq!(names, [("my_relu", Some("aten::my_relu")), ("foo.bar", Some("xirang::foo_bar"))]);
+    assert!(
+        added.iter().all(|c| c.rule == COLLISION_RULE && c.severity == Severity::Breaking && c.pytorch_bc.is_none())
+    );
+    assert!(
+        added[0].message.contains("has the name of custom operator `aten::my_relu` (ops/custom.yaml:4)"),
+        "{}",
+        added[0].message
+    );
+    assert!(added[1].message.contains("has the Rust method `foo_bar`"), "{}", added[1].message);
+    assert_eq!(imp[2].fingerprint, added[0].fingerprint);
+    assert!(rules.explain_text(COLLISION_RULE).is_ok());
+    // nothing custom: nothing
+    assert_eq!(impacts(&CustomUses::default(), &changes, &rules), (Vec::new(), Vec::new()));
 }

@@ -109,6 +109,7 @@ fn torch_npu_precision_recall() {
                 allow: None,
                 today: "2026-01-01",
                 states: None,
+                custom: None,
             },
             &rules,
         );

@@ -14,7 +14,11 @@
 //!   time, and the reachability the report claims (every callee reachable, transitively) must hold
 //!   over the tiers observed here;
 //! * the operators a recipe called at run time are among the report's callees (transitively);
-//! * the autograd rows (`translated` vs a hook) equal `generated::autograd::BACKWARD_COVERAGE`.
+//! * the autograd rows (`translated` vs a hook) equal `generated::autograd::BACKWARD_COVERAGE`;
+//! * the custom operators of the report are those of `generated::custom::CUSTOM_OPERATORS`, each
+//!   called once through `generated::custom::call_boxed`: `native` runs the adapter's method,
+//!   `none` answers "not implemented" (their backward rows come from the same generator model as
+//!   `generated/custom.rs` and are checked by the scanner's tests).
 //!
 //! Not checked at run time: that a hand-written hook computes the right gradient (the gradcheck
 //! tests do that) and that a recipe's callees all run (an earlier callee may stop the call).
@@ -24,6 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 use xirang_runtime::dispatch::{self, FallbackMode, Policy, TierCounts};
 use xirang_runtime::generated::autograd::BACKWARD_COVERAGE;
+use xirang_runtime::generated::custom::{CUSTOM_OPERATORS, call_boxed as call_custom};
 use xirang_runtime::generated::ops::{OPERATORS, call_boxed};
 use xirang_runtime::ivalue::{Generator, IValue, Layout, MemoryFormat, Opaque};
 use xirang_runtime::kernels::NpuOps;
@@ -314,6 +319,35 @@ fn committed_coverage_report_matches_the_runtime() {
     for x in ag_report.symmetric_difference(&ag_runtime) {
         let side = if ag_report.contains(x) { "only in the report" } else { "only in BACKWARD_COVERAGE" };
         problems.push(format!("autograd {}::{} {}: {side}", x.0, x.1, x.2));
+    }
+
+    // custom operators: the report's rows are those of generated/custom.rs; `native` means the
+    // adapter's `CustomOps` method runs (whatever it returns), `none` that the call answers "not
+    // implemented" (the trait's default body or the new-op skeleton)
+    let custom = report["custom_operators"].as_array().expect("custom_operators");
+    let listed: Vec<&str> = custom.iter().map(|o| o["op"].as_str().expect("op")).collect();
+    let generated: Vec<&str> = CUSTOM_OPERATORS.iter().map(|(q, _)| *q).collect();
+    if listed != generated {
+        problems.push(format!("custom operators: the report lists {listed:?}, generated/custom.rs {generated:?}"));
+    }
+    let implemented = custom.iter().filter(|o| o["tier"] == "native").count();
+    if report["custom"]["operators"] != custom.len() || report["custom"]["implemented"] != implemented {
+        problems.push(format!("custom totals {} do not count the rows", report["custom"]));
+    }
+    for o in custom {
+        let op = o["op"].as_str().unwrap();
+        let args: Vec<IValue> =
+            schema_args(o["schema"].as_str().unwrap()).iter().map(|(t, n)| maker.value(op, t, n)).collect();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call_custom(&NpuOps, op, &args)));
+        let Ok(r) = r else {
+            problems.push(format!("{op}: panicked"));
+            continue;
+        };
+        let err = r.err().map(|e| e.to_string()).unwrap_or_default();
+        let seen = if err.contains("not implemented") { "none" } else { "native" };
+        if o["tier"] != seen {
+            problems.push(format!("{op}: the report says {}, the runtime runs it as {seen} ({err})", o["tier"]));
+        }
     }
 
     eprintln!("observed tiers: {counts:?}; report totals: {}", report["tiers"]);

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use xirang_scan::diff::committed::{
     PairDiff, PytorchDiff, index_adapter, index_adapter_pair, pytorch_pair_report, pytorch_report, repo_root,
 };
+use xirang_scan::diff::custom::CustomOperators;
 use xirang_scan::diff::impact::GeneratedIndex;
 use xirang_scan::diff::{RuleSet, report_markdown};
 use xirang_scan::snapshot::Store;
@@ -51,6 +52,10 @@ fn ours(store: &Store, rules: &RuleSet) -> Res<(usize, String)> {
     let kernels = index_adapter_pair(&root, &pair)?;
     let generated = GeneratedIndex::load(&root);
     let title = format!("pytorch {} -> {}", pair.old.meta.version, pair.new.meta.version);
+    let custom = match CustomOperators::load(&root)? {
+        Some(c) => Some(c.resolve_in(store, &va)?),
+        None => None,
+    };
     let d = PairDiff {
         title,
         kernels: &kernels,
@@ -59,6 +64,7 @@ fn ours(store: &Store, rules: &RuleSet) -> Res<(usize, String)> {
         allow: None,
         today: "2026-01-01",
         states: None,
+        custom: custom.as_ref(),
     };
     let r = pytorch_pair_report(&pair, d, rules);
     Ok((r.changes.len(), report_markdown::render(&r, rules)))
@@ -73,6 +79,7 @@ fn ours_full(store: &Store, rules: &RuleSet) -> Res<(usize, String)> {
     let kernels = index_adapter(&root, &[&old, &new])?;
     let generated = GeneratedIndex::load(&root);
     let title = format!("pytorch {} -> {}", old.meta.version, new.meta.version);
+    let custom = CustomOperators::load(&root)?.map(|c| c.resolve(&old.registry.functions));
     let d = PytorchDiff {
         old: &old,
         new: &new,
@@ -83,6 +90,7 @@ fn ours_full(store: &Store, rules: &RuleSet) -> Res<(usize, String)> {
         allow: None,
         today: "2026-01-01",
         states: None,
+        custom: custom.as_ref(),
     };
     let r = pytorch_report(d, rules);
     Ok((r.changes.len(), report_markdown::render(&r, rules)))

@@ -24,6 +24,12 @@
 //! implements it), `missing hook` (the hook's default returns `Unsupported`), `not differentiable`
 //! (a Tensor input without a formula). Operators without an entry are `no derivative entry`.
 //!
+//! Custom operators (`[operators] custom`) are rows of their own, counted apart: `native` when the
+//! adapter implements the `CustomOps` method (following a method that forwards to a kernel file, and
+//! counting the `new-op` skeleton, which returns a "not implemented" error, as not implemented),
+//! else `none`; their backward is the generated node of the gradient rules (`translated` inputs, or
+//! `not differentiable` ones declared `non_differentiable`).
+//!
 //! Output is deterministic (sorted by operator). `coverage --write` commits the report to
 //! `diffs/coverage.md` and `diffs/coverage.json` (the runtime's `tests/coverage_truth.rs` checks the
 //! JSON against what the runtime dispatches); `coverage --check` reports them stale (CI).
@@ -36,7 +42,7 @@ use serde::Serialize;
 
 use crate::diff::adapter_index::{self, AdapterIndex, HOOKS_TRAIT, Kernel, TRAIT_NAME};
 use crate::error::Error;
-use crate::generate::{self, Inputs, ops::Body};
+use crate::generate::{self, Inputs, custom, ops::Body};
 use crate::schema::{BaseTy, Type};
 
 /// Where the committed reports live, relative to the repository root.
@@ -171,6 +177,34 @@ pub struct OpCoverage {
     pub inputs: Vec<InputCoverage>,
 }
 
+/// One custom operator of the adapter (`[operators] custom` of xirang.toml).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CustomCoverage {
+    /// `xirang::scaled_gelu`.
+    pub op: String,
+    pub schema: String,
+    /// `file:line` of its entry in the custom-operator file.
+    pub declared: String,
+    /// `native` when the adapter implements its `CustomOps` method (and the kernel is not the
+    /// `new-op` skeleton), else `none`.
+    pub tier: Tier,
+    /// `file:line` of the kernel (the function the `CustomOps` method forwards to, or the method).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// Why the tier is `none`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Whether the operator has gradient rules (`custom_derivatives`).
+    pub derivative: bool,
+    /// The generated backward node (`custom::autograd::ScaledGeluBackward`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Its differentiable inputs: `translated` (the rule is compiled into the node) or `not
+    /// differentiable` (declared `non_differentiable`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputCoverage>,
+}
+
 /// The report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Coverage {
@@ -181,6 +215,10 @@ pub struct Coverage {
     /// The indexed adapter folder, relative to the repository root.
     pub indexed: String,
     pub ops: Vec<OpCoverage>,
+    /// The custom-operator file as configured (`custom_ops.yaml`).
+    pub custom_file: String,
+    /// The custom operators, sorted; counted apart from `ops`.
+    pub custom: Vec<CustomCoverage>,
 }
 
 impl Coverage {
@@ -230,6 +268,11 @@ impl Coverage {
         m
     }
 
+    /// Custom operators, and those the adapter implements (tier `native`).
+    pub fn custom_counts(&self) -> (usize, usize) {
+        (self.custom.len(), self.custom.iter().filter(|c| c.tier == Tier::Native).count())
+    }
+
     /// Percentage of differentiable inputs with a working backward (translated or hand-written).
     pub fn autograd_pct(&self) -> f64 {
         let c = self.grad_counts();
@@ -271,7 +314,267 @@ pub fn build(inputs: &Inputs, adapter: Option<&Path>) -> Result<Coverage, Error>
     let folder = index_folder(&adapter);
     let index = adapter_index::index_dir(&folder, &root, &map)?;
     let ag = generate::autograd::autograd_model(inputs, &selected);
-    Ok(assemble(inputs, &model, &method_to_op, &index, &ag, rel(&folder, &root)))
+    let mut c = assemble(inputs, &model, &method_to_op, &index, &ag, rel(&folder, &root));
+    let (name, path) = custom::file_of(&inputs.cfg);
+    let set = custom::load(&path, &name)?;
+    let target = custom::Target { functions, selected: &selected, cfg: &inputs.cfg.config };
+    let ctxs = custom::model(&set, &target)?;
+    c.custom = custom_rows(&set, &ctxs, &custom_kernels(&folder, &root)?);
+    c.custom_file = name;
+    Ok(c)
+}
+
+/// The custom operators' rows: forward from the adapter's `CustomOps` methods, backward from the
+/// generated nodes.
+fn custom_rows(
+    set: &custom::CustomSet,
+    ctxs: &[custom::CustomCtx],
+    kernels: &HashMap<String, CustomKernel>,
+) -> Vec<CustomCoverage> {
+    let by_q: HashMap<&str, &custom::CustomCtx> = ctxs.iter().map(|c| (c.qualified.as_str(), c)).collect();
+    let mut rows = Vec::new();
+    for op in &set.ops {
+        let q = op.qualified();
+        let ctx = by_q.get(q.as_str());
+        let mut row = CustomCoverage {
+            op: q.clone(),
+            schema: op.schema_text(),
+            declared: format!("{}:{}", set.file, op.func.line()),
+            tier: Tier::None,
+            at: None,
+            reason: None,
+            derivative: op.grads.is_some(),
+            node: ctx.and_then(|c| c.node.as_ref()).map(|n| format!("custom::autograd::{}", n.name)),
+            inputs: Vec::new(),
+        };
+        match kernels.get(&op.method()) {
+            Some(k) if k.implemented => {
+                row.tier = Tier::Native;
+                row.at = Some(k.at.clone());
+            }
+            _ => {
+                row.reason = Some(format!("not implemented: write the kernel in {}", custom::kernel_path(op)));
+            }
+        }
+        if op.grads.is_some() {
+            let translated: BTreeSet<&str> = ctx
+                .and_then(|c| c.node.as_ref())
+                .map(|n| n.inputs.iter().map(String::as_str).collect())
+                .unwrap_or_default();
+            let a = &op.schema.arguments;
+            for arg in a.positional.iter().chain(&a.kwarg_only).filter(|x| is_tensor(&x.ty)) {
+                let status = if translated.contains(arg.name.as_str()) {
+                    GradStatus::Translated
+                } else {
+                    GradStatus::NotDifferentiable
+                };
+                row.inputs.push(InputCoverage { input: arg.name.clone(), status, hook: None, at: None });
+            }
+        }
+        rows.push(row);
+    }
+    rows.sort_by(|a, b| a.op.cmp(&b.op));
+    rows
+}
+
+// ---------------------------------------------------------------------------------------------
+// custom-operator kernels
+// ---------------------------------------------------------------------------------------------
+
+/// The trait of the custom operators (`generated/custom.rs`).
+pub const CUSTOM_TRAIT: &str = "CustomOps";
+
+/// How the adapter serves one `CustomOps` method.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CustomKernel {
+    /// `file:line` of the function doing the work: the kernel-file function the method forwards
+    /// to (`adapter-runtime/src/custom/mod.rs` forwards `scaled_gelu` to `scaled_gelu::scaled_gelu`
+    /// in `scaled_gelu.rs`), else the method itself.
+    at: String,
+    /// False while that function is still the `new-op` skeleton: its only statement (besides `let
+    /// _ = ...;`) returns `Err(..)` with a "not implemented" message.
+    implemented: bool,
+}
+
+/// The `CustomOps` methods implemented under `folder` (every `impl CustomOps for X`), by method
+/// name. Files that do not parse, or nest too deep, are left out (the compiler reports them).
+fn custom_kernels(folder: &Path, root: &Path) -> Result<HashMap<String, CustomKernel>, Error> {
+    let mut files = Vec::new();
+    rust_files(folder, &mut files)?;
+    files.sort();
+    let mut out = HashMap::new();
+    for path in files {
+        let text = crate::fsio::read_text(&path, crate::fsio::MAX_INPUT_BYTES)?;
+        if !text.contains(CUSTOM_TRAIT) {
+            continue;
+        }
+        let Some(file) = parse_rust(&text) else { continue };
+        let mut methods = Vec::new();
+        custom_impl_methods(&file.items, &mut methods);
+        for m in methods {
+            let name = syn::ext::IdentExt::unraw(&m.sig.ident).to_string();
+            let method_at = format!("{}:{}", rel(&path, root), m.sig.ident.span().start().line);
+            let k = match forwarded(&m.block, &path, &file, root)? {
+                Some(k) => k,
+                None => CustomKernel { at: method_at, implemented: !is_skeleton(&m.block) },
+            };
+            out.entry(name).or_insert(k);
+        }
+    }
+    Ok(out)
+}
+
+fn parse_rust(text: &str) -> Option<syn::File> {
+    // syn recurses per bracket: leave out what the adapter index would (no real source nests so deep)
+    if adapter_index::too_deep(text).is_some() {
+        return None;
+    }
+    syn::parse_file(text).ok()
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
+    for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let e = e.map_err(|e| Error::io(dir, e))?;
+        let p = e.path();
+        let ft = e.file_type().map_err(|x| Error::io(&p, x))?;
+        let name = e.file_name();
+        if ft.is_dir() {
+            if name != "target" && !name.to_string_lossy().starts_with('.') {
+                rust_files(&p, out)?;
+            }
+        } else if ft.is_file() && p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+/// The methods of `impl CustomOps for X` blocks among `items` (inline modules included).
+fn custom_impl_methods<'a>(items: &'a [syn::Item], out: &mut Vec<&'a syn::ImplItemFn>) {
+    for item in items {
+        match item {
+            syn::Item::Impl(imp) => {
+                let is_custom = imp
+                    .trait_
+                    .as_ref()
+                    .and_then(|(_, path, _)| path.segments.last())
+                    .is_some_and(|s| s.ident == CUSTOM_TRAIT);
+                if is_custom {
+                    out.extend(imp.items.iter().filter_map(|i| match i {
+                        syn::ImplItem::Fn(f) => Some(f),
+                        _ => None,
+                    }));
+                }
+            }
+            syn::Item::Mod(m) => {
+                if let Some((_, items)) = &m.content {
+                    custom_impl_methods(items, out);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The statements of a body that do something (`let _ = ...;` only silences unused parameters).
+fn working_statements(b: &syn::Block) -> Vec<&syn::Stmt> {
+    b.stmts.iter().filter(|s| !matches!(s, syn::Stmt::Local(l) if matches!(l.pat, syn::Pat::Wild(_)))).collect()
+}
+
+/// The value a body returns when it is one expression (tail, or `return x;`).
+fn only_value(b: &syn::Block) -> Option<&syn::Expr> {
+    let [only] = working_statements(b)[..] else { return None };
+    let mut e = match only {
+        syn::Stmt::Expr(e, None) => e,
+        syn::Stmt::Expr(e @ syn::Expr::Return(_), Some(_)) => e,
+        _ => return None,
+    };
+    loop {
+        e = match e {
+            syn::Expr::Paren(p) => &p.expr,
+            syn::Expr::Group(g) => &g.expr,
+            syn::Expr::Return(r) => r.expr.as_deref()?,
+            _ => return Some(e),
+        };
+    }
+}
+
+/// Whether a body is the `new-op` skeleton: it returns `Err(..)` carrying a string literal that
+/// starts with "not implemented", and does nothing else.
+fn is_skeleton(b: &syn::Block) -> bool {
+    struct Lit(bool);
+    fn not_implemented(s: &str) -> bool {
+        s.trim_start().starts_with("not implemented")
+    }
+    fn in_tokens(ts: proc_macro2::TokenStream) -> bool {
+        ts.into_iter().any(|t| match t {
+            proc_macro2::TokenTree::Literal(l) => {
+                matches!(syn::Lit::new(l), syn::Lit::Str(s) if not_implemented(&s.value()))
+            }
+            proc_macro2::TokenTree::Group(g) => in_tokens(g.stream()),
+            _ => false,
+        })
+    }
+    impl<'ast> syn::visit::Visit<'ast> for Lit {
+        fn visit_lit_str(&mut self, s: &'ast syn::LitStr) {
+            self.0 |= not_implemented(&s.value());
+        }
+        // `format!("not implemented: ...")`: macro arguments are tokens
+        fn visit_macro(&mut self, m: &'ast syn::Macro) {
+            self.0 |= in_tokens(m.tokens.clone());
+        }
+    }
+    let Some(syn::Expr::Call(call)) = only_value(b) else { return false };
+    let syn::Expr::Path(f) = &*call.func else { return false };
+    if f.path.segments.last().is_none_or(|s| s.ident != "Err") {
+        return false;
+    }
+    let mut v = Lit(false);
+    for a in &call.args {
+        syn::visit::Visit::visit_expr(&mut v, a);
+    }
+    v.0
+}
+
+/// When a method's body only calls `module::function(...)` (or `function(...)` of its own file),
+/// the kernel of that function, read from the module's file next to `path` (`module.rs` or
+/// `module/mod.rs`). `None` when the body does something else or the function is not found.
+fn forwarded(b: &syn::Block, path: &Path, file: &syn::File, root: &Path) -> Result<Option<CustomKernel>, Error> {
+    let Some(syn::Expr::Call(call)) = only_value(b) else { return Ok(None) };
+    let syn::Expr::Path(f) = &*call.func else { return Ok(None) };
+    let segs: Vec<String> = f.path.segments.iter().map(|s| syn::ext::IdentExt::unraw(&s.ident).to_string()).collect();
+    let segs: Vec<&str> = segs.iter().map(String::as_str).skip_while(|s| *s == "self").collect();
+    let find = |items: &[syn::Item], name: &str| {
+        items.iter().find_map(|i| match i {
+            syn::Item::Fn(x) if syn::ext::IdentExt::unraw(&x.sig.ident) == name => Some(x.clone()),
+            _ => None,
+        })
+    };
+    let (target_path, target) = match segs[..] {
+        [name] => (path.to_path_buf(), find(&file.items, name)),
+        [module, name] => {
+            // a module's files sit next to `mod.rs` / `lib.rs` / `main.rs`, else in a folder named
+            // after the file
+            let dir = match (path.parent(), path.file_stem().and_then(|s| s.to_str())) {
+                (Some(d), Some("mod" | "lib" | "main")) => d.to_path_buf(),
+                (Some(d), Some(stem)) => d.join(stem),
+                _ => return Ok(None),
+            };
+            let Some(p) =
+                [dir.join(format!("{module}.rs")), dir.join(module).join("mod.rs")].into_iter().find(|p| p.is_file())
+            else {
+                return Ok(None);
+            };
+            let text = crate::fsio::read_text(&p, crate::fsio::MAX_INPUT_BYTES)?;
+            let found = parse_rust(&text).and_then(|m| find(&m.items, name));
+            (p, found)
+        }
+        _ => return Ok(None),
+    };
+    Ok(target.map(|t| CustomKernel {
+        at: format!("{}:{}", rel(&target_path, root), t.sig.ident.span().start().line),
+        implemented: !is_skeleton(&t.block),
+    }))
 }
 
 fn rel(p: &Path, root: &Path) -> String {
@@ -462,7 +765,15 @@ fn assemble(
     if cfg.operators.core {
         select.push_str(", core = true");
     }
-    Coverage { adapter: cfg.adapter.name.clone(), pytorch: inputs.snapshot.meta.version.clone(), select, indexed, ops }
+    Coverage {
+        adapter: cfg.adapter.name.clone(),
+        pytorch: inputs.snapshot.meta.version.clone(),
+        select,
+        indexed,
+        ops,
+        custom_file: String::new(),
+        custom: Vec::new(),
+    }
 }
 
 fn is_tensor(t: &Type) -> bool {
@@ -551,7 +862,38 @@ fn totals_lines(c: &Coverage) -> Vec<(String, String)> {
                 c.no_derivative()
             ),
         ),
+        {
+            let (n, implemented) = c.custom_counts();
+            let rules = c.custom.iter().filter(|o| o.derivative).count();
+            let translated =
+                c.custom.iter().flat_map(|o| &o.inputs).filter(|i| i.status == GradStatus::Translated).count();
+            (
+                "custom operators".into(),
+                format!(
+                    "{n}, implemented {implemented} ({}); {rules} with gradient rules, {translated} input(s) translated into backward nodes",
+                    if c.custom_file.is_empty() { "no custom-operator file" } else { c.custom_file.as_str() }
+                ),
+            )
+        },
     ]
+}
+
+fn custom_autograd_text(o: &CustomCoverage) -> String {
+    if !o.derivative {
+        return "no gradient rules".into();
+    }
+    let inputs: Vec<String> = o.inputs.iter().map(|i| format!("{}: {}", i.input, i.status.as_str())).collect();
+    let inputs = if inputs.is_empty() { "no differentiable input".to_string() } else { inputs.join(", ") };
+    match &o.node {
+        Some(n) => format!("{inputs} ({n})"),
+        None => inputs,
+    }
+}
+
+fn custom_where_text(o: &CustomCoverage) -> String {
+    let mut parts: Vec<String> = o.at.iter().chain(&o.reason).cloned().collect();
+    parts.push(format!("declared at {}", o.declared));
+    parts.join("; ")
 }
 
 /// The plain-text report, fitted to `width` columns (see [`crate::width`]): totals wrapped at
@@ -575,6 +917,16 @@ pub fn render_text(c: &Coverage, width: Option<usize>) -> String {
         }
     }
     s.push('\n');
+    if !c.custom.is_empty() {
+        let w = c.custom.iter().map(|o| columns(&o.op)).max().unwrap_or(2).max(15);
+        let _ = writeln!(s, "{}", fit(&format!("{:w$}  {:7}  AUTOGRAD  [WHERE]", "CUSTOM OPERATOR", "FORWARD"), width));
+        for o in &c.custom {
+            let line =
+                format!("{:w$}  {:7}  {}  [{}]", o.op, o.tier.as_str(), custom_autograd_text(o), custom_where_text(o));
+            let _ = writeln!(s, "{}", fit(&line, width));
+        }
+        s.push('\n');
+    }
     let mut w = c.ops.iter().map(|o| columns(&o.op)).max().unwrap_or(2).max(8);
     let mut fw = c.ops.iter().map(|o| columns(&forward_text(o))).max().unwrap_or(7).max(7);
     if let Some(total) = width {
@@ -613,6 +965,24 @@ pub fn render_markdown(c: &Coverage) -> String {
     for (k, v) in totals_lines(c) {
         let _ = writeln!(s, "| {k} | {v} |");
     }
+    if !c.custom.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nCustom operators (`{}`: native when the adapter implements the `CustomOps` method; backward: the generated node of the gradient rules):\n",
+            c.custom_file
+        );
+        s.push_str("| custom operator | forward | where | autograd |\n| --- | --- | --- | --- |\n");
+        for o in &c.custom {
+            let _ = writeln!(
+                s,
+                "| `{}` | {} | {} | {} |",
+                o.op,
+                o.tier.as_str(),
+                md_escape(&custom_where_text(o)),
+                md_escape(&custom_autograd_text(o))
+            );
+        }
+    }
     s.push_str("\n| operator | forward | where | autograd |\n| --- | --- | --- | --- |\n");
     for o in &c.ops {
         let _ = writeln!(
@@ -642,6 +1012,15 @@ pub fn render_json(c: &Coverage) -> Result<String, Error> {
     let _ = writeln!(s, "  \"core_aten_tiers\": {},", enc(&k)?);
     let _ = writeln!(s, "  \"autograd_inputs\": {},", enc(&g)?);
     let _ = writeln!(s, "  \"no_derivative_entry\": {},", c.no_derivative());
+    let (n, implemented) = c.custom_counts();
+    let _ = writeln!(s, "  \"custom_file\": {},", enc(&c.custom_file)?);
+    let _ = writeln!(s, "  \"custom\": {{\"operators\":{n},\"implemented\":{implemented}}},");
+    s.push_str("  \"custom_operators\": [");
+    for (i, o) in c.custom.iter().enumerate() {
+        let _ = write!(s, "\n    {}", enc(o)?);
+        s.push_str(if i + 1 < c.custom.len() { "," } else { "\n  " });
+    }
+    s.push_str("],\n");
     s.push_str("  \"operators\": [\n");
     for (i, o) in c.ops.iter().enumerate() {
         let _ = write!(s, "    {}", enc(o)?);
@@ -737,10 +1116,71 @@ mod tests {
         assert!(g[&GradStatus::NotImplementedUpstream] > 0);
         let acosh_ = row(&c, "acosh_");
         assert_eq!(acosh_.inputs[0].status, GradStatus::NotImplementedUpstream);
+        // the custom operator: its kernel file (mod.rs forwards to it), its translated gradient rule;
+        // counted apart from the aten operators
+        assert!(!c.ops.iter().any(|o| o.op.contains("::")));
+        let g = c.custom.iter().find(|o| o.op == "xirang::scaled_gelu").expect("custom row");
+        assert_eq!(g.tier, Tier::Native);
+        assert_eq!(g.at.as_deref(), Some("adapter-runtime/src/custom/scaled_gelu.rs:23"));
+        assert_eq!(g.declared, "custom_ops.yaml:4");
+        assert_eq!(g.node.as_deref(), Some("custom::autograd::ScaledGeluBackward"));
+        assert_eq!(
+            g.inputs.iter().map(|i| (i.input.as_str(), i.status)).collect::<Vec<_>>(),
+            [("self", GradStatus::Translated)]
+        );
+        assert_eq!(c.custom_counts(), (c.custom.len(), c.custom.len()));
+        let text = render_text(&c, None);
+        assert!(text.contains("custom operators: 1, implemented 1 (custom_ops.yaml)"), "{text}");
         // deterministic
         assert_eq!(render_json(&c).unwrap(), render_json(&build(&inputs, None).unwrap()).unwrap());
         let v: serde_json::Value = serde_json::from_str(&render_json(&c).unwrap()).unwrap();
         assert_eq!(v["operators"].as_array().map(Vec::len), Some(c.ops.len()));
+        assert_eq!(v["custom"]["implemented"], 1);
+        assert_eq!(v["custom_operators"][0]["op"], "xirang::scaled_gelu");
+    }
+
+    #[test]
+    fn custom_kernels_forwarded_written_or_still_the_skeleton() {
+        let dir = std::env::temp_dir().join(format!("xirang-coverage-custom-{}", std::process::id()));
+        let custom_dir = dir.join("src/custom");
+        std::fs::create_dir_all(&custom_dir).unwrap();
+        let files = [
+            (
+                "mod.rs",
+                "mod done;\nmod todo;\n\nimpl CustomOps for NpuOps {\n    fn done(&self, x: &Tensor) -> Result<Tensor> {\n        done::done(self, x)\n    }\n\n    fn todo(&self, x: &Tensor) -> Result<Tensor> {\n        todo::todo(self, x)\n    }\n\n    fn inline(&self, x: &Tensor) -> Result<Tensor> {\n        aten::neg(self, x)\n    }\n\n    fn r#unsupported(&self) -> Result<Tensor> {\n        return Err(Error::Unsupported(format!(\"not implemented: yet\")));\n    }\n\n    fn elsewhere(&self, x: &Tensor) -> Result<Tensor> {\n        missing::elsewhere(self, x)\n    }\n}\n",
+            ),
+            (
+                "done.rs",
+                "/// xirang::done\npub fn done(o: &NpuOps, x: &Tensor) -> Result<Tensor> {\n    aten::neg(o, x)\n}\n",
+            ),
+            (
+                "todo.rs",
+                "pub fn todo(o: &NpuOps, x: &Tensor) -> Result<Tensor> {\n    let _ = (o, x);\n    Err(Error::Unsupported(\"not implemented: write the kernel of `xirang::todo` in adapter-runtime/src/custom/todo.rs\".to_string()))\n}\n",
+            ),
+            // a kernel that declines some inputs with the same words is written
+            (
+                "other.rs",
+                "pub fn other(x: i64) -> Result<i64> {\n    if x < 0 {\n        return Err(Error::Unsupported(\"not implemented for negatives\".into()));\n    }\n    Ok(x)\n}\n",
+            ),
+        ];
+        for (name, text) in files {
+            std::fs::write(custom_dir.join(name), text).unwrap();
+        }
+        let k = custom_kernels(&dir.join("src"), &dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let k = k.unwrap();
+        let got = |m: &str| k.get(m).map(|k| (k.at.as_str(), k.implemented));
+        assert_eq!(got("done"), Some(("src/custom/done.rs:2", true)));
+        assert_eq!(got("todo"), Some(("src/custom/todo.rs:1", false)));
+        assert_eq!(got("inline"), Some(("src/custom/mod.rs:13", true)));
+        assert_eq!(got("unsupported"), Some(("src/custom/mod.rs:17", false)));
+        // a forward the index cannot follow counts at the method
+        assert_eq!(got("elsewhere"), Some(("src/custom/mod.rs:21", true)));
+        assert_eq!(k.len(), 5);
+        let body = |src: &str| syn::parse_str::<syn::Block>(src).unwrap();
+        assert!(!is_skeleton(&body("{ if x { return Err(E(\"not implemented\")); } Ok(1) }")));
+        assert!(is_skeleton(&body("{ let _ = o; (Err(Error::Unsupported(\"not implemented: x\".into()))) }")));
+        assert!(!is_skeleton(&body("{ Err(Error::Unsupported(\"no device\".into())) }")));
     }
 
     #[test]
@@ -791,8 +1231,15 @@ mod tests {
         // add.out wraps add.Tensor (fallback here): a recipe
         assert_eq!(row(&c, "add.out").tier, Tier::Recipe);
         assert_eq!(row(&c, "add.Tensor").tier, Tier::Fallback);
-        // nothing hand-written: no native operator, every hook missing
+        // nothing hand-written: no native operator, every hook missing, no custom kernel
         assert_eq!(c.tier_counts()[&Tier::Native], 0);
+        let g = c.custom.iter().find(|o| o.op == "xirang::scaled_gelu").expect("custom row");
+        assert_eq!(g.tier, Tier::None);
+        assert_eq!(
+            g.reason.as_deref(),
+            Some("not implemented: write the kernel in adapter-runtime/src/custom/scaled_gelu.rs")
+        );
+        assert_eq!(c.custom_counts(), (1, 0));
         assert_eq!(c.grad_counts()[&GradStatus::HandWritten], 0);
         assert!(matches!(
             build(&inputs(), Some(Path::new("/nonexistent/xirang"))),

@@ -977,6 +977,11 @@ fn pytorch_diff_report(
     };
     if let Some((pair, st, vo, vn)) = pair {
         let root = adapter_root(Some(&st));
+        // the custom operators' formulas, resolved against the old version (only what they call is parsed)
+        let custom = match diff::custom::CustomOperators::load(&root)? {
+            Some(c) => Some(c.resolve_in(&st, &vo)?),
+            None => None,
+        };
         let kernels = match &a.adapter {
             Some(dir) => {
                 let map = diff::committed::pair_method_map(&pair);
@@ -1011,6 +1016,7 @@ fn pytorch_diff_report(
             allow,
             today,
             states: states.as_ref(),
+            custom: custom.as_ref(),
         };
         return Ok(diff::committed::pytorch_pair_report(&pair, d, rules));
     }
@@ -1043,6 +1049,7 @@ fn pytorch_diff_report(
         _ => None,
     };
     let title = format!("pytorch {} -> {}", old.meta.version, new.meta.version);
+    let custom = diff::custom::CustomOperators::load(&root)?.map(|c| c.resolve(&old.registry.functions));
     Ok(diff::committed::pytorch_report(
         diff::committed::PytorchDiff {
             old: &old,
@@ -1054,6 +1061,7 @@ fn pytorch_diff_report(
             allow,
             today,
             states: states.as_ref(),
+            custom: custom.as_ref(),
         },
         rules,
     ))

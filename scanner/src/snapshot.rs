@@ -422,6 +422,21 @@ impl Store {
         Ok(PytorchPair { old: old_snap, new: new_snap, old_index, new_index })
     }
 
+    /// The operators of a PyTorch snapshot whose base name (`mul` of `mul.Scalar`) `keep` accepts,
+    /// parsing only their lines (the drift report resolves what the adapter's custom-operator
+    /// formulas call this way, next to [`Store::load_pytorch_pair`]). Every line is still
+    /// identified and its name checked.
+    pub fn load_pytorch_operators(&self, v: &Version, keep: impl Fn(&str) -> bool) -> Result<Vec<NativeFunction>> {
+        let dir = self.dir("pytorch", v);
+        let meta: SnapshotMeta = read_json(&dir.join("meta.json"))?;
+        check_format(&dir, &meta)?;
+        let ops_path = dir.join("operators.jsonl");
+        let text = read_file(&ops_path)?;
+        let lines = op_lines(&ops_path, &text)?;
+        let wanted: Vec<bool> = lines.iter().map(|l| keep(l.key.0.split('.').next().unwrap_or(""))).collect();
+        parse_kept_lines(&ops_path, &lines, &wanted)
+    }
+
     /// The raw files of a PyTorch snapshot (meta and tags parsed, after the format check).
     fn read_pytorch_text(&self, v: &Version) -> Result<SnapshotText> {
         let dir = self.dir("pytorch", v);

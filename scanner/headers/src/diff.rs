@@ -253,6 +253,12 @@ static RULES: &[HeaderRule] = &[
         "A `static const` constant's value changed.",
         "Rebuild everything that uses it; re-check error tables."
     ),
+    rule!(
+        "header.constant.spelling_changed",
+        None,
+        "A constant moved between `static const` and `#define` with the same value: code naming it still compiles and binaries see the same value.",
+        "Nothing to do; the generated binding follows."
+    ),
 ];
 
 /// The rule catalogue.
@@ -353,10 +359,13 @@ pub fn diff(old: &HeaderSet, new: &HeaderSet) -> Vec<HeaderChange> {
     let a = index(old);
     let b = index(new);
     let mut out = Out(Vec::new());
+    let respelled = respelled(&mut out, &a, &b);
     let keys: BTreeSet<&(DeclKind, String)> = a.by_kind.keys().chain(b.by_kind.keys()).collect();
     for key in keys {
         let (kind, name) = key;
         match (a.by_kind.get(key), b.by_kind.get(key)) {
+            (Some(_), None) | (None, Some(_))
+                if matches!(kind, DeclKind::Constant | DeclKind::Macro) && respelled.contains(name.as_str()) => {}
             (Some(o), None) => removed(&mut out, *kind, o),
             (None, Some(n)) => added(&mut out, *kind, n),
             (Some(o), Some(n)) => match kind {
@@ -452,6 +461,66 @@ pub fn diff(old: &HeaderSet, new: &HeaderSet) -> Vec<HeaderChange> {
     });
     v.dedup();
     v
+}
+
+/// Constants that changed spelling between `static const` and a value `#define` (either way) and
+/// kept their value: one `header.constant.spelling_changed` each, instead of a removal and an
+/// addition. Returns their names, which the caller then skips. A changed value, a macro that
+/// renames another symbol, or a name that keeps its old spelling next to the new one is left to
+/// the other rules.
+fn respelled<'a>(out: &mut Out, a: &Index<'a>, b: &Index<'a>) -> BTreeSet<&'a str> {
+    let mut names = BTreeSet::new();
+    for ((from, to), (from_text, to_text)) in [
+        ((DeclKind::Constant, DeclKind::Macro), ("static const", "#define")),
+        ((DeclKind::Macro, DeclKind::Constant), ("#define", "static const")),
+    ] {
+        for ((kind, name), &o) in a.by_kind.range((from, String::new())..) {
+            if *kind != from {
+                break;
+            }
+            let key_to = (to, name.clone());
+            let key_from = (from, name.clone());
+            let Some(n) = b.by_kind.get(&key_to) else { continue };
+            if b.by_kind.contains_key(&key_from) || a.by_kind.contains_key(&key_to) {
+                continue;
+            }
+            if o.alias_of.is_some() || n.alias_of.is_some() || !same_value(o, n) {
+                continue;
+            }
+            out.push(
+                "header.constant.spelling_changed",
+                name.clone(),
+                n,
+                Some(spelling(o)),
+                Some(spelling(n)),
+                format!(
+                    "{name} is now a `{to_text}` (was a `{from_text}`) with the same value {}",
+                    value_text(n).unwrap_or_default()
+                ),
+            );
+            names.insert(o.name.as_str());
+        }
+    }
+    names
+}
+
+/// A constant as declared: `const int32_t X = 1` or `#define X 1`.
+fn spelling(d: &Decl) -> String {
+    let v = value_text(d).unwrap_or_default();
+    match d.kind {
+        DeclKind::Macro => format!("#define {} {v}", d.name),
+        _ => format!("{} {} = {v}", d.ty.as_deref().unwrap_or("const"), d.name),
+    }
+}
+
+/// The same constant value: both resolved to the same integer, or neither resolved and both written
+/// the same (normalized) way.
+fn same_value(o: &Decl, n: &Decl) -> bool {
+    match (o.value, n.value) {
+        (Some(x), Some(y)) => x == y,
+        (None, None) => o.expr.is_some() && o.expr == n.expr,
+        _ => false,
+    }
 }
 
 fn tag_name(t: &str) -> String {

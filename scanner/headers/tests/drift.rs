@@ -95,6 +95,20 @@ fn consecutive_ascend_releases() {
     assert_eq!(find(ch, "header.typedef.retagged", "aclCANNPackageVersion").severity, HeaderSeverity::Source);
     // array size written through a macro (UCE_INFO_RESERVED_SIZE = 14) is not a change
     assert!(!has(ch, "header.struct.field_retyped", "aclrtMemUceInfo.reserved"));
+    // error_codes/rt_error_codes.h: the 86 `static const int32_t ACL_ERROR_RT_* = ...` (and
+    // ACLNN_*, ACL_RT_SUCCESS) became `#define`s with the same values: information, no removals
+    let c = find(ch, "header.constant.spelling_changed", "ACL_ERROR_RT_AICORE_EXCEPTION");
+    assert_eq!(c.severity, HeaderSeverity::None);
+    assert_eq!(
+        (c.old.as_deref(), c.new.as_deref()),
+        (
+            Some("const int32_t ACL_ERROR_RT_AICORE_EXCEPTION = 507015"),
+            Some("#define ACL_ERROR_RT_AICORE_EXCEPTION 507015")
+        )
+    );
+    assert_eq!(ch.iter().filter(|c| c.rule == "header.constant.spelling_changed").count(), 86);
+    assert!(!ch.iter().any(|c| c.rule == "header.constant.removed"));
+    assert!(!has(ch, "header.macro.added", "ACL_ERROR_RT_AICORE_EXCEPTION"));
     // 2.11 -> 2.12: ACL_PROF_SCALE dropped, ACL_PROF_ARGS_MAX 15 -> 17, eventFlag uint64_t -> uint32_t
     let ch = at("v2.11.0.post3");
     let c = find(ch, "header.enumerator.value_changed", "aclprofConfigType::ACL_PROF_ARGS_MAX");
@@ -153,4 +167,56 @@ fn rule_catalogue_is_well_formed() {
     ] {
         assert!(ids.contains(&id), "{id}");
     }
+}
+
+#[test]
+fn constant_spelling_change_with_the_same_value_is_information() {
+    let old = vec![(
+        "codes.h".to_string(),
+        "#define ERR_BASE 100000\n\
+         static const int32_t ERR_A = 100001;\n\
+         static const int32_t ERR_B = 100002;\n\
+         #define ERR_C 300\n\
+         static const int ERR_D = 400;\n\
+         static const int ERR_E = 500;\n"
+            .to_string(),
+    )];
+    let new = vec![(
+        "codes.h".to_string(),
+        "#define ERR_BASE 100000\n\
+         #define ERR_A (ERR_BASE + 1)\n\
+         #define ERR_B 100003\n\
+         static const int ERR_C = 0x12C;\n\
+         static const int ERR_D = 400;\n\
+         #define ERR_E ERR_D\n"
+            .to_string(),
+    )];
+    let a = xirang_headers::scan_sources(Profile::Ascend, &old).expect("old");
+    let b = xirang_headers::scan_sources(Profile::Ascend, &new).expect("new");
+    let ch = diff(&a, &b);
+    let got: Vec<(&str, &str)> = ch.iter().map(|c| (c.rule, c.subject.as_str())).collect();
+    // static const -> #define (an expression with the same value) and #define -> static const (hex)
+    let c = find(&ch, "header.constant.spelling_changed", "ERR_A");
+    assert_eq!(c.severity, HeaderSeverity::None);
+    assert_eq!((c.file.as_str(), c.line), ("codes.h", 2));
+    assert_eq!(
+        (c.old.as_deref(), c.new.as_deref()),
+        (Some("const int32_t ERR_A = 100001"), Some("#define ERR_A 100001"))
+    );
+    let c = find(&ch, "header.constant.spelling_changed", "ERR_C");
+    assert_eq!((c.old.as_deref(), c.new.as_deref()), (Some("#define ERR_C 300"), Some("const int ERR_C = 300")));
+    for name in ["ERR_A", "ERR_C"] {
+        assert_eq!(got.iter().filter(|(_, s)| *s == name).count(), 1, "{name}: {got:?}");
+    }
+    // a changed value stays a removal and an addition
+    assert_eq!(find(&ch, "header.constant.removed", "ERR_B").severity, HeaderSeverity::Source);
+    assert!(has(&ch, "header.macro.added", "ERR_B"));
+    assert!(!has(&ch, "header.constant.spelling_changed", "ERR_B"));
+    // a macro taking another constant's value (`#define ERR_E ERR_D`: 400, was 500) is no respelling
+    assert!(has(&ch, "header.constant.removed", "ERR_E"), "{got:?}");
+    assert!(!has(&ch, "header.constant.spelling_changed", "ERR_D"));
+    // the rule is information without a "replace uses" remedy
+    let r = rules().iter().find(|r| r.id == "header.constant.spelling_changed").expect("rule");
+    assert_eq!(r.severity, HeaderSeverity::None);
+    assert!(!r.remedy.to_lowercase().contains("replace"), "{}", r.remedy);
 }

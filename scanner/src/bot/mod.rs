@@ -478,6 +478,7 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
             };
             // the adapter's coverage of both versions, when its configuration builds one
             let states = crate::compare::adapter_states(cfg.as_ref(), &store, &old, &new_snap, &kernels).ok().flatten();
+            let custom = diff::custom::CustomOperators::load(&wt.path)?.map(|c| c.resolve(&old.registry.functions));
             let report = diff::committed::pytorch_report(
                 diff::committed::PytorchDiff {
                     old: &old,
@@ -489,6 +490,7 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
                     allow: None,
                     today: "1970-01-01",
                     states: states.as_ref(),
+                    custom: custom.as_ref(),
                 },
                 &rules,
             );

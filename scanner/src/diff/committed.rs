@@ -4,15 +4,20 @@
 //! (`diffs/pytorch/v2.3.1..v2.4.0.md`), per consecutive pair of driver header snapshots
 //! (`diffs/ascend/...`, `diffs/cuda/...`, see [`HEADER_UPSTREAMS`]), plus the quick-start pair `v2.1..v2.3`, and an index
 //! `diffs/README.md`. `xirang-scan diffs` rewrites them; `xirang-scan diffs --check` fails when any is
-//! stale (CI). Reports include the impact on the hand-written kernels of `adapter-runtime/`, so a new
-//! kernel marker makes them stale too: regenerate and commit.
+//! stale (CI). Reports include the impact on the hand-written kernels of `adapter-runtime/` and on
+//! the custom operators of `xirang.toml` (formulas resolved against each pair's old version), so a
+//! new kernel marker or custom operator makes them stale too: regenerate and commit.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::adapter_index::{self, AdapterIndex};
+use super::custom::{CustomOperators, CustomUses};
 use super::impact::{Backend, GeneratedIndex};
-use super::{AdapterStates, Report, ReportInput, RuleSet, allow::AllowList, build_report, pytorch, report_markdown};
+use super::{
+    AdapterStates, Change, Impact, Report, ReportInput, RuleSet, allow::AllowList, build_report, pytorch,
+    report_markdown,
+};
 use crate::error::Error;
 use crate::schema::OperatorName;
 use crate::snapshot::{PytorchPair, PytorchSnapshot, Store, Version};
@@ -99,7 +104,7 @@ pub fn pair_method_map(pair: &PytorchPair) -> std::collections::HashMap<String, 
 /// Diffs a pair read with [`Store::load_pytorch_pair`] and builds the report: the same report as
 /// [`pytorch_report`] over the two full snapshots.
 pub fn pytorch_pair_report(pair: &PytorchPair, d: PairDiff<'_>, rules: &RuleSet) -> Report {
-    let changes = pytorch::diff_pair(pair, rules);
+    let (changes, custom) = with_custom(pytorch::diff_pair(pair, rules), d.custom, rules);
     build_report(ReportInput {
         title: d.title,
         old: pair.old.meta.version.clone(),
@@ -112,7 +117,17 @@ pub fn pytorch_pair_report(pair: &PytorchPair, d: PairDiff<'_>, rules: &RuleSet)
         today: d.today,
         states: d.states,
         rules,
+        custom,
     })
+}
+
+/// Joins the changes with the custom operators (when given): their collision changes are added,
+/// the impacts returned for [`ReportInput::custom`].
+fn with_custom(mut changes: Vec<Change>, custom: Option<&CustomUses>, rules: &RuleSet) -> (Vec<Change>, Vec<Impact>) {
+    let Some(custom) = custom else { return (changes, Vec::new()) };
+    let (impacts, added) = super::custom::impacts(custom, &changes, rules);
+    changes.extend(added);
+    (changes, impacts)
 }
 
 /// Options of a comparison of a [`PytorchPair`] (as [`PytorchDiff`], the snapshots in the pair).
@@ -125,6 +140,9 @@ pub struct PairDiff<'a> {
     pub today: &'a str,
     /// The adapter's coverage in both versions (`crate::compare::adapter_states`), when known.
     pub states: Option<&'a AdapterStates>,
+    /// The adapter's custom operators, resolved against the old version
+    /// ([`CustomOperators::resolve_in`]).
+    pub custom: Option<&'a CustomUses>,
 }
 
 /// Options of one PyTorch comparison.
@@ -138,11 +156,13 @@ pub struct PytorchDiff<'a> {
     pub allow: Option<&'a AllowList>,
     pub today: &'a str,
     pub states: Option<&'a AdapterStates>,
+    /// The adapter's custom operators, resolved against `old` ([`CustomOperators::resolve`]).
+    pub custom: Option<&'a CustomUses>,
 }
 
 /// Diffs two PyTorch snapshots and builds the report.
 pub fn pytorch_report(d: PytorchDiff<'_>, rules: &RuleSet) -> Report {
-    let changes = pytorch::diff(d.old, d.new, rules);
+    let (changes, custom) = with_custom(pytorch::diff(d.old, d.new, rules), d.custom, rules);
     build_report(ReportInput {
         title: d.title,
         old: d.old.meta.version.clone(),
@@ -155,6 +175,7 @@ pub fn pytorch_report(d: PytorchDiff<'_>, rules: &RuleSet) -> Report {
         today: d.today,
         states: d.states,
         rules,
+        custom,
     })
 }
 
@@ -173,6 +194,7 @@ pub fn expected_reports(store: &Store, rules: &RuleSet) -> Result<BTreeMap<PathB
         Some(c) => GeneratedIndex::load_from(&root, &c.config.adapter.generated),
         None => GeneratedIndex::load(&root),
     };
+    let custom = CustomOperators::load(&root)?;
     // the adapter's coverage of every version (a report joins two of them)
     let mut coverage: BTreeMap<Version, BTreeMap<String, super::OpState>> = BTreeMap::new();
     if let Some(c) = &cfg {
@@ -197,6 +219,7 @@ pub fn expected_reports(store: &Store, rules: &RuleSet) -> Result<BTreeMap<PathB
             }
             _ => None,
         };
+        let uses = custom.as_ref().map(|c| c.resolve(&old.registry.functions));
         let r = pytorch_report(
             PytorchDiff {
                 old,
@@ -208,6 +231,7 @@ pub fn expected_reports(store: &Store, rules: &RuleSet) -> Result<BTreeMap<PathB
                 allow: None,
                 today: "",
                 states: states.as_ref(),
+                custom: uses.as_ref(),
             },
             rules,
         );

@@ -10,6 +10,8 @@
 //! - [`adapter_index`]: `syn` over `adapter-runtime/` -> the operators implemented by hand, with
 //!   file and line.
 //! - [`impact`]: changes x (kernels, backend yaml, generated files) -> [`Impact`]s.
+//! - [`custom`]: changes x the adapter's custom operators (the aten operators their formulas call,
+//!   their names) -> [`Impact`]s on the custom-operator file, and collision changes.
 //! - [`allow`]: the allow list (rule id + fingerprint, reason, expiry).
 //! - [`report_terminal`], [`report_markdown`], [`report_json`]: the three renderings.
 //!
@@ -19,6 +21,7 @@
 pub mod adapter_index;
 pub mod allow;
 pub mod committed;
+pub mod custom;
 pub mod header;
 pub mod impact;
 pub mod pytorch;
@@ -211,6 +214,9 @@ pub enum ImpactSource {
     Driver,
     /// A generated file (the generator rewrites it: nothing to do by hand).
     Generated,
+    /// An entry of the adapter's custom-operator file (`[operators] custom`): a formula calling a
+    /// changed operator, or a custom operator whose name a new upstream operator takes.
+    Custom,
 }
 
 impl ImpactSource {
@@ -223,6 +229,7 @@ impl ImpactSource {
             ImpactSource::Backend => "backend",
             ImpactSource::Driver => "driver",
             ImpactSource::Generated => "generated",
+            ImpactSource::Custom => "custom",
         }
     }
 }
@@ -310,7 +317,7 @@ impl Report {
         }
         m.into_iter().map(|((s, r), n)| (s, r.to_string(), n)).collect()
     }
-    /// Impacts someone edits by hand (kernel, backend, driver).
+    /// Impacts someone edits by hand (kernel, backend, driver, custom).
     pub fn to_edit(&self) -> impl Iterator<Item = &Impact> {
         self.impact.iter().filter(|i| i.source != ImpactSource::Generated)
     }
@@ -373,6 +380,9 @@ pub struct ReportInput<'a> {
     /// and decides which dispatch and Core ATen changes need a kernel).
     pub states: Option<&'a AdapterStates>,
     pub rules: &'a RuleSet,
+    /// Impacts on the custom operators ([`custom::impacts`]); kept for the changes the allow list
+    /// leaves.
+    pub custom: Vec<Impact>,
 }
 
 /// Operators reachable in the old version and not in the new one (`coverage.unreachable`).
@@ -408,7 +418,9 @@ pub fn build_report(input: ReportInput<'_>) -> Report {
         Some(a) => a.apply(all, input.today),
         None => (all, Vec::new(), Vec::new()),
     };
-    let impact = impact::impacts(&changes, input.kernels, input.backends, input.generated, input.states);
+    let mut impact = impact::impacts(&changes, input.kernels, input.backends, input.generated, input.states);
+    let live: std::collections::HashSet<&str> = changes.iter().map(|c| c.fingerprint.as_str()).collect();
+    impact.extend(input.custom.into_iter().filter(|i| live.contains(i.fingerprint.as_str())));
     let mut r = Report {
         title: input.title,
         old: input.old,
@@ -465,6 +477,7 @@ pub(crate) mod test_support {
             ),
             item: "impl AtenOps for NpuOps::_cslt_sparse_mm".into(),
             fingerprint: long.fingerprint.clone(),
+            action: String::new(),
         };
         let note = AllowNote {
             rule: "op.removed".into(),

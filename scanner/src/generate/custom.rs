@@ -130,6 +130,11 @@ impl Spanned {
         })
     }
 
+    /// The 1-based line of the text's start in its source.
+    pub fn line(&self) -> u32 {
+        self.src.pos_of_offset(self.offset).line
+    }
+
     /// An error pointing at the whole text.
     pub fn whole(&self, kind: CustomErrorKind, message: impl Into<String>, help: Option<String>) -> Box<CustomOpError> {
         self.error(kind, 0, self.text.len(), message, help)
@@ -380,10 +385,9 @@ pub fn parse_file(src: &SourceFile) -> Res<CustomSet> {
 
 /// Reads the configured custom-operator file; a missing file is an empty set.
 pub fn load(path: &std::path::Path, name: &str) -> crate::Result<CustomSet> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(parse_file(&SourceFile::new(name, text))?),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(CustomSet { file: name.to_string(), ops: Vec::new() }),
-        Err(e) => Err(crate::Error::io(path, e)),
+    match crate::fsio::read_text_opt(path)? {
+        Some(text) => Ok(parse_file(&SourceFile::new(name, text))?),
+        None => Ok(CustomSet { file: name.to_string(), ops: Vec::new() }),
     }
 }
 
@@ -882,6 +886,129 @@ fn op_model(op: &CustomOp, target: &Target, index: &OpIndex) -> Res<CustomCtx> {
     }
     out.node = Some(NodeCtx { name: format!("{}Backward", camel(&method)), fields, grads, outputs, inputs });
     Ok(out)
+}
+
+/// One formula of a custom operator and the aten operators it calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FormulaCalls {
+    /// `gradient rule of `self`` or `reference`.
+    pub what: String,
+    /// Line of the formula in the custom-operator file.
+    pub line: u32,
+    /// The `AtenOps` methods the translated formula calls (`gelu_backward`, `mul_scalar`), or `None`
+    /// when the formula does not translate against the index (then see `names`).
+    pub methods: Option<BTreeSet<String>>,
+    /// The operator base names the formula may call: functions and methods it calls by name
+    /// (`at::` stripped) and the operators its `+ - * /`, comparisons and unary minus become.
+    pub names: BTreeSet<String>,
+}
+
+/// Base names of the operators the translator may call for the C++ operators of a formula.
+const OPERATOR_CALLS: &[(&str, &[&str])] = &[
+    ("+", &["add"]),
+    ("-", &["sub", "rsub", "neg"]),
+    ("*", &["mul"]),
+    ("/", &["div", "reciprocal", "mul"]),
+    ("<", &["lt", "gt"]),
+    (">", &["gt", "lt"]),
+    ("<=", &["le", "ge"]),
+    (">=", &["ge", "le"]),
+    ("==", &["eq"]),
+    ("!=", &["ne"]),
+];
+
+/// The operator base names a formula may call (see [`FormulaCalls::names`]): every identifier
+/// written before a `(` (a call or a method call), and the names of its arithmetic operators.
+pub fn called_names(formula: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let b = formula.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut i = 0;
+    while i < b.len() {
+        if ident(b[i]) && !b[i].is_ascii_digit() && (i == 0 || !ident(b[i - 1])) {
+            let start = i;
+            while i < b.len() && ident(b[i]) {
+                i += 1;
+            }
+            let mut j = i;
+            while j < b.len() && b[j].is_ascii_whitespace() {
+                j += 1;
+            }
+            if b.get(j) == Some(&b'(') {
+                let name = &formula[start..i];
+                out.insert(name.strip_suffix("_symint").unwrap_or(name).to_string());
+            }
+            continue;
+        }
+        i += 1;
+    }
+    // `->` is no arithmetic; `<=` also contains `<` and `-0.5` a minus: over-approximating is fine
+    let text = formula.replace("->", " ");
+    for (op, names) in OPERATOR_CALLS {
+        if text.contains(op) {
+            out.extend(names.iter().map(|n| n.to_string()));
+        }
+    }
+    out
+}
+
+/// The `aten::<method>(` calls of translated code.
+fn aten_methods(code: &str) -> BTreeSet<String> {
+    code.match_indices("aten::")
+        .filter(|(i, _)| !code[..*i].ends_with(|c: char| c.is_alphanumeric() || c == '_'))
+        .filter_map(|(i, m)| {
+            let rest = &code[i + m.len()..];
+            let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '#'))?;
+            rest[end..].starts_with('(').then(|| rest[..end].to_string())
+        })
+        .collect()
+}
+
+/// The aten operators each formula of `op` calls (gradient rules in file order, then the
+/// reference) when translated against `index` the way [`model`] translates them. A formula that
+/// does not translate (an operator missing or with another schema in that PyTorch) has no methods.
+pub fn formula_calls(op: &CustomOp, index: &OpIndex) -> Vec<FormulaCalls> {
+    let args = args_of(&op.schema);
+    let usable_args: Vec<(&Argument, Option<Usable>)> = args.iter().map(|a| (*a, usable(&a.ty))).collect();
+    let mut out = Vec::new();
+    if let Some(rules) = &op.grads {
+        let mut vars = HashMap::new();
+        vars.insert("grad".to_string(), ("grad".to_string(), Ty::Tensor));
+        vars.insert("result".to_string(), ("self.result".to_string(), Ty::Tensor));
+        for (a, u) in &usable_args {
+            if let Some((t, _, _)) = u {
+                vars.insert(a.name.clone(), (format!("self.{}", arg_name(&a.name)), *t));
+            }
+        }
+        let env = Env { vars, ops: index };
+        for r in rules {
+            if r.formula.text.trim() == "non_differentiable" {
+                continue;
+            }
+            out.push(FormulaCalls {
+                what: format!("gradient rule of `{}`", r.inputs.join(", ")),
+                line: r.formula.line(),
+                methods: env.translate(&r.formula.text).ok().map(|c| aten_methods(&c)),
+                names: called_names(&r.formula.text),
+            });
+        }
+    }
+    if let Some(reference) = &op.reference {
+        let mut vars = HashMap::new();
+        for (a, u) in &usable_args {
+            if let Some((t, _, _)) = u {
+                vars.insert(a.name.clone(), (arg_name(&a.name), *t));
+            }
+        }
+        let env = Env { vars, ops: index };
+        out.push(FormulaCalls {
+            what: "reference".into(),
+            line: reference.line(),
+            methods: env.translate(&reference.text).ok().map(|c| aten_methods(&c)),
+            names: called_names(&reference.text),
+        });
+    }
+    out
 }
 
 fn contains_word(text: &str, word: &str) -> bool {

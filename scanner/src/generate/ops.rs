@@ -6,7 +6,7 @@ use crate::naming::method_name;
 use crate::registry::{NativeFunction, signature};
 use crate::schema::{Argument, FunctionSchema, SchemaKind, Type};
 
-use super::config::Config;
+use super::config::{Config, OperatorsTable};
 use super::types::{arg_map, arg_name, default_ivalue, returns_ty};
 
 /// Why an operator is in the selection.
@@ -20,7 +20,11 @@ pub enum Reason {
 
 /// The operators the generated trait covers, sorted by qualified name.
 pub fn select<'a>(cfg: &Config, functions: &'a [NativeFunction]) -> Vec<(&'a NativeFunction, Reason)> {
-    let t = &cfg.operators;
+    select_by(&cfg.operators, functions)
+}
+
+/// [`select`] by the `[operators]` table alone.
+pub fn select_by<'a>(t: &OperatorsTable, functions: &'a [NativeFunction]) -> Vec<(&'a NativeFunction, Reason)> {
     let excluded = |f: &NativeFunction| {
         let q = f.func.name.to_string();
         t.exclude.iter().any(|e| *e == q || *e == f.func.name.name)
