@@ -23,7 +23,21 @@ use crate::snapshot::{PytorchSnapshot, Store};
 pub fn states_of(cfg: &LoadedConfig, store: &Store, snap: &PytorchSnapshot) -> Result<BTreeMap<String, OpState>> {
     let inputs = Inputs::for_snapshot(cfg.clone(), store, snap.clone())?;
     let c = coverage::build(&inputs, None)?;
-    Ok(states(&c))
+    let mut s = states(&c);
+    for f in &snap.registry.functions {
+        if let Some(st) = s.get_mut(&f.func.name.to_string()) {
+            st.foreign = foreign(f);
+        }
+    }
+    Ok(s)
+}
+
+/// Whether PyTorch implements `f` only for other devices: no CPU kernel (of any layout) and no
+/// composite kernel, only CUDA, MPS, XPU, ... kernels.
+pub fn foreign(f: &crate::registry::NativeFunction) -> bool {
+    f.composite() == crate::registry::Composite::None
+        && !f.dispatch_keys().is_empty()
+        && !f.dispatch_keys().iter().any(|k| k.contains("CPU") || k.starts_with("Math") || k.starts_with("Composite"))
 }
 
 /// The drift engine's view of a coverage report.
@@ -39,7 +53,7 @@ pub fn states(c: &coverage::Coverage) -> BTreeMap<String, OpState> {
                     format!("none: {}", o.reason.as_deref().unwrap_or("no kernel, recipe or host implementation"))
                 }
             };
-            (o.op.clone(), OpState { reachable: o.tier != Tier::None, how, core: o.core })
+            (o.op.clone(), OpState { reachable: o.tier != Tier::None, how, core: o.core, foreign: false })
         })
         .collect()
 }

@@ -89,6 +89,35 @@ impl Tier {
     }
 }
 
+/// What PyTorch provides a backend for an operator (see [`OpCoverage::upstream`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Upstream {
+    Required,
+    Optional,
+    Decomposes,
+}
+
+impl Upstream {
+    pub const ALL: [Upstream; 3] = [Upstream::Required, Upstream::Optional, Upstream::Decomposes];
+
+    pub fn of(f: &crate::registry::NativeFunction) -> Upstream {
+        match f.composite() {
+            crate::registry::Composite::None => Upstream::Required,
+            crate::registry::Composite::Explicit => Upstream::Optional,
+            crate::registry::Composite::Implicit => Upstream::Decomposes,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Upstream::Required => "backend must provide",
+            Upstream::Optional => "composite kernel upstream (override optional)",
+            Upstream::Decomposes => "decomposes upstream",
+        }
+    }
+}
+
 /// The autograd status of one input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -170,6 +199,12 @@ pub struct OpCoverage {
     /// Whether the operator is in the Core ATen set (`tags: core` in native_functions.yaml).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub core: bool,
+    /// What PyTorch provides a backend for it (`registry::Composite`): `required` (only
+    /// backend-specific kernels: inside PyTorch the backend must provide it or fall back to the
+    /// CPU), `optional` (a CompositeExplicitAutograd kernel serves every backend: overriding is
+    /// optional inside PyTorch) or `decomposes` (CompositeImplicitAutograd, selected as Core ATen or
+    /// by `include`). The standalone runtime, with no PyTorch beneath it, needs all three.
+    pub upstream: Upstream,
     /// Whether `derivatives.yaml` has an entry for the operator.
     pub derivative: bool,
     /// The inputs of the derivative entry (empty without one).
@@ -672,6 +707,7 @@ fn assemble(
             unwired_kernel: None,
             reason: None,
             core: functions.get(q).is_some_and(|f| f.tags.iter().any(|t| t == "core")),
+            upstream: functions.get(q).map_or(Upstream::Required, |f| Upstream::of(f)),
             derivative: false,
             inputs: Vec::new(),
         };
@@ -837,6 +873,18 @@ fn totals_lines(c: &Coverage) -> Vec<(String, String)> {
             "forward".into(),
             Tier::ALL.iter().map(|x| format!("{} {}", x.as_str(), t[x])).collect::<Vec<_>>().join(", ")
                 + &format!(" ({:.1}% reachable)", c.reachable_pct()),
+        ),
+        (
+            "inside pytorch".into(),
+            Upstream::ALL
+                .iter()
+                .map(|u| {
+                    let ops: Vec<&OpCoverage> = c.ops.iter().filter(|o| o.upstream == *u).collect();
+                    let reach = ops.iter().filter(|o| o.tier != Tier::None).count();
+                    format!("{} {} ({reach} reachable)", u.as_str(), ops.len())
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
         ),
         {
             let k = c.core_tier_counts();
@@ -1076,6 +1124,60 @@ mod tests {
         let cfg = LoadedConfig::load(&root.join("xirang.toml")).expect("xirang.toml");
         let store = Store::discover(Some(&root.join("schemas"))).expect("store");
         Inputs::load(cfg, &store).expect("inputs")
+    }
+
+    /// The README's numbers are the code's: the coverage example (totals and the sample rows'
+    /// places) and the counts of the generated files it quotes. Regenerate, then fix the README.
+    #[test]
+    fn readme_numbers_are_the_generated_codes() {
+        let root = root();
+        let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+        let c = build(&inputs(), None).unwrap();
+        let text = render_text(&c, None);
+        let totals = &text[..text.find("\n\n").unwrap()];
+        assert!(readme.contains(totals), "README's `coverage --wide` example is stale; its totals are now:\n{totals}");
+        for op in ["addmm", "exp", "silu"] {
+            let line = text.lines().find(|l| l.split_whitespace().next() == Some(op)).unwrap();
+            let place = &line[line.rfind('[').unwrap()..];
+            let shown = readme.lines().find(|l| l.split_whitespace().next() == Some(op)).unwrap();
+            assert!(shown.ends_with(place), "README's row of `{op}` is stale: the report says {place}");
+        }
+        let g = |f: &str| std::fs::read_to_string(root.join("generated").join(f)).unwrap();
+        let version = c.pytorch.clone();
+        let (ops, ag, fw) = (g("ops.rs"), g("autograd.rs"), g("forward.rs"));
+        let count = |text: &str, key: &str| text.matches(key).count();
+        let methods = {
+            let t = &ops[ops.find("pub trait AtenOps").unwrap()..];
+            let t = &t[..t.find("\n}\n").unwrap()];
+            t.lines().filter(|l| l.starts_with("    fn ")).count()
+        };
+        // `pub static INPLACE_NODES: [(&str, &str); N]`
+        let inplace: usize = {
+            let t = &ops[ops.find("pub static INPLACE_NODES").unwrap()..];
+            let t = &t[t.find("; ").unwrap() + 2..];
+            t[..t.find(']').unwrap()].parse().unwrap()
+        };
+        let bw = |k: &str| count(&ag, &format!("\"{k}\"),"));
+        let fwc = |k: &str| count(&fw, &format!("\"{k}\"),"));
+        for want in [
+            format!("one typed method per selected operator ({methods} for {version})"),
+            format!("({} for {version}). Each node", count(&ag, "/// Backward of `")),
+            format!(
+                "`not_implemented` ({} / {} / {} for {version})",
+                bw("translated"),
+                bw("hook"),
+                bw("not_implemented")
+            ),
+            format!("in-place operators ({inplace} for {version})"),
+            format!(
+                "`no_formula` ({} / {} / {} for {version})",
+                fwc("translated"),
+                fwc("untranslated"),
+                fwc("no_formula")
+            ),
+        ] {
+            assert!(readme.contains(&want), "README should say `{want}`");
+        }
     }
 
     fn row<'a>(c: &'a Coverage, op: &str) -> &'a OpCoverage {

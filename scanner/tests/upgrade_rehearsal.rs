@@ -1,7 +1,8 @@
-//! Upgrade rehearsal: in a copy of the adapter, generate for PyTorch 2.1 with a hand-written
-//! kernel for `_cslt_sparse_mm` (whose schema gains arguments in 2.3), check that it builds,
-//! regenerate for 2.3, and check that the build fails exactly at that kernel and that the drift
-//! report's impact names the same file and line.
+//! Upgrade rehearsal, the adapter's own upgrade: in a copy of the adapter, generate for PyTorch 2.3
+//! with a hand-written kernel for `_scaled_mm` (whose arguments are reordered and retyped by 2.15),
+//! check that it builds, regenerate for 2.15 (the version the adapter targets), and check that the
+//! build fails exactly at that kernel and that the drift report's impact names the same file and
+//! line.
 //!
 //! Cost: two `cargo check`s of xirang-runtime in `target/upgrade-rehearsal` (about 10 minutes on
 //! two cores the first time, 5 for the second).
@@ -99,12 +100,12 @@ fn regeneration_breaks_the_build_exactly_at_the_stale_kernel_and_the_report_name
     copy_dir(&r.join("templates"), &root.join("templates"));
     copy_dir(&r.join("generated"), &root.join("generated"));
 
-    // 1. generate for 2.1 and write a kernel with 2.1's signature of _cslt_sparse_mm
-    set_version(&root, "v2.1");
+    // 1. generate for 2.3 and write a kernel with 2.3's signature of _scaled_mm
+    set_version(&root, "v2.3");
     let g = scan(&root, &["generate"]);
     assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
     let ops = std::fs::read_to_string(root.join("generated/ops.rs")).unwrap();
-    let sig = ops.lines().find(|l| l.trim_start().starts_with("fn _cslt_sparse_mm(")).expect("trait method").trim();
+    let sig = ops.lines().find(|l| l.trim_start().starts_with("fn _scaled_mm(")).expect("trait method").trim();
     let sig = sig.trim_end_matches('{').trim();
     let kernel = format!(
         "//! A hand-written kernel (upgrade rehearsal).\n\
@@ -116,20 +117,20 @@ fn regeneration_breaks_the_build_exactly_at_the_stale_kernel_and_the_report_name
     );
     let kernel_path = root.join("adapter-runtime/src/rehearsal.rs");
     std::fs::write(&kernel_path, &kernel).unwrap();
-    let kernel_line = kernel.lines().position(|l| l.contains("fn _cslt_sparse_mm(")).unwrap() + 1;
+    let kernel_line = kernel.lines().position(|l| l.contains("fn _scaled_mm(")).unwrap() + 1;
     let lib = root.join("adapter-runtime/src/lib.rs");
     let mut lib_text = std::fs::read_to_string(&lib).unwrap();
     lib_text.push_str("\npub mod rehearsal;\n");
     std::fs::write(&lib, lib_text).unwrap();
     let c = check(&root);
-    assert!(c.status.success(), "2.1 build fails: {}", String::from_utf8_lossy(&c.stderr));
+    assert!(c.status.success(), "2.3 build fails: {}", String::from_utf8_lossy(&c.stderr));
 
-    // 2. regenerate for 2.3: the build fails, only at the kernel
-    set_version(&root, "v2.3");
+    // 2. regenerate for 2.15: the build fails, only at the kernel
+    set_version(&root, "v2.15");
     let g = scan(&root, &["generate"]);
     assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
     let c = check(&root);
-    assert!(!c.status.success(), "2.3 build unexpectedly passes");
+    assert!(!c.status.success(), "2.15 build unexpectedly passes");
     let stderr = String::from_utf8_lossy(&c.stderr);
     let errors: Vec<&str> = stderr.lines().filter(|l| l.contains(": error")).collect();
     assert!(!errors.is_empty(), "{stderr}");
@@ -141,15 +142,15 @@ fn regeneration_breaks_the_build_exactly_at_the_stale_kernel_and_the_report_name
 
     // 3. the drift report names the same file and line
     let adapter = root.join("adapter-runtime");
-    let d = scan(&root, &["diff", "v2.1", "v2.3", "--format", "json", "--adapter", adapter.to_str().unwrap()]);
+    let d = scan(&root, &["diff", "v2.3", "v2.15", "--format", "json", "--adapter", adapter.to_str().unwrap()]);
     let report: serde_json::Value = serde_json::from_slice(&d.stdout).unwrap_or_else(|e| {
         panic!("{e}: {}", String::from_utf8_lossy(&d.stderr));
     });
     let impact = report["impact"].as_array().expect("impact list");
     let hit = impact
         .iter()
-        .find(|i| i["source"] == "kernel" && i["subject"].as_str().is_some_and(|s| s.starts_with("_cslt_sparse_mm")))
-        .unwrap_or_else(|| panic!("no kernel impact for _cslt_sparse_mm: {impact:?}"));
+        .find(|i| i["source"] == "kernel" && i["subject"] == "_scaled_mm")
+        .unwrap_or_else(|| panic!("no kernel impact for _scaled_mm: {impact:?}"));
     let loc = &hit["location"];
     assert!(loc["file"].as_str().unwrap().ends_with("adapter-runtime/src/rehearsal.rs"), "{hit}");
     assert_eq!(loc["line"].as_u64().unwrap() as usize, compile_line, "{hit}");

@@ -118,6 +118,8 @@ enum Need {
     Check,
     /// The operator may need a kernel now: only when the new coverage has none.
     Cover,
+    /// A new operator: it needs a kernel only when it is Core ATen and the new coverage has none.
+    CoverCore,
     /// Its backward changes: a hand-written hook, if any.
     Backward,
     /// The operator now decomposes upstream: a kernel is deleted when the operator left the selection.
@@ -154,6 +156,7 @@ fn need(rule: &str) -> Need {
         | "deriv.output_differentiability_changed"
         | "deriv.added" => Need::Backward,
         "dispatch.now_composite" => Need::Decomposes,
+        "op.added" => Need::CoverCore,
         _ => Need::Nothing,
     }
 }
@@ -173,6 +176,77 @@ fn kernel_action(c: &Change) -> String {
         "dispatch.now_composite" => "delete it: the operator decomposes upstream and left the selection".into(),
         _ => format!("update its signature and body{what}: {}", c.message),
     }
+}
+
+/// Whether every input a hook (`hook_<method>_<inputs>`) computes keeps its backward formula
+/// between the two formula texts of a `deriv.formula_changed` change (one `inputs: formula` line
+/// each), compared after [`respell`].
+fn hook_inputs_unchanged(method: &str, old: &str, new: &str) -> bool {
+    let formula = |text: &str, input: &str| -> Option<String> {
+        text.lines().find_map(|l| {
+            let (keys, f) = l.split_once(": ")?;
+            keys.split(", ").any(|k| k == input).then(|| respell(f))
+        })
+    };
+    // the hook's inputs: the longest suffix of its name whose parts are all keys of the formulas
+    let keys: Vec<&str> =
+        old.lines().chain(new.lines()).filter_map(|l| l.split_once(": ")).flat_map(|(k, _)| k.split(", ")).collect();
+    let parts: Vec<&str> = method.split('_').collect();
+    let mut inputs: Vec<String> = Vec::new();
+    let mut end = parts.len();
+    while end > 1 {
+        // an input name may itself contain `_` (per_sample_weights): take the longest that is a key
+        let found = (1..end).find_map(|start| {
+            let name = parts[start..end].join("_");
+            keys.contains(&name.as_str()).then_some((start, name))
+        });
+        match found {
+            Some((start, name)) => {
+                inputs.push(name);
+                end = start;
+            }
+            None => break,
+        }
+    }
+    !inputs.is_empty() && inputs.iter().all(|i| formula(old, i).is_some() && formula(old, i) == formula(new, i))
+}
+
+/// A formula with PyTorch's own respellings undone, so that a rewrite that keeps the math is no
+/// change: `masked_fill_inplace_if_safe(x, m, v)` (2.6, for functionalization) is `x.masked_fill_(m,
+/// v)`; spaces are collapsed.
+pub fn respell(formula: &str) -> String {
+    const HELPER: &str = "masked_fill_inplace_if_safe(";
+    let mut s: String = formula.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut from = 0;
+    while let Some(i) = s[from..].find(HELPER).map(|i| i + from) {
+        let prev = s[..i].chars().next_back();
+        let args_at = i + HELPER.len();
+        // the three arguments at depth 0, up to the matching parenthesis
+        let (mut depth, mut cuts, mut close) = (0i32, vec![args_at], None);
+        for (k, ch) in s[args_at..].char_indices() {
+            match ch {
+                '(' | '[' | '{' => depth += 1,
+                ')' | ']' | '}' if depth == 0 => {
+                    close = Some(args_at + k);
+                    break;
+                }
+                ')' | ']' | '}' => depth -= 1,
+                ',' if depth == 0 => cuts.push(args_at + k + 1),
+                _ => {}
+            }
+        }
+        let Some(close) = close else { break };
+        if prev.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.') || cuts.len() != 3 {
+            from = args_at;
+            continue;
+        }
+        let arg = |a: usize, b: usize| s[a..b].trim().trim_end_matches(',').trim().to_string();
+        let (x, m, v) = (arg(cuts[0], cuts[1]), arg(cuts[1], cuts[2]), arg(cuts[2], close));
+        let rewritten = format!("{x}.masked_fill_({m}, {v})");
+        s.replace_range(i..=close, &rewritten);
+        from = i;
+    }
+    s
 }
 
 fn generated_file(rule: &str) -> Option<&'static str> {
@@ -249,11 +323,15 @@ pub fn impacts(
                     }
                 }
             }
-            Need::Cover => {
-                // judged on the new version's coverage; without one, the rule's remedy stands alone
+            Need::Cover | Need::CoverCore => {
+                // judged on the new version's coverage; without one, the rule's remedy stands alone.
+                // Not asked: an operator PyTorch implements only for other devices (a CUDA library
+                // entry point), and a new operator outside Core ATen.
                 if let Some(s) = states
                     && let Some(st) = s.new.get(op)
                     && !st.reachable
+                    && !st.foreign
+                    && (need(&c.rule) == Need::Cover || st.core)
                 {
                     let at = Location::new(s.kernel_file.clone().unwrap_or_else(|| "adapter-runtime/src".into()), None);
                     push(
@@ -271,12 +349,26 @@ pub fn impacts(
             }
             Need::Backward => {
                 for k in kernels.of(op).filter(|k| k.item.starts_with(&hooks_item)) {
+                    // a formula change lands on a hook only when the backward formula of the
+                    // hook's own input changed (not another input's, not a forward formula), and
+                    // not when PyTorch only respelled it
+                    if c.rule == "deriv.formula_changed"
+                        && let (Some(o), Some(n), Some(method)) = (&c.old, &c.new, k.hook_method())
+                        && hook_inputs_unchanged(method, o, n)
+                    {
+                        continue;
+                    }
                     push(
                         c,
                         ImpactSource::Hook,
                         Location::new(&k.file, Some(k.line)),
                         k.item.clone(),
-                        format!("update the hand-written backward: {}", c.message),
+                        match (&c.old, &c.new) {
+                            (Some(o), Some(n)) if c.rule == "deriv.formula_changed" => {
+                                format!("check the hand-written backward against the new formula: `{o}` -> `{n}`")
+                            }
+                            _ => format!("update the hand-written backward: {}", c.message),
+                        },
                     );
                 }
             }
@@ -367,12 +459,16 @@ mod tests {
             reachable,
             how: if reachable { "native" } else { "none: nothing" }.into(),
             core: true,
+            foreign: false,
         };
         let mut s = AdapterStates { kernel_file: Some("adapter-runtime/src/k.rs".into()), ..Default::default() };
         for (op, old, new) in [("trunc", true, true), ("masked_scatter", false, false), ("gone_after", true, false)] {
             s.old.insert(op.into(), st(old));
             s.new.insert(op.into(), st(new));
         }
+        s.new.insert("cudnn_thing".into(), OpState { foreign: true, ..st(false) });
+        s.new.insert("new_core".into(), st(false));
+        s.new.insert("new_plain".into(), OpState { core: false, ..st(false) });
         s
     }
 
@@ -413,6 +509,11 @@ mod tests {
             sources(&[change("dispatch.no_longer_composite", "masked_scatter")]),
             [("masked_scatter".into(), ImpactSource::Cover, None)]
         );
+        // a CUDA-only operator is not asked of this backend
+        assert!(sources(&[change("dispatch.composite_removed", "cudnn_thing")]).is_empty());
+        // a new operator: asked only when it is Core ATen and unreachable
+        assert_eq!(sources(&[change("op.added", "new_core")]), [("new_core".into(), ImpactSource::Cover, None)]);
+        assert!(sources(&[change("op.added", "new_plain")]).is_empty());
         // reachable before, not after
         let lost = coverage_changes(&states(), &RuleSet::builtin());
         assert_eq!(
@@ -429,6 +530,35 @@ mod tests {
         );
         // a translated backward (no hook) is regenerated: nothing by hand
         assert!(sources(&[change("deriv.formula_changed", "mm")]).is_empty());
+    }
+
+    #[test]
+    fn respelled_or_other_formulas_do_not_land_on_a_hook() {
+        assert_eq!(
+            respell("masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), self < other, 0)"),
+            "at::where(self == other, grad / 2, grad).masked_fill_(self < other, 0)"
+        );
+        let old = "other: at::where(self == other, grad / 2, grad).masked_fill_(self > other, 0)\n\
+                   self: at::where(self == other, grad / 2, grad).masked_fill_(self < other, 0)\n\
+                   result: other_t + x";
+        let respelled = "other: masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), self > other, 0)\n\
+                         self: masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), self < other, 0)\n\
+                         result: at::where(self_p == other_p, y, z)";
+        assert!(hook_inputs_unchanged("hook_maximum_self", old, respelled));
+        assert!(hook_inputs_unchanged("hook_maximum_other", old, respelled));
+        let changed = "self: where(self > min, grad, 0)";
+        assert!(!hook_inputs_unchanged("hook_clamp_min_self", "self: where(self >= min, grad, 0)", changed));
+        // an input name with underscores
+        assert!(hook_inputs_unchanged(
+            "hook_embedding_bag_per_sample_weights",
+            "per_sample_weights: f(x)\nweight: a",
+            "per_sample_weights: f(x)\nweight: b"
+        ));
+        assert!(!hook_inputs_unchanged(
+            "hook_embedding_bag_weight",
+            "per_sample_weights: f(x)\nweight: a",
+            "per_sample_weights: f(x)\nweight: b"
+        ));
     }
 
     #[test]

@@ -261,6 +261,9 @@ pub struct OpState {
     pub how: String,
     /// In the Core ATen set.
     pub core: bool,
+    /// PyTorch has no CPU kernel and no composite kernel for it, only kernels for other devices
+    /// (`cudnn_batch_norm.out`: CUDA): a library entry point of another backend, not asked of this one.
+    pub foreign: bool,
 }
 
 /// The adapter's state in both versions of a comparison: operators selected by `xirang.toml` with

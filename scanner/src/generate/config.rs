@@ -129,7 +129,9 @@ impl DriverChain {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OperatorsTable {
-    /// `backend` (every operator a backend must provide: no CompositeImplicitAutograd kernel),
+    /// `backend` (every operator without a CompositeImplicitAutograd kernel: those a backend must
+    /// provide inside PyTorch, and those with a CompositeExplicitAutograd kernel upstream, which the
+    /// standalone runtime needs too),
     /// `core` (the Core ATen set), or `list` (only `include`).
     #[serde(default = "default_select")]
     pub select: String,
