@@ -142,6 +142,10 @@ fn cases() -> Vec<(&'static str, Vec<A>)> {
         ("_log_softmax", vec![T(&[2, 3]), V(|| int(1)), V(|| IValue::Bool(false))]),
         ("masked_fill.Scalar", vec![T(&[2, 3]), Fixed(mask), V(|| IValue::Scalar(Scalar::Float(0.25)))]),
         ("where.self", vec![Fixed(mask), T(&[2, 3]), T(&[2, 3])]),
+        // 2.15 spells their forward formulas with `masked_fill_inplace_if_safe`, which the translator reads
+        ("maximum", vec![T(&[2, 3]), T(&[2, 3])]),
+        ("minimum", vec![T(&[2, 3]), T(&[2, 3])]),
+        ("masked_scatter", vec![T(&[2, 3]), Fixed(mask), T(&[6])]),
         ("nll_loss_forward", vec![T(&[3, 4]), Fixed(target), V(none), V(|| int(1)), V(|| int(-100))]),
         (
             "addmv",
