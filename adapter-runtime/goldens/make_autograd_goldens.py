@@ -409,6 +409,21 @@ def extra_specs():
     ]
 
 
+def kink_specs():
+    """clamp_min / clamp_max at their kink, added with the upgrade to PyTorch 2.15 (after every other
+    case, own generator): 2.15's formulas are `where(self > min, grad, 0)` and `where(self < max,
+    grad, 0)` (2.3 had `>=` / `<=`), so the gradient at the bound is 0."""
+    return [
+        ("clamp_min", "arith", "contiguous", [T(8, value=kinks), S(0.0)]),
+        ("clamp_max", "arith", "contiguous", [T(8, value=kinks), S(0.0)]),
+    ]
+
+
+def kinks(dt):
+    """Values at and around 0: the bound itself (twice, and -0.0), both sides, NaN."""
+    return torch.tensor([-1.0, -0.5, 0.0, 0.0, -0.0, 0.5, 1.0, float("nan")], dtype=mg.DT[dt])
+
+
 # ---------------------------------------------------------------- cases
 
 
@@ -491,6 +506,16 @@ def main():
     mg.gen = torch.Generator().manual_seed(20261201)
     for dt in DTYPES:
         for op, cls, layout, spec in extra_specs():
+            n = len(mg.tensors)
+            try:
+                build(op, cls, layout, spec, dt)
+            except (RuntimeError, TypeError, NotImplementedError) as e:
+                for k in list(mg.tensors)[n:]:
+                    del mg.tensors[k]
+                skipped.append(f"{op} {dt} {layout}: {str(e).splitlines()[0]}")
+    mg.gen = torch.Generator().manual_seed(20261202)
+    for dt in DTYPES:
+        for op, cls, layout, spec in kink_specs():
             n = len(mg.tensors)
             try:
                 build(op, cls, layout, spec, dt)

@@ -151,6 +151,7 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("masked_fill.Scalar", 3, masked_fill_scalar),
     ("masked_fill.Tensor", 3, masked_fill_tensor),
     ("masked_fill_.Scalar", 3, masked_fill_scalar_),
+    ("masked_scatter", 3, masked_scatter),
     ("max.dim", 3, max_dim),
     ("max_pool2d_with_indices", 6, max_pool2d_with_indices),
     ("max_pool2d_with_indices_backward", 8, max_pool2d_with_indices_backward),
@@ -234,6 +235,7 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("sum", 2, sum),
     ("sum.IntList_out", 5, sum_intlist_out),
     ("sum.dim_IntList", 4, sum_dim_intlist),
+    ("sym_is_contiguous", 2, sym_is_contiguous),
     ("sym_numel", 1, sym_numel),
     ("sym_size.int", 2, sym_size_int),
     ("sym_storage_offset", 1, sym_storage_offset),
@@ -1463,6 +1465,29 @@ fn scatter_reduce_two(a: Args) -> Out {
     let reduce = unbox::str(OP, "reduce", &a[4])?;
     one(ops::scatter_reduce(tn(OP, a, 0)?, int(OP, a, 1)?, tn(OP, a, 2)?, tn(OP, a, 3)?, reduce, bl(OP, a, 5)?)?)
 }
+fn masked_scatter(a: Args) -> Out {
+    args!("masked_scatter", a, 3);
+    one(ops::masked_scatter(tn(OP, a, 0)?, tn(OP, a, 1)?, tn(OP, a, 2)?)?)
+}
+/// `sym_is_contiguous(Tensor self, MemoryFormat memory_format=contiguous_format) -> SymBool` (new
+/// in PyTorch 2.15, Core ATen): the runtime's tensors have one memory format, row-major.
+fn sym_is_contiguous(a: Args) -> Out {
+    args!("sym_is_contiguous", a, 2);
+    let x = tn(OP, a, 0)?;
+    match &a[1] {
+        IValue::None | IValue::MemoryFormat(crate::ivalue::MemoryFormat::Contiguous) => {}
+        IValue::MemoryFormat(crate::ivalue::MemoryFormat::Preserve) => {
+            return Err(Error::InvalidArgument(format!("{OP}: preserve_format is not a memory format to test")));
+        }
+        other => {
+            return Err(Error::Unsupported(format!(
+                "{OP}: memory format {} (the runtime is row-major only)",
+                other.kind()
+            )));
+        }
+    }
+    Ok(vec![IValue::Bool(x.is_contiguous())])
+}
 fn sym_numel(a: Args) -> Out {
     args!("sym_numel", a, 1);
     Ok(vec![IValue::Int(tn(OP, a, 0)?.numel() as i64)])
@@ -1536,6 +1561,15 @@ mod tests {
             let stated: usize = rest[..rest.find(' ').unwrap()].parse().unwrap();
             assert_eq!(stated, n, "adapter-runtime/README.md says `{needle}{stated}`, the code has {n}");
         }
+        // the golden counts: the precision suite's and the autograd suite's index files
+        let count = |json: &str| -> usize {
+            let at = json.find("\"count\":").expect("count field") + 8;
+            json[at..].trim_start().split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+        };
+        let precision = count(include_str!("../goldens/index.json"));
+        let autograd = count(include_str!("../goldens/autograd_index.json"));
+        assert!(readme.contains(&format!("`goldens/index.json`: {precision} cases")), "precision golden count");
+        assert!(readme.contains(&format!("dtype): {autograd} cases")), "autograd golden count");
     }
 
     use super::*;

@@ -1,24 +1,18 @@
 //! Every host-registry and native-kernel entry names a real operator of the
-//! PyTorch v2.3 snapshot and takes exactly its schema's arguments
-//! (positional + kwarg-only + out=), read from
-//! `schemas/pytorch/v2.3.*/operators.jsonl`.
+//! PyTorch snapshot the adapter is generated for (`generated::PYTORCH_VERSION`)
+//! and takes exactly its schema's arguments (positional + kwarg-only + out=),
+//! read from `schemas/pytorch/<version>/operators.jsonl`. (Until the upgrade
+//! to 2.15 this test read the newest 2.3 snapshot by name.)
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use xirang_runtime::{host_registry, kernels};
 
-/// Newest 2.3 snapshot: operator name -> argument count.
+/// The generated-for snapshot: operator name -> argument count.
 fn schemas() -> BTreeMap<String, usize> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../schemas/pytorch");
-    let mut dirs: Vec<_> = std::fs::read_dir(&root)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().to_string())
-        .filter(|n| n.starts_with("v2.3."))
-        .collect();
-    dirs.sort();
-    let dir = dirs.last().expect("a v2.3 snapshot");
+    let dir = xirang_runtime::generated::PYTORCH_VERSION;
     let text = std::fs::read_to_string(root.join(dir).join("operators.jsonl")).unwrap();
     let mut out = BTreeMap::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
@@ -67,24 +61,28 @@ fn argument_counter_reads_schemas() {
 }
 
 #[test]
-fn host_registry_entries_match_v2_3_schemas() {
+fn host_registry_entries_match_the_generated_version_schemas() {
     let s = schemas();
     assert!(s.len() > 1500, "snapshot has {} operators", s.len());
     let ops = host_registry::operators();
     assert!(ops.len() >= 100, "host registry covers {} operators", ops.len());
     for op in ops {
-        let want = s.get(op).unwrap_or_else(|| panic!("host registry entry `{op}` is not a v2.3 operator"));
+        let want = s.get(op).unwrap_or_else(|| {
+            panic!("host registry entry `{op}` is not an operator of {}", xirang_runtime::generated::PYTORCH_VERSION)
+        });
         assert_eq!(host_registry::arity(op), Some(*want), "`{op}`: argument count differs from its schema");
     }
 }
 
 #[test]
-fn native_entries_match_v2_3_schemas_and_have_host_fallbacks() {
+fn native_entries_match_the_generated_version_schemas_and_have_host_fallbacks() {
     let s = schemas();
     let ops = kernels::operators();
     assert!(ops.len() >= 60, "native kernels cover {} operators", ops.len());
     for op in ops {
-        let want = s.get(op).unwrap_or_else(|| panic!("native entry `{op}` is not a v2.3 operator"));
+        let want = s.get(op).unwrap_or_else(|| {
+            panic!("native entry `{op}` is not an operator of {}", xirang_runtime::generated::PYTORCH_VERSION)
+        });
         assert_eq!(kernels::registry::arity(op), Some(*want), "`{op}`: argument count differs from its schema");
         assert!(host_registry::lookup(op).is_some(), "`{op}` has a native kernel but no host fallback");
     }

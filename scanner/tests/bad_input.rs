@@ -114,17 +114,33 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// The snapshot the repository's `xirang.toml` targets (`v2.15.0`), and the one before it, as the
+/// store names them.
+fn target_versions() -> (String, String) {
+    let st = xirang_scan::snapshot::Store::new(repo().join("schemas"));
+    let toml = std::fs::read_to_string(repo().join("xirang.toml")).unwrap();
+    let spec = toml.lines().find_map(|l| l.strip_prefix("version = \"")).unwrap().trim_end_matches('"');
+    let target = st.resolve("pytorch", spec).unwrap();
+    let all = st.versions("pytorch");
+    let before = all.iter().rev().find(|v| **v < target).unwrap().to_string();
+    (target.to_string(), before)
+}
+
 /// A small copy of the repository that `generate`, `new-op`, `diff` and `coverage` run in: the
-/// configuration, templates, generated files, the 2.3.1 and 2.4.1 snapshots, the vendor header
-/// snapshot and the runtime's sources.
+/// configuration, templates, generated files, the targeted snapshot and the one before it, the
+/// vendor header snapshot and the runtime's sources.
 fn mini_repo(at: &Path) -> PathBuf {
     let r = repo();
     std::fs::create_dir_all(at).unwrap();
     for f in ["xirang.toml", "custom_ops.yaml"] {
         std::fs::copy(r.join(f), at.join(f)).unwrap();
     }
-    for d in ["templates", "generated", "adapter-runtime/src", "schemas/pytorch/v2.3.1", "schemas/pytorch/v2.4.1"] {
-        copy_dir(&r.join(d), &at.join(d));
+    let (target, before) = target_versions();
+    for d in ["templates".to_string(), "generated".into(), "adapter-runtime/src".into()]
+        .into_iter()
+        .chain([format!("schemas/pytorch/{target}"), format!("schemas/pytorch/{before}")])
+    {
+        copy_dir(&r.join(&d), &at.join(&d));
     }
     let toml = std::fs::read_to_string(r.join("xirang.toml")).unwrap();
     let headers = toml.lines().find_map(|l| l.strip_prefix("headers = \"")).unwrap().trim_end_matches('"');
@@ -224,7 +240,8 @@ fn row03_deep_nesting_is_bounded() {
     assert_eq!(code(&o), 1);
     assert!(stderr(&o).contains("deeper than") || stderr(&o).contains("longer than"), "{}", stderr(&o));
     // the same formula inside a stored snapshot: generate reports a missing hook, no crash
-    let der = mini.join("schemas/pytorch/v2.3.1/derivatives.jsonl");
+    let (target, before) = target_versions();
+    let der = mini.join(format!("schemas/pytorch/{target}/derivatives.jsonl"));
     let text = std::fs::read_to_string(&der).unwrap();
     let text = text.replacen("\"formula\":\"grad * self.sgn()\"", &format!("\"formula\":\"{terms}\""), 1);
     std::fs::write(&der, text).unwrap();
@@ -234,7 +251,7 @@ fn row03_deep_nesting_is_bounded() {
     let deep =
         format!("/// xirang-kernel: abs\npub fn f() -> i32 {{ {}1{} }}\n", "(".repeat(50_000), ")".repeat(50_000));
     std::fs::write(mini.join("adapter-runtime/src/deep.rs"), deep).unwrap();
-    let o = run_in(&mini, &["diff", "v2.3.1", "v2.4.1", "--limit", "1", "--color", "never"]);
+    let o = run_in(&mini, &["diff", &before, &target, "--limit", "1", "--color", "never"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert!(
         stderr(&o).contains("adapter-runtime/src/deep.rs:2:") && stderr(&o).contains("not indexed"),
@@ -354,7 +371,7 @@ fn row05_full_disk_leaves_the_previous_state() {
     let mini = mini_repo(&fs.0.join("repo"));
     let before = tree_hash(&mini);
     fs.fill(2048);
-    let o = run_cramped(&fs, &mini, &["generate", "--pytorch", "v2.4"]);
+    let o = run_cramped(&fs, &mini, &["generate", "--pytorch", &target_versions().1]);
     assert_eq!(code(&o), 1, "mounted: {}; {} {}", fs.1, stdout(&o), stderr(&o));
     assert_eq!(tree_hash(&mini), before, "generate changed the tree on a full disk: {}", stderr(&o));
     let src = corpus().join("pytorch/v2.5.0").display().to_string();
@@ -413,17 +430,21 @@ fn kill_during_write(cwd: &Path, journal_dir: &Path, args: &[&str], delay_ms: u6
 fn row05_kill_during_write_leaves_old_or_new() {
     let reference = mini_repo(&scratch("row05-ref"));
     let old = hashes(&reference.join("generated"));
-    let o = run_in(&reference, &["generate", "--pytorch", "v2.4"]);
+    let o = run_in(&reference, &["generate", "--pytorch", &target_versions().1]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let new = hashes(&reference.join("generated"));
     assert_ne!(old, new);
     let mut inside = 0;
     for (i, delay) in [0u64, 20, 45, 70, 95, 120, 150].into_iter().enumerate() {
         let mini = mini_repo(&scratch(&format!("row05-kill{i}")));
-        inside +=
-            usize::from(kill_during_write(&mini, &mini.join("generated"), &["generate", "--pytorch", "v2.4"], delay));
+        inside += usize::from(kill_during_write(
+            &mini,
+            &mini.join("generated"),
+            &["generate", "--pytorch", &target_versions().1],
+            delay,
+        ));
         // the next run (here a check) completes or undoes the interrupted group first
-        let _ = run_in(&mini, &["generate", "--check", "--pytorch", "v2.4"]);
+        let _ = run_in(&mini, &["generate", "--check", "--pytorch", &target_versions().1]);
         let now = hashes(&mini.join("generated"));
         assert!(now == old || now == new, "kill after {delay} ms left a mix in generated/: {now:?}");
         // snapshot import, killed likewise: afterwards v2.5.0 is absent or loads whole

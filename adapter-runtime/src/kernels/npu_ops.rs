@@ -132,7 +132,8 @@ impl crate::generated::autograd::BackwardHooks for NpuOps {
         aten::div_tensor(self, g, &aten::add_scalar(self, &node.self_, one, one)?).map(Some)
     }
 
-    /// `clamp_min: self: where(self >= min, grad, 0)` (NaN inputs get 0, as `>=` is false).
+    /// `clamp_min: self: where(self > min, grad, 0)` (PyTorch 2.15; 2.3 had `>=`, so at `self == min`
+    /// the gradient is now 0). NaN inputs get 0, as `>` is false.
     fn hook_clamp_min_self(
         &self,
         node: &crate::generated::autograd::ClampMinBackward,
@@ -140,7 +141,7 @@ impl crate::generated::autograd::BackwardHooks for NpuOps {
     ) -> Result<Option<Tensor>> {
         use crate::generated::ops::aten;
         let Some(Some(g)) = grads.first() else { return Ok(None) };
-        let off = aten::logical_not(self, &aten::ge_scalar(self, &node.self_, node.min)?)?;
+        let off = aten::logical_not(self, &aten::gt_scalar(self, &node.self_, node.min)?)?;
         aten::masked_fill_scalar(self, g, &off, Scalar::Int(0)).map(Some)
     }
 
@@ -189,7 +190,8 @@ impl crate::generated::autograd::BackwardHooks for NpuOps {
         aten::native_dropout_backward(self, g, &node.result1, scale).map(Some)
     }
 
-    /// `clamp_max: self: where(self <= max, grad, 0)`.
+    /// `clamp_max: self: where(self < max, grad, 0)` (PyTorch 2.15; 2.3 had `<=`, so at `self == max`
+    /// the gradient is now 0).
     fn hook_clamp_max_self(
         &self,
         node: &crate::generated::autograd::ClampMaxBackward,
@@ -197,7 +199,7 @@ impl crate::generated::autograd::BackwardHooks for NpuOps {
     ) -> Result<Option<Tensor>> {
         use crate::generated::ops::aten;
         let Some(Some(g)) = grads.first() else { return Ok(None) };
-        let off = aten::logical_not(self, &aten::le_scalar(self, &node.self_, node.max)?)?;
+        let off = aten::logical_not(self, &aten::lt_scalar(self, &node.self_, node.max)?)?;
         aten::masked_fill_scalar(self, g, &off, Scalar::Int(0)).map(Some)
     }
 }

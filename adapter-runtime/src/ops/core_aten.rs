@@ -63,6 +63,44 @@ fn usize_list(name: &str, v: &[i64]) -> Result<Vec<usize>> {
 
 // ------------------------------------------------------------ data movement
 
+/// `torch.masked_scatter(x, mask, source)`: `x` with the positions where `mask` (broadcast to `x`'s
+/// shape) is true replaced, in row-major order, by `source`'s leading elements (read row-major).
+/// Joined Core ATen in PyTorch 2.7. Exact for every dtype.
+pub fn masked_scatter(x: &Tensor, mask: &Tensor, source: &Tensor) -> Result<Tensor> {
+    if mask.dtype() != DType::Bool {
+        return dtype_err(format!(
+            "masked_scatter_ only supports boolean masks, but got mask with dtype {}",
+            mask.dtype().name()
+        ));
+    }
+    if source.dtype() != x.dtype() {
+        return dtype_err(format!(
+            "masked_scatter: expected self and source to have same dtypes but got {} and {}",
+            x.dtype().name(),
+            source.dtype().name()
+        ));
+    }
+    on_host1("masked_scatter", &[x, mask, source], |h| {
+        let shape = h[0].sizes().to_vec();
+        let m = h[1].broadcast_to(&shape)?.to_bool_vec()?;
+        let es = h[0].dtype().size();
+        let mut xb = h[0].gather_bytes()?;
+        let sb = h[2].gather_bytes()?;
+        let available = sb.len() / es.max(1);
+        let mut k = 0usize;
+        for (i, on) in m.iter().enumerate() {
+            if *on {
+                if k >= available {
+                    return arg_err("masked_scatter: Number of elements of source < number of ones in mask");
+                }
+                xb[i * es..(i + 1) * es].copy_from_slice(&sb[k * es..(k + 1) * es]);
+                k += 1;
+            }
+        }
+        Tensor::from_bytes(xb, &shape, h[0].dtype())
+    })
+}
+
 /// `torch.flip(x, dims)`.
 pub fn flip(x: &Tensor, dims: &[i64]) -> Result<Tensor> {
     let nd = x.dim();

@@ -1244,10 +1244,13 @@ mod tests {
     use crate::generate::{Inputs, config::LoadedConfig};
     use crate::snapshot::Store;
 
-    /// The repository's configuration and its snapshot (v2.3), with the generated trait's selection.
+    /// The repository's configuration over the v2.3 snapshot (pinned: these tests check the
+    /// translator on fixed formulas, whatever version the adapter targets), with the generated
+    /// trait's selection.
     fn inputs() -> Option<(Inputs, BTreeSet<String>)> {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-        let cfg = LoadedConfig::load(&root.join("xirang.toml")).ok()?;
+        let mut cfg = LoadedConfig::load(&root.join("xirang.toml")).ok()?;
+        cfg.config.pytorch.version = "v2.3".into();
         let store = Store::discover(Some(&root.join("schemas"))).ok()?;
         let inputs = Inputs::load(cfg, &store).ok()?;
         let sel = super::super::ops::select(&inputs.cfg.config, &inputs.snapshot.registry.functions)
