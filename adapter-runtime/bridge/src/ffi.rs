@@ -496,7 +496,9 @@ pub extern "C" fn xirang_set_fallback_mode(mode: i32) -> i32 {
             FALLBACK_WARN => FallbackMode::Warn,
             FALLBACK_SILENT => FallbackMode::Silent,
             m => {
-                return Err(BridgeError::Config(format!("fallback mode {m}: expected 0 (error), 1 (warn), 2 (silent)")));
+                return Err(BridgeError::Config(format!(
+                    "fallback mode {m}: expected 0 (error), 1 (warn), 2 (silent)"
+                )));
             }
         };
         bridge::set_fallback_mode(m);

@@ -222,7 +222,21 @@ pub fn prepare(bridge: &Bridge, args: &mut [IValue], wrapped: &[bool]) -> Result
             }
         }
     }
-    let Some(ctx) = device.as_ref().and_then(|d| d.device_ctx().cloned()) else { return Ok(()) };
+    let Some(d) = device.as_ref() else { return Ok(()) };
+    // PyTorch's rule: a CPU tensor joins a device computation only as a zero-dim tensor
+    let cpu_with_dims = |t: &Tensor| t.is_cpu() && t.dim() != 0;
+    let mixed = args.iter().any(|a| match a {
+        IValue::Tensor(t) => cpu_with_dims(t),
+        IValue::TensorList(l) => l.iter().any(cpu_with_dims),
+        _ => false,
+    });
+    if mixed {
+        return Err(BridgeError::DeviceMismatch(format!(
+            "Expected all tensors to be on the same device, but found at least two devices, {} and cpu!",
+            name(bridge, d.device())
+        )));
+    }
+    let Some(ctx) = d.device_ctx().cloned() else { return Ok(()) };
     for i in 0..args.len() {
         let IValue::Tensor(t) = &args[i] else { continue };
         if !t.is_cpu() || t.dim() != 0 {
