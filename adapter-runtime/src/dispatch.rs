@@ -132,6 +132,29 @@ pub fn forced_fallback(op: &str) -> bool {
     policy_lock().read().map(|p| p.forces(op)).unwrap_or(false)
 }
 
+/// Who runs the CPU fallback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostFallback {
+    /// The runtime's host reference implementations (the standalone runtime).
+    Runtime,
+    /// An embedding application with CPU kernels of its own (PyTorch, through `xirang-bridge`):
+    /// a call that would reach the host tier returns [`Error::Declined`] instead, uncounted, and
+    /// the application runs the whole operator on its CPU kernels after [`admit_fallback`].
+    Decline,
+}
+
+static DECLINE_HOST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sets who runs the CPU fallback (process-wide).
+pub fn set_host_fallback(h: HostFallback) {
+    DECLINE_HOST.store(h == HostFallback::Decline, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Who runs the CPU fallback.
+pub fn host_fallback() -> HostFallback {
+    if DECLINE_HOST.load(std::sync::atomic::Ordering::Relaxed) { HostFallback::Decline } else { HostFallback::Runtime }
+}
+
 /// Per-operator call counts by tier.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TierCounts {
@@ -207,7 +230,10 @@ pub fn call<R>(op: &'static str, f: impl FnOnce() -> Result<R>) -> Result<R> {
     if profiled {
         crate::profile::exit(tier);
     }
-    record(op, tier);
+    // a declined call ran on no tier: the embedding application's CPU fallback counts it
+    if !matches!(out, Err(Error::Declined(_))) {
+        record(op, tier);
+    }
     out
 }
 
@@ -223,8 +249,10 @@ pub fn mark(tier: Tier) {
 /// The boxed host reference implementation of an operator.
 pub type HostFn = fn(&[IValue]) -> Result<Vec<IValue>>;
 
-/// Checks the fallback policy for `op` (error mode, warn once, alert).
-fn admit_fallback(op: &'static str) -> Result<()> {
+/// Checks the fallback policy for `op` (error mode, warn once, alert). The caller counts the
+/// fallback afterwards ([`record`] with [`Tier::Fallback`]); an embedding application that runs
+/// the CPU fallback itself calls both.
+pub fn admit_fallback(op: &'static str) -> Result<()> {
     let p = policy_lock().read().map(|p| (p.mode, p.alert_threshold)).unwrap_or((FallbackMode::Warn, 1000));
     let (mode, threshold) = p;
     if mode == FallbackMode::Error {
@@ -267,6 +295,9 @@ pub fn fallback(op: &'static str, args: Vec<IValue>, mutated: &[usize]) -> Resul
         }
     }
     mark(Tier::Fallback);
+    if host_fallback() == HostFallback::Decline {
+        return Err(Error::Declined(op.to_string()));
+    }
     let Some(host) = crate::host_registry::lookup(op) else {
         return Err(Error::Unsupported(format!(
             "{op}: no native kernel, no composition recipe and no host reference implementation"

@@ -31,6 +31,11 @@ pub enum Error {
     DeviceMismatch(String),
     #[error("not supported: {0}")]
     Unsupported(String),
+    /// The call would reach the runtime's own CPU-fallback tier while an embedding application
+    /// runs the CPU fallback itself ([`crate::dispatch::HostFallback::Decline`]): nothing ran on
+    /// any tier, and the application runs the whole operator on its own CPU kernels.
+    #[error("{0}: no device implementation for these arguments (the CPU fallback is the embedding application's)")]
+    Declined(String),
 }
 
 impl Error {

@@ -32,6 +32,68 @@ impl StorageImpl {
     }
 }
 
+/// A shared handle on a tensor's storage, for an embedding framework that keeps tensors of its own
+/// (PyTorch through `xirang-bridge`): it holds the storage alive, and views of it are built with
+/// [`Tensor::from_storage`] without copying. Cloning it clones a reference count.
+#[derive(Clone)]
+pub struct Storage(Arc<StorageImpl>);
+
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Storage({} bytes, {})", self.0.nbytes, self.device())
+    }
+}
+
+impl Storage {
+    /// `nbytes` of device memory from the device's caching allocator (on the calling thread's
+    /// current stream). The bytes are not initialized.
+    pub fn allocate(ctx: &Arc<DeviceContext>, nbytes: usize) -> Result<Storage> {
+        let block = ctx.allocate(nbytes)?;
+        Ok(Storage(Arc::new(StorageImpl::new(StorageData::Device(block), nbytes))))
+    }
+    /// A host storage holding `bytes`.
+    pub fn from_host_bytes(bytes: Vec<u8>) -> Storage {
+        Storage(host_storage(bytes))
+    }
+    /// Size in bytes (as requested; the device block may be larger).
+    pub fn nbytes(&self) -> usize {
+        self.0.nbytes
+    }
+    /// Where the bytes are.
+    pub fn device(&self) -> Device {
+        match &self.0.data {
+            StorageData::Host(_) => Device::Cpu,
+            StorageData::Device(b) => b.ctx.device(),
+        }
+    }
+    /// The device address of the first byte (`None` for host storage). An address, never
+    /// dereferenced by the host: device memory is reached only through the driver.
+    pub fn device_ptr(&self) -> Option<crate::driver::DevicePtr> {
+        match &self.0.data {
+            StorageData::Device(b) => Some(b.ptr),
+            StorageData::Host(_) => None,
+        }
+    }
+    /// The device context of device storage.
+    pub fn device_ctx(&self) -> Option<&Arc<DeviceContext>> {
+        match &self.0.data {
+            StorageData::Device(b) => Some(&b.ctx),
+            StorageData::Host(_) => None,
+        }
+    }
+    /// Bytes `[lo, hi)` of host storage (`None` for device storage or a range outside it).
+    pub fn host_bytes(&self, lo: usize, hi: usize) -> Option<Vec<u8>> {
+        match &self.0.data {
+            StorageData::Host(l) => read_lock(l).get(lo..hi).map(<[u8]>::to_vec),
+            StorageData::Device(_) => None,
+        }
+    }
+    /// Whether two handles name the same storage.
+    pub fn ptr_eq(&self, other: &Storage) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 /// A strided view of a storage.
 pub struct Tensor {
     pub(crate) storage: Arc<StorageImpl>,
@@ -307,6 +369,32 @@ impl Tensor {
     }
 
     // ------------------------------------------------------------ views
+
+    /// The storage this tensor views.
+    pub fn storage(&self) -> Storage {
+        Storage(self.storage.clone())
+    }
+
+    /// A view of `storage` (no copy), checked as [`Tensor::as_strided`] checks: every element the
+    /// view reaches lies inside the storage.
+    pub fn from_storage(
+        storage: &Storage,
+        sizes: &[usize],
+        strides: &[usize],
+        offset: usize,
+        dtype: DType,
+    ) -> Result<Tensor> {
+        let base = Tensor {
+            storage: storage.0.clone(),
+            sizes: shape::Dims::new(),
+            strides: shape::Dims::new(),
+            offset: 0,
+            dtype,
+            autograd: None,
+            tangent: None,
+        };
+        base.as_strided(sizes, strides, offset)
+    }
 
     /// `Tensor.as_strided`: checks that the view stays inside the storage.
     pub fn as_strided(&self, sizes: &[usize], strides: &[usize], offset: usize) -> Result<Tensor> {

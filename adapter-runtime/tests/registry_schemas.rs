@@ -117,3 +117,13 @@ fn coverage_lists_every_operator_with_its_tier() {
     assert_eq!(cov.len(), host_registry::operators().len());
     println!("{} operators: {native} native, {} fallback only", cov.len(), cov.len() - native);
 }
+
+#[test]
+fn the_boxed_table_is_sorted_for_its_binary_search() {
+    use xirang_runtime::generated::ops::{OPERATORS, operator_index};
+    assert!(OPERATORS.windows(2).all(|w| w[0] < w[1]), "generated::ops::OPERATORS is not sorted bytewise");
+    for (i, op) in OPERATORS.iter().enumerate() {
+        assert_eq!(operator_index(op), Some(i), "{op}");
+    }
+    assert_eq!(operator_index("add.Tensr"), None);
+}

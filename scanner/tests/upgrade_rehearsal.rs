@@ -19,7 +19,7 @@ fn copy_dir(from: &Path, to: &Path) {
     for e in std::fs::read_dir(from).unwrap() {
         let e = e.unwrap();
         let name = e.file_name();
-        if name == "target" {
+        if name == "target" || name == "build" {
             continue;
         }
         let (src, dst) = (e.path(), to.join(&name));

@@ -29,6 +29,20 @@ pub struct Config {
     /// Owned by `xirang-scan bot`.
     #[serde(default)]
     pub bot: Option<toml::Value>,
+    /// The PyTorch bridge (device `xirang` inside PyTorch): when present, `generate` writes
+    /// `bridge_registrations.cpp` (see [`crate::generate::bridge`]).
+    #[serde(default)]
+    pub bridge: Option<BridgeTable>,
+}
+
+/// `[bridge]`: which operators the C++ shim of the PyTorch package registers for the device.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BridgeTable {
+    /// Operators the shim implements by hand (factory, view and copy kernels): never registered
+    /// to the boxed kernel.
+    #[serde(default)]
+    pub shim: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

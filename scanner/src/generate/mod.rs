@@ -6,6 +6,7 @@
 //! changed; `generate --check` reports stale files without writing.
 
 pub mod autograd;
+pub mod bridge;
 pub mod config;
 pub mod custom;
 pub mod driver;
@@ -297,6 +298,9 @@ pub fn render_all_with(
         "mod.rs",
     )?;
     files.push(GeneratedFile { path: "mod.rs".into(), text: mod_text });
+    if let Some(b) = &cfg.bridge {
+        files.push(GeneratedFile { path: bridge::FILE.into(), text: bridge::render(inputs, &b.shim)? });
+    }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok((files, ops.len()))
 }

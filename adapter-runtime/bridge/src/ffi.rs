@@ -1,0 +1,569 @@
+//! The exported C functions (`include/xirang_bridge.h`): the only `unsafe` code of the bridge.
+//!
+//! Each function decodes its raw arguments into borrowed Rust values (the `unsafe` blocks, each
+//! with its `// SAFETY:` contract), calls the safe API of [`crate::bridge`] inside
+//! `catch_unwind`, and returns a [`Status`]; the message of a failure is the calling thread's
+//! [`xirang_last_error`]. No panic unwinds into C++.
+
+#![allow(unsafe_code)]
+#![allow(clippy::missing_safety_doc)] // the contracts are in include/xirang_bridge.h
+
+use std::cell::RefCell;
+use std::ffi::{CString, c_char, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use xirang_runtime::dispatch::{self, FallbackMode};
+use xirang_runtime::driver::{EventId, StreamId};
+use xirang_runtime::tensor::{Storage, Tensor};
+
+use crate::abi::*;
+use crate::bridge::{self, Bridge};
+use crate::error::{BridgeError, Result, Status};
+use crate::values::{self, Arg, Elements, Results, TensorRef};
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_last_error(msg: &str) {
+    let c = CString::new(msg.replace('\0', "\\0")).unwrap_or_default();
+    LAST_ERROR.with(|e| *e.borrow_mut() = c);
+}
+
+/// Runs `f`, turning an error or a panic into a status and the thread's last error.
+fn guard(f: impl FnOnce() -> Result<()>) -> i32 {
+    let r = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let msg = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into());
+        Err(BridgeError::Panic(msg))
+    });
+    match r {
+        Ok(()) => Status::Ok as i32,
+        Err(e) => {
+            set_last_error(&e.to_string());
+            e.status() as i32
+        }
+    }
+}
+
+fn get() -> Result<&'static Bridge> {
+    Bridge::get()
+}
+
+/// Resolves -1 to the calling thread's current device.
+fn device(index: i32) -> i64 {
+    if index < 0 { crate::devices::current() as i64 } else { index as i64 }
+}
+
+/// The message of the calling thread's last failure (empty if none); valid until its next call.
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_last_error() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+/// Initializes the runtime (idempotent).
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_init() -> i32 {
+    guard(|| get().map(|_| ()))
+}
+
+/// Devices PyTorch sees; 0 when the runtime cannot start (never fails).
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_device_count() -> i32 {
+    catch_unwind(|| get().map_or(0, |b| b.device_count() as i32)).unwrap_or(0)
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_current_device(out: *mut i32) -> i32 {
+    guard(|| {
+        let d = get()?.current_device() as i32;
+        // SAFETY: the caller passes a valid, writable `int32_t*` (header contract).
+        unsafe { out.write(d) };
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_set_device(index: i32) -> i32 {
+    guard(|| get()?.set_device(index as i64))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_storage_alloc(
+    index: i32,
+    nbytes: u64,
+    handle: *mut *mut c_void,
+    data: *mut u64,
+) -> i32 {
+    guard(|| {
+        let n = usize::try_from(nbytes).map_err(|_| BridgeError::Abi(format!("{nbytes} bytes")))?;
+        let s = get()?.allocate(device(index), n)?;
+        let ptr = s.device_ptr().unwrap_or(0);
+        let h = Box::into_raw(Box::new(s)) as *mut c_void;
+        // SAFETY: the caller passes valid, writable out-pointers (header contract).
+        unsafe {
+            handle.write(h);
+            data.write(ptr);
+        }
+        Ok(())
+    })
+}
+
+/// Borrows the storage a handle names.
+///
+/// # Safety
+/// `h` is null or a live handle from `xirang_storage_alloc` / `xirang_storage_retain`, or a result
+/// tensor's borrowed handle before `xirang_result_free`.
+unsafe fn storage_ref<'a>(h: *mut c_void) -> Option<&'a Storage> {
+    // SAFETY: the caller's contract: `h` points at a live `Storage` (boxed by this crate).
+    unsafe { (h as *const Storage).as_ref() }
+}
+
+/// A new handle on the storage `h` names (null for null).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_storage_retain(h: *mut c_void) -> *mut c_void {
+    // SAFETY: header contract (see `storage_ref`).
+    match unsafe { storage_ref(h) } {
+        Some(s) => Box::into_raw(Box::new(s.clone())) as *mut c_void,
+        None => std::ptr::null_mut(),
+    }
+}
+
+/// Drops a handle (the storage returns to the cache once no handle or tensor holds it).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_storage_release(h: *mut c_void) {
+    if !h.is_null() {
+        // SAFETY: `h` came from `Box::into_raw` in `xirang_storage_alloc` / `xirang_storage_retain`
+        // and the caller gives up its only use of it (header contract). Dropping a storage cannot
+        // panic (the block's drop only takes a lock that recovers from poisoning).
+        drop(unsafe { Box::from_raw(h as *mut Storage) });
+    }
+}
+
+/// Decodes a tensor argument.
+///
+/// # Safety
+/// `t` follows the `XrTensor` contract of the header: `sizes`/`strides` point at `ndim` values, a
+/// non-null `storage` is a live handle, and a CPU tensor's `data` points at `nbytes` readable bytes.
+unsafe fn tensor_ref<'a>(t: &'a XrTensor) -> Result<TensorRef<'a>> {
+    let n = usize::try_from(t.ndim).map_err(|_| BridgeError::Abi(format!("ndim {}", t.ndim)))?;
+    // SAFETY: header contract: `sizes` and `strides` hold `ndim` values (or ndim is 0).
+    let (sizes, strides) = unsafe { (slice(t.sizes, n), slice(t.strides, n)) };
+    // SAFETY: header contract on `storage`.
+    let storage = unsafe { storage_ref(t.storage) };
+    let host = if storage.is_none() {
+        let len = usize::try_from(t.nbytes).map_err(|_| BridgeError::Abi(format!("{} bytes", t.nbytes)))?;
+        // SAFETY: header contract: a CPU tensor's `data` is the address of `nbytes` readable bytes.
+        Some(unsafe { slice(t.data as *const u8, len) })
+    } else {
+        None
+    };
+    Ok(TensorRef { storage, host, sizes, strides, offset: t.offset, dtype: t.dtype, itemsize: t.itemsize })
+}
+
+/// `len` values at `p` (empty for `len` 0, whatever `p` is).
+///
+/// # Safety
+/// For `len > 0`, `p` points at `len` initialized, aligned values that outlive `'a`.
+unsafe fn slice<'a, T>(p: *const T, len: usize) -> &'a [T] {
+    if len == 0 || p.is_null() {
+        &[]
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { std::slice::from_raw_parts(p, len) }
+    }
+}
+
+/// Decodes one argument.
+///
+/// # Safety
+/// `v` follows the `XrValue` contract of the header for its tag.
+unsafe fn arg<'a>(v: &'a XrValue) -> Result<Arg<'a>> {
+    let len = usize::try_from(v.len).map_err(|_| BridgeError::Abi(format!("length {}", v.len)))?;
+    // SAFETY (every block below): header contract: `p` points at `len` values of the tag's type.
+    Ok(match v.tag {
+        TAG_NONE => Arg::None,
+        TAG_TENSOR => {
+            let t =
+                unsafe { (v.p as *const XrTensor).as_ref() }.ok_or_else(|| BridgeError::Abi("a null tensor".into()))?;
+            Arg::Tensor(unsafe { tensor_ref(t) }?)
+        }
+        TAG_TENSOR_LIST => Arg::TensorList(
+            unsafe { slice(v.p as *const XrTensor, len) }
+                .iter()
+                .map(|t| unsafe { tensor_ref(t) })
+                .collect::<Result<_>>()?,
+        ),
+        TAG_OPT_TENSOR_LIST => Arg::OptTensorList(
+            unsafe { slice(v.p as *const XrTensor, len) }
+                .iter()
+                .map(|t| if t.dtype < 0 { Ok(None) } else { unsafe { tensor_ref(t) }.map(Some) })
+                .collect::<Result<_>>()?,
+        ),
+        TAG_INT => Arg::Int(v.i),
+        TAG_INT_LIST => Arg::IntList(unsafe { slice(v.p as *const i64, len) }),
+        TAG_FLOAT => Arg::Float(v.f),
+        TAG_FLOAT_LIST => Arg::FloatList(unsafe { slice(v.p as *const f64, len) }),
+        TAG_BOOL => Arg::Bool(v.i != 0),
+        TAG_BOOL_LIST => Arg::BoolList(unsafe { slice(v.p as *const u8, len) }),
+        TAG_SCALAR_INT | TAG_SCALAR_FLOAT | TAG_SCALAR_BOOL => Arg::Scalar(scalar(v)?),
+        TAG_SCALAR_LIST => {
+            Arg::ScalarList(unsafe { slice(v.p as *const XrValue, len) }.iter().map(scalar).collect::<Result<_>>()?)
+        }
+        TAG_STR => Arg::Str(
+            std::str::from_utf8(unsafe { slice(v.p as *const u8, len) })
+                .map_err(|e| BridgeError::Abi(format!("a string argument: {e}")))?,
+        ),
+        TAG_DTYPE => Arg::DType(v.i as i32),
+        TAG_LAYOUT => Arg::Layout(v.i),
+        TAG_MEMORY_FORMAT => Arg::MemoryFormat(v.i),
+        TAG_DEVICE => Arg::Device(v.i),
+        TAG_UNSUPPORTED => Arg::Unsupported,
+        t => return Err(BridgeError::Abi(format!("unknown value tag {t}"))),
+    })
+}
+
+fn scalar(v: &XrValue) -> Result<xirang_runtime::Scalar> {
+    use xirang_runtime::Scalar;
+    Ok(match v.tag {
+        TAG_SCALAR_INT | TAG_INT => Scalar::Int(v.i),
+        TAG_SCALAR_FLOAT | TAG_FLOAT => Scalar::Float(v.f),
+        TAG_SCALAR_BOOL | TAG_BOOL => Scalar::Bool(v.i != 0),
+        t => return Err(BridgeError::Abi(format!("tag {t} in a scalar list"))),
+    })
+}
+
+fn op_name<'a>(op: *const u8, len: usize) -> Result<&'a str> {
+    // SAFETY: header contract: `op` points at `len` bytes of the operator's name.
+    std::str::from_utf8(unsafe { slice(op, len) }).map_err(|e| BridgeError::Abi(format!("operator name: {e}")))
+}
+
+/// Runs operator `op` (`add.Tensor`) on `nargs` arguments in schema order. On success `out` holds
+/// the results until `xirang_result_free(out)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_call(
+    op: *const u8,
+    op_len: usize,
+    args: *const XrValue,
+    nargs: usize,
+    out: *mut XrResult,
+) -> i32 {
+    guard(|| {
+        let b = get()?;
+        let op = op_name(op, op_len)?;
+        // SAFETY: header contract: `args` points at `nargs` values.
+        let raw = unsafe { slice(args, nargs) };
+        // SAFETY: header contract for each value.
+        let decoded = raw.iter().map(|v| unsafe { arg(v) }).collect::<Result<Vec<_>>>()?;
+        let mutable: Vec<bool> = raw.iter().map(|v| v.flags & FLAG_MUTABLE != 0).collect();
+        let wrapped: Vec<bool> = raw.iter().map(|v| v.flags & FLAG_WRAPPED_NUMBER != 0).collect();
+        let mut ivalues = values::ivalues(b, &decoded)?;
+        values::prepare(b, &mut ivalues, &wrapped)?;
+        let results = b.call(op, &ivalues)?;
+        let inputs = values::input_storages(&decoded, &mutable);
+        let mut r = Box::new(Results::new(b, results, &inputs)?);
+        let values = r.values.as_mut_ptr();
+        let len = r.values.len() as u64;
+        // SAFETY: header contract: `out` is a valid, writable `XrResult*`.
+        unsafe { out.write(XrResult { values, len, owner: Box::into_raw(r) as *mut c_void }) };
+        Ok(())
+    })
+}
+
+/// Frees the results of a call (handles the shim retained stay valid).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_result_free(out: *mut XrResult) {
+    // SAFETY: header contract: `out` is null or the `XrResult` a successful `xirang_call` filled,
+    // freed once; `owner` is the `Box<Results>` leaked there.
+    if let Some(r) = unsafe { out.as_mut() }
+        && !r.owner.is_null()
+    {
+        let owner = std::mem::replace(&mut r.owner, std::ptr::null_mut());
+        r.values = std::ptr::null_mut();
+        r.len = 0;
+        // SAFETY: see above; dropping `Results` drops storages (no panic: see `xirang_storage_release`).
+        drop(unsafe { Box::from_raw(owner as *mut Results) });
+    }
+}
+
+/// Decodes a tensor argument of a copy (raw elements).
+///
+/// # Safety
+/// As `tensor_ref`.
+unsafe fn raw_tensor(t: *const XrTensor) -> Result<Tensor> {
+    // SAFETY: header contract: a valid `XrTensor*`.
+    let t = unsafe { t.as_ref() }.ok_or_else(|| BridgeError::Abi("a null tensor".into()))?;
+    // SAFETY: as above.
+    values::tensor(&unsafe { tensor_ref(t) }?, Elements::Raw)
+}
+
+/// Reads the elements of the `xirang` tensor `src` in row-major order into `nbytes` bytes at `dst`
+/// (exactly `numel * itemsize`). Synchronous.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_read(src: *const XrTensor, dst: *mut u8, nbytes: u64) -> i32 {
+    guard(|| {
+        get()?;
+        // SAFETY: header contract.
+        let t = unsafe { raw_tensor(src) }?;
+        let b = t.gather_bytes()?;
+        if b.len() as u64 != nbytes {
+            return Err(BridgeError::Abi(format!("reading {} bytes into a {nbytes}-byte buffer", b.len())));
+        }
+        if !b.is_empty() {
+            // SAFETY: header contract: `dst` points at `nbytes` writable bytes, not overlapping `b`.
+            unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), dst, b.len()) };
+        }
+        Ok(())
+    })
+}
+
+/// Writes `nbytes` bytes at `src` (the elements of `dst` in row-major order, same dtype) into the
+/// `xirang` tensor `dst` (any strides).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_write(dst: *const XrTensor, src: *const u8, nbytes: u64) -> i32 {
+    guard(|| {
+        let b = get()?;
+        // SAFETY: header contract.
+        let d = unsafe { raw_tensor(dst) }?;
+        let n = usize::try_from(nbytes).map_err(|_| BridgeError::Abi(format!("{nbytes} bytes")))?;
+        if n != d.numel() * d.dtype().size() {
+            return Err(BridgeError::Abi(format!("writing {n} bytes into {} elements of {}", d.numel(), d.dtype())));
+        }
+        // SAFETY: header contract: `src` points at `nbytes` readable bytes.
+        let bytes = unsafe { slice(src, n) }.to_vec();
+        let host = Tensor::from_bytes(bytes, d.sizes(), d.dtype())?;
+        b.copy(&d, &host)
+    })
+}
+
+/// `dst.copy_(src)` for two `xirang` tensors: broadcasting, casting between the dtypes the runtime
+/// models, across devices; elements of the same width move as bytes otherwise.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_copy(dst: *const XrTensor, src: *const XrTensor) -> i32 {
+    guard(|| {
+        let b = get()?;
+        // SAFETY: header contract for both.
+        let (d, s) = unsafe { (raw_tensor(dst)?, raw_tensor(src)?) };
+        b.copy(&d, &s)
+    })
+}
+
+/// Waits for every stream of device `index` (-1: the current device; -2: every device).
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_synchronize(index: i32) -> i32 {
+    guard(|| {
+        let b = get()?;
+        if index == -2 {
+            (0..b.device_count() as i64).try_for_each(|i| b.synchronize_device(i))
+        } else {
+            b.synchronize_device(device(index))
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_stream_current(index: i32, out: *mut i64) -> i32 {
+    guard(|| {
+        let s = get()?.current_stream(device(index))?;
+        // SAFETY: header contract: a writable out-pointer.
+        unsafe { out.write(s.0 as i64) };
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_stream_set(index: i32, stream: i64) -> i32 {
+    guard(|| get()?.set_current_stream(device(index), StreamId(stream as usize)))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_stream_new(index: i32, out: *mut i64) -> i32 {
+    guard(|| {
+        let s = get()?.new_stream(device(index))?;
+        // SAFETY: header contract: a writable out-pointer.
+        unsafe { out.write(s.0 as i64) };
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_stream_synchronize(index: i32, stream: i64) -> i32 {
+    guard(|| get()?.synchronize_stream(device(index), StreamId(stream as usize)))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_event_create(index: i32, out: *mut u64) -> i32 {
+    guard(|| {
+        let e = get()?.create_event(device(index))?;
+        // SAFETY: header contract: a writable out-pointer.
+        unsafe { out.write(e.0 as u64) };
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_event_record(index: i32, event: u64, stream: i64) -> i32 {
+    guard(|| get()?.record_event(device(index), EventId(event as usize), StreamId(stream as usize)))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_event_block(index: i32, stream: i64, event: u64) -> i32 {
+    guard(|| get()?.stream_wait_event(device(index), StreamId(stream as usize), EventId(event as usize)))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_event_synchronize(index: i32, event: u64) -> i32 {
+    guard(|| get()?.synchronize_event(device(index), EventId(event as usize)))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_event_elapsed(index: i32, start: u64, end: u64, ms: *mut f64) -> i32 {
+    guard(|| {
+        let t = get()?.event_elapsed_ms(device(index), EventId(start as usize), EventId(end as usize))?;
+        // SAFETY: header contract: a writable out-pointer.
+        unsafe { ms.write(t as f64) };
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_event_destroy(index: i32, event: u64) -> i32 {
+    guard(|| get()?.destroy_event(device(index), EventId(event as usize)))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_memory_stats(index: i32, out: *mut XrMemoryStats) -> i32 {
+    guard(|| {
+        let s = get()?.context(device(index))?.stats();
+        let x = XrMemoryStats {
+            allocated_bytes: s.allocated_bytes as u64,
+            reserved_bytes: s.reserved_bytes as u64,
+            peak_allocated_bytes: s.peak_allocated_bytes as u64,
+            peak_reserved_bytes: s.peak_reserved_bytes as u64,
+            alloc_count: s.alloc_count,
+            free_count: s.free_count,
+            cache_hits: s.cache_hits,
+            device_mallocs: s.device_mallocs,
+            device_frees: s.device_frees,
+            oom_retries: s.oom_retries,
+            ooms: s.ooms,
+        };
+        // SAFETY: header contract: a writable out-pointer.
+        unsafe { out.write(x) };
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_reset_peak_memory_stats(index: i32) -> i32 {
+    guard(|| {
+        get()?.context(device(index))?.reset_peak_stats();
+        Ok(())
+    })
+}
+
+/// Waits for the device, then gives its cached blocks back to the driver.
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_empty_cache(index: i32) -> i32 {
+    guard(|| {
+        let ctx = get()?.context(device(index))?;
+        ctx.synchronize()?;
+        Ok(ctx.empty_cache()?)
+    })
+}
+
+/// PyTorch is about to run `op` on its CPU kernels: applies the fallback policy (error mode ->
+/// an error naming the operator) and counts the call.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_fallback_admit(op: *const u8, op_len: usize) -> i32 {
+    guard(|| bridge::admit_fallback(op_name(op, op_len)?))
+}
+
+/// Whether `op` is on the force-fallback list (1) or not (0).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_forced_fallback(op: *const u8, op_len: usize) -> i32 {
+    catch_unwind(|| op_name(op, op_len).map_or(0, |op| dispatch::forced_fallback(op) as i32)).unwrap_or(0)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_set_fallback_mode(mode: i32) -> i32 {
+    guard(|| {
+        let m = match mode {
+            FALLBACK_ERROR => FallbackMode::Error,
+            FALLBACK_WARN => FallbackMode::Warn,
+            FALLBACK_SILENT => FallbackMode::Silent,
+            m => {
+                return Err(BridgeError::Config(format!(
+                    "fallback mode {m}: expected 0 (error), 1 (warn), 2 (silent)"
+                )));
+            }
+        };
+        bridge::set_fallback_mode(m);
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_fallback_mode() -> i32 {
+    catch_unwind(|| match dispatch::policy().mode {
+        FallbackMode::Error => FALLBACK_ERROR,
+        FallbackMode::Warn => FALLBACK_WARN,
+        FallbackMode::Silent => FALLBACK_SILENT,
+    })
+    .unwrap_or(FALLBACK_WARN)
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_set_force_fallback(ops: *const u8, len: usize) -> i32 {
+    guard(|| {
+        bridge::set_force_fallback(op_name(ops, len)?);
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_set_fallback_alert(threshold: u64) -> i32 {
+    guard(|| {
+        bridge::set_alert_threshold(threshold);
+        Ok(())
+    })
+}
+
+/// The runtime's per-operator tier counters as JSON; free with `xirang_string_free`.
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_counters_json() -> *mut c_char {
+    catch_unwind(|| CString::new(bridge::counters_json()).map_or(std::ptr::null_mut(), CString::into_raw))
+        .unwrap_or(std::ptr::null_mut())
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_reset_counters() {
+    let _ = catch_unwind(dispatch::reset_counters);
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_string_free(s: *mut c_char) {
+    if !s.is_null() {
+        // SAFETY: header contract: `s` came from `CString::into_raw` in this crate, freed once.
+        drop(unsafe { CString::from_raw(s) });
+    }
+}
+
+/// Seeds the runtime's default generator (the device's random kernels, e.g. dropout).
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_manual_seed(seed: u64) -> i32 {
+    guard(|| {
+        xirang_runtime::host_registry::manual_seed(seed);
+        Ok(())
+    })
+}
+
+/// The PyTorch version the runtime's operators were generated for (`v2.15.0`), NUL-terminated.
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_pytorch_version() -> *const c_char {
+    static V: std::sync::OnceLock<CString> = std::sync::OnceLock::new();
+    V.get_or_init(|| CString::new(xirang_runtime::generated::PYTORCH_VERSION).unwrap_or_default()).as_ptr()
+}

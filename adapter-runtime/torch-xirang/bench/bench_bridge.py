@@ -1,0 +1,85 @@
+"""Device `xirang` against PyTorch's CPU eager, side by side in one process (ratios: the machine is
+noisy). Targets (issue #21): a tiny native op within 2x of CPU eager, add on 1M float32 within 1.5x,
+one MLP training step within 1.5x. Prints a table and, with --json FILE, writes the numbers.
+
+    python adapter-runtime/torch-xirang/bench/bench_bridge.py [--repeat 7] [--json out.json]
+"""
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+import xirang
+
+
+def timeit(fn, sync, repeat, inner):
+    fn()
+    sync()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        sync()
+        times.append((time.perf_counter() - t0) / inner)
+    return statistics.median(times)
+
+
+def mlp_step(device):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(64, 256).to(device)
+    y = torch.randint(0, 10, (64,)).to(device)
+
+    def step():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    return step
+
+
+def cases():
+    small_c, small_x = torch.randn(4), torch.randn(4).to("xirang")
+    big_c, big_x = torch.randn(1 << 20), torch.randn(1 << 20).to("xirang")
+    view_x = torch.randn(4, 4).to("xirang")
+    return [
+        # where the time goes: PyTorch's dispatcher and the shim alone (no Rust call), then one Rust call
+        ("  dispatcher + allocator: empty(4)", lambda: torch.empty(4), lambda: torch.empty(4, device="xirang"),
+         2000, None),
+        ("  dispatcher + view kernel: t.view(16)", lambda: small_c.view(4), lambda: view_x.view(16), 2000, None),
+        ("tiny add (4 f32)", lambda: small_c + small_c, lambda: small_x + small_x, 2000, 2.0),
+        ("add 1M f32", lambda: big_c + big_c, lambda: big_x + big_x, 50, 1.5),
+        ("MLP training step (64x256->512->10)", mlp_step("cpu"), mlp_step("xirang"), 10, 1.5),
+    ]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    xirang.set_fallback_mode("silent")
+    rows = []
+    print(f"{'case':40} {'cpu us':>10} {'xirang us':>10} {'ratio':>7} {'target':>7}")
+    for name, cpu, dev, inner, target in cases():
+        c = timeit(cpu, lambda: None, a.repeat, inner)
+        d = timeit(dev, torch.xirang.synchronize, a.repeat, inner)
+        rows.append({"case": name, "cpu_s": c, "xirang_s": d, "ratio": d / c, "target": target})
+        goal = f"{target:7.1f}" if target else "      -"
+        print(f"{name:40} {c * 1e6:10.1f} {d * 1e6:10.1f} {d / c:7.2f} {goal}")
+    counts = xirang.fallback_counts()
+    fb = {k: v["fallback"] for k, v in counts.items() if v["fallback"]}
+    print("operators that ran PyTorch's CPU kernels (fallback):", fb or "none")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"torch": torch.__version__, "rows": rows, "fallback": fb}, f, indent=1, sort_keys=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+// PrivateUse1 hooks: availability, device count, default generators, storage resizing; and the
+// two functions the Python package calls for seeding (everything else it calls is the bridge).
+#include "shim.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+
+#include <mutex>
+#include <vector>
+
+namespace xirang {
+
+namespace {
+
+// A xirang generator: PyTorch's CPU generator (Mersenne Twister + Philox state) tagged with the
+// device, as OpenReg's. Random operators run on PyTorch's CPU kernels through the fallback.
+struct XirangGenerator final : at::CPUGeneratorImpl {
+  explicit XirangGenerator(c10::DeviceIndex index) {
+    device_ = c10::Device(kDevice, index);
+    key_set_ = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
+  }
+};
+
+std::once_flag g_generators_once;
+std::vector<at::Generator> g_generators;
+
+}  // namespace
+
+const at::Generator& default_generator(c10::DeviceIndex index) {
+  std::call_once(g_generators_once, [] {
+    auto n = xirang_device_count();
+    for (int i = 0; i < n; ++i) {
+      g_generators.push_back(at::make_generator<XirangGenerator>(static_cast<c10::DeviceIndex>(i)));
+    }
+  });
+  auto i = index < 0 ? current_device() : index;
+  TORCH_CHECK(i >= 0 && static_cast<size_t>(i) < g_generators.size(), "invalid xirang device index ", i);
+  return g_generators[i];
+}
+
+namespace {
+
+struct XirangHooks final : at::PrivateUse1HooksInterface {
+  bool isBuilt() const override {
+    return true;
+  }
+  bool isAvailable() const override {
+    return xirang_device_count() > 0;
+  }
+  bool hasPrimaryContext(c10::DeviceIndex) const override {
+    return true;
+  }
+  c10::DeviceIndex deviceCount() const override {
+    return static_cast<c10::DeviceIndex>(xirang_device_count());
+  }
+  void setCurrentDevice(c10::DeviceIndex device) const override {
+    check(xirang_set_device(device), "setting the device");
+  }
+  c10::DeviceIndex getCurrentDevice() const override {
+    return current_device();
+  }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {
+    auto old = current_device();
+    if (device >= 0 && device != old) {
+      setCurrentDevice(device);
+    }
+    return old;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override {
+    if (device < 0 || device >= deviceCount()) {
+      return current_device();
+    }
+    return exchangeDevice(device);
+  }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex device_index) const override {
+    return default_generator(device_index);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex device_index) const override {
+    auto i = device_index < 0 ? current_device() : device_index;
+    return at::make_generator<XirangGenerator>(i);
+  }
+  at::Device getDeviceFromPtr(void*) const override {
+    return at::Device(kDevice, current_device());
+  }
+  bool isPinnedPtr(const void*) const override {
+    return false;
+  }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
+    resize_storage_bytes(storage, newsize);
+  }
+};
+
+[[maybe_unused]] const bool g_hooks_registered = [] {
+  at::RegisterPrivateUse1HooksInterface(new XirangHooks());
+  return true;
+}();
+
+}  // namespace
+
+}  // namespace xirang
+
+// Seeds the default generator of device `index` (-1: every device) and the runtime's own
+// generator (the device kernels' randomness, e.g. dropout). 0 on success.
+XIRANG_EXPORT int32_t xirang_shim_manual_seed(int32_t index, uint64_t seed) {
+  try {
+    auto n = xirang_device_count();
+    for (int i = 0; i < n; ++i) {
+      if (index < 0 || index == i) {
+        auto gen = xirang::default_generator(static_cast<c10::DeviceIndex>(i));
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        gen.set_current_seed(seed);
+      }
+    }
+    return xirang_manual_seed(seed);
+  } catch (...) {
+    return XR_ERROR;
+  }
+}
+
+// The seed of device `index`'s default generator.
+XIRANG_EXPORT int32_t xirang_shim_initial_seed(int32_t index, uint64_t* out) {
+  try {
+    *out = xirang::default_generator(static_cast<c10::DeviceIndex>(index)).current_seed();
+    return XR_OK;
+  } catch (...) {
+    return XR_ERROR;
+  }
+}

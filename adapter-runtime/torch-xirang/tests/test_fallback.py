@@ -1,0 +1,61 @@
+"""The fallback policy inside PyTorch: counters, warn, error mode, force-fallback list, alerts."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import xirang
+
+
+def test_native_and_fallback_counters():
+    a = torch.randn(4, 4, device="xirang")
+    xirang.reset_fallback_counts()
+    (a + a).cpu()
+    torch.linalg.qr(a)  # no kernel in the adapter: PyTorch's CPU kernel
+    c = xirang.fallback_counts()
+    assert c["add.Tensor"]["native"] == 1
+    assert c["add.Tensor"]["fallback"] == 0
+    assert sum(v["fallback"] for k, v in c.items() if k.startswith("linalg_qr")) >= 1, c
+
+
+def test_error_mode_names_the_operator():
+    a = torch.randn(3, 3, device="xirang")
+    xirang.set_fallback_mode("error")
+    assert xirang.fallback_mode() == "error"
+    with pytest.raises(RuntimeError, match="linalg_qr"):
+        torch.linalg.qr(a)
+    # natively served operators still run
+    torch.testing.assert_close((a * 2).cpu(), a.cpu() * 2)
+
+
+def test_force_fallback_list():
+    a = torch.randn(5, device="xirang")
+    xirang.set_force_fallback(["mul.Tensor"])
+    xirang.reset_fallback_counts()
+    r = a * a
+    torch.testing.assert_close(r.cpu(), a.cpu() * a.cpu())
+    c = xirang.fallback_counts()["mul.Tensor"]
+    assert c["fallback"] == 1 and c["native"] == 0
+
+
+def test_bad_mode_is_a_value_error():
+    with pytest.raises(ValueError):
+        xirang.set_fallback_mode("loud")
+
+
+def test_environment_policy_warns_once():
+    code = ("import torch, xirang\n"
+            "a = torch.ones(3, 3, device='xirang')\n"
+            "for _ in range(3): torch.linalg.qr(a)\n"
+            "print(xirang.fallback_mode())\n")
+    env = dict(os.environ, XIRANG_FALLBACK="warn")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "warn"
+    assert r.stderr.count("linalg_qr") == 1, r.stderr
+    env["XIRANG_FALLBACK"] = "error"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0 and "RuntimeError" in r.stderr and "linalg_qr" in r.stderr

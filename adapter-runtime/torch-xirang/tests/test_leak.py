@@ -1,0 +1,28 @@
+"""No leak: after 1,000 training steps the device's allocated memory is back at its baseline."""
+
+import torch
+
+import xirang
+
+
+def test_training_returns_memory():
+    torch.xirang.synchronize()
+    base = torch.xirang.memory_allocated()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).to("xirang")
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x = torch.randn(8, 16).to("xirang")
+    y = torch.randint(0, 4, (8,)).to("xirang")
+    after_first = None
+    for step in range(1000):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        if step == 10:
+            after_first = torch.xirang.memory_allocated()
+    # steady state: nothing grows once the optimizer state exists
+    assert torch.xirang.memory_allocated() == after_first
+    del model, opt, x, y, loss
+    torch.xirang.synchronize()
+    assert torch.xirang.memory_allocated() == base

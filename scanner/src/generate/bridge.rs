@@ -1,0 +1,124 @@
+//! `generated/bridge_registrations.cpp`: which operators the PyTorch bridge (device `xirang`,
+//! PrivateUse1) hands to the Rust runtime's boxed kernel. Written when xirang.toml has a
+//! `[bridge]` table.
+//!
+//! From the adapter's coverage (the same model `xirang-scan coverage` reports): an operator is
+//! registered when a native kernel serves it, or a recipe serves it and PyTorch has no composite
+//! kernel for it. Not registered: CompositeImplicitAutograd operators (they decompose inside
+//! PyTorch, and a backend kernel would hide their autograd formula), CompositeExplicitAutograd
+//! operators served only by recipe or host (PyTorch's composite kernel serves every backend),
+//! view operators (PyTorch's metadata kernels keep aliasing exact), the shim's hand-written kernels
+//! (`[bridge] shim`), and custom operators (not in the aten library). The rest runs PyTorch's CPU
+//! kernel through the shim's fallback.
+
+use askama::Template;
+
+use crate::coverage::{self, Tier, Upstream};
+use crate::error::{Error, Result};
+use crate::generate::Inputs;
+
+/// The file's name in the generated folder.
+pub const FILE: &str = "bridge_registrations.cpp";
+
+/// One registered operator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registered {
+    pub op: String,
+    /// `native kernel` or `recipe`, and what PyTorch provides.
+    pub why: String,
+}
+
+/// The registrations and what was left to PyTorch, by reason.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub registered: Vec<Registered>,
+    pub native: usize,
+    pub recipe: usize,
+    pub decomposes: usize,
+    pub optional: usize,
+    pub views: usize,
+    pub shim: usize,
+    pub custom: usize,
+}
+
+#[derive(Template)]
+#[template(path = "bridge_registrations.cpp.jinja", escape = "none")]
+struct BridgeTemplate<'a> {
+    pytorch: &'a str,
+    registered: &'a [Registered],
+    native: usize,
+    recipe: usize,
+    decomposes: usize,
+    optional: usize,
+    views: usize,
+    shim: usize,
+    custom: usize,
+}
+
+/// Decides the registrations from the adapter's coverage.
+pub fn plan(inputs: &Inputs, shim: &[String]) -> Result<Plan> {
+    let cov = coverage::build(inputs, None)?;
+    let functions = &inputs.snapshot.registry.functions;
+    let by_name: std::collections::HashMap<String, &crate::registry::NativeFunction> =
+        functions.iter().map(|f| (f.func.name.to_string(), f)).collect();
+    let mut p = Plan { custom: cov.custom.len(), ..Plan::default() };
+    for o in &cov.ops {
+        if !matches!(o.tier, Tier::Native | Tier::Recipe) {
+            continue;
+        }
+        let base = o.op.split('.').next().unwrap_or(&o.op);
+        if shim.iter().any(|s| s == &o.op || s == base) {
+            p.shim += 1;
+            continue;
+        }
+        if o.upstream == Upstream::Decomposes {
+            p.decomposes += 1;
+            continue;
+        }
+        if o.tier == Tier::Recipe && o.upstream == Upstream::Optional {
+            p.optional += 1;
+            continue;
+        }
+        let Some(f) = by_name.get(&o.op) else {
+            return Err(Error::Internal(format!("coverage names {}, which the snapshot does not have", o.op)));
+        };
+        if f.is_view_op() {
+            p.views += 1;
+            continue;
+        }
+        let (tier, n) =
+            if o.tier == Tier::Native { ("native kernel", &mut p.native) } else { ("recipe", &mut p.recipe) };
+        *n += 1;
+        let upstream = match o.upstream {
+            Upstream::Required => "PyTorch has only device kernels",
+            _ => "overrides PyTorch's CompositeExplicitAutograd kernel",
+        };
+        p.registered.push(Registered { op: o.op.clone(), why: format!("{tier}; {upstream}") });
+    }
+    p.registered.sort_by(|a, b| a.op.cmp(&b.op));
+    Ok(p)
+}
+
+/// Renders the file.
+pub fn render(inputs: &Inputs, shim: &[String]) -> Result<String> {
+    let p = plan(inputs, shim)?;
+    BridgeTemplate {
+        pytorch: &inputs.snapshot.meta.version,
+        registered: &p.registered,
+        native: p.native,
+        recipe: p.recipe,
+        decomposes: p.decomposes,
+        optional: p.optional,
+        views: p.views,
+        shim: p.shim,
+        custom: p.custom,
+    }
+    .render()
+    .map(|mut s| {
+        if !s.ends_with('\n') {
+            s.push('\n');
+        }
+        s
+    })
+    .map_err(|e| Error::Internal(format!("rendering {FILE}: {e}")))
+}
