@@ -122,3 +122,45 @@ pub fn render(inputs: &Inputs, shim: &[String]) -> Result<String> {
     })
     .map_err(|e| Error::Internal(format!("rendering {FILE}: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generate::config::LoadedConfig;
+    use crate::snapshot::Store;
+
+    /// The repository's adapter, configuration and targeted snapshot.
+    fn repo_plan(shim: &[&str]) -> (Plan, Inputs) {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let cfg = LoadedConfig::load(&root.join("xirang.toml")).expect("xirang.toml");
+        let store = Store::discover(Some(&root.join("schemas"))).expect("store");
+        let inputs = Inputs::load(cfg, &store).expect("inputs");
+        let shim: Vec<String> = shim.iter().map(|s| s.to_string()).collect();
+        (plan(&inputs, &shim).expect("plan"), inputs)
+    }
+
+    #[test]
+    fn registrations_follow_what_pytorch_provides() {
+        let (p, inputs) = repo_plan(&["copy_", "empty"]);
+        let names: Vec<&str> = p.registered.iter().map(|r| r.op.as_str()).collect();
+        assert!(names.windows(2).all(|w| w[0] < w[1]), "sorted and unique");
+        assert_eq!(p.registered.len(), p.native + p.recipe);
+        // a native kernel of an operator PyTorch has only device kernels for
+        assert!(names.contains(&"add.Tensor") && names.contains(&"mm"));
+        let by_name = |n: &str| inputs.snapshot.registry.get(n).unwrap_or_else(|| panic!("{n}"));
+        for r in &p.registered {
+            let f = by_name(&r.op);
+            // never a view, never an operator that decomposes inside PyTorch
+            assert!(!f.is_view_op(), "{} is a view", r.op);
+            assert_ne!(Upstream::of(f), Upstream::Decomposes, "{}", r.op);
+            // a recipe only where PyTorch has no composite kernel
+            if r.why.starts_with("recipe") {
+                assert_eq!(Upstream::of(f), Upstream::Required, "{}", r.op);
+            }
+        }
+        // the shim's list wins, by qualified or base name
+        assert!(!names.iter().any(|n| *n == "copy_" || n.starts_with("empty.")));
+        let (without, _) = repo_plan(&[]);
+        assert!(without.registered.len() >= p.registered.len());
+    }
+}
