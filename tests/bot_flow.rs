@@ -305,4 +305,8 @@ fn the_shipped_config_and_workflow_are_usable() {
     ] {
         assert!(wf.contains(needle), "workflow lacks {needle}");
     }
+    // no silent fallback to the workflow's own token (its pull requests trigger no CI)
+    let token = wf.lines().find(|l| l.trim_start().starts_with("XIRANG_BOT_TOKEN:")).expect("the token's env line");
+    assert!(!token.contains("||"), "the workflow falls back to another token: {token}");
+    assert!(wf.contains("the secret XIRANG_BOT_TOKEN is not set"), "a run without the secret must say which to set");
 }
