@@ -217,6 +217,21 @@ impl DeviceContext {
             return Ok(Block { ctx: self.clone(), ptr: 0, size: 0, stream });
         }
         let rounded = size.div_ceil(BLOCK_ROUND) * BLOCK_ROUND;
+        if let Some(b) = self.cached(stream, rounded) {
+            return Ok(b);
+        }
+        // A miss: blocks that finished kernels still hold come back once the driver hands those
+        // kernels back. Collect them (the launch path does so too, but only after this
+        // allocation) and look again before asking the driver for fresh memory.
+        self.driver.collect_finished();
+        if let Some(b) = self.cached(stream, rounded) {
+            return Ok(b);
+        }
+        self.allocate_fresh(size, rounded, stream)
+    }
+
+    /// A cached block of `stream` for a request of `rounded` bytes (best fit, wasting at most 2x).
+    fn cached(self: &Arc<Self>, stream: StreamId, rounded: usize) -> Option<Block> {
         {
             let mut g = lock(&self.alloc);
             // Best fit among cached blocks of this stream, wasting at most 2x.
@@ -229,9 +244,14 @@ impl DeviceContext {
                 s.allocated_bytes += key.1;
                 s.peak_allocated_bytes = s.peak_allocated_bytes.max(s.allocated_bytes);
                 crate::profile::on_alloc(key.1);
-                return Ok(Block { ctx: self.clone(), ptr: key.2, size: key.1, stream });
+                return Some(Block { ctx: self.clone(), ptr: key.2, size: key.1, stream });
             }
         }
+        None
+    }
+
+    /// A new block from the driver (on driver OOM: wait for the device, empty the cache, retry).
+    fn allocate_fresh(self: &Arc<Self>, size: usize, rounded: usize, stream: StreamId) -> Result<Block> {
         let ptr = match self.driver.malloc(self.physical, rounded) {
             Ok(p) => p,
             Err(e) if e.is_driver_oom() => {

@@ -29,6 +29,10 @@
 //!   CUDA's device schedule flags: `auto` (default: poll, yielding the core
 //!   between polls, for about twice the stream's last wait, 50 µs to 1 ms,
 //!   then block), `yield` (poll until done) or `block` (sleep at once).
+//!   The queue is bounded, as a device's launch queue: a host thread that
+//!   is more than `XIRANG_SIM_QUEUE_DEPTH` tasks (default 64) ahead of the
+//!   stream waits for the oldest, so memory held by queued kernels stays
+//!   bounded and the caching allocator reuses it.
 //! * **Events.** Record, synchronize, wait (from another stream) and elapsed
 //!   milliseconds between two completed records.
 //! * **Faults.** [`inject_malloc_failure`] / `XIRANG_SIM_FAIL_MALLOC=N`

@@ -612,6 +612,15 @@ pub(crate) enum WaitPolicy {
 /// The longest a synchronize polls under [`WaitPolicy::Auto`] before it blocks.
 const HOST_POLL_MAX: std::time::Duration = std::time::Duration::from_millis(1);
 
+/// Launch queue depth per stream (`XIRANG_SIM_QUEUE_DEPTH`, default 64, at least 1): how many
+/// tasks may be queued and not yet completed before a submitting host thread waits.
+pub(crate) fn queue_depth() -> u64 {
+    static DEPTH: OnceLock<u64> = OnceLock::new();
+    *DEPTH.get_or_init(|| {
+        std::env::var("XIRANG_SIM_QUEUE_DEPTH").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(64).max(1)
+    })
+}
+
 pub(crate) fn wait_policy() -> WaitPolicy {
     static POLICY: OnceLock<WaitPolicy> = OnceLock::new();
     *POLICY.get_or_init(|| match std::env::var("XIRANG_SIM_SYNC").as_deref() {
@@ -692,21 +701,38 @@ impl Stream {
     }
 
     fn send(&self, task: Task) -> R<()> {
-        let tx = lock(&self.tx);
-        let Some(tx) = tx.as_ref() else {
-            return fail(ACL_ERROR_RT_INVALID_HANDLE, "stream has been destroyed");
+        let submitted = {
+            let tx = lock(&self.tx);
+            let Some(tx) = tx.as_ref() else {
+                return fail(ACL_ERROR_RT_INVALID_HANDLE, "stream has been destroyed");
+            };
+            let n = self.progress.submitted.fetch_add(1, Ordering::SeqCst) + 1;
+            if tx.send(task).is_err() {
+                self.progress.submitted.fetch_sub(1, Ordering::SeqCst);
+                return fail(ACL_ERROR_RT_INTERNAL_ERROR, "stream worker is gone");
+            }
+            n
         };
-        self.progress.submitted.fetch_add(1, Ordering::SeqCst);
-        if tx.send(task).is_err() {
-            self.progress.submitted.fetch_sub(1, Ordering::SeqCst);
-            return fail(ACL_ERROR_RT_INTERNAL_ERROR, "stream worker is gone");
+        // A bounded launch queue, as a device's: a host that outruns the stream by more than
+        // `queue_depth()` tasks waits for the oldest. Memory that queued kernels hold (the
+        // runtime keeps a kernel's tensors alive until it has run) stays bounded, and the caching
+        // allocator reuses their blocks instead of growing the pool every call of a loop that
+        // outruns the device. Every task waits only on work already submitted (an event wait
+        // targets a record already queued), so waiting here cannot deadlock.
+        let depth = queue_depth();
+        if submitted > depth {
+            self.wait_until(submitted - depth);
         }
         Ok(())
     }
 
     fn wait_idle(&self) {
+        self.wait_until(self.progress.submitted.load(Ordering::SeqCst));
+    }
+
+    /// Waits until `target` tasks of the stream have completed.
+    fn wait_until(&self, target: u64) {
         let p = &*self.progress;
-        let target = p.submitted.load(Ordering::SeqCst);
         if p.completed.load(Ordering::SeqCst) >= target {
             return;
         }
