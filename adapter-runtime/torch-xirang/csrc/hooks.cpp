@@ -5,6 +5,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 
+#include <algorithm>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -121,6 +123,37 @@ XIRANG_EXPORT int32_t xirang_shim_manual_seed(int32_t index, uint64_t seed) {
 XIRANG_EXPORT int32_t xirang_shim_initial_seed(int32_t index, uint64_t* out) {
   try {
     *out = xirang::default_generator(static_cast<c10::DeviceIndex>(index)).current_seed();
+    return XR_OK;
+  } catch (...) {
+    return XR_ERROR;
+  }
+}
+
+// The state of device `index`'s default generator (PyTorch's CPU generator state, a byte tensor):
+// with `out` null, only its length in `*len`; else copies min(cap, length) bytes. 0 on success.
+XIRANG_EXPORT int32_t xirang_shim_get_rng_state(int32_t index, uint8_t* out, uint64_t cap, uint64_t* len) {
+  try {
+    auto gen = xirang::default_generator(static_cast<c10::DeviceIndex>(index));
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    auto state = gen.get_state();
+    *len = static_cast<uint64_t>(state.nbytes());
+    if (out != nullptr) {
+      std::memcpy(out, state.const_data_ptr(), std::min<uint64_t>(cap, *len));
+    }
+    return XR_OK;
+  } catch (...) {
+    return XR_ERROR;
+  }
+}
+
+// Restores device `index`'s default generator from `len` bytes of a state read above.
+XIRANG_EXPORT int32_t xirang_shim_set_rng_state(int32_t index, const uint8_t* state, uint64_t len) {
+  try {
+    auto gen = xirang::default_generator(static_cast<c10::DeviceIndex>(index));
+    auto t = at::empty({static_cast<int64_t>(len)}, at::TensorOptions().dtype(at::kByte));
+    std::memcpy(t.data_ptr(), state, len);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(t);
     return XR_OK;
   } catch (...) {
     return XR_ERROR;

@@ -92,6 +92,23 @@ def test_synchronize_and_seed():
     torch.testing.assert_close(torch.rand(4, device="xirang").cpu(), d)
 
 
+def test_rng_state_round_trip_and_fork_rng():
+    torch.xirang.manual_seed(11)
+    state = torch.xirang.get_rng_state()
+    assert state.dtype == torch.uint8 and state.numel() > 0
+    a = torch.rand(6, device="xirang").cpu()
+    torch.xirang.set_rng_state(state)
+    torch.testing.assert_close(torch.rand(6, device="xirang").cpu(), a)
+    # torch.random.fork_rng and activation checkpointing use the device module's rng state
+    with torch.random.fork_rng(devices=[0], device_type="xirang"):
+        torch.rand(100, device="xirang")
+    b = torch.rand(6, device="xirang").cpu()
+    torch.xirang.set_rng_state(state)
+    torch.rand(6, device="xirang")
+    torch.testing.assert_close(torch.rand(6, device="xirang").cpu(), b)
+    assert len(torch.xirang.get_rng_state_all()) == torch.xirang.device_count()
+
+
 def test_memory_api():
     torch.xirang.empty_cache()
     base = torch.xirang.memory_allocated()

@@ -24,7 +24,8 @@ from . import _build_info
 
 __all__ = [
     "device_count", "is_available", "is_initialized", "synchronize", "current_device", "set_device",
-    "device", "manual_seed", "manual_seed_all", "initial_seed", "seed",
+    "device", "manual_seed", "manual_seed_all", "initial_seed", "seed", "get_rng_state", "set_rng_state",
+    "get_rng_state_all", "set_rng_state_all",
     "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved", "memory_stats",
     "reset_peak_memory_stats", "empty_cache", "fallback_counts", "reset_fallback_counts", "set_fallback_mode",
     "fallback_mode", "set_force_fallback", "set_fallback_alert", "pytorch_version",
@@ -89,6 +90,8 @@ _set_fallback_alert = _sig(_bridge, "xirang_set_fallback_alert", _i32, _u64)
 _pytorch_version = _sig(_bridge, "xirang_pytorch_version", ctypes.c_char_p)
 _manual_seed = _sig(_shim, "xirang_shim_manual_seed", _i32, _i32, _u64)
 _initial_seed = _sig(_shim, "xirang_shim_initial_seed", _i32, _i32, ctypes.POINTER(_u64))
+_get_rng_state = _sig(_shim, "xirang_shim_get_rng_state", _i32, _i32, ctypes.c_void_p, _u64, ctypes.POINTER(_u64))
+_set_rng_state = _sig(_shim, "xirang_shim_set_rng_state", _i32, _i32, ctypes.c_void_p, _u64)
 
 _MODES = {"error": 0, "warn": 1, "silent": 2}
 
@@ -194,6 +197,36 @@ def initial_seed() -> int:
 
 def seed() -> None:
     manual_seed(torch.seed())
+
+
+def _rng_index(device) -> int:
+    i = _index(device)
+    return current_device() if i < 0 else i
+
+
+def get_rng_state(device="xirang") -> torch.Tensor:
+    """The state of the device's default generator, as a CPU byte tensor (as torch.cuda's)."""
+    i = _rng_index(device)
+    n = _u64()
+    _ok(_get_rng_state(i, None, 0, ctypes.byref(n)), "get_rng_state")
+    out = torch.empty(n.value, dtype=torch.uint8)
+    _ok(_get_rng_state(i, out.data_ptr(), n.value, ctypes.byref(n)), "get_rng_state")
+    return out
+
+
+def set_rng_state(new_state: torch.Tensor, device="xirang") -> None:
+    """Restores the device's default generator from `get_rng_state`'s tensor."""
+    t = new_state.detach().to("cpu", torch.uint8).contiguous()
+    _ok(_set_rng_state(_rng_index(device), t.data_ptr(), t.numel()), "set_rng_state")
+
+
+def get_rng_state_all() -> list:
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(new_states) -> None:
+    for i, s in enumerate(new_states):
+        set_rng_state(s, i)
 
 
 # --- memory --------------------------------------------------------------------------------------
