@@ -23,6 +23,15 @@ fn runtime() -> (std::sync::MutexGuard<'static, ()>, Runtime) {
     (g, rt)
 }
 
+/// Queues a 50 ms kernel on the current stream: everything queued next waits behind it.
+fn hold_stream(driver: &AclDriver, ctx: &xirang_runtime::device::DeviceContext) {
+    let sleep = Box::new(|_: &dyn xirang_runtime::driver::KernelMemory| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        Ok(())
+    });
+    driver.launch_kernel(ctx.physical_id(), ctx.current_stream(), sleep).unwrap();
+}
+
 fn dev_zeros(rt: &Runtime, bytes: usize) -> Tensor {
     Tensor::zeros(&[bytes], DType::U8).to_device(rt, Device::Npu(0)).unwrap()
 }
@@ -115,17 +124,7 @@ fn oom_waits_for_queued_kernels_that_hold_garbage() {
     let ctx = rt.device(0).unwrap().clone();
     let x = Tensor::from_vec(vec![1f32; 1024], &[1024]).unwrap().to_device(&rt, Device::Npu(0)).unwrap();
     let s = rt.memory_stats(0).unwrap();
-    // Everything queued next waits behind this kernel.
-    driver
-        .launch_kernel(
-            ctx.physical_id(),
-            ctx.current_stream(),
-            Box::new(|_| {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-                Ok(())
-            }),
-        )
-        .unwrap();
+    hold_stream(&driver, &ctx);
     // 30 results of 4 KiB on a 64 KiB device, each dropped at once.
     for _ in 0..30 {
         drop(kernels::add_tensor(&x, &x, Scalar::Int(1)).unwrap());
@@ -149,17 +148,7 @@ fn a_loop_that_outruns_the_device_reuses_blocks() {
     let ctx = rt.device(0).unwrap().clone();
     let x = Tensor::from_vec(vec![1f32; 128], &[128]).unwrap().to_device(&rt, Device::Npu(0)).unwrap();
     let s = rt.memory_stats(0).unwrap();
-    // Everything queued next waits behind this kernel.
-    driver
-        .launch_kernel(
-            ctx.physical_id(),
-            ctx.current_stream(),
-            Box::new(|_| {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-                Ok(())
-            }),
-        )
-        .unwrap();
+    hold_stream(&driver, &ctx);
     // 300 results of 512 bytes, each dropped at once: 150 KiB, on a 64 KiB device.
     for _ in 0..300 {
         drop(kernels::add_tensor(&x, &x, Scalar::Int(1)).unwrap());
