@@ -215,6 +215,19 @@ pub fn reset_counters() {
 
 thread_local! {
     static FRAMES: RefCell<Vec<Tier>> = const { RefCell::new(Vec::new()) };
+    /// Why the last native kernel on this thread declined its arguments (for the fallback
+    /// warning: "runs on the CPU fallback ... because ...").
+    static DECLINED: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Records why a native kernel declined its arguments (its `Unsupported` message); the next
+/// fallback warning on this thread names it.
+pub fn note_declined(why: String) {
+    DECLINED.with(|d| *d.borrow_mut() = Some(why));
+}
+
+fn take_declined() -> Option<String> {
+    DECLINED.with(|d| d.borrow_mut().take())
 }
 
 /// Runs one operator call through the dispatcher: the frame starts as
@@ -223,7 +236,14 @@ thread_local! {
 /// When a profiling session runs ([`crate::profile`]), the call is also
 /// recorded there; otherwise that costs one relaxed atomic load.
 pub fn call<R>(op: &'static str, f: impl FnOnce() -> Result<R>) -> Result<R> {
-    FRAMES.with(|fr| fr.borrow_mut().push(Tier::Native));
+    FRAMES.with(|fr| {
+        let mut fr = fr.borrow_mut();
+        if fr.is_empty() {
+            // a new top-level call: an earlier decline's reason is stale
+            DECLINED.with(|d| d.borrow_mut().take());
+        }
+        fr.push(Tier::Native)
+    });
     let profiled = crate::profile::enabled() && crate::profile::enter(op);
     let out = f();
     let tier = FRAMES.with(|fr| fr.borrow_mut().pop()).unwrap_or(Tier::Native);
@@ -266,8 +286,10 @@ pub fn admit_fallback(op: &'static str) -> Result<()> {
         let alert = n >= threshold && s.alerts.insert(op);
         (first, alert)
     });
+    let why = take_declined();
     if first && mode == FallbackMode::Warn {
-        eprintln!("xirang: warning: {op} runs on the CPU fallback (copy to host, compute, copy back)");
+        let because = why.map(|w| format!("; the device kernel declined: {w}")).unwrap_or_default();
+        eprintln!("xirang: warning: {op} runs on the CPU fallback (copy to host, compute, copy back){because}");
     }
     if alert {
         eprintln!("xirang: alert: {op} reached {threshold} CPU fallbacks; it is hot enough to deserve a native kernel");

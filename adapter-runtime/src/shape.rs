@@ -214,6 +214,76 @@ pub fn view_strides(old: &[usize], old_strides: &[usize], new: &[usize]) -> Opti
     Some(new_strides)
 }
 
+/// Calls `f(storage offset of the run's first element, run length, run stride)` for each run of
+/// the innermost dimension, in row-major logical order: the same elements as
+/// [`element_offsets`], without materialising one offset per element.
+pub fn for_each_run(sizes: &[usize], strides: &[usize], offset: usize, mut f: impl FnMut(usize, usize, usize)) {
+    if numel(sizes) == 0 {
+        return;
+    }
+    let Some((&inner, outer)) = sizes.split_last() else {
+        f(offset, 1, 0);
+        return;
+    };
+    let inner_stride = strides.last().copied().unwrap_or(0);
+    let mut idx = vec![0usize; outer.len()];
+    let mut cur = offset;
+    loop {
+        f(cur, inner, inner_stride);
+        let mut d = outer.len();
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            idx[d] += 1;
+            cur += strides[d];
+            if idx[d] < outer[d] {
+                break;
+            }
+            cur -= strides[d] * outer[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+/// Copies the elements of a strided view of `src` (element size `es`), in row-major logical
+/// order, into `dst` (`numel * es` bytes).
+pub fn gather_strided(src: &[u8], es: usize, sizes: &[usize], strides: &[usize], dst: &mut [u8]) {
+    let mut o = 0;
+    for_each_run(sizes, strides, 0, |start, len, st| {
+        if st == 1 {
+            dst[o..o + len * es].copy_from_slice(&src[start * es..(start + len) * es]);
+        } else {
+            let d = &mut dst[o..o + len * es];
+            match es {
+                // fixed-size element copies (a 4-byte `copy_from_slice` of run-time length is a
+                // `memcpy` call per element)
+                1 => d.iter_mut().enumerate().for_each(|(j, x)| *x = src[start + j * st]),
+                2 => strided_elems::<2>(src, start, st, d),
+                4 => strided_elems::<4>(src, start, st, d),
+                8 => strided_elems::<8>(src, start, st, d),
+                _ => {
+                    for (j, x) in d.chunks_exact_mut(es).enumerate() {
+                        let s = (start + j * st) * es;
+                        x.copy_from_slice(&src[s..s + es]);
+                    }
+                }
+            }
+        }
+        o += len * es;
+    });
+}
+
+fn strided_elems<const ES: usize>(src: &[u8], start: usize, st: usize, dst: &mut [u8]) {
+    for (j, x) in dst.chunks_exact_mut(ES).enumerate() {
+        let s = (start + j * st) * ES;
+        let mut e = [0u8; ES];
+        e.copy_from_slice(&src[s..s + ES]);
+        x.copy_from_slice(&e);
+    }
+}
+
 /// Storage element offsets of every element, in row-major logical order.
 pub fn element_offsets(sizes: &[usize], strides: &[usize], offset: usize) -> Vec<usize> {
     let n = numel(sizes);
@@ -248,4 +318,36 @@ pub fn storage_extent(sizes: &[usize], strides: &[usize], offset: usize) -> usiz
         .iter()
         .zip(strides)
         .fold(offset.saturating_add(1), |acc, (s, st)| acc.saturating_add((s - 1).saturating_mul(*st)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The run walker visits exactly the elements `element_offsets` lists, in order, and the
+        /// gather copies them, for any sizes and strides (zero strides and element sizes of 1 to
+        /// 8 bytes and an odd 3 included).
+        #[test]
+        fn runs_and_gather_follow_element_offsets(
+            dims in proptest::collection::vec((0usize..4, 0usize..7), 0..4),
+            offset in 0usize..5,
+            es in prop::sample::select(vec![1usize, 2, 3, 4, 8]),
+        ) {
+            let sizes: Vec<usize> = dims.iter().map(|d| d.0).collect();
+            let strides: Vec<usize> = dims.iter().map(|d| d.1).collect();
+            let want = element_offsets(&sizes, &strides, offset);
+            let mut got = Vec::new();
+            for_each_run(&sizes, &strides, offset, |start, len, st| got.extend((0..len).map(|j| start + j * st)));
+            prop_assert_eq!(&got, &want);
+            let extent = storage_extent(&sizes, &strides, offset);
+            let src: Vec<u8> = (0..extent * es).map(|b| (b * 7 + 3) as u8).collect();
+            let mut dst = vec![0u8; want.len() * es];
+            let base = &src[(offset * es).min(src.len())..];
+            gather_strided(base, es, &sizes, &strides, &mut dst);
+            let expect: Vec<u8> = want.iter().flat_map(|o| src[o * es..o * es + es].to_vec()).collect();
+            prop_assert_eq!(dst, expect);
+        }
+    }
 }

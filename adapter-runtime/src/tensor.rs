@@ -618,6 +618,10 @@ impl Tensor {
 
     /// A fresh contiguous copy on the same device (`Tensor.clone()`).
     pub fn clone_contiguous(&self) -> Result<Tensor> {
+        if self.device_ctx().is_some() {
+            // on the device, as a kernel on the current stream: no host round trip
+            return crate::kernels::index::strided_copy(self);
+        }
         let host = Tensor::from_bytes(self.gather_bytes()?, &self.sizes, self.dtype)?;
         match self.device_ctx() {
             None => Ok(host),

@@ -156,3 +156,55 @@ fn native_add_kernel_matches_the_reference() {
     assert!(!kernels::add_f32_supported(&a, &b.to_cpu().unwrap()));
     assert!(kernels::add_f32(&a.reshape(&[3, 1]).unwrap().expand(&[3, 2]).unwrap(), &b, Scalar::Int(1)).is_err());
 }
+
+/// The device's own copy (`ops::copy_into_view`: a kernel on the stream, no host round trip)
+/// gives what the host path gives, for strided and broadcast sources, strided destinations and
+/// every dtype pair; `contiguous()` of a device view is made on the device too.
+#[test]
+fn device_copies_match_the_host_path() {
+    let rt = rt();
+    let d = Device::Npu(0);
+    let vals: Vec<f64> = (0..24).map(|v| v as f64 * 1.75 - 11.0).collect();
+    let base = Tensor::from_vec(vals, &[2, 3, 4]).unwrap();
+    for sd in [DType::F64, DType::F32, DType::F16, DType::I32, DType::U8, DType::Bool] {
+        for dd in [DType::F32, DType::BF16, DType::I64, DType::I8, DType::Bool] {
+            let src_h = base.to_dtype(sd).unwrap();
+            // sources: a transposed view, a broadcast row, a scalar
+            let sources = [
+                src_h.permute(&[2, 0, 1]).unwrap().permute(&[1, 2, 0]).unwrap(),
+                src_h.select(1, 1).unwrap().select(0, 0).unwrap().broadcast_to(&[2, 3, 4]).unwrap(),
+                src_h.select(0, 1).unwrap().select(0, 2).unwrap().select(0, 3).unwrap(),
+            ];
+            for src in sources {
+                // destinations: contiguous, and a strided view (every other column of a wider tensor)
+                let wide_h = Tensor::zeros(&[2, 3, 8], dd);
+                let dst_h = wide_h.slice(2, Some(0), Some(8), 2).unwrap();
+                let wide_d = wide_h.to_device(&rt, d).unwrap();
+                let dst_d = wide_d.slice(2, Some(0), Some(8), 2).unwrap();
+                let src_d = src.to_device(&rt, d).unwrap();
+                dst_h.copy_(&src).unwrap();
+                ops::copy_into_view(&dst_d, &src_d).unwrap();
+                assert_eq!(
+                    wide_d.to_cpu().unwrap().gather_bytes().unwrap(),
+                    wide_h.gather_bytes().unwrap(),
+                    "{sd:?} -> {dd:?} from sizes {:?} strides {:?}",
+                    src.sizes(),
+                    src.strides()
+                );
+                let plain_h = Tensor::zeros(&[2, 3, 4], dd);
+                let plain_d = plain_h.to_device(&rt, d).unwrap();
+                plain_h.copy_(&src).unwrap();
+                ops::copy_into_view(&plain_d, &src_d).unwrap();
+                assert_eq!(plain_d.to_cpu().unwrap().gather_bytes().unwrap(), plain_h.gather_bytes().unwrap());
+            }
+        }
+    }
+    let t = base.to_device(&rt, d).unwrap().permute(&[2, 0, 1]).unwrap();
+    let c = t.contiguous().unwrap();
+    assert!(c.is_contiguous());
+    assert_eq!(c.device(), d);
+    assert_eq!(
+        c.to_cpu().unwrap().gather_bytes().unwrap(),
+        base.permute(&[2, 0, 1]).unwrap().contiguous().unwrap().gather_bytes().unwrap()
+    );
+}

@@ -101,7 +101,7 @@ impl Bridge {
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(dst.copy_(src)?)
+        Ok(xirang_runtime::ops::copy_into_view(dst, src)?)
     }
 
     /// The current stream of PyTorch's device `index` for the calling thread.

@@ -466,8 +466,79 @@ pub(crate) fn copy_into(src: &Tensor, dst: &Tensor) -> Result<()> {
     }
     let (ps, pd) = (src.data_ptr()?, dst.data_ptr()?);
     launch(&ctx, vec![src.clone(), dst.clone()], move |mem| {
+        // device to device in place when the driver maps the ranges, else through a host buffer
+        if super::mapped::<u8>(mem, &[(ps, n)], (pd, n), |xs, o| o.copy_from_slice(xs[0]))? {
+            return Ok(());
+        }
         let b = super::read_vec::<u8>(mem, ps, n)?;
         mem.write(pd, &b)
+    })
+}
+
+/// `dst.copy_(src)` on the device: `src` broadcast to `dst`'s shape, any strides on both sides,
+/// any dtype pair (PyTorch's `static_cast` semantics, as [`Tensor::copy_`]). One kernel on the
+/// current stream, no host round trip: the host copy path reads `dst` back first, which waits
+/// for the device. `Unsupported` when the tensors are not on one device, or `dst` has elements
+/// that share memory (PyTorch refuses those).
+pub fn copy_strided(dst: &Tensor, src: &Tensor) -> Result<()> {
+    let ctx = match (dst.device_ctx(), src.device_ctx()) {
+        (Some(a), Some(b)) if std::sync::Arc::ptr_eq(a, b) => a.clone(),
+        _ => return unsupported("copy_", "the tensors are not on one device"),
+    };
+    if dst.sizes().iter().zip(dst.strides()).any(|(s, st)| *s > 1 && *st == 0) {
+        return unsupported(
+            "copy_",
+            "a written-to tensor with repeated elements takes the host path (which refuses it)",
+        );
+    }
+    let src = src.broadcast_to(dst.sizes())?;
+    let n = dst.numel();
+    if n == 0 {
+        return Ok(());
+    }
+    dst.bump_version();
+    if src.dtype() == dst.dtype() && src.is_contiguous() && dst.is_contiguous() {
+        return copy_into(&src, dst);
+    }
+    let (sd, dd) = (src.dtype(), dst.dtype());
+    let (ses, des) = (sd.size(), dd.size());
+    let (ssz, sst) = (src.sizes().to_vec(), src.strides().to_vec());
+    let (dsz, dst_st) = (dst.sizes().to_vec(), dst.strides().to_vec());
+    let dense = dst.is_contiguous();
+    let sspan = shape::storage_extent(&ssz, &sst, 0);
+    let dspan = shape::storage_extent(&dsz, &dst_st, 0);
+    let (ps, pd) = (src.data_ptr()?, dst.data_ptr()?);
+    launch(&ctx, vec![src.clone(), dst.clone()], move |mem| {
+        // src's elements in logical order, then cast to dst's dtype
+        let sb = super::read_vec::<u8>(mem, ps, sspan * ses)?;
+        let mut vals = vec![0u8; n * ses];
+        shape::gather_strided(&sb, ses, &ssz, &sst, &mut vals);
+        if sd != dd {
+            let mut cast = vec![0u8; n * des];
+            for i in 0..n {
+                if sd.is_floating() {
+                    crate::dtype::store_f64(&mut cast, dd, i, crate::dtype::load_f64(&vals, sd, i));
+                } else {
+                    crate::dtype::store_i64(&mut cast, dd, i, crate::dtype::load_i64(&vals, sd, i));
+                }
+            }
+            vals = cast;
+        }
+        if dense {
+            return mem.write(pd, &vals);
+        }
+        // a strided destination: read its span, write the touched elements, write it back
+        // (kernels on one stream run in order, so nothing writes the span in between)
+        let mut db = super::read_vec::<u8>(mem, pd, dspan * des)?;
+        let mut i = 0;
+        shape::for_each_run(&dsz, &dst_st, 0, |start, len, st| {
+            for j in 0..len {
+                let o = (start + j * st) * des;
+                db[o..o + des].copy_from_slice(&vals[(i + j) * des..(i + j + 1) * des]);
+            }
+            i += len;
+        });
+        mem.write(pd, &db)
     })
 }
 

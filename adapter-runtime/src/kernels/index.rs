@@ -22,12 +22,20 @@ pub fn strided_copy(t: &Tensor) -> Result<Tensor> {
         return Ok(out);
     }
     let es = t.dtype().size();
-    let offs = shape::element_offsets(t.sizes(), t.strides(), 0);
-    let span = offs.iter().copied().max().unwrap_or(0) + 1;
+    let (sizes, strides) = (t.sizes().to_vec(), t.strides().to_vec());
+    let span = shape::storage_extent(&sizes, &strides, 0);
     let (pt, po) = (t.data_ptr()?, out.data_ptr()?);
     launch(&ctx, vec![t.clone(), out.clone()], move |mem| {
+        // the walk over the view runs on the device, one inner-dimension run at a time
+        if super::mapped::<u8>(mem, &[(pt, span * es)], (po, n * es), |xs, o| {
+            shape::gather_strided(xs[0], es, &sizes, &strides, o)
+        })? {
+            return Ok(());
+        }
         let src = read_vec::<u8>(mem, pt, span * es)?;
-        mem.write(po, &pick_bytes(&src, es, n, |i| offs[i]))
+        let mut dst = vec![0u8; n * es];
+        shape::gather_strided(&src, es, &sizes, &strides, &mut dst);
+        mem.write(po, &dst)
     })?;
     Ok(out)
 }

@@ -64,8 +64,8 @@ fn load_matrix<T: Real>(mem: &dyn KernelMemory, op: Operand, batch: usize, d: DT
     Ok(out)
 }
 
-/// `c[n, m] += a[n, k] * b[k, m]` (row-major slices).
-fn gemm<T: Real>(a: &[T], b: &[T], c: &mut [T], n: usize, k: usize, m: usize) -> Result<()> {
+/// `c[n, m] += alpha * a[n, k] * b[k, m]` (row-major slices).
+fn gemm<T: Real>(a: &[T], b: &[T], c: &mut [T], n: usize, k: usize, m: usize, alpha: T) -> Result<()> {
     if m == 0 || n == 0 || k == 0 {
         return Ok(());
     }
@@ -77,7 +77,7 @@ fn gemm<T: Real>(a: &[T], b: &[T], c: &mut [T], n: usize, k: usize, m: usize) ->
         let r = cr.len() / m;
         let av = ArrayView2::from_shape((r, k), ar).map_err(shape)?;
         let mut cv = ArrayViewMut2::from_shape((r, m), cr).map_err(shape)?;
-        general_mat_mul(T::ONE, &av, &bv, T::ONE, &mut cv);
+        general_mat_mul(alpha, &av, &bv, T::ONE, &mut cv);
         Ok(())
     };
     if n * m * k >= PAR_MIN && n >= 2 {
@@ -87,6 +87,66 @@ fn gemm<T: Real>(a: &[T], b: &[T], c: &mut [T], n: usize, k: usize, m: usize) ->
     } else {
         rows(a, c)
     }
+}
+
+/// `c = beta * bias` with `bias` indexed by its (broadcast) strides.
+fn init_bias<T: Real>(c: &mut [T], bias: &[T], (n, m): (usize, usize), (s0, s1): (usize, usize), beta: T) {
+    for i in 0..n {
+        for j in 0..m {
+            c[i * m + j] = beta * bias[i * s0 + j * s1];
+        }
+    }
+}
+
+/// A row-major `[rows, cols]` matrix, or the transpose of a row-major `[cols, rows]` one, as a
+/// strided view of `data`.
+fn view<T>(data: &[T], rows: usize, cols: usize, transposed: bool) -> Option<ArrayView2<'_, T>> {
+    use ndarray::ShapeBuilder;
+    let strides = if transposed { (1, rows) } else { (cols, 1) };
+    ArrayView2::from_shape((rows, cols).strides(strides), data).ok()
+}
+
+/// `out[b] = alpha * a[b] @ b[b] + beta * bias` straight on mapped device memory (no operand
+/// copies, transposed operands read by stride). `Ok(false)` when the driver does not map these
+/// ranges (the caller copies instead).
+fn mapped_product<T: Real>(
+    mem: &dyn KernelMemory,
+    (oa, ob): (Operand, Operand),
+    bias: Option<(DevicePtr, usize, usize, usize)>,
+    (alpha, beta): (T, T),
+    batch: usize,
+    po: DevicePtr,
+) -> Result<bool> {
+    let (n, k, m) = (oa.rows, oa.cols, ob.cols);
+    let mut ins = vec![(oa.ptr, batch * n * k), (ob.ptr, batch * k * m)];
+    ins.extend(bias.map(|(p, span, _, _)| (p, span)));
+    let mut ok = true;
+    let ran = super::mapped::<T>(mem, &ins, (po, batch * n * m), |xs, o| {
+        for bi in 0..batch {
+            let c = &mut o[bi * n * m..(bi + 1) * n * m];
+            let keep = match (bias, xs.get(2)) {
+                (Some((_, _, s0, s1)), Some(bv)) => {
+                    init_bias(c, bv, (n, m), (s0, s1), beta);
+                    T::ONE
+                }
+                _ => T::ZERO,
+            };
+            let (Some(av), Some(bv), Ok(mut cv)) = (
+                view(&xs[0][bi * n * k..(bi + 1) * n * k], n, k, oa.transposed),
+                view(&xs[1][bi * k * m..(bi + 1) * k * m], k, m, ob.transposed),
+                ArrayViewMut2::from_shape((n, m), c),
+            ) else {
+                ok = false;
+                return;
+            };
+            // beta 0 (`keep`): matrixmultiply does not read `c`, so garbage (NaN) in it is ignored
+            general_mat_mul(alpha, &av, &bv, keep, &mut cv);
+        }
+    })?;
+    if ran && !ok {
+        return Err(Error::Shape(format!("matmul: cannot view [{n}, {k}] x [{k}, {m}] operands")));
+    }
+    Ok(ran)
 }
 
 fn check_float(name: &str, a: &Tensor, b: &Tensor) -> Result<DType> {
@@ -126,20 +186,38 @@ fn batched<T: Real>(
     if out.numel() == 0 {
         return Ok(out);
     }
-    let bias = match bias {
-        Some(t) => Some(super::contiguous(&t.broadcast_to(&[n, m])?)?),
-        None => None,
-    };
+    // the bias as a broadcast view (no copy): its strides index it inside the kernel
+    let bias = bias.map(|t| t.broadcast_to(&[n, m])).transpose()?;
+    let bias_at = bias
+        .as_ref()
+        .map(|t| -> Result<(DevicePtr, usize, usize, usize)> {
+            let span = crate::shape::storage_extent(t.sizes(), t.strides(), 0);
+            Ok((t.data_ptr()?, span, t.strides()[0], t.strides()[1]))
+        })
+        .transpose()?;
     let oa = Operand { ptr: if a.numel() > 0 { a.data_ptr()? } else { 0 }, rows: n, cols: k, transposed: ta };
     let ob = Operand { ptr: if b.numel() > 0 { b.data_ptr()? } else { 0 }, rows: k, cols: m, transposed: tb };
-    let pbias = bias.as_ref().map(|t| t.data_ptr()).transpose()?;
     let po = out.data_ptr()?;
     let mut keep = vec![a, b, out.clone()];
     keep.extend(bias);
+    let (al, be) = (T::from_f64(alpha), T::from_f64(beta));
+    // beta == 0 ignores the bias (NaN included), as PyTorch.
+    let bias_at = bias_at.filter(|_| beta != 0.0);
     launch(&ctx, keep, move |mem| {
+        // The operands stored as the compute type (f32 as f32, f64 as f64; not f16/bf16): the
+        // product runs on device memory in place, reading transposed operands by their strides.
+        if std::mem::size_of::<T>() == d.size() && mapped_product(mem, (oa, ob), bias_at, (al, be), batch, po)? {
+            return Ok(());
+        }
         let av = load_matrix::<T>(mem, oa, batch, d)?;
         let bv = load_matrix::<T>(mem, ob, batch, d)?;
         let mut c = vec![T::ZERO; batch * n * m];
+        if let Some((pb, span, s0, s1)) = bias_at {
+            let bv = T::load(mem, pb, span, d)?;
+            for bi in 0..batch {
+                init_bias(&mut c[bi * n * m..(bi + 1) * n * m], &bv, (n, m), (s0, s1), be);
+            }
+        }
         for bi in 0..batch {
             gemm(
                 &av[bi * n * k..(bi + 1) * n * k],
@@ -148,18 +226,8 @@ fn batched<T: Real>(
                 n,
                 k,
                 m,
+                al,
             )?;
-        }
-        let (al, be) = (T::from_f64(alpha), T::from_f64(beta));
-        if alpha != 1.0 {
-            c.iter_mut().for_each(|x| *x = *x * al);
-        }
-        if let Some(pb) = pbias {
-            let bv = T::load(mem, pb, n * m, d)?;
-            // beta == 0 ignores the bias (NaN included), as PyTorch.
-            if beta != 0.0 {
-                c.iter_mut().zip(&bv).for_each(|(x, y)| *x += be * *y);
-            }
         }
         T::store(mem, po, &c, d)
     })?;

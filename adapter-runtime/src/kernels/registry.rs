@@ -37,11 +37,15 @@ fn all_on_device(a: Args) -> bool {
 /// Runs a kernel; `Unsupported` becomes "not native".
 fn run(a: Args, f: impl FnOnce() -> Result<Vec<IValue>>) -> Out {
     if !all_on_device(a) {
+        crate::dispatch::note_declined("its tensor arguments are not all on one device".into());
         return Ok(None);
     }
     match f() {
         Ok(v) => Ok(Some(v)),
-        Err(Error::Unsupported(_)) => Ok(None),
+        Err(Error::Unsupported(why)) => {
+            crate::dispatch::note_declined(why);
+            Ok(None)
+        }
         Err(e) => Err(e),
     }
 }

@@ -586,7 +586,16 @@ pub fn assign_inplace(x: &Tensor, result: &Tensor) -> Result<()> {
             result.sizes()
         )));
     }
-    x.copy_(result)
+    copy_into_view(x, result)
+}
+
+/// `dst.copy_(src)`: the device's copy kernel when both are on one device (no host round
+/// trip), else [`Tensor::copy_`] through the host.
+pub fn copy_into_view(dst: &Tensor, src: &Tensor) -> Result<()> {
+    match crate::kernels::copy_strided(dst, src) {
+        Err(Error::Unsupported(_)) => dst.copy_(src),
+        r => r,
+    }
 }
 
 /// Store an op's result into an `out=` tensor: the dtype must be castable;
@@ -608,7 +617,7 @@ pub fn write_out(result: &Tensor, out: &mut Tensor) -> Result<()> {
         };
         return Ok(());
     }
-    out.copy_(result)
+    copy_into_view(out, result)
 }
 
 /// `Tensor.add_(other, alpha)`.

@@ -114,6 +114,13 @@ XrValue value(Frame& f, const c10::Argument& a, const c10::IValue& iv) {
   c10::TypePtr type = a.real_type();
   if (auto opt = type->cast<c10::OptionalType>()) {
     type = opt->getElementType();
+    // An undefined tensor in a `Tensor?` slot is "no tensor", as PyTorch's kernels read it
+    // (autograd passes saved optional tensors this way, e.g. nll_loss_backward's `weight`).
+    if (iv.isTensor() && !iv.toTensor().defined()) {
+      XrValue v{};
+      v.tag = XR_TAG_NONE;
+      return v;
+    }
   }
   int32_t flags = (a.alias_info() && a.alias_info()->isWrite()) ? XR_FLAG_MUTABLE : 0;
   XrValue v{};

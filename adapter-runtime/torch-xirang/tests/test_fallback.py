@@ -59,3 +59,29 @@ def test_environment_policy_warns_once():
     env["XIRANG_FALLBACK"] = "error"
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode != 0 and "RuntimeError" in r.stderr and "linalg_qr" in r.stderr
+
+
+def test_backward_with_an_absent_optional_tensor_stays_on_the_device():
+    # autograd passes a saved `Tensor? weight` that was None as an undefined tensor: it is "no
+    # tensor" to the kernel (it used to send nll_loss_backward to the CPU fallback every step)
+    x = torch.randn(6, 5).to("xirang").requires_grad_()
+    y = torch.tensor([0, 1, 4, 2, 3, 1]).to("xirang")
+    xc = x.detach().cpu().requires_grad_()
+    xirang.reset_fallback_counts()
+    xirang.set_fallback_mode("error")
+    torch.nn.functional.cross_entropy(x, y).backward()
+    torch.nn.functional.cross_entropy(xc, y.cpu()).backward()
+    torch.testing.assert_close(x.grad.cpu(), xc.grad)
+    assert xirang.fallback_counts()["nll_loss_backward"]["native"] == 1
+
+
+def test_the_warning_says_why_the_device_kernel_declined():
+    code = ("import torch, xirang\n"
+            "a = torch.ones(3, 3, dtype=torch.int64, device='xirang')\n"
+            "print((a @ a).cpu().sum().item())\n")
+    env = dict(os.environ, XIRANG_FALLBACK="warn")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "27"
+    line = next(ln for ln in r.stderr.splitlines() if "warning: mm runs on the CPU fallback" in ln)
+    assert "declined: mm: dtype torch.int64" in line, line
