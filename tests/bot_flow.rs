@@ -183,6 +183,13 @@ fn dry_run_prints_branch_commit_and_pr_and_changes_nothing() {
     assert_eq!(title, "xirang-bot: PyTorch v2.1.0");
     assert!(body.contains("# Drift report: pytorch v2.0.0 -> v2.1.0"));
     assert!(labels.contains(&"xirang-bot".to_string()));
+    // honest: nothing was regenerated or checked, and the configured check is named as not run
+    assert!(body.contains("**Dry run**"), "{body}");
+    assert!(
+        !body.contains("), regenerated") && !body.contains("checked.") && !body.contains("not configured"),
+        "{body}"
+    );
+    assert!(body.contains("**Check:** not run (dry run): `sh -c echo checked`"), "{body}");
     assert!(forge.requests().is_empty(), "a dry run called the forge");
     assert!(fx.remote_tip(branch).is_none(), "a dry run pushed");
     let repo = git2::Repository::open(&fx.work).unwrap();

@@ -253,6 +253,11 @@ struct BodyInput<'a> {
     steps: &'a [CommandResult],
     check: Option<&'a CommandResult>,
     origins: &'a [String],
+    /// A dry run: steps and check were not run (the body says so instead of "regenerated").
+    dry_run: bool,
+    /// The configured steps and check, as shown (what a dry run would have run).
+    planned_steps: &'a [String],
+    check_configured: Option<&'a str>,
 }
 
 fn fence(text: &str) -> String {
@@ -265,10 +270,11 @@ fn fence(text: &str) -> String {
 
 /// The pull request body: hidden JSON block, summary, check result, steps, drift report.
 fn render_body(b: &BodyInput<'_>) -> String {
-    let check = match b.check {
-        None => "not run",
-        Some(c) if c.ok => "passed",
-        Some(_) => "failed",
+    let check = match (b.check, b.check_configured) {
+        (Some(c), _) if c.ok => "passed",
+        (Some(_), _) => "failed",
+        (None, Some(_)) => "not run",
+        (None, None) => "not configured",
     };
     let meta = serde_json::json!({
         "format": "xirang-bot/1",
@@ -278,19 +284,38 @@ fn render_body(b: &BodyInput<'_>) -> String {
         "previous": b.old,
         "severity": b.severity,
         "check": check,
+        "dry_run": b.dry_run,
     });
     // a JSON string cannot contain `-->` after this, so the comment cannot be closed early
     let meta = meta.to_string().replace("--", "-\\u002d");
     let mut o = format!("{META_MARKER}{meta} -->\n");
-    o.push_str(&format!(
-        "PyTorch {} imported into the snapshot store by xirang-bot (from {}), regenerated, and checked.\n\n",
+    // say only what happened: "regenerated" when steps ran, "checked" when the check ran
+    let mut did = vec![format!(
+        "PyTorch {} imported into the snapshot store by xirang-bot (from {})",
         b.versions.join(", "),
         b.origins.join(", ")
-    ));
-    match b.check {
-        None => o.push_str("**Check:** not configured.\n\n"),
-        Some(c) if c.ok => o.push_str(&format!("**Check:** passed: `{}` ({}).\n\n", c.command, c.status)),
-        Some(c) => {
+    )];
+    if !b.steps.is_empty() {
+        did.push("regenerated".into());
+    }
+    if b.check.is_some() {
+        did.push("checked".into());
+    }
+    let last = did.pop().unwrap_or_default();
+    let sentence = if did.is_empty() { last } else { format!("{}, and {last}", did.join(", ")) };
+    if b.dry_run {
+        o.push_str(&format!(
+            "**Dry run**: {sentence}, in a scratch worktree; nothing was run, committed to a branch or pushed.\n\n"
+        ));
+    } else {
+        o.push_str(&format!("{sentence}.\n\n"));
+    }
+    match (b.check, b.check_configured) {
+        (None, Some(cmd)) if b.dry_run => o.push_str(&format!("**Check:** not run (dry run): `{cmd}`.\n\n")),
+        (None, Some(cmd)) => o.push_str(&format!("**Check:** not run: `{cmd}`.\n\n")),
+        (None, None) => o.push_str("**Check:** not configured.\n\n"),
+        (Some(c), _) if c.ok => o.push_str(&format!("**Check:** passed: `{}` ({}).\n\n", c.command, c.status)),
+        (Some(c), _) => {
             o.push_str(&format!(
                 "**Check: FAILED**: `{}` ({}). The pull request is open so that the failure can be fixed on this \
                  branch; do not merge it as is.\n\n",
@@ -299,6 +324,13 @@ fn render_body(b: &BodyInput<'_>) -> String {
             o.push_str(&fence(&c.tail));
             o.push('\n');
         }
+    }
+    if b.dry_run && !b.planned_steps.is_empty() {
+        o.push_str("**Regeneration steps** (not run: dry run):\n\n");
+        for s in b.planned_steps {
+            o.push_str(&format!("- `{s}`\n"));
+        }
+        o.push('\n');
     }
     if !b.steps.is_empty() {
         o.push_str("**Regeneration steps:**\n\n");
@@ -508,6 +540,8 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
     };
 
     let old_s = old_v.as_ref().map(|v| v.to_string());
+    let planned_steps: Vec<String> = cfg.steps.iter().map(|a| a.join(" ")).collect();
+    let check_configured = (!cfg.check.is_empty()).then(|| cfg.check.join(" "));
     let body = render_body(&BodyInput {
         key: &key,
         branch: &branch,
@@ -518,6 +552,9 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
         steps: &steps_done,
         check: check.as_ref(),
         origins: &origins,
+        dry_run: opts.dry_run,
+        planned_steps: &planned_steps,
+        check_configured: check_configured.as_deref(),
     });
     // nothing in them comes from the token, but nothing that reaches the forge may carry it
     let body = log.redact(&body);
@@ -644,6 +681,9 @@ mod tests {
             steps: &[],
             check: Some(&c),
             origins: &["folder:v2.4.0".into()],
+            dry_run: false,
+            planned_steps: &[],
+            check_configured: Some("cargo check"),
         });
         assert!(b.starts_with(META_MARKER));
         let meta_end = b.find(" -->").unwrap();
@@ -652,5 +692,46 @@ mod tests {
         assert_eq!(json["versions"][0], "v2.4.0");
         assert!(b.len() < MAX_BODY + 200);
         assert!(b.contains("FAILED"));
+    }
+
+    /// A dry run's body says nothing ran; a run says "regenerated" / "checked" only for what did.
+    #[test]
+    fn bodies_say_only_what_ran() {
+        let base = |dry_run, steps: &[CommandResult], check: Option<&CommandResult>| {
+            render_body(&BodyInput {
+                key: "k",
+                branch: "b",
+                versions: &["v2.4.0".into()],
+                old: None,
+                severity: "none",
+                report_md: "",
+                steps,
+                check,
+                origins: &["folder:v2.4.0".into()],
+                dry_run,
+                planned_steps: &["xirang-scan generate".into()],
+                check_configured: Some("cargo check"),
+            })
+        };
+        let dry = base(true, &[], None);
+        assert!(!dry.contains("regenerated") && !dry.contains("checked"), "{dry}");
+        assert!(dry.contains("**Dry run**") && dry.contains("not run (dry run): `cargo check`"), "{dry}");
+        assert!(dry.contains("- `xirang-scan generate`") && !dry.contains("not configured"), "{dry}");
+        assert!(dry.contains(r#""check":"not run""#) && dry.contains(r#""dry_run":true"#), "{dry}");
+        let ok =
+            CommandResult { command: "cargo check".into(), ok: true, status: "exit 0".into(), tail: String::new() };
+        let step = CommandResult {
+            command: "xirang-scan generate".into(),
+            ok: true,
+            status: "exit 0".into(),
+            tail: String::new(),
+        };
+        let full = base(false, std::slice::from_ref(&step), Some(&ok));
+        assert!(full.contains("(from folder:v2.4.0), regenerated, and checked."), "{full}");
+        let unchecked = base(false, std::slice::from_ref(&step), None);
+        assert!(
+            unchecked.contains("(from folder:v2.4.0), and regenerated.")
+                && unchecked.contains("not run: `cargo check`")
+        );
     }
 }
