@@ -108,6 +108,10 @@ fn a_changed_upstream_updates_the_open_pr() {
     let (res, log) = fx.run();
     assert!(matches!(res, Ok(Outcome::Published { pull: 1, .. })), "{res:?}\n{log}");
     let key1 = meta_of(&forge.pulls()[0].body)["key"].clone();
+    // labels from an earlier state of the pull request, and one a human put there
+    forge.add_label(1, "drift:breaking");
+    forge.add_label(1, "xirang-bot:check-failed");
+    forge.add_label(1, "needs-review");
     // v2.1.0 re-released with another operator: same branch, same PR, new key
     write_release(
         &fx.upstream,
@@ -120,6 +124,14 @@ fn a_changed_upstream_updates_the_open_pr() {
     let pulls = forge.pulls();
     assert_eq!(pulls.len(), 1);
     assert_ne!(meta_of(&pulls[0].body)["key"], key1);
+    // labels kept in step: the update drops the bot's labels that no longer apply, keeps a human's
+    let sev = format!("drift:{}", meta_of(&pulls[0].body)["severity"].as_str().unwrap());
+    assert!(pulls[0].labels.contains(&sev), "{:?}", pulls[0].labels);
+    assert_ne!(sev, "drift:breaking", "the fixture's update is expected not to be breaking");
+    for stale in ["drift:breaking", "xirang-bot:check-failed"] {
+        assert!(!pulls[0].labels.contains(&stale.to_string()), "{stale} left on: {:?}", pulls[0].labels);
+    }
+    assert!(pulls[0].labels.contains(&"needs-review".to_string()), "{:?}", pulls[0].labels);
     assert!(pulls[0].body.contains("abs"));
     assert_eq!(forge.count("PATCH", "/repos/acme/xirang/pulls/1"), 1);
     assert!(

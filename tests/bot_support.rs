@@ -136,6 +136,18 @@ impl FakeForge {
         self.requests().iter().filter(|r| r.method != "GET").count()
     }
 
+    /// A label put on pull request `n` by hand (as a human, or an earlier run, would).
+    pub fn add_label(&self, n: u64, name: &str) {
+        let mut s = self.state.lock().unwrap();
+        if !s.labels.iter().any(|(_, l, _)| l == name) {
+            let id = s.labels.len() as u64 + 100;
+            s.labels.push((id, name.to_string(), "ededed".into()));
+        }
+        if let Some(p) = s.pulls.iter_mut().find(|p| p.number == n) {
+            p.labels.push(name.to_string());
+        }
+    }
+
     pub fn pulls(&self) -> Vec<Pr> {
         self.state.lock().unwrap().pulls.clone()
     }
@@ -416,6 +428,22 @@ fn route(st: &Arc<Mutex<State>>, method: &str, full: &str, auth: &str, body: &st
                 if !known.contains(&l) {
                     return j(422, json!({"message": format!("label {l} does not exist")}));
                 }
+            }
+            let v: Vec<Value> = p.labels.iter().map(|l| json!({"name": l})).collect();
+            j(200, Value::Array(v))
+        }
+        // GitHub: DELETE /repos/{owner}/{repo}/issues/{n}/labels/{name}: 200 with the labels left,
+        // 404 when the issue does not carry the label
+        ("DELETE", ["issues", n, "labels", name]) => {
+            let n: u64 = n.parse().unwrap_or(0);
+            let name = name.replace("%3A", ":").replace("%2F", "/").replace("%20", " ");
+            let Some(p) = s.pulls.iter_mut().find(|p| p.number == n) else {
+                return j(404, json!({"message": "Not Found"}));
+            };
+            let before = p.labels.len();
+            p.labels.retain(|l| *l != name);
+            if p.labels.len() == before {
+                return j(404, json!({"message": "Label does not exist"}));
             }
             let v: Vec<Value> = p.labels.iter().map(|l| json!({"name": l})).collect();
             j(200, Value::Array(v))

@@ -76,6 +76,13 @@ impl Http {
                 }
                 r.content_type("application/json").send(body.unwrap_or("{}"))
             }
+            "DELETE" => {
+                let mut r = self.agent.delete(url);
+                for (k, v) in headers {
+                    r = r.header(*k, v.as_str());
+                }
+                r.call()
+            }
             _ => return Err(Failure::Refused(format!("unsupported method {method}"))),
         };
         let mut resp = resp.map_err(|e| Failure::Transport(e.to_string()))?;
@@ -286,6 +293,8 @@ pub struct Pull {
     pub body: String,
     pub head_ref: String,
     pub head_sha: String,
+    /// Names of the labels on it.
+    pub labels: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -298,6 +307,8 @@ struct PullJson {
     #[serde(default)]
     body: Option<String>,
     head: HeadJson,
+    #[serde(default)]
+    labels: Vec<LabelJson>,
 }
 
 #[derive(Deserialize)]
@@ -317,6 +328,7 @@ impl From<PullJson> for Pull {
             body: p.body.unwrap_or_default(),
             head_ref: p.head.reference,
             head_sha: p.head.sha.unwrap_or_default(),
+            labels: p.labels.into_iter().map(|l| l.name).collect(),
         }
     }
 }
@@ -522,6 +534,40 @@ impl<'a> Forge<'a> {
             json!({ "labels": list })
         };
         self.call(log, "POST", &format!("/issues/{number}/labels"), Some(body))?;
+        Ok(())
+    }
+
+    /// Removes labels from a pull request (by name on GitHub, by id on Gitea); a label already
+    /// gone (404) is not an error.
+    pub fn unlabel_pull(&self, log: &mut Log<'_>, number: u64, names: &[String]) -> Result<(), BotError> {
+        if names.is_empty() {
+            return Ok(());
+        }
+        let ids: BTreeMap<String, Option<u64>> = if self.kind.is_gitea() {
+            let v = self.call(log, "GET", "/labels?limit=50", None)?;
+            let existing: Vec<LabelJson> = serde_json::from_value(v).map_err(|e| BotError::Api {
+                what: "GET labels".into(),
+                status: 200,
+                message: format!("unexpected label list: {e}"),
+            })?;
+            existing.into_iter().map(|l| (l.name, l.id)).collect()
+        } else {
+            BTreeMap::new()
+        };
+        for name in names {
+            let key = if self.kind.is_gitea() {
+                match ids.get(name).copied().flatten() {
+                    Some(id) => id.to_string(),
+                    None => continue,
+                }
+            } else {
+                enc(name)
+            };
+            match self.call(log, "DELETE", &format!("/issues/{number}/labels/{key}"), None) {
+                Ok(_) | Err(BotError::Api { status: 404, .. }) => log.line(&format!("removed label `{name}`")),
+                Err(e) => return Err(e),
+            }
+        }
         Ok(())
     }
 }

@@ -617,6 +617,18 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
         }
     };
     forge.label_pull(log, pr.number, &labels)?;
+    // labels kept in step: the bot's own severity / check-failed labels that no longer apply go
+    // (a human's labels stay)
+    let stale: Vec<String> = pr
+        .labels
+        .iter()
+        .filter(|l| {
+            (l.starts_with(&cfg.severity_label_prefix) || **l == cfg.check_failed_label)
+                && !labels.iter().any(|n| n.name == **l)
+        })
+        .cloned()
+        .collect();
+    forge.unlabel_pull(log, pr.number, &stale)?;
 
     // older bot pull requests are superseded by this one
     let own_prefix = format!("{}/pytorch-", cfg.branch_prefix);
