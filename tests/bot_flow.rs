@@ -329,3 +329,45 @@ fn the_shipped_config_and_workflow_are_usable() {
     assert!(!token.contains("||"), "the workflow falls back to another token: {token}");
     assert!(wf.contains("the secret XIRANG_BOT_TOKEN is not set"), "a run without the secret must say which to set");
 }
+
+#[test]
+fn a_declined_pr_is_not_recreated_for_that_version() {
+    let forge = FakeForge::start();
+    let fx = fixture("declined", &forge.url, DEFAULT_STEPS);
+    let (res, log) = fx.run();
+    assert!(matches!(res, Ok(Outcome::Published { pull: 1, .. })), "{res:?}\n{log}");
+    // a person closes it without merging: the next scheduled run leaves it closed
+    forge.close_by_hand(1, false);
+    let writes = forge.writes();
+    let (res, log) = fx.run();
+    let outcome = res.unwrap_or_else(|e| panic!("{e}\n{log}"));
+    assert_eq!(outcome, Outcome::Declined { branch: "xirang-bot/pytorch-v2.1.0".into(), pull: 1 });
+    assert_eq!(outcome.exit_code(), 0);
+    assert!(log.contains("closed without merging"), "{log}");
+    assert_eq!(forge.count("POST", "/repos/acme/xirang/pulls"), 1);
+    assert_eq!(forge.writes(), writes, "a declined run wrote to the forge");
+    fx.assert_user_tree_intact();
+    // a newer release is a new question: its own pull request
+    write_release(
+        &fx.upstream,
+        "v2.2.0",
+        &["mul.Tensor(Tensor self, Tensor other) -> Tensor", "neg(Tensor self) -> Tensor"],
+    );
+    let (res, log) = fx.run();
+    let outcome = res.unwrap_or_else(|e| panic!("{e}\n{log}"));
+    assert!(matches!(&outcome, Outcome::Published { pull: 2, updated: false, .. }), "{outcome:?}\n{log}");
+    fx.cleanup();
+}
+
+#[test]
+fn a_merged_pr_is_not_taken_for_a_declined_one() {
+    let forge = FakeForge::start();
+    let fx = fixture("merged", &forge.url, DEFAULT_STEPS);
+    let (res, log) = fx.run();
+    assert!(matches!(res, Ok(Outcome::Published { pull: 1, .. })), "{res:?}\n{log}");
+    forge.close_by_hand(1, true);
+    let (res, log) = fx.run();
+    let outcome = res.unwrap_or_else(|e| panic!("{e}\n{log}"));
+    assert!(!matches!(outcome, Outcome::Declined { .. }), "{outcome:?}\n{log}");
+    fx.cleanup();
+}

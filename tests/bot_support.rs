@@ -67,6 +67,7 @@ pub struct Pr {
     pub base: String,
     pub state: String,
     pub labels: Vec<String>,
+    pub merged: bool,
 }
 
 #[derive(Debug, Default)]
@@ -134,6 +135,15 @@ impl FakeForge {
 
     pub fn writes(&self) -> usize {
         self.requests().iter().filter(|r| r.method != "GET").count()
+    }
+
+    /// Pull request `n` closed by a person, merged or not.
+    pub fn close_by_hand(&self, n: u64, merged: bool) {
+        let mut s = self.state.lock().unwrap();
+        if let Some(p) = s.pulls.iter_mut().find(|p| p.number == n) {
+            p.state = "closed".into();
+            p.merged = merged;
+        }
     }
 
     /// A label put on pull request `n` by hand (as a human, or an earlier run, would).
@@ -304,7 +314,8 @@ fn pr_json(p: &Pr) -> Value {
            "title": p.title, "body": p.body, "state": p.state,
            "head": {"ref": p.head, "sha": "0000000000000000000000000000000000000000", "label": format!("{OWNER}:{}", p.head)},
            "base": {"ref": p.base},
-           "labels": p.labels.iter().map(|l| json!({"name": l})).collect::<Vec<_>>()})
+           "labels": p.labels.iter().map(|l| json!({"name": l})).collect::<Vec<_>>(),
+           "merged_at": if p.merged { json!("2026-01-01T00:00:00Z") } else { Value::Null }})
 }
 
 fn route(st: &Arc<Mutex<State>>, method: &str, full: &str, auth: &str, body: &str) -> (u16, Vec<u8>, &'static str) {
@@ -333,10 +344,11 @@ fn route(st: &Arc<Mutex<State>>, method: &str, full: &str, auth: &str, body: &st
     match (method, segs.as_slice()) {
         ("GET", ["pulls"]) => {
             let head = query(full, "head");
+            let state = query(full, "state").unwrap_or_else(|| "open".into());
             let list: Vec<Value> = s
                 .pulls
                 .iter()
-                .filter(|p| p.state == "open")
+                .filter(|p| state == "all" || p.state == state)
                 .filter(|p| head.as_ref().is_none_or(|h| *h == format!("{OWNER}:{}", p.head)))
                 .map(pr_json)
                 .collect();
@@ -365,6 +377,7 @@ fn route(st: &Arc<Mutex<State>>, method: &str, full: &str, auth: &str, body: &st
                 base: base.into(),
                 state: "open".into(),
                 labels: vec![],
+                merged: false,
             };
             let v = pr_json(&pr);
             s.pulls.push(pr);

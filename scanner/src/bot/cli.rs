@@ -221,6 +221,9 @@ fn print_outcome(log: &mut Log<'_>, o: &Outcome) {
             "stopped: {branch} has commit {commit} by {author}{}",
             pull.map(|n| format!(" (pull request #{n})")).unwrap_or_default()
         )),
+        Outcome::Declined { branch, pull } => {
+            log.line(&format!("declined: pull request #{pull} for {branch} was closed without merging; not recreated"))
+        }
         Outcome::DryRun { branch, commit, message, title, body, labels } => {
             log.line(&format!("branch: {branch}"));
             log.line(&format!("commit: {commit} (not pushed)"));

@@ -295,6 +295,8 @@ pub struct Pull {
     pub head_sha: String,
     /// Names of the labels on it.
     pub labels: Vec<String>,
+    /// Closed by merging (GitHub's `merged_at`, Gitea's `merged`).
+    pub merged: bool,
 }
 
 #[derive(Deserialize)]
@@ -309,6 +311,10 @@ struct PullJson {
     head: HeadJson,
     #[serde(default)]
     labels: Vec<LabelJson>,
+    #[serde(default)]
+    merged_at: Option<String>,
+    #[serde(default)]
+    merged: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -329,6 +335,7 @@ impl From<PullJson> for Pull {
             head_ref: p.head.reference,
             head_sha: p.head.sha.unwrap_or_default(),
             labels: p.labels.into_iter().map(|l| l.name).collect(),
+            merged: p.merged_at.is_some() || p.merged == Some(true),
         }
     }
 }
@@ -425,6 +432,27 @@ impl<'a> Forge<'a> {
         let v = self.call(log, "GET", &path, None)?;
         // filter again: a server that ignores `head` must not make us update someone else's PR
         Ok(Self::pulls_from(v, "GET pulls")?.into_iter().find(|p| p.head_ref == branch))
+    }
+
+    /// A pull request for `branch` that was closed without being merged: a person declined it.
+    pub fn find_declined_pull(&self, log: &mut Log<'_>, branch: &str) -> Result<Option<Pull>, BotError> {
+        let per_page = if self.kind.is_gitea() { 50 } else { 100 };
+        for page in 1..=MAX_PAGES {
+            let path = if self.kind.is_gitea() {
+                format!("/pulls?state=closed&limit={per_page}&page={page}")
+            } else {
+                format!("/pulls?head={}:{}&state=closed&per_page={per_page}&page={page}", enc(&self.owner), enc(branch))
+            };
+            let got = Self::pulls_from(self.call(log, "GET", &path, None)?, "GET pulls")?;
+            let n = got.len();
+            if let Some(p) = got.into_iter().find(|p| p.head_ref == branch && !p.merged) {
+                return Ok(Some(p));
+            }
+            if n < per_page {
+                break;
+            }
+        }
+        Ok(None)
     }
 
     /// Every open pull request (paged).

@@ -152,6 +152,8 @@ pub enum Outcome {
     Published { branch: String, commit: String, pull: u64, url: String, updated: bool, check_passed: Option<bool> },
     /// A commit that is not the bot's is on the branch: nothing pushed.
     Stopped { branch: String, commit: String, author: String, pull: Option<u64>, commented: bool },
+    /// The pull request for these versions was closed without merging: not recreated.
+    Declined { branch: String, pull: u64 },
     /// `--dry-run`: what would be pushed and opened.
     DryRun { branch: String, commit: String, message: String, title: String, body: String, labels: Vec<String> },
 }
@@ -402,6 +404,20 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
         Some(f) => f.find_open_pull(log, &branch)?,
         None => None,
     };
+
+    // a pull request for this branch that a person closed without merging: declined, remembered
+    // for these versions (a newer release gets a branch, and a pull request, of its own)
+    if pull.is_none()
+        && let Some(f) = &forge
+        && let Some(d) = f.find_declined_pull(log, &branch)?
+    {
+        log.line(&format!(
+            "declined: pull request #{} for {branch} was closed without merging; not recreated (reopen it to let \
+             the bot update it)",
+            d.number
+        ));
+        return Ok(Outcome::Declined { branch, pull: d.number });
+    }
 
     if let Some(&tip) = remote.heads.get(&branch) {
         match gitops::inspect(&repo, tip, remote.base_tip, cfg)? {
