@@ -4,7 +4,7 @@
 // where PyTorch has no composite kernel. Compiled into the torch-xirang package's shim
 // (adapter-runtime/torch-xirang/csrc/boxed.cpp holds the kernel).
 //
-// Registered: 350 (107 native kernel, 243 recipe).
+// Registered: 350 (108 native kernel, 242 recipe).
 // Left to PyTorch: CompositeImplicitAutograd operators decompose there (0 of the
 // served ones); CompositeExplicitAutograd operators the adapter serves only by recipe or on the
 // host run PyTorch's composite kernel (79); views keep PyTorch's metadata kernels
@@ -35,7 +35,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("add.Scalar", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; overrides PyTorch's CompositeExplicitAutograd kernel
   m.impl("add.Tensor", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("add.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
-  m.impl("add_.Tensor", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("add_.Tensor", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("addcdiv", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("addcdiv.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("addcdiv_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels

@@ -9,6 +9,7 @@ pub mod autograd;
 pub mod custom;
 pub mod driver;
 pub mod forward;
+pub mod native;
 pub mod ops;
 pub mod recipes;
 

@@ -419,6 +419,19 @@ def kink_specs():
     ]
 
 
+def view_specs():
+    """Views the adapter serves without a kernel launch (`view`, `permute`, `_unsafe_view`: marked
+    kernels since the native tier is generated), added after every other case with their own
+    generator: their backward reshapes or permutes the gradient."""
+    return [
+        ("view", "arith", "contiguous", [T(4, 6), IL([2, 12])]),
+        ("view", "arith", "contiguous", [T(2, 3, 4), IL([-1, 4])]),
+        ("permute", "arith", "contiguous", [T(2, 3, 4), IL([2, 0, 1])]),
+        ("permute", "arith", "transposed", [T(5, 7, layout="transposed"), IL([1, 0])]),
+        ("_unsafe_view", "arith", "contiguous", [T(3, 8), IL([6, 4])]),
+    ]
+
+
 def kinks(dt):
     """Values at and around 0: the bound itself (twice, and -0.0), both sides, NaN."""
     return torch.tensor([-1.0, -0.5, 0.0, 0.0, -0.0, 0.5, 1.0, float("nan")], dtype=mg.DT[dt])
@@ -516,6 +529,16 @@ def main():
     mg.gen = torch.Generator().manual_seed(20261202)
     for dt in DTYPES:
         for op, cls, layout, spec in kink_specs():
+            n = len(mg.tensors)
+            try:
+                build(op, cls, layout, spec, dt)
+            except (RuntimeError, TypeError, NotImplementedError) as e:
+                for k in list(mg.tensors)[n:]:
+                    del mg.tensors[k]
+                skipped.append(f"{op} {dt} {layout}: {str(e).splitlines()[0]}")
+    mg.gen = torch.Generator().manual_seed(20261203)
+    for dt in DTYPES:
+        for op, cls, layout, spec in view_specs():
             n = len(mg.tensors)
             try:
                 build(op, cls, layout, spec, dt)

@@ -1,13 +1,13 @@
-//! Calling an operator by name with boxed arguments, through the three
-//! tiers: the native kernel when the device has one for these arguments
-//! ([`crate::kernels::native`]), else the CPU fallback
-//! ([`crate::dispatch::fallback`] over [`crate::host_registry`]). The call
-//! is counted per operator and tier by [`crate::dispatch::call`], and the
-//! force-fallback list is honoured.
+//! Calling an operator by name with boxed arguments, through two tiers: the native kernel when
+//! the device has one ([`crate::kernels::is_native`]: the generated `call_boxed` and operator
+//! front-end, which fall back to the host implementation when the kernel declines the
+//! arguments), else the CPU fallback ([`crate::dispatch::fallback`] over
+//! [`crate::host_registry`]) directly, without composition recipes. The call is counted per
+//! operator and tier, and the force-fallback list is honoured.
 //!
-//! This is the runtime's own boxed entry, used by the precision suite and
-//! the examples; the generated `generated::ops::call_boxed` reaches the same
-//! kernels through the typed `AtenOps` trait.
+//! This is the runtime's own boxed entry, used by the precision suite, the training examples and
+//! the benches: it measures the native kernels against the host reference. PyTorch's boxed calls
+//! (the bridge) use the generated `generated::ops::call_boxed`, recipes included.
 
 use crate::dispatch::{self, Tier};
 use crate::error::{Error, Result};
@@ -21,33 +21,15 @@ pub fn call(op: &str, args: Vec<IValue>) -> Result<Vec<IValue>> {
 
 /// [`call`], also saying which tier served the call.
 pub fn call_with_tier(op: &str, args: Vec<IValue>) -> Result<(Vec<IValue>, Tier)> {
-    let &(name, native) = operator(op).ok_or_else(|| {
-        Error::Unsupported(format!("{op}: unknown operator (no native kernel, no host implementation)"))
-    })?;
-    let mut tier = Tier::Native;
-    let out = dispatch::call(name, || {
-        if let Some(native) = native
-            && !dispatch::forced_fallback(name)
-            && let Some(r) = native(&args)?
-        {
-            return Ok(r);
-        }
-        tier = Tier::Fallback;
-        dispatch::fallback(name, args, &[])
-    })?;
-    Ok((out, tier))
-}
-
-/// The interned name and native entry of every operator the runtime can run, by name: one hash
-/// lookup per boxed call instead of binary searches over both tables.
-fn operator(op: &str) -> Option<&'static (&'static str, Option<crate::kernels::NativeFn>)> {
-    type Table = std::collections::HashMap<&'static str, (&'static str, Option<crate::kernels::NativeFn>)>;
-    static OPS: std::sync::OnceLock<Table> = std::sync::OnceLock::new();
-    OPS.get_or_init(|| {
-        let host = crate::host_registry::operators().into_iter();
-        host.chain(crate::kernels::operators()).map(|n| (n, (n, crate::kernels::native(n)))).collect()
-    })
-    .get(op)
+    if crate::kernels::is_native(op) {
+        let out = crate::generated::ops::call_boxed(&crate::kernels::NpuOps, op, &args)?;
+        return Ok((out, dispatch::last_tier()));
+    }
+    let Some(name) = crate::host_registry::intern(op) else {
+        return Err(Error::Unsupported(format!("{op}: unknown operator (no native kernel, no host implementation)")));
+    };
+    let out = dispatch::call(name, || dispatch::fallback(name, args, &[]))?;
+    Ok((out, Tier::Fallback))
 }
 
 /// Every operator the runtime can run, with the best tier it has on the
@@ -56,7 +38,7 @@ fn operator(op: &str) -> Option<&'static (&'static str, Option<crate::kernels::N
 pub fn coverage() -> Vec<(&'static str, Tier)> {
     let mut v: Vec<(&'static str, Tier)> = crate::host_registry::operators()
         .into_iter()
-        .map(|op| (op, if crate::kernels::native(op).is_some() { Tier::Native } else { Tier::Fallback }))
+        .map(|op| (op, if crate::kernels::is_native(op) { Tier::Native } else { Tier::Fallback }))
         .collect();
     for op in crate::kernels::operators() {
         if crate::host_registry::lookup(op).is_none() {

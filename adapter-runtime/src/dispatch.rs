@@ -218,6 +218,14 @@ thread_local! {
     /// Why the last native kernel on this thread declined its arguments (for the fallback
     /// warning: "runs on the CPU fallback ... because ...").
     static DECLINED: RefCell<Option<String>> = const { RefCell::new(None) };
+    /// The tier that served the last top-level call on this thread.
+    static LAST: std::cell::Cell<Tier> = const { std::cell::Cell::new(Tier::Native) };
+}
+
+/// The tier that served the last top-level operator call on this thread (for boxed callers that
+/// report it, such as the precision suite).
+pub fn last_tier() -> Tier {
+    LAST.with(|l| l.get())
 }
 
 /// Records why a native kernel declined its arguments (its `Unsupported` message); the next
@@ -246,7 +254,14 @@ pub fn call<R>(op: &'static str, f: impl FnOnce() -> Result<R>) -> Result<R> {
     });
     let profiled = crate::profile::enabled() && crate::profile::enter(op);
     let out = f();
-    let tier = FRAMES.with(|fr| fr.borrow_mut().pop()).unwrap_or(Tier::Native);
+    let tier = FRAMES.with(|fr| {
+        let mut fr = fr.borrow_mut();
+        let t = fr.pop().unwrap_or(Tier::Native);
+        if fr.is_empty() {
+            LAST.with(|l| l.set(t));
+        }
+        t
+    });
     if profiled {
         crate::profile::exit(tier);
     }
@@ -255,6 +270,56 @@ pub fn call<R>(op: &'static str, f: impl FnOnce() -> Result<R>) -> Result<R> {
         record(op, tier);
     }
     out
+}
+
+/// Whether an `Error::Unsupported` from the adapter's `AtenOps` method is a native kernel declining
+/// the call: the frame is still on the native tier (a default body that ran a recipe or the
+/// fallback has re-marked it, and its error stands). Records the reason for the fallback warning
+/// and marks the fallback tier; the generated front-end then runs the CPU fallback.
+pub fn declined(why: &str) -> bool {
+    let native = FRAMES.with(|fr| fr.borrow().last().is_some_and(|t| *t == Tier::Native));
+    if native {
+        note_declined(why.to_string());
+        mark(Tier::Fallback);
+    }
+    native
+}
+
+/// The tier composition of a generated front-end: `r`, the adapter's `AtenOps` method's result,
+/// unless a native kernel declined the call ([`declined`]), then the CPU fallback.
+#[inline]
+pub fn native_or<R>(r: Result<R>, fallback: impl FnOnce() -> Result<R>) -> Result<R> {
+    match r {
+        Err(Error::Unsupported(ref why)) if declined(why) => fallback(),
+        r => r,
+    }
+}
+
+/// A native kernel's precondition, checked by the generated `AtenOps` methods
+/// (`generated/native.rs`): every tensor argument is on one device (zero-dim host tensors
+/// included: the fallback mixes them in). Otherwise the kernel declines the call.
+pub fn kernel_devices(
+    op: &str,
+    tensors: &[Option<&crate::tensor::Tensor>],
+    lists: &[&[crate::tensor::Tensor]],
+) -> Result<()> {
+    let mut first: Option<&std::sync::Arc<crate::device::DeviceContext>> = None;
+    for t in tensors.iter().flatten().copied().chain(lists.iter().flat_map(|l| l.iter())) {
+        let Some(c) = t.device_ctx() else {
+            return Err(Error::Unsupported(format!("{op}: its tensor arguments are not all on one device")));
+        };
+        match first {
+            None => first = Some(c),
+            Some(f) if std::sync::Arc::ptr_eq(f, c) => {}
+            Some(_) => {
+                return Err(Error::Unsupported(format!("{op}: its tensor arguments are not all on one device")));
+            }
+        }
+    }
+    if first.is_none() {
+        return Err(Error::Unsupported(format!("{op}: no device tensor among its arguments")));
+    }
+    Ok(())
 }
 
 /// Marks the innermost frame (called by generated default bodies).
@@ -303,19 +368,10 @@ pub fn admit_fallback(op: &'static str) -> Result<()> {
 /// copies); arguments at the positions in `mutated` (schema `(a!)`) receive
 /// the in-place result.
 ///
-/// A generated default body reaches this for every operator the adapter's `AtenOps` impl does
-/// not override and no recipe covers; an operator with a registered native kernel
-/// ([`crate::kernels::native`]) runs on that kernel first (native tier) unless the policy forces
-/// it onto the fallback, and the host implementation takes only what the kernel declines.
+/// A generated default body reaches this for every operator without a native kernel or recipe;
+/// the generated front-end reaches it when a native kernel declines its arguments
+/// ([`declined`]) or the policy forces the operator onto the fallback.
 pub fn fallback(op: &'static str, args: Vec<IValue>, mutated: &[usize]) -> Result<Vec<IValue>> {
-    if !forced_fallback(op)
-        && let Some(kernel) = crate::kernels::native(op)
-    {
-        mark(Tier::Native);
-        if let Some(r) = kernel(&args)? {
-            return Ok(r);
-        }
-    }
     mark(Tier::Fallback);
     if host_fallback() == HostFallback::Decline {
         return Err(Error::Declined(op.to_string()));

@@ -44,6 +44,7 @@ static TABLE: &[(&str, usize, HostFn)] = &[
     ("_softmax", 3, softmax_),
     ("_softmax_backward_data", 4, softmax_backward_data),
     ("_to_copy", 7, to_copy),
+    ("_unsafe_view", 2, unsafe_view),
     ("abs", 1, abs),
     ("acos", 1, acos),
     ("acosh", 1, acosh),
@@ -934,6 +935,11 @@ fn view(a: Args) -> Out {
     args!("view", a, 2);
     one(tn(OP, a, 0)?.view(ints(OP, a, 1)?)?)
 }
+/// `view` without the aliasing bookkeeping: a view here too.
+fn unsafe_view(a: Args) -> Out {
+    args!("_unsafe_view", a, 2);
+    one(tn(OP, a, 0)?.view(ints(OP, a, 1)?)?)
+}
 fn permute(a: Args) -> Out {
     args!("permute", a, 2);
     one(tn(OP, a, 0)?.permute(ints(OP, a, 1)?)?)
@@ -1548,11 +1554,10 @@ mod tests {
     #[test]
     fn readme_counts_are_the_codes() {
         let readme = include_str!("../README.md");
-        let native = crate::kernels::registry::operators().len();
+        let native = crate::kernels::operators().len();
         let host = super::operators().len();
         for (needle, n) in [
-            ("boxed native entries by operator name (", native),
-            ("`kernels::native(op)` (", native),
+            ("`kernels::is_native(op)` (", native),
             ("boxed host implementations of ", host),
             ("`host_registry` (", host),
         ] {

@@ -315,8 +315,15 @@ macro_rules! from_impls {
     };
 }
 
+/// An undefined tensor ([`Tensor::undefined`]: a result the operator did not compute) boxes as
+/// `None`, as PyTorch's boxed calls carry an undefined `at::Tensor`.
+impl From<Tensor> for IValue {
+    fn from(t: Tensor) -> IValue {
+        if t.is_undefined() { IValue::None } else { IValue::Tensor(t) }
+    }
+}
+
 from_impls! {
-    Tensor => Tensor,
     Vec<Tensor> => TensorList,
     Vec<Option<Tensor>> => OptTensorList,
     i64 => Int,
@@ -371,8 +378,19 @@ macro_rules! from_ivalue_impls {
     };
 }
 
+/// A `None` result where the schema returns `Tensor` is PyTorch's undefined tensor (a masked-off
+/// gradient): [`Tensor::undefined`].
+impl FromIValue for Tensor {
+    fn from_ivalue(op: &str, v: IValue) -> Result<Tensor> {
+        match v {
+            IValue::Tensor(x) => Ok(x),
+            IValue::None => Ok(Tensor::undefined()),
+            other => mismatch(op, "result", "Tensor", &other),
+        }
+    }
+}
+
 from_ivalue_impls! {
-    Tensor => Tensor,
     Vec<Tensor> => TensorList,
     i64 => Int,
     f64 => Float,

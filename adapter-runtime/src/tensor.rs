@@ -109,6 +109,12 @@ pub struct Tensor {
     pub(crate) tangent: Option<Arc<crate::forward_ad::Tangent>>,
 }
 
+/// The one storage of every undefined tensor.
+fn undefined_storage() -> &'static Arc<StorageImpl> {
+    static U: std::sync::OnceLock<Arc<StorageImpl>> = std::sync::OnceLock::new();
+    U.get_or_init(|| Tensor::empty(&[0], DType::F32).storage)
+}
+
 impl Clone for Tensor {
     /// A new handle: reference counts and an inline copy of sizes and strides, no allocation up
     /// to 5 dims (`SmallVec`'s own `clone` goes through `extend`, element by element).
@@ -275,6 +281,20 @@ impl Tensor {
             autograd: None,
             tangent: None,
         }
+    }
+
+    /// PyTorch's undefined tensor (`at::Tensor()`): what an operator returns for a result it does
+    /// not compute, such as a masked-off gradient of `native_layer_norm_backward`. Boxed, it is
+    /// `IValue::None`. It has no elements; [`Tensor::is_undefined`] tells it apart.
+    pub fn undefined() -> Tensor {
+        let mut t = Tensor::empty(&[0], DType::F32);
+        t.storage = undefined_storage().clone();
+        t
+    }
+
+    /// Whether this is [`Tensor::undefined`].
+    pub fn is_undefined(&self) -> bool {
+        Arc::ptr_eq(&self.storage, undefined_storage())
     }
 
     pub fn zeros(sizes: &[usize], dtype: DType) -> Tensor {

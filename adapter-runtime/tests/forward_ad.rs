@@ -132,6 +132,7 @@ fn cases() -> Vec<(&'static str, Vec<A>)> {
         ),
         ("transpose.int", vec![T(&[2, 3, 2]), V(|| int(0)), V(|| int(2))]),
         ("expand", vec![T(&[3, 1]), V(|| IValue::IntList(vec![2, 3, 4])), V(|| IValue::Bool(false))]),
+        ("_unsafe_view", vec![T(&[2, 6]), V(|| IValue::IntList(vec![4, -1]))]),
         ("unsqueeze", vec![T(&[2, 3]), V(|| int(1))]),
         ("squeeze", vec![T(&[2, 1, 3])]),
         ("select.int", vec![T(&[2, 3]), V(|| int(1)), V(|| int(2))]),
@@ -462,7 +463,7 @@ fn check(op: &'static str, spec: &[A], seed: u64) -> Result<(), String> {
 
 /// Operators with a translated jvp that the runtime can run.
 fn in_scope() -> BTreeSet<&'static str> {
-    let runnable: BTreeSet<&str> = xirang_runtime::kernels::registry::operators()
+    let runnable: BTreeSet<&str> = xirang_runtime::kernels::operators()
         .into_iter()
         .chain(RECIPES.iter().map(|r| r.0))
         .chain(xirang_runtime::host_registry::operators())

@@ -58,11 +58,16 @@ pub fn states(c: &coverage::Coverage) -> BTreeMap<String, OpState> {
         .collect()
 }
 
-/// The file holding most of the adapter's `impl AtenOps for ...` methods (where a kernel is added).
+/// The file holding most of the adapter's kernels (functions marked `xirang-kernel:`, or
+/// hand-written `impl AtenOps for ...` methods): where a kernel is added. Test files do not count.
 pub fn kernel_file(kernels: &AdapterIndex) -> Option<String> {
     let prefix = format!("impl {TRAIT_NAME} for ");
     let mut count: BTreeMap<&str, usize> = BTreeMap::new();
-    for k in kernels.kernels.iter().filter(|k| k.item.starts_with(&prefix)) {
+    let is_kernel = |k: &&crate::diff::adapter_index::Kernel| {
+        (k.item.starts_with(&prefix) || k.item.starts_with("fn "))
+            && !k.file.split('/').any(|part| part == "tests" || part == "benches" || part == "examples")
+    };
+    for k in kernels.kernels.iter().filter(is_kernel) {
         *count.entry(k.file.as_str()).or_default() += 1;
     }
     count.into_iter().max_by_key(|(f, n)| (*n, std::cmp::Reverse(*f))).map(|(f, _)| f.to_string())

@@ -1,8 +1,9 @@
 //! Upgrade rehearsal, the adapter's own upgrade: in a copy of the adapter, generate for PyTorch 2.3
-//! with a hand-written kernel for `_scaled_mm` (whose arguments are reordered and retyped by 2.15),
-//! check that it builds, regenerate for 2.15 (the version the adapter targets), and check that the
-//! build fails exactly at that kernel and that the drift report's impact names the same file and
-//! line.
+//! with a hand-written kernel for `_scaled_mm` (whose arguments are reordered and retyped by 2.15; a
+//! function marked `xirang-kernel:`, attached by the generator), check that it builds, regenerate for
+//! 2.15 (the version the adapter targets), and check that the build fails exactly where
+//! `generated/native.rs` calls that kernel, with the compiler pointing at the kernel's definition,
+//! and that the drift report's impact names the same file and line.
 //!
 //! Cost: two `cargo check`s of xirang-runtime in `target/upgrade-rehearsal` (about 10 minutes on
 //! two cores the first time, 5 for the second).
@@ -100,32 +101,36 @@ fn regeneration_breaks_the_build_exactly_at_the_stale_kernel_and_the_report_name
     copy_dir(&r.join("templates"), &root.join("templates"));
     copy_dir(&r.join("generated"), &root.join("generated"));
 
-    // 1. generate for 2.3 and write a kernel with 2.3's signature of _scaled_mm
+    // 1. generate for 2.3, write a kernel with 2.3's signature of _scaled_mm (a marked function, as
+    // every kernel of the adapter), regenerate so generated/native.rs attaches it
     set_version(&root, "v2.3");
     let g = scan(&root, &["generate"]);
     assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
     let ops = std::fs::read_to_string(root.join("generated/ops.rs")).unwrap();
     let sig = ops.lines().find(|l| l.trim_start().starts_with("fn _scaled_mm(")).expect("trait method").trim();
-    let sig = sig.trim_end_matches('{').trim();
+    let sig = sig.trim_end_matches('{').trim().replacen("fn _scaled_mm(&self, ", "pub fn scaled_mm(", 1);
     let kernel = format!(
         "//! A hand-written kernel (upgrade rehearsal).\n\
          #![allow(non_snake_case, unused_variables)]\n\
-         use crate::generated::ops::AtenOps;\n\
          use crate::{{DType, Error, Result, Scalar, Tensor}};\n\n\
-         pub struct RehearsalOps;\n\n\
-         impl AtenOps for RehearsalOps {{\n    {sig} {{\n        Err(Error::Unsupported(\"rehearsal\".into()))\n    }}\n}}\n"
+         /// xirang-kernel: _scaled_mm\n\
+         {sig} {{\n    Err(Error::Unsupported(\"rehearsal\".into()))\n}}\n"
     );
     let kernel_path = root.join("adapter-runtime/src/rehearsal.rs");
     std::fs::write(&kernel_path, &kernel).unwrap();
-    let kernel_line = kernel.lines().position(|l| l.contains("fn _scaled_mm(")).unwrap() + 1;
+    let kernel_line = kernel.lines().position(|l| l.contains("fn scaled_mm(")).unwrap() + 1;
     let lib = root.join("adapter-runtime/src/lib.rs");
     let mut lib_text = std::fs::read_to_string(&lib).unwrap();
     lib_text.push_str("\npub mod rehearsal;\n");
     std::fs::write(&lib, lib_text).unwrap();
+    let g = scan(&root, &["generate"]);
+    assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
+    let native = std::fs::read_to_string(root.join("generated/native.rs")).unwrap();
+    assert!(native.contains("crate::rehearsal::scaled_mm("), "the kernel is not attached");
     let c = check(&root);
     assert!(c.status.success(), "2.3 build fails: {}", String::from_utf8_lossy(&c.stderr));
 
-    // 2. regenerate for 2.15: the build fails, only at the kernel
+    // 2. regenerate for 2.15: the build fails, only where generated/native.rs calls the kernel
     set_version(&root, "v2.15");
     let g = scan(&root, &["generate"]);
     assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
@@ -134,11 +139,28 @@ fn regeneration_breaks_the_build_exactly_at_the_stale_kernel_and_the_report_name
     let stderr = String::from_utf8_lossy(&c.stderr);
     let errors: Vec<&str> = stderr.lines().filter(|l| l.contains(": error")).collect();
     assert!(!errors.is_empty(), "{stderr}");
+    let native = std::fs::read_to_string(root.join("generated/native.rs")).unwrap();
+    let native_lines: Vec<&str> = native.lines().collect();
     for e in &errors {
-        assert!(e.starts_with("adapter-runtime/src/rehearsal.rs:"), "error outside the kernel: {e}");
+        let (file, rest) = e.split_once(".rs:").unwrap_or_else(|| panic!("{e}"));
+        assert!(file.ends_with("generated/native"), "error outside the kernel's call: {e}");
+        let line: usize = rest.split(':').next().unwrap().parse().unwrap();
+        assert!(
+            native_lines[line - 1].contains("crate::rehearsal::scaled_mm("),
+            "error outside the kernel's call: {e}"
+        );
     }
-    let compile_line: usize = errors[0].split(':').nth(1).unwrap().parse().unwrap();
-    assert_eq!(compile_line, kernel_line, "{stderr}");
+    // the error names the kernel: the compiler's note points at its definition
+    let long = Command::new(env!("CARGO"))
+        .current_dir(&root)
+        .args(["check", "--offline", "-p", "xirang-runtime", "--lib"])
+        .env("CARGO_TARGET_DIR", repo().join("target/upgrade-rehearsal"))
+        .env_remove("RUSTFLAGS")
+        .output()
+        .unwrap();
+    let long = String::from_utf8_lossy(&long.stderr);
+    let compile_line = kernel_line;
+    assert!(long.contains(&format!("adapter-runtime/src/rehearsal.rs:{compile_line}:")), "{long}");
 
     // 3. the drift report names the same file and line
     let adapter = root.join("adapter-runtime");

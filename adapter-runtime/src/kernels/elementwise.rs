@@ -446,12 +446,13 @@ pub fn minimum(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
 
 /// `add_.Tensor`: in place into `self_` (the kernel writes `self_`'s storage).
 /// xirang-kernel: add_.Tensor
-pub fn add_tensor_(self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<()> {
+pub fn add_tensor_(self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<Tensor> {
     if !self_.is_contiguous() || shape::broadcast_shapes(self_.sizes(), other.sizes())? != self_.sizes() {
         return unsupported("add_", "in-place kernels need a contiguous self of the broadcast shape");
     }
     let r = add_tensor(self_, other, alpha)?;
-    copy_into(&r, self_)
+    copy_into(&r, self_)?;
+    Ok(self_.clone())
 }
 
 /// Device-to-device copy of contiguous `src` into contiguous `dst` (same dtype and size).

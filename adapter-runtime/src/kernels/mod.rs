@@ -20,8 +20,12 @@
 //! * [`nn`]: softmax / log_softmax and backward, layer norm and backward,
 //!   embedding and dense backward, nll_loss and mse_loss forward/backward.
 //! * [`index`]: cat, index_select, gather, the strided copy.
-//! * [`registry`]: boxed entries by operator name (the native tier of
-//!   [`crate::boxed`]).
+//! * [`npu_ops`]: the adapter type, its backward hooks, views and `clone`.
+//!
+//! A kernel is a function marked `/// xirang-kernel: <op>` taking the operator's typed arguments
+//! in schema order; `xirang-scan generate` attaches it as the operator's `AtenOps` method
+//! (`generated/native.rs`). It declines arguments it does not take with `Error::Unsupported`
+//! and the generated front-end runs the CPU fallback instead.
 //!
 //! [`Driver::launch_kernel`]: crate::driver::Driver::launch_kernel
 //! [`KernelMemory`]: crate::driver::KernelMemory
@@ -32,7 +36,6 @@ pub mod matmul;
 pub mod nn;
 pub mod npu_ops;
 pub mod reduce;
-pub mod registry;
 
 pub use elementwise::*;
 pub use index::*;
@@ -40,7 +43,17 @@ pub use matmul::*;
 pub use nn::*;
 pub use npu_ops::NpuOps;
 pub use reduce::*;
-pub use registry::{NativeFn, intern, native, operators};
+
+/// Operators served by a native kernel (the marked functions `generated/native.rs` attaches),
+/// sorted.
+pub fn operators() -> Vec<&'static str> {
+    crate::generated::native::OPERATORS.to_vec()
+}
+
+/// Whether `op` (a qualified name) has a native kernel.
+pub fn is_native(op: &str) -> bool {
+    crate::generated::native::OPERATORS.binary_search(&op).is_ok()
+}
 
 use std::sync::Arc;
 

@@ -226,11 +226,30 @@ pub fn native_layer_norm(
     Ok((out, mean, rstd))
 }
 
-/// `native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask)`
-/// -> `(grad_input, grad_weight, grad_bias)`; unrequested or undefined gradients are `None`.
+/// `native_layer_norm_backward`: the three gradients; an unrequested one (`output_mask`), or the
+/// gradient of a missing weight or bias, is an undefined tensor, as in PyTorch.
 /// xirang-kernel: native_layer_norm_backward
 #[allow(clippy::too_many_arguments)]
 pub fn native_layer_norm_backward(
+    grad_out: &Tensor,
+    input: &Tensor,
+    normalized_shape: &[i64],
+    mean: &Tensor,
+    rstd: &Tensor,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    output_mask: &[bool],
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let (a, b, c) =
+        layer_norm_backward_masked(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask)?;
+    let def = |t: Option<Tensor>| t.unwrap_or_else(Tensor::undefined);
+    Ok((def(a), def(b), def(c)))
+}
+
+/// `native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask)`
+/// -> `(grad_input, grad_weight, grad_bias)`; unrequested or undefined gradients are `None`.
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm_backward_masked(
     grad_out: &Tensor,
     input: &Tensor,
     normalized_shape: &[i64],

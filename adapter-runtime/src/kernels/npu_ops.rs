@@ -1,39 +1,23 @@
-//! `NpuOps`: this adapter's implementation of the generated `AtenOps` trait.
+//! `NpuOps`: this adapter's operator set, its hand-written backward hooks and the operators it
+//! serves without a kernel launch (views, `clone`).
 //!
-//! Each method below is a native kernel of the simulated device, reached through the boxed
-//! kernel registry ([`super::registry`]); when a kernel declines the arguments (host tensors,
-//! a dtype it does not take) the call goes to the CPU fallback of the same operator, and the
-//! dispatch counters record which tier served it. Every other operator uses the trait's
+//! `NpuOps`'s `AtenOps` impl is generated (`generated/native.rs`): every function marked
+//! `/// xirang-kernel: <op>` under `adapter-runtime/src/` is the method of that operator, typed as
+//! the schema says. When a kernel declines the arguments (host tensors, a dtype it does not take:
+//! `Error::Unsupported`) the generated front-end runs the CPU fallback of the same operator, and
+//! the dispatch counters record which tier served it. Every other operator uses the trait's
 //! generated default body (recipe, out=/in-place wrapper, or CPU fallback). The drift engine
-//! indexes these methods (`impl AtenOps for NpuOps`), so an upstream schema change to one of
-//! them is reported at its line here, and the compiler fails here after `xirang-scan generate`.
+//! indexes the marked functions, so an upstream schema change to one of them is reported at its
+//! line, and the compiler fails in `generated/native.rs` after `xirang-scan generate`.
 
-use crate::dispatch::{self, Tier};
-use crate::dtype::{DType, Scalar};
+use crate::dtype::Scalar;
 use crate::error::Result;
-use crate::generated::ops::AtenOps;
-use crate::ivalue::{FromIValue, IValue, MemoryFormat, results};
+use crate::ivalue::MemoryFormat;
 use crate::tensor::Tensor;
 
 /// The simulated NPU's kernels.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NpuOps;
-
-/// Native kernel of `op` when it takes the arguments, else the CPU fallback.
-fn native(op: &'static str, args: Vec<IValue>) -> Result<Vec<IValue>> {
-    if let Some(k) = super::registry::native(op)
-        && let Some(r) = k(&args)?
-    {
-        return Ok(r);
-    }
-    dispatch::mark(Tier::Fallback);
-    dispatch::fallback(op, args, &[])
-}
-
-fn one(op: &'static str, args: Vec<IValue>) -> Result<Tensor> {
-    let [r] = results::<1>(op, native(op, args)?)?;
-    Tensor::from_ivalue(op, r)
-}
 
 /// The hand-written backward formulas this adapter supplies (the other generated hooks return
 /// `Error::Unsupported`, naming the formula to write). The drift report lists these methods as
@@ -223,256 +207,60 @@ fn extremum_grad(o: &NpuOps, g: &Tensor, a: &Tensor, b: &Tensor, side: Side) -> 
     aten::masked_fill_scalar(o, &split, &off, Scalar::Int(0))
 }
 
-impl AtenOps for NpuOps {
-    fn mm(&self, self_: &Tensor, mat2: &Tensor) -> Result<Tensor> {
-        one("mm", vec![self_.into(), mat2.into()])
+// Operators served without a kernel launch: views (no copy) and the device copy of `clone`.
+// Marked like every kernel: `generated/native.rs` makes them `NpuOps`'s `AtenOps` methods.
+
+/// A view: no kernel, no copy.
+/// xirang-kernel: t
+pub fn t(self_: &Tensor) -> Result<Tensor> {
+    self_.t()
+}
+
+/// A view: no kernel, no copy.
+/// xirang-kernel: view
+pub fn view(self_: &Tensor, size: &[i64]) -> Result<Tensor> {
+    self_.view(size)
+}
+
+/// `_unsafe_view` is `view` without the aliasing bookkeeping (`reshape` uses it after a
+/// contiguous copy): a view here too.
+/// xirang-kernel: _unsafe_view
+pub fn unsafe_view(self_: &Tensor, size: &[i64]) -> Result<Tensor> {
+    self_.view(size)
+}
+
+/// A view: no kernel, no copy.
+/// xirang-kernel: permute
+pub fn permute(self_: &Tensor, dims: &[i64]) -> Result<Tensor> {
+    self_.permute(dims)
+}
+
+/// A view: no kernel, no copy.
+/// xirang-kernel: transpose.int
+pub fn transpose_int(self_: &Tensor, dim0: i64, dim1: i64) -> Result<Tensor> {
+    self_.transpose(dim0, dim1)
+}
+
+/// A view: no kernel, no copy.
+/// xirang-kernel: expand
+pub fn expand(self_: &Tensor, size: &[i64], _implicit: bool) -> Result<Tensor> {
+    self_.expand(size)
+}
+
+/// A view: no kernel, no copy.
+/// xirang-kernel: unsqueeze
+pub fn unsqueeze(self_: &Tensor, dim: i64) -> Result<Tensor> {
+    self_.unsqueeze(dim)
+}
+
+/// A device copy (the strided-copy kernel). The result is always contiguous: with
+/// `memory_format` None / preserve, PyTorch would keep a dense input's strides (same values,
+/// other strides); channels-last formats are declined (the fallback serves them).
+/// xirang-kernel: clone
+pub fn clone(self_: &Tensor, memory_format: Option<MemoryFormat>) -> Result<Tensor> {
+    let plain = matches!(memory_format, None | Some(MemoryFormat::Contiguous | MemoryFormat::Preserve));
+    if !plain {
+        return super::unsupported("clone", "a channels-last memory format");
     }
-    fn addmm(&self, self_: &Tensor, mat1: &Tensor, mat2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
-        one("addmm", vec![self_.into(), mat1.into(), mat2.into(), beta.into(), alpha.into()])
-    }
-    fn add_tensor(&self, self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<Tensor> {
-        one("add.Tensor", vec![self_.into(), other.into(), alpha.into()])
-    }
-    fn mul_tensor(&self, self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-        one("mul.Tensor", vec![self_.into(), other.into()])
-    }
-    fn relu(&self, self_: &Tensor) -> Result<Tensor> {
-        one("relu", vec![self_.into()])
-    }
-    fn threshold_backward(&self, grad_output: &Tensor, self_: &Tensor, threshold: Scalar) -> Result<Tensor> {
-        one("threshold_backward", vec![grad_output.into(), self_.into(), threshold.into()])
-    }
-    fn _log_softmax(&self, self_: &Tensor, dim: i64, half_to_float: bool) -> Result<Tensor> {
-        one("_log_softmax", vec![self_.into(), dim.into(), half_to_float.into()])
-    }
-    fn _log_softmax_backward_data(
-        &self,
-        grad_output: &Tensor,
-        output: &Tensor,
-        dim: i64,
-        input_dtype: DType,
-    ) -> Result<Tensor> {
-        one("_log_softmax_backward_data", vec![grad_output.into(), output.into(), dim.into(), input_dtype.into()])
-    }
-    fn sum_dim_intlist(
-        &self,
-        self_: &Tensor,
-        dim: Option<&[i64]>,
-        keepdim: bool,
-        dtype: Option<DType>,
-    ) -> Result<Tensor> {
-        one("sum.dim_IntList", vec![self_.into(), dim.map(<[i64]>::to_vec).into(), keepdim.into(), dtype.into()])
-    }
-    fn nll_loss_backward(
-        &self,
-        grad_output: &Tensor,
-        self_: &Tensor,
-        target: &Tensor,
-        weight: Option<&Tensor>,
-        reduction: i64,
-        ignore_index: i64,
-        total_weight: &Tensor,
-    ) -> Result<Tensor> {
-        let args = vec![
-            grad_output.into(),
-            self_.into(),
-            target.into(),
-            weight.cloned().into(),
-            reduction.into(),
-            ignore_index.into(),
-            total_weight.into(),
-        ];
-        one("nll_loss_backward", args)
-    }
-    /// A view: no kernel, no copy.
-    fn t(&self, self_: &Tensor) -> Result<Tensor> {
-        self_.t()
-    }
-    /// A view: no kernel, no copy.
-    fn view(&self, self_: &Tensor, size: &[i64]) -> Result<Tensor> {
-        self_.view(size)
-    }
-    /// `_unsafe_view` is `view` without the aliasing bookkeeping (`reshape` uses it after a
-    /// contiguous copy): a view here too.
-    fn _unsafe_view(&self, self_: &Tensor, size: &[i64]) -> Result<Tensor> {
-        self_.view(size)
-    }
-    /// A view: no kernel, no copy.
-    fn permute(&self, self_: &Tensor, dims: &[i64]) -> Result<Tensor> {
-        self_.permute(dims)
-    }
-    /// A view: no kernel, no copy.
-    fn transpose_int(&self, self_: &Tensor, dim0: i64, dim1: i64) -> Result<Tensor> {
-        self_.transpose(dim0, dim1)
-    }
-    /// A view: no kernel, no copy.
-    fn expand(&self, self_: &Tensor, size: &[i64], _implicit: bool) -> Result<Tensor> {
-        self_.expand(size)
-    }
-    /// A view: no kernel, no copy.
-    fn unsqueeze(&self, self_: &Tensor, dim: i64) -> Result<Tensor> {
-        self_.unsqueeze(dim)
-    }
-    /// A device copy (the strided-copy kernel). The result is always contiguous: with
-    /// `memory_format` None / preserve, PyTorch would keep a dense input's strides (same values,
-    /// other strides); channels-last formats take the fallback.
-    fn clone(&self, self_: &Tensor, memory_format: Option<MemoryFormat>) -> Result<Tensor> {
-        let plain = matches!(memory_format, None | Some(MemoryFormat::Contiguous | MemoryFormat::Preserve));
-        if plain && !self_.is_cpu() {
-            return super::index::strided_copy(self_);
-        }
-        dispatch::mark(Tier::Fallback);
-        dispatch::fallback("clone", vec![self_.into(), memory_format.into()], &[]).and_then(|r| {
-            let [r] = results::<1>("clone", r)?;
-            Tensor::from_ivalue("clone", r)
-        })
-    }
-    // Operators whose generated default body is a composition recipe but which have a device
-    // kernel: the kernel rounds once (a recipe such as `reciprocal(sqrt(x))` for `rsqrt` rounds
-    // each step in f16/bf16, which the backward goldens caught) and launches once.
-    fn abs(&self, self_: &Tensor) -> Result<Tensor> {
-        one("abs", vec![self_.into()])
-    }
-    fn neg(&self, self_: &Tensor) -> Result<Tensor> {
-        one("neg", vec![self_.into()])
-    }
-    fn rsqrt(&self, self_: &Tensor) -> Result<Tensor> {
-        one("rsqrt", vec![self_.into()])
-    }
-    fn exp2(&self, self_: &Tensor) -> Result<Tensor> {
-        one("exp2", vec![self_.into()])
-    }
-    fn sigmoid(&self, self_: &Tensor) -> Result<Tensor> {
-        one("sigmoid", vec![self_.into()])
-    }
-    fn sigmoid_backward(&self, grad_output: &Tensor, output: &Tensor) -> Result<Tensor> {
-        one("sigmoid_backward", vec![grad_output.into(), output.into()])
-    }
-    fn silu(&self, self_: &Tensor) -> Result<Tensor> {
-        one("silu", vec![self_.into()])
-    }
-    fn sub_tensor(&self, self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<Tensor> {
-        one("sub.Tensor", vec![self_.into(), other.into(), alpha.into()])
-    }
-    fn tanh_backward(&self, grad_output: &Tensor, output: &Tensor) -> Result<Tensor> {
-        one("tanh_backward", vec![grad_output.into(), output.into()])
-    }
-    fn masked_fill_scalar(&self, self_: &Tensor, mask: &Tensor, value: Scalar) -> Result<Tensor> {
-        one("masked_fill.Scalar", vec![self_.into(), mask.into(), value.into()])
-    }
-    fn bmm(&self, self_: &Tensor, mat2: &Tensor) -> Result<Tensor> {
-        one("bmm", vec![self_.into(), mat2.into()])
-    }
-    fn mul_scalar(&self, self_: &Tensor, other: Scalar) -> Result<Tensor> {
-        one("mul.Scalar", vec![self_.into(), other.into()])
-    }
-    fn div_scalar(&self, self_: &Tensor, other: Scalar) -> Result<Tensor> {
-        one("div.Scalar", vec![self_.into(), other.into()])
-    }
-    fn _softmax(&self, self_: &Tensor, dim: i64, half_to_float: bool) -> Result<Tensor> {
-        one("_softmax", vec![self_.into(), dim.into(), half_to_float.into()])
-    }
-    fn _softmax_backward_data(
-        &self,
-        grad_output: &Tensor,
-        output: &Tensor,
-        dim: i64,
-        input_dtype: DType,
-    ) -> Result<Tensor> {
-        one("_softmax_backward_data", vec![grad_output.into(), output.into(), dim.into(), input_dtype.into()])
-    }
-    fn gelu(&self, self_: &Tensor, approximate: &str) -> Result<Tensor> {
-        one("gelu", vec![self_.into(), approximate.into()])
-    }
-    fn gelu_backward(&self, grad_output: &Tensor, self_: &Tensor, approximate: &str) -> Result<Tensor> {
-        one("gelu_backward", vec![grad_output.into(), self_.into(), approximate.into()])
-    }
-    fn mean_dim(&self, self_: &Tensor, dim: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
-        one("mean.dim", vec![self_.into(), dim.map(<[i64]>::to_vec).into(), keepdim.into(), dtype.into()])
-    }
-    fn native_layer_norm(
-        &self,
-        input: &Tensor,
-        normalized_shape: &[i64],
-        weight: Option<&Tensor>,
-        bias: Option<&Tensor>,
-        eps: f64,
-    ) -> Result<(Tensor, Tensor, Tensor)> {
-        const OP: &str = "native_layer_norm";
-        let args = vec![
-            input.into(),
-            normalized_shape.to_vec().into(),
-            weight.cloned().into(),
-            bias.cloned().into(),
-            eps.into(),
-        ];
-        let [a, b, c] = results::<3>(OP, native(OP, args)?)?;
-        Ok((Tensor::from_ivalue(OP, a)?, Tensor::from_ivalue(OP, b)?, Tensor::from_ivalue(OP, c)?))
-    }
-    /// Returns three tensors: callers that do not want a gradient still get one (the autograd
-    /// helper passes the full mask).
-    fn native_layer_norm_backward(
-        &self,
-        grad_out: &Tensor,
-        input: &Tensor,
-        normalized_shape: &[i64],
-        mean: &Tensor,
-        rstd: &Tensor,
-        weight: Option<&Tensor>,
-        bias: Option<&Tensor>,
-        output_mask: &[bool],
-    ) -> Result<(Tensor, Tensor, Tensor)> {
-        const OP: &str = "native_layer_norm_backward";
-        let args = vec![
-            grad_out.into(),
-            input.into(),
-            normalized_shape.to_vec().into(),
-            mean.into(),
-            rstd.into(),
-            weight.cloned().into(),
-            bias.cloned().into(),
-            output_mask.to_vec().into(),
-        ];
-        let [a, b, c] = results::<3>(OP, native(OP, args)?)?;
-        Ok((Tensor::from_ivalue(OP, a)?, Tensor::from_ivalue(OP, b)?, Tensor::from_ivalue(OP, c)?))
-    }
-    fn embedding(
-        &self,
-        weight: &Tensor,
-        indices: &Tensor,
-        padding_idx: i64,
-        scale_grad_by_freq: bool,
-        sparse: bool,
-    ) -> Result<Tensor> {
-        one(
-            "embedding",
-            vec![weight.into(), indices.into(), padding_idx.into(), scale_grad_by_freq.into(), sparse.into()],
-        )
-    }
-    fn embedding_dense_backward(
-        &self,
-        grad_output: &Tensor,
-        indices: &Tensor,
-        num_weights: i64,
-        padding_idx: i64,
-        scale_grad_by_freq: bool,
-    ) -> Result<Tensor> {
-        one(
-            "embedding_dense_backward",
-            vec![grad_output.into(), indices.into(), num_weights.into(), padding_idx.into(), scale_grad_by_freq.into()],
-        )
-    }
-    fn nll_loss_forward(
-        &self,
-        self_: &Tensor,
-        target: &Tensor,
-        weight: Option<&Tensor>,
-        reduction: i64,
-        ignore_index: i64,
-    ) -> Result<(Tensor, Tensor)> {
-        const OP: &str = "nll_loss_forward";
-        let args = vec![self_.into(), target.into(), weight.cloned().into(), reduction.into(), ignore_index.into()];
-        let [a, b] = results::<2>(OP, native(OP, args)?)?;
-        Ok((Tensor::from_ivalue(OP, a)?, Tensor::from_ivalue(OP, b)?))
-    }
+    super::index::strided_copy(self_)
 }

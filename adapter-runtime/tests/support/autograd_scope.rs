@@ -30,7 +30,7 @@ fn hand_written() -> BTreeSet<String> {
 /// have hand-written hooks.
 pub fn in_scope() -> BTreeSet<&'static str> {
     let fast: BTreeSet<&str> =
-        xirang_runtime::kernels::registry::operators().into_iter().chain(RECIPES.iter().map(|r| r.0)).collect();
+        xirang_runtime::kernels::operators().into_iter().chain(RECIPES.iter().map(|r| r.0)).collect();
     let hand = hand_written();
     NODES
         .iter()

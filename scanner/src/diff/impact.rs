@@ -340,8 +340,8 @@ pub fn impacts(
                         at,
                         format!("cover {op}"),
                         format!(
-                            "add a native kernel (impl AtenOps), a recipe (templates/recipes.toml) or a host \
-                             implementation: today {}",
+                            "add a native kernel (a function marked `/// xirang-kernel: {op}`, then `xirang-scan \
+                             generate`), a recipe (templates/recipes.toml) or a host implementation: today {}",
                             st.how
                         ),
                     );

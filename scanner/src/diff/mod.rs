@@ -272,7 +272,7 @@ pub struct OpState {
 pub struct AdapterStates {
     pub old: std::collections::BTreeMap<String, OpState>,
     pub new: std::collections::BTreeMap<String, OpState>,
-    /// The file that holds the adapter's `impl AtenOps for ...` (where a native kernel is added).
+    /// The file that holds most of the adapter's kernels (where a native kernel is added).
     pub kernel_file: Option<String>,
 }
 

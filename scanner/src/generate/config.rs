@@ -178,7 +178,7 @@ impl Default for OperatorsTable {
 }
 
 /// What kernels declare about their inputs (the front-end prepares inputs accordingly).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KernelsTable {
     /// Operators whose native kernel needs contiguous tensor inputs.
@@ -187,6 +187,20 @@ pub struct KernelsTable {
     /// Operators whose native kernel cannot take zero-dim tensors (they get shape `[1]`).
     #[serde(default)]
     pub no_zero_dim: Vec<String>,
+    /// The Rust type whose `AtenOps` impl the generator writes from the functions marked
+    /// `xirang-kernel:` (`generated/native.rs`).
+    #[serde(default = "default_adapter_type")]
+    pub adapter_type: String,
+}
+
+fn default_adapter_type() -> String {
+    "crate::kernels::NpuOps".into()
+}
+
+impl Default for KernelsTable {
+    fn default() -> Self {
+        KernelsTable { contiguous: Vec::new(), no_zero_dim: Vec::new(), adapter_type: default_adapter_type() }
+    }
 }
 
 /// The device operations the runtime needs, with the Rust signature the bindings expose.

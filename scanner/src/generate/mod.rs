@@ -11,6 +11,7 @@ pub mod config;
 pub mod custom;
 pub mod driver;
 pub mod forward;
+pub mod native;
 pub mod newop;
 pub mod ops;
 pub mod recipes;
@@ -285,7 +286,15 @@ pub fn render_all_with(
         path: "custom.rs".into(),
         text: custom::render_generated(inputs, &selected, custom_file)?,
     });
-    let modules = ["autograd", "custom", "driver", "forward", "ops", "recipes"];
+    let (native_text, _) = native::render(
+        version,
+        &cfg.kernels.adapter_type,
+        ops,
+        &inputs.cfg.path(&cfg.adapter.runtime),
+        &inputs.cfg.root,
+    )?;
+    files.push(GeneratedFile { path: native::FILE.into(), text: native_text });
+    let modules = ["autograd", "custom", "driver", "forward", "native", "ops", "recipes"];
     let mod_text = render(
         &ModTemplate {
             adapter: &cfg.adapter.name,

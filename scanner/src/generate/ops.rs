@@ -136,6 +136,11 @@ pub struct OpCtx {
     pub n_args: usize,
     /// Lines of the documentation (argument defaults).
     pub doc: Vec<String>,
+    /// Tensor and optional-tensor arguments as `Option<&Tensor>` expressions (a native kernel
+    /// takes the call only when they are all on one device).
+    pub kernel_tensors: Vec<String>,
+    /// Tensor-list arguments (`&[Tensor]`).
+    pub kernel_lists: Vec<String>,
 }
 
 fn all_args(f: &FunctionSchema) -> Vec<(&Argument, bool)> {
@@ -292,6 +297,19 @@ pub fn op_ctx(f: &NativeFunction, reason: Reason, env: &OpEnv) -> OpCtx {
     };
     let args = all_args(&f.func);
 
+    // the tensors a native kernel reads (all on one device, else it declines)
+    let (mut kernel_tensors, mut kernel_lists) = (Vec::new(), Vec::new());
+    for (p, (a, _)) in ps.iter().zip(&args) {
+        let tensor = Type::Base(crate::schema::BaseTy::Tensor);
+        match &a.ty {
+            t if *t == tensor && p.is_out => kernel_tensors.push(format!("Some(&*{})", p.name)),
+            t if *t == tensor => kernel_tensors.push(format!("Some({})", p.name)),
+            Type::Optional(inner) if **inner == tensor => kernel_tensors.push(p.name.clone()),
+            Type::List { elem, .. } if **elem == tensor => kernel_lists.push(p.name.clone()),
+            _ => {}
+        }
+    }
+
     // validation
     let mut checks = Vec::new();
     if f.device_check.as_deref() != Some("NoCheck") {
@@ -409,6 +427,8 @@ pub fn op_ctx(f: &NativeFunction, reason: Reason, env: &OpEnv) -> OpCtx {
         autograd: false,
         inplace_node: None,
         bumps,
+        kernel_tensors,
+        kernel_lists,
     }
 }
 
