@@ -2,8 +2,7 @@
 //! retries), a failing check (pull request still opened, marked failing), a failing step (reported,
 //! nothing pushed). In every case the user's uncommitted work is intact and the token never shows.
 
-#[path = "bot_support.rs"]
-mod support;
+use crate::bot_support as support;
 
 use support::*;
 use xirang_scan::bot::{BotError, Outcome};

@@ -5,8 +5,7 @@
 //! nothing; a changed upstream for the same version updates the open pull request; a newer version
 //! opens the next pull request and closes the older one as superseded; a human commit stops the bot.
 
-#[path = "bot_support.rs"]
-mod support;
+use crate::bot_support as support;
 
 use support::*;
 use xirang_scan::bot::{Outcome, Upstream};

@@ -5,7 +5,7 @@
     /tmp/tv/bin/python adapter-runtime/goldens/make_autograd_goldens.py
 
 For every differentiable forward operator that the runtime's autograd engine can run (the operators
-of ``tests/autograd_gradcheck.rs``: a fully translated backward node and a kernel or recipe), in
+of ``tests/serial/autograd_gradcheck.rs``: a fully translated backward node and a kernel or recipe), in
 f32, f16 and bf16 and a few layouts (contiguous; transposed views; broadcast operands for binary
 operators), a case holds fixed-seed inputs, a fixed upstream gradient for each differentiable
 output, and ``torch.autograd.grad`` of the operator (called as ``torch.ops.aten.<op>.<overload>``,
@@ -22,7 +22,7 @@ Writes, next to this script:
   ``grads`` (the expected gradient of each input of ``inputs``; an input PyTorch leaves without a
   gradient gets zeros).
 
-``tests/autograd_goldens.rs`` records each case through the engine on the simulated device, runs
+``tests/serial/autograd_goldens.rs`` records each case through the engine on the simulated device, runs
 backward with the upstream gradients and compares every input's gradient. Deterministic: fixed
 seeds; re-running with the same torch version gives identical files.
 """

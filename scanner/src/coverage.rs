@@ -31,7 +31,7 @@
 //! `not differentiable` ones declared `non_differentiable`).
 //!
 //! Output is deterministic (sorted by operator). `coverage --write` commits the report to
-//! `diffs/coverage.md` and `diffs/coverage.json` (the runtime's `tests/coverage_truth.rs` checks the
+//! `diffs/coverage.md` and `diffs/coverage.json` (the runtime's `tests/serial/coverage_truth.rs` checks the
 //! JSON against what the runtime dispatches); `coverage --check` reports them stale (CI).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -2,7 +2,7 @@
 //!
 //! Written by `xirang-scan new-op`; the body is yours (it is never regenerated). Compose existing
 //! operators through their front-ends (`aten::tanh(o, self_)?`) or launch a device kernel.
-//! Tests: `cargo test -p xirang-runtime --test custom_scaled_gelu`.
+//! Tests: `cargo test -p xirang-runtime --test runtime custom::scaled_gelu::`.
 //! Gradient rule: `self: gelu_backward(grad * scale, self)`.
 //! Reference: `gelu(self) * scale` (the tests compare the kernel with it).
 

@@ -1,5 +1,5 @@
-//! The operators the autograd tests must cover, shared by `tests/autograd_gradcheck.rs` (f64 finite
-//! differences) and `tests/autograd_goldens.rs` (PyTorch's gradients in f32, f16 and bf16).
+//! The operators the autograd tests must cover, shared by `tests/serial/autograd_gradcheck.rs` (f64 finite
+//! differences) and `tests/serial/autograd_goldens.rs` (PyTorch's gradients in f32, f16 and bf16).
 
 use std::collections::BTreeSet;
 

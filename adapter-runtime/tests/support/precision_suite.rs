@@ -1,6 +1,6 @@
-//! The precision suite's runner, shared by `tests/precision.rs` (native
+//! The precision suite's runner, shared by `tests/runtime/precision.rs` (native
 //! kernels where the device has them, fallback otherwise) and
-//! `tests/precision_fallback.rs` (every operator forced onto the CPU
+//! `tests/serial/precision_fallback.rs` (every operator forced onto the CPU
 //! fallback). Every golden case produced by real PyTorch
 //! (`goldens/make_goldens.py`) runs through the runtime on the simulated
 //! device and is checked against the tolerance standards in

@@ -92,7 +92,7 @@ fn dry_run_prints_the_plan_and_never_the_token() {
 // ---------------------------------------------------------------------------------------------------
 // the bot as a process: what a step can see of it, and what a SIGKILL leaves behind
 
-#[path = "../../tests/bot_support.rs"]
+#[path = "../../../tests/bot_support.rs"]
 mod support;
 
 use std::process::{Child, Stdio};

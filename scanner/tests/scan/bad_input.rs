@@ -634,7 +634,8 @@ fn row14_15_formulas_and_keyword_names() {
         for f in [
             "adapter-runtime/src/custom/mod.rs".to_string(),
             format!("adapter-runtime/src/custom/{name}.rs"),
-            format!("adapter-runtime/tests/custom_{name}.rs"),
+            format!("adapter-runtime/tests/runtime/custom/{name}.rs"),
+            "adapter-runtime/tests/runtime/custom/mod.rs".to_string(),
             "generated/custom.rs".to_string(),
         ] {
             let text = std::fs::read_to_string(mini.join(&f)).unwrap();
@@ -644,6 +645,8 @@ fn row14_15_formulas_and_keyword_names() {
         }
         let m = std::fs::read_to_string(mini.join("adapter-runtime/src/custom/mod.rs")).unwrap();
         assert!(m.contains(&format!("mod r#{name};")), "{m}");
+        let t = std::fs::read_to_string(mini.join("adapter-runtime/tests/runtime/custom/mod.rs")).unwrap();
+        assert!(t.contains(&format!("mod r#{name};")), "{t}");
     }
     let o = run_in(&mini, &["new-op", "fn::x(Tensor self) -> Tensor", "--grad", "self: grad", "--dry-run"]);
     assert_eq!(code(&o), 1);

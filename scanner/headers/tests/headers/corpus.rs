@@ -1,7 +1,7 @@
 //! Every corpus header (all Ascend releases' `acl/**.h`, all CUDA releases) against an
 //! independent string-level reading of the same files.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -13,7 +13,10 @@ fn goldens() -> PathBuf {
 
 #[test]
 fn losses_match_pytorch_within_1e_4_relative() {
+    let _serial = crate::serial();
     dispatch::set_policy(Policy { mode: FallbackMode::Silent, ..Policy::default() });
+    // the counters are this run's
+    dispatch::reset_counters();
     let init = io::load_safetensors(goldens().join("mlp_init.safetensors")).unwrap();
     let data = io::load_safetensors(goldens().join("mlp_data.safetensors")).unwrap();
     let golden: serde_json::Value =
@@ -41,6 +44,7 @@ fn t(v: Vec<f32>, s: &[usize]) -> Tensor {
 
 #[test]
 fn any_shapes_work_and_bad_inputs_are_errors() {
+    let _serial = crate::serial();
     dispatch::set_policy(Policy { mode: FallbackMode::Silent, ..Policy::default() });
     let rt = Runtime::simulator().unwrap();
     let (n, d, h, c) = (5, 3, 2, 4);
@@ -76,6 +80,7 @@ fn any_shapes_work_and_bad_inputs_are_errors() {
 /// same kernels: their losses and trained parameters agree.
 #[test]
 fn autograd_and_explicit_backward_agree() {
+    let _serial = crate::serial();
     dispatch::set_policy(Policy { mode: FallbackMode::Silent, ..Policy::default() });
     let init = io::load_safetensors(goldens().join("mlp_init.safetensors")).unwrap();
     let data = io::load_safetensors(goldens().join("mlp_data.safetensors")).unwrap();
@@ -95,6 +100,7 @@ fn autograd_and_explicit_backward_agree() {
 /// parses; a non-finite loss is `null` with a `nonfinite` flag saying which value it was.
 #[test]
 fn loss_lines_are_json_even_when_the_loss_is_not_finite() {
+    let _serial = crate::serial();
     for (loss, flag) in
         [(0.25, None), (f64::NAN, Some("NaN")), (f64::INFINITY, Some("inf")), (f64::NEG_INFINITY, Some("-inf"))]
     {
@@ -134,6 +140,7 @@ fn loss_lines_are_json_even_when_the_loss_is_not_finite() {
 #[cfg(unix)]
 #[test]
 fn safetensors_inputs_must_be_regular_files_of_bounded_size() {
+    let _serial = crate::serial();
     let dir = std::env::temp_dir().join(format!("xirang-train-mlp-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let fifo = dir.join("w.fifo");

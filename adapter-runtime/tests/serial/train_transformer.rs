@@ -28,8 +28,10 @@ fn load() -> Files {
 
 #[test]
 fn losses_match_pytorch_within_1e_4_relative_with_no_cpu_fallback() {
-    // a fallback would be an error, not a silent host round trip
+    let _serial = crate::serial();
+    // a fallback would be an error, not a silent host round trip; the counters are this run's
     dispatch::set_policy(Policy { mode: FallbackMode::Error, ..Policy::default() });
+    dispatch::reset_counters();
     let (init, data, golden) = load();
     let want: Vec<f64> = golden["losses"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
     assert_eq!(want.len(), 50);
@@ -59,6 +61,7 @@ fn losses_match_pytorch_within_1e_4_relative_with_no_cpu_fallback() {
 
 #[test]
 fn bad_inputs_are_errors() {
+    let _serial = crate::serial();
     dispatch::set_policy(Policy { mode: FallbackMode::Silent, ..Policy::default() });
     let (init, data, _) = load();
     let rt = Runtime::simulator().unwrap();

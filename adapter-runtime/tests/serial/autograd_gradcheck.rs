@@ -10,8 +10,7 @@
 //! gradient comes from `backward`, the numerical one from central differences (eps 1e-6), and
 //! they must agree within 1e-6 absolute + 1e-5 relative.
 
-#[path = "support/autograd_scope.rs"]
-mod scope;
+use crate::scope;
 
 use std::collections::BTreeSet;
 
@@ -462,6 +461,7 @@ fn check(op: &'static str, spec: &[A], seed: u64) -> Result<(), String> {
 
 #[test]
 fn finite_differences_agree_with_backward_for_every_translated_operator_in_scope() {
+    let _serial = crate::serial();
     dispatch::set_policy(Policy { mode: FallbackMode::Silent, ..Policy::default() });
     let cases = cases();
     let covered: BTreeSet<&str> = cases.iter().map(|c| c.0).collect();

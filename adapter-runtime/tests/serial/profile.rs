@@ -107,6 +107,7 @@ fn validate_trace(doc: &Value) -> usize {
 
 #[test]
 fn train_mlp_trace_validates_against_the_trace_event_format() {
+    let _serial = crate::serial();
     let _g = lock();
     let p = profile_train(&[]);
     // every operator of the loop, once per step (addmm and mm more). Autograd runs `mm` three
@@ -141,6 +142,7 @@ fn train_mlp_trace_validates_against_the_trace_event_format() {
 
 #[test]
 fn train_mlp_flamegraph_is_valid_xml_with_frames() {
+    let _serial = crate::serial();
     let _g = lock();
     let p = profile_train(&[]);
     let svg = report::flamegraph(&p, "train_mlp").unwrap();
@@ -179,6 +181,7 @@ fn train_mlp_flamegraph_is_valid_xml_with_frames() {
 
 #[test]
 fn advice_names_the_operators_forced_onto_the_fallback_tier() {
+    let _serial = crate::serial();
     let _g = lock();
     let p = profile_train(&["addmm", "threshold_backward"]);
     let tiers: BTreeMap<&str, BTreeSet<&str>> = p.calls.iter().fold(BTreeMap::new(), |mut m, c| {
@@ -212,6 +215,7 @@ fn advice_names_the_operators_forced_onto_the_fallback_tier() {
 
 #[test]
 fn nested_calls_are_a_stack_and_aggregate_per_operator() {
+    let _serial = crate::serial();
     let _g = lock();
     profile::start().unwrap();
     assert!(matches!(profile::start(), Err(profile::ProfileError::AlreadyRunning)));
@@ -254,6 +258,7 @@ fn nested_calls_are_a_stack_and_aggregate_per_operator() {
 
 #[test]
 fn guard_writes_the_profile_when_dropped() {
+    let _serial = crate::serial();
     let _g = lock();
     let path = tmp("guard.json");
     {
@@ -267,6 +272,7 @@ fn guard_writes_the_profile_when_dropped() {
 
 #[test]
 fn comparison_with_the_pytorch_baseline_and_with_a_previous_profile() {
+    let _serial = crate::serial();
     let _g = lock();
     let p = profile_train(&[]);
     let base = compare::Baseline::read(root().join("profile/baselines/train_mlp_torch_cpu.json")).unwrap();
@@ -298,6 +304,7 @@ fn comparison_with_the_pytorch_baseline_and_with_a_previous_profile() {
 
 #[test]
 fn malformed_profiles_baselines_and_rules_are_errors() {
+    let _serial = crate::serial();
     let _g = lock();
     for (text, want) in [
         ("", "EOF"),
@@ -337,6 +344,7 @@ fn malformed_profiles_baselines_and_rules_are_errors() {
 
 #[test]
 fn cli_subcommands_and_exit_codes() {
+    let _serial = crate::serial();
     let _g = lock();
     let exe = env!("CARGO_BIN_EXE_xirang-prof");
     let p = profile_train(&["addmm"]);
@@ -465,6 +473,7 @@ fn cli_within(secs: u64, args: &[&str]) -> (Option<i32>, String, String) {
 /// with a newline or a `|` does not break the rows.
 #[test]
 fn huge_and_odd_operator_names_are_cut_in_every_table() {
+    let _serial = crate::serial();
     let _g = lock();
     let huge = "n".repeat(65_536);
     let odd = "evil|op\nsecond line\t`tick`";
@@ -512,6 +521,7 @@ fn huge_and_odd_operator_names_are_cut_in_every_table() {
 /// written down), depths must follow the parents, and nesting is capped.
 #[test]
 fn parent_cycles_and_deep_chains_are_refused_on_read() {
+    let _serial = crate::serial();
     let _g = lock();
     let parse = |p: &Profile| Profile::parse(p.to_json().as_bytes());
     // a 2-cycle whose calls span the same time (so each "encloses" the other), and a self-parent
@@ -564,6 +574,7 @@ fn parent_cycles_and_deep_chains_are_refused_on_read() {
 /// Profiles built in memory are not checked: the traversals still end on a cycle or a deep chain.
 #[test]
 fn traversals_end_on_unchecked_cycles_and_chains() {
+    let _serial = crate::serial();
     let _g = lock();
     let cycle = raw(vec![rec(0, Some(1), 1, "a", 0, 10), rec(1, Some(0), 1, "b", 0, 10)]);
     let deep = chain(100_000);
@@ -587,6 +598,7 @@ fn traversals_end_on_unchecked_cycles_and_chains() {
 #[cfg(unix)]
 #[test]
 fn profile_inputs_must_be_regular_files_of_bounded_size() {
+    let _serial = crate::serial();
     let _g = lock();
     let fifo = tmp("input.fifo");
     let _ = std::fs::remove_file(&fifo);
@@ -627,6 +639,7 @@ fn profile_inputs_must_be_regular_files_of_bounded_size() {
 /// a build with overflow checks, a wrapped total in release).
 #[test]
 fn counters_near_u64_max_do_not_overflow() {
+    let _serial = crate::serial();
     let _g = lock();
     let max = u64::MAX;
     let big = |id: u64, tier: &str| profile::Call {

@@ -16,11 +16,7 @@
 //! forward and backward ran) is printed (`--nocapture`) and written to
 //! `$CARGO_TARGET_TMPDIR/autograd_goldens_report.md`. No torch needed.
 
-#[path = "support/autograd_scope.rs"]
-mod scope;
-#[allow(dead_code)]
-#[path = "support/precision_suite.rs"]
-mod suite;
+use crate::{scope, suite};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -96,6 +92,7 @@ fn run_case(ctx: &suite::Ctx, tols: &Value, case: &Value) -> Result<(f64, f64, u
 
 #[test]
 fn engine_gradients_match_pytorch_autograd_in_f32_f16_bf16() {
+    let _serial = crate::serial();
     dispatch::set_policy(Policy { mode: FallbackMode::Silent, ..Policy::default() });
     dispatch::reset_counters();
     let dir = suite::goldens();

@@ -3,14 +3,14 @@
 //! tiers are checked against the same PyTorch goldens. Its own test binary:
 //! the dispatch policy is process-wide.
 
-#[path = "support/precision_suite.rs"]
-mod suite;
+use crate::suite;
 
 use xirang_runtime::dispatch::{FallbackMode, Policy};
 use xirang_runtime::kernels;
 
 #[test]
 fn precision_suite_matches_pytorch_on_the_fallback_tier() {
+    let _serial = crate::serial();
     let force = kernels::operators().into_iter().map(String::from).collect();
     let tiers = suite::run(
         "precision_report_fallback",

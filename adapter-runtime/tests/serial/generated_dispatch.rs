@@ -33,6 +33,7 @@ fn t(v: &[f32]) -> Tensor {
 
 #[test]
 fn operator_table_is_sorted_and_has_the_mlp_set() {
+    let _serial = crate::serial();
     assert!(OPERATORS.windows(2).all(|w| w[0] < w[1]));
     for op in ["add.Tensor", "mm", "relu", "_softmax", "native_layer_norm", "nll_loss_forward", "addmm"] {
         assert!(OPERATORS.contains(&op), "{op} not selected");
@@ -41,6 +42,7 @@ fn operator_table_is_sorted_and_has_the_mlp_set() {
 
 #[test]
 fn default_body_is_the_cpu_fallback_and_native_overrides_it() {
+    let _serial = crate::serial();
     let m = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
     let before_fb = count("mm", Tier::Fallback);
     let y = aten::mm(&NoKernels, &m, &m).unwrap();
@@ -57,6 +59,7 @@ fn default_body_is_the_cpu_fallback_and_native_overrides_it() {
 
 #[test]
 fn out_variant_wraps_the_functional_operator() {
+    let _serial = crate::serial();
     let a = t(&[1.0, 2.0]);
     let b = t(&[10.0, 20.0]);
     let mut out = Tensor::zeros(&[0], xirang_runtime::DType::F32);
@@ -70,6 +73,7 @@ fn out_variant_wraps_the_functional_operator() {
 
 #[test]
 fn inplace_variant_wraps_the_functional_operator() {
+    let _serial = crate::serial();
     let a = t(&[1.0, 2.0]);
     let b = t(&[1.0, 1.0]);
     let r = aten::add_tensor_(&NoKernels, &a, &b, Scalar::Int(1)).unwrap();
@@ -79,6 +83,7 @@ fn inplace_variant_wraps_the_functional_operator() {
 
 #[test]
 fn boxed_call_fills_schema_defaults() {
+    let _serial = crate::serial();
     let a = t(&[1.0, 2.0]);
     let r = call_boxed(&NoKernels, "add.Tensor", &[IValue::from(&a), IValue::from(&a)]).unwrap();
     let [IValue::Tensor(r)] = r.as_slice() else { panic!("{r:?}") };
@@ -93,6 +98,7 @@ fn boxed_call_fills_schema_defaults() {
 
 #[test]
 fn operator_without_any_implementation_reports_what_is_missing() {
+    let _serial = crate::serial();
     let a = t(&[1.0]);
     let e = aten::lgamma(&NoKernels, &a).unwrap_err();
     assert!(e.to_string().contains("no native kernel, no composition recipe and no host reference"), "{e}");
@@ -100,6 +106,7 @@ fn operator_without_any_implementation_reports_what_is_missing() {
 
 #[test]
 fn fixed_length_lists_are_validated() {
+    let _serial = crate::serial();
     let x = Tensor::zeros(&[1, 1, 4, 4], xirang_runtime::DType::F32);
     let e = aten::max_pool2d_with_indices(&NoKernels, &x, &[2, 2, 2], &[2], &[0], &[1], false).unwrap_err();
     assert!(e.to_string().contains("`kernel_size` must have 2 elements"), "{e}");
@@ -107,6 +114,7 @@ fn fixed_length_lists_are_validated() {
 
 #[test]
 fn recipe_tier_composes_other_operators() {
+    let _serial = crate::serial();
     // addmm has a recipe (mm, mul.Scalar, add.Tensor): the call is counted as a recipe and
     // its callees on their own tiers
     let m = Tensor::from_vec(vec![1.0f32, 0.0, 0.0, 1.0], &[2, 2]).unwrap();
@@ -123,6 +131,7 @@ fn recipe_tier_composes_other_operators() {
 
 #[test]
 fn policy_is_data() {
+    let _serial = crate::serial();
     let p = Policy { force_fallback: ["relu".to_string()].into(), ..Policy::default() };
     assert!(p.force_fallback.contains("relu"));
     assert_eq!(Policy::default().alert_threshold, 1000);
@@ -130,6 +139,7 @@ fn policy_is_data() {
 
 #[test]
 fn npu_ops_serve_device_tensors_natively_through_the_generated_front_ends() {
+    let _serial = crate::serial();
     use xirang_runtime::kernels::NpuOps;
     let rt = xirang_runtime::Runtime::simulator().unwrap();
     let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2])

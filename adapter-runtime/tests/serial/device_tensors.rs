@@ -11,6 +11,7 @@ fn rt() -> Runtime {
 
 #[test]
 fn roundtrip_every_dtype() {
+    let _serial = crate::serial();
     let rt = rt();
     let d = Device::Npu(0);
     let check = |t: Tensor| {
@@ -34,6 +35,7 @@ fn roundtrip_every_dtype() {
 
 #[test]
 fn device_views_share_storage() {
+    let _serial = crate::serial();
     let rt = rt();
     let host = Tensor::from_vec((0..12).map(|v| v as f32).collect(), &[3, 4]).unwrap();
     let t = host.to_device(&rt, Device::Npu(0)).unwrap();
@@ -52,6 +54,7 @@ fn device_views_share_storage() {
 
 #[test]
 fn ops_fall_back_to_host_and_return_to_device() {
+    let _serial = crate::serial();
     let rt = rt();
     let d = Device::Npu(0);
     let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0]).to_device(&rt, d).unwrap();
@@ -83,6 +86,7 @@ fn ops_fall_back_to_host_and_return_to_device() {
 
 #[test]
 fn kernels_run_on_device_memory() {
+    let _serial = crate::serial();
     let rt = rt();
     let ctx = rt.device(0).unwrap();
     let t = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0]).to_device(&rt, Device::Npu(0)).unwrap();
@@ -108,6 +112,7 @@ fn kernels_run_on_device_memory() {
 
 #[test]
 fn current_device_and_stream() {
+    let _serial = crate::serial();
     let rt = rt();
     rt.set_current_device(0).unwrap();
     assert_eq!(rt.current_device(), 0);
@@ -125,6 +130,7 @@ fn current_device_and_stream() {
 
 #[test]
 fn handles_are_thread_safe() {
+    let _serial = crate::serial();
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Tensor>();
     assert_send_sync::<Runtime>();
@@ -143,6 +149,7 @@ fn handles_are_thread_safe() {
 
 #[test]
 fn native_add_kernel_matches_the_reference() {
+    let _serial = crate::serial();
     use xirang_runtime::kernels;
     let rt = rt();
     let d = Device::Npu(0);
@@ -162,6 +169,7 @@ fn native_add_kernel_matches_the_reference() {
 /// every dtype pair; `contiguous()` of a device view is made on the device too.
 #[test]
 fn device_copies_match_the_host_path() {
+    let _serial = crate::serial();
     let rt = rt();
     let d = Device::Npu(0);
     let vals: Vec<f64> = (0..24).map(|v| v as f64 * 1.75 - 11.0).collect();

@@ -1,7 +1,7 @@
 //! Header drift between consecutive Ascend releases and between CUDA 12.1 and 13.5, spot-checked
 //! against changes read directly in the headers (line numbers in comments are the new header's).
 
-mod common;
+use crate::common;
 
 use common::*;
 use xirang_headers::{HeaderChange, HeaderSeverity, Profile, diff, rules};

@@ -1,7 +1,7 @@
 //! `scan_source` never panics: random bytes, random C-ish token soup, and real headers with
 //! bytes deleted, duplicated, truncated or replaced.
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use xirang_headers::{Profile, scan_source};

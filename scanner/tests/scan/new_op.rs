@@ -9,7 +9,7 @@
 //!   target folder `target/newop-e2e/target`, reused between runs (the copy keeps the original
 //!   files' modification times, so only what `new-op` changed is rebuilt). `#[ignore]`d: it builds
 //!   `xirang-runtime` twice (the generated operator file is ~95k lines), about 10 minutes per build
-//!   on 2 cores. Run it with `cargo test -p xirang-scan --test new_op -- --ignored`.
+//!   on 2 cores. Run it with `cargo test -p xirang-scan --test scan new_op:: -- --ignored`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -149,10 +149,11 @@ fn bad_inputs_leave_the_tree_unchanged() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-fn cargo_test(dir: &Path, test: &str) -> Output {
+/// The runtime's test binary, the tests whose path starts with `filter`.
+fn cargo_test(dir: &Path, filter: &str) -> Output {
     let target = repo_root().join("target").join("newop-e2e").join("target");
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["test", "--offline", "-p", "xirang-runtime", "--test", test])
+        .args(["test", "--offline", "-p", "xirang-runtime", "--test", "runtime", filter])
         .current_dir(dir)
         .env("CARGO_TARGET_DIR", target)
         .env_remove("RUSTFLAGS")
@@ -174,7 +175,7 @@ pub fn scaled_tanh(o: &NpuOps, self_: &Tensor, scale: f64) -> Result<Tensor> {
 "#;
 
 #[test]
-#[ignore = "builds xirang-runtime twice (~20 minutes on 2 cores): cargo test -p xirang-scan --test new_op -- --ignored"]
+#[ignore = "builds xirang-runtime twice (~20 minutes on 2 cores): cargo test -p xirang-scan --test scan new_op:: -- --ignored"]
 fn new_op_end_to_end() {
     let t0 = std::time::Instant::now();
     let dir = fresh_copy("repo");
@@ -198,7 +199,8 @@ fn new_op_end_to_end() {
         "generated/custom.rs",
         "adapter-runtime/src/custom/scaled_tanh.rs",
         "adapter-runtime/src/custom/mod.rs",
-        "adapter-runtime/tests/custom_scaled_tanh.rs",
+        "adapter-runtime/tests/runtime/custom/scaled_tanh.rs",
+        "adapter-runtime/tests/runtime/custom/mod.rs",
     ] {
         assert!(out.contains(&format!("wrote {f}")), "{f}: {out}");
     }
@@ -209,7 +211,7 @@ fn new_op_end_to_end() {
     assert!(text(&o).contains("already defined"), "{}", text(&o));
 
     // builds; the tests fail with "not implemented"
-    let o = cargo_test(&dir, "custom_scaled_tanh");
+    let o = cargo_test(&dir, "custom::scaled_tanh::");
     let out = text(&o);
     assert!(!o.status.success(), "{out}");
     assert!(out.contains("not implemented: write the kernel of `xirang::scaled_tanh`"), "{out}");
@@ -217,12 +219,12 @@ fn new_op_end_to_end() {
 
     // the kernel body: the gradient check and the reference comparison pass
     std::fs::write(dir.join("adapter-runtime/src/custom/scaled_tanh.rs"), KERNEL).unwrap();
-    let o = cargo_test(&dir, "custom_scaled_tanh");
+    let o = cargo_test(&dir, "custom::scaled_tanh::");
     let out = text(&o);
     assert!(o.status.success(), "{out}");
     for t in ["scaled_tanh_runs", "scaled_tanh_gradients_match_finite_differences", "scaled_tanh_matches_the_reference"]
     {
-        assert!(out.contains(&format!("test {t} ... ok")), "{t}: {out}");
+        assert!(out.contains(&format!("test custom::scaled_tanh::{t} ... ok")), "{t}: {out}");
     }
     eprintln!("new-op end to end: {:.0?}", t0.elapsed());
 }

@@ -195,6 +195,7 @@ fn delta(before: &BTreeMap<&'static str, TierCounts>, after: &BTreeMap<&'static 
 
 #[test]
 fn committed_coverage_report_matches_the_runtime() {
+    let _serial = crate::serial();
     let report = report();
     let ops = report["operators"].as_array().expect("operators");
     let listed: Vec<&str> = ops.iter().map(|o| o["op"].as_str().expect("op")).collect();
@@ -356,6 +357,7 @@ fn committed_coverage_report_matches_the_runtime() {
 
 #[test]
 fn schema_arguments_parse() {
+    let _serial = crate::serial();
     let a = schema_args("add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)");
     let names: Vec<(&str, &str)> = a.iter().map(|(t, n)| (t.as_str(), n.as_str())).collect();
     assert_eq!(names, [("Tensor", "self"), ("Tensor", "other"), ("Scalar", "alpha"), ("Tensor", "out")]);

@@ -2,8 +2,7 @@
 //! the simulated device, native kernels where the device has them, CPU
 //! fallback otherwise. See `support/precision_suite.rs`.
 
-#[path = "support/precision_suite.rs"]
-mod suite;
+use crate::suite;
 
 use xirang_runtime::dispatch::{FallbackMode, Policy};
 
