@@ -370,3 +370,17 @@ fn a_merged_pr_is_not_taken_for_a_declined_one() {
     assert!(!matches!(outcome, Outcome::Declined { .. }), "{outcome:?}\n{log}");
     fx.cleanup();
 }
+
+#[test]
+fn requests_go_through_the_configured_proxy() {
+    // the forge's host does not resolve: only the proxy (the fake server) can answer
+    let forge = FakeForge::start();
+    let steps = format!("proxy = \"{}\"\n{DEFAULT_STEPS}", forge.url);
+    let fx = fixture("proxy", "http://forge.invalid", &steps);
+    let (res, log) = fx.run();
+    assert!(matches!(res, Ok(Outcome::Published { pull: 1, .. })), "{res:?}\n{log}");
+    let proxied = forge.proxied();
+    assert!(!proxied.is_empty() && proxied.iter().all(|h| h == "forge.invalid"), "{proxied:?}");
+    assert_eq!(forge.pulls().len(), 1);
+    fx.cleanup();
+}

@@ -81,6 +81,9 @@ pub struct State {
     pub streams: Vec<Stream>,
     /// Routes under `/pypi/` and `/files/`: path -> (content type, bytes).
     pub files: Vec<(String, Vec<u8>)>,
+    /// Hosts of the requests that came as to an HTTP proxy (a `CONNECT` tunnel or an absolute-form
+    /// target).
+    pub proxied: Vec<String>,
     next: u64,
 }
 
@@ -127,6 +130,11 @@ impl FakeForge {
 
     pub fn requests(&self) -> Vec<Req> {
         self.state.lock().unwrap().requests.clone()
+    }
+
+    /// The hosts of the requests sent to this server as to an HTTP proxy (`GET http://host/path`).
+    pub fn proxied(&self) -> Vec<String> {
+        self.state.lock().unwrap().proxied.clone()
     }
 
     pub fn count(&self, method: &str, path_prefix: &str) -> usize {
@@ -218,9 +226,34 @@ fn handle(stream: TcpStream, st: &Arc<Mutex<State>>) {
     if reader.read_line(&mut line).is_err() {
         return;
     }
+    // a tunnel: the client takes this server for its HTTP proxy (`CONNECT host:port`); the request
+    // then comes through the same connection, and is served as the forge
+    if let Some(target) = line.strip_prefix("CONNECT ") {
+        let host = target.split_whitespace().next().unwrap_or("").rsplit_once(':').map_or("", |h| h.0).to_string();
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h).is_err() || h == "\r\n" || h.is_empty() {
+                break;
+            }
+        }
+        st.lock().unwrap().proxied.push(host);
+        if (&stream).write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").is_err() {
+            return;
+        }
+        line.clear();
+        if reader.read_line(&mut line).is_err() {
+            return;
+        }
+    }
     let mut parts = line.split_whitespace();
     let method = parts.next().unwrap_or("").to_string();
-    let path = parts.next().unwrap_or("").to_string();
+    let mut path = parts.next().unwrap_or("").to_string();
+    // an absolute-form target: the client takes this server for its HTTP proxy; serve it as the forge
+    if let Some(rest) = path.strip_prefix("http://") {
+        let (host, p) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        st.lock().unwrap().proxied.push(host.to_string());
+        path = if p.is_empty() { "/".to_string() } else { p.to_string() };
+    }
     let mut len = 0usize;
     let mut auth = String::new();
     loop {

@@ -2,11 +2,11 @@
 //! modules (run one with `cargo test -p xirang-tests --test end_to_end <module>::`).
 
 mod backend_yaml;
+mod bot_failures;
+mod bot_flow;
 /// The fake forge and repository fixtures of the bot suites (also `#[path]`-included by the
 /// scanner's `bot_cli` tests).
 pub mod bot_support;
-mod bot_failures;
-mod bot_flow;
 mod diff_known_changes;
 mod diff_npu_eval;
 mod header_store;

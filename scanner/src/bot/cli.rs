@@ -30,7 +30,8 @@ pub struct BotArgs {
     /// Upstream: a PyTorch clone (its `vX.Y.Z` tags)
     #[arg(long, value_name = "REPO", group = "upstream")]
     pub from_git: Option<PathBuf>,
-    /// Upstream: the package index's JSON API for torch (default when no --from-* is given)
+    /// Upstream: the package index's JSON API for torch (default when no --from-* is given: `[bot]
+    /// index_url`, else PyPI)
     #[arg(long, value_name = "URL", group = "upstream", num_args = 0..=1, default_missing_value = PYPI_TORCH_URL)]
     pub from_pypi: Option<String>,
     /// The repository (default: the current directory)
@@ -175,7 +176,7 @@ pub fn main(args: BotArgs) -> u8 {
         (Some(d), _, _) => Upstream::Folder(d.clone()),
         (_, Some(g), _) => Upstream::Git(g.clone()),
         (_, _, Some(u)) => Upstream::Pypi(u.clone()),
-        _ => Upstream::Pypi(PYPI_TORCH_URL.to_string()),
+        _ => Upstream::Pypi(config.index_url.clone()),
     };
     let self_exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("xirang-scan"));
     let opts = Options { repo: repo_root, config, upstream, token: token.clone(), dry_run: args.dry_run, self_exe };

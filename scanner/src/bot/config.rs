@@ -110,6 +110,18 @@ pub struct BotConfig {
     /// Seconds before an API request times out.
     #[serde(default = "default_timeout")]
     pub timeout_s: u64,
+    /// The package index's JSON API for torch, when no `--from-*` is given (a mirror:
+    /// `https://mirror.example/pypi/torch/json`).
+    #[serde(default = "default_index_url")]
+    pub index_url: String,
+    /// HTTP(S) proxy for every request (`http://proxy.example:3128`). Unset: `HTTPS_PROXY`,
+    /// `ALL_PROXY`, `HTTP_PROXY` (and `NO_PROXY`) from the environment, as curl reads them.
+    #[serde(default)]
+    pub proxy: Option<String>,
+    /// PEM file of the certificate authorities to trust. Unset: the platform's store
+    /// (`SSL_CERT_FILE`, else the system bundle curl uses), else the bundled web roots.
+    #[serde(default)]
+    pub ca_file: Option<String>,
     /// Where each key of `[bot]` is in `xirang.toml` (empty when the table was not read from a file).
     #[serde(skip)]
     pub positions: BTreeMap<String, Position>,
@@ -191,6 +203,9 @@ fn default_author_email() -> String {
 fn default_timeout() -> u64 {
     30
 }
+fn default_index_url() -> String {
+    super::detect::PYPI_TORCH_URL.into()
+}
 
 impl Default for BotConfig {
     fn default() -> Self {
@@ -220,6 +235,9 @@ fn unreachable_defaults() -> BotConfig {
         author_email: default_author_email(),
         retry: RetryConfig::default(),
         timeout_s: default_timeout(),
+        index_url: default_index_url(),
+        proxy: None,
+        ca_file: None,
         positions: BTreeMap::new(),
     }
 }
@@ -289,6 +307,14 @@ impl BotConfig {
             return Err(self.error_at("api_url", format!("`{}` is not an http(s) url", self.api_url)));
         }
         check_relative(&self.store).map_err(|m| self.error_at("store", m))?;
+        if !(self.index_url.starts_with("http://") || self.index_url.starts_with("https://")) {
+            return Err(self.error_at("index_url", format!("`{}` is not an http(s) url", self.index_url)));
+        }
+        if let Some(p) = &self.proxy
+            && ureq::Proxy::new(p).is_err()
+        {
+            return Err(self.error_at("proxy", format!("`{p}` is not a proxy url (`http://host:port`)")));
+        }
         Ok(())
     }
 
@@ -408,6 +434,43 @@ mod tests {
         ] {
             assert!(BotConfig::parse(t).is_err(), "{t}");
         }
+    }
+
+    #[test]
+    fn index_url_proxy_and_ca_file() {
+        let c = BotConfig::parse("").unwrap();
+        assert_eq!(c.index_url, super::super::detect::PYPI_TORCH_URL);
+        assert_eq!((c.proxy.as_deref(), c.ca_file.as_deref()), (None, None));
+        let c = BotConfig::parse(
+            "[bot]\nindex_url = \"https://mirror.example/pypi/torch/json\"\nproxy = \"http://proxy.example:3128\"\n\
+             ca_file = \"certs/corp.pem\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.index_url, "https://mirror.example/pypi/torch/json");
+        assert_eq!(c.proxy.as_deref(), Some("http://proxy.example:3128"));
+        for (text, at) in [
+            ("[bot]\nowner = \"o\"\nindex_url = \"file:///x\"\n", "xirang.toml:3:1: [bot] index_url: "),
+            ("[bot]\nproxy = \"ftp://proxy\"\n", "xirang.toml:2:1: [bot] proxy: "),
+        ] {
+            let err = BotConfig::parse(text).unwrap_err().to_string();
+            assert!(err.starts_with(at), "{err}");
+        }
+        // a ca_file without a certificate: a positioned error when the client is made
+        let dir = std::env::temp_dir().join(format!("xirang-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bad = dir.join("bad.pem");
+        std::fs::write(&bad, "not a certificate\n").unwrap();
+        let c = BotConfig::parse(&format!("[bot]\nca_file = \"{}\"\n", bad.display())).unwrap();
+        let err = super::super::forge::Http::new(&c).err().expect("an error").to_string();
+        assert!(err.starts_with("xirang.toml:2:1: [bot] ca_file: ") && err.contains("no PEM certificate"), "{err}");
+        let missing = BotConfig::parse("[bot]\nca_file = \"/nonexistent/ca.pem\"\n").unwrap();
+        assert!(super::super::forge::Http::new(&missing).is_err());
+        // the platform's bundle, where this machine has one, reads as certificates
+        let system = std::path::Path::new("/etc/ssl/certs/ca-certificates.crt");
+        if system.is_file() {
+            assert!(!super::super::forge::read_pem_certs(system).unwrap().is_empty());
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

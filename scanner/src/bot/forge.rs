@@ -3,6 +3,7 @@
 //! `Authorization` header; every message built from a response has it redacted.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -27,6 +28,38 @@ pub struct Http {
     base_ms: u64,
 }
 
+/// Where the platform keeps its certificate bundle (Debian/Ubuntu, Fedora/RHEL, openSUSE, Alpine and
+/// macOS), as curl and OpenSSL look for it; `SSL_CERT_FILE` first.
+const PLATFORM_BUNDLES: [&str; 5] = [
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/ca-bundle.pem",
+    "/etc/ssl/cert.pem",
+    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+];
+
+/// The certificates of a PEM file, or why there are none.
+pub fn read_pem_certs(path: &Path) -> Result<Vec<ureq::tls::Certificate<'static>>, String> {
+    let bytes = crate::fsio::read_bytes(path, 64 << 20).map_err(|e| format!("{}: {e}", path.display()))?;
+    let certs: Vec<ureq::tls::Certificate<'static>> = ureq::tls::parse_pem(&bytes)
+        .filter_map(|item| match item {
+            Ok(ureq::tls::PemItem::Certificate(c)) => Some(c.to_owned()),
+            _ => None,
+        })
+        .collect();
+    if certs.is_empty() {
+        return Err(format!("{}: no PEM certificate in it", path.display()));
+    }
+    Ok(certs)
+}
+
+/// The platform's certificate store: `SSL_CERT_FILE`, else the first system bundle that holds
+/// certificates. `None` when there is none (the bundled web roots are used).
+fn platform_roots() -> Option<Vec<ureq::tls::Certificate<'static>>> {
+    let env = std::env::var_os("SSL_CERT_FILE").map(std::path::PathBuf::from);
+    env.into_iter().chain(PLATFORM_BUNDLES.iter().map(std::path::PathBuf::from)).find_map(|p| read_pem_certs(&p).ok())
+}
+
 /// Why a request got no response: worth a retry (transport) or not (an answer beyond the limits).
 enum Failure {
     Transport(String),
@@ -41,14 +74,30 @@ struct Resp {
 }
 
 impl Http {
-    pub fn new(cfg: &BotConfig) -> Http {
+    /// The client of `[bot]`: its proxy (else the environment's), the certificate authorities of
+    /// its `ca_file` (else the platform's store, else the bundled web roots), its timeout and
+    /// retry policy. A `ca_file` that cannot be read or holds no certificate is an error.
+    pub fn new(cfg: &BotConfig) -> Result<Http, BotError> {
+        let proxy = match &cfg.proxy {
+            Some(p) => Some(ureq::Proxy::new(p).map_err(|e| cfg.error_at("proxy", format!("`{p}`: {e}")))?),
+            None => ureq::Proxy::try_from_env(),
+        };
+        let roots = match &cfg.ca_file {
+            Some(f) => {
+                let certs = read_pem_certs(Path::new(f)).map_err(|m| cfg.error_at("ca_file", m))?;
+                ureq::tls::RootCerts::from(certs)
+            }
+            None => platform_roots().map(ureq::tls::RootCerts::from).unwrap_or(ureq::tls::RootCerts::WebPki),
+        };
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(Duration::from_secs(cfg.timeout_s.max(1))))
             .user_agent("xirang-bot")
+            .proxy(proxy)
+            .tls_config(ureq::tls::TlsConfig::builder().root_certs(roots).build())
             .build()
             .into();
-        Http { agent, retries: cfg.retry.max, base_ms: cfg.retry.base_ms }
+        Ok(Http { agent, retries: cfg.retry.max, base_ms: cfg.retry.base_ms })
     }
 
     fn backoff(&self, attempt: u32, retry_after: Option<u64>) -> Duration {
@@ -85,7 +134,14 @@ impl Http {
             }
             _ => return Err(Failure::Refused(format!("unsupported method {method}"))),
         };
-        let mut resp = resp.map_err(|e| Failure::Transport(e.to_string()))?;
+        let mut resp = resp.map_err(|e| match e {
+            // a certificate the trust store rejects does not get better on a retry
+            ureq::Error::Rustls(_) | ureq::Error::Tls(_) => Failure::Refused(format!(
+                "{e} (the certificate authorities trusted are `[bot] ca_file`, else SSL_CERT_FILE or the system \
+                 bundle, else the bundled web roots)"
+            )),
+            e => Failure::Transport(e.to_string()),
+        })?;
         let status = resp.status().as_u16();
         let retry_after =
             resp.headers().get("retry-after").and_then(|v| v.to_str().ok()).and_then(|s| s.trim().parse().ok());

@@ -373,7 +373,7 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
     if !opts.dry_run && token.is_none() {
         return Err(BotError::Config(format!("${} is not set (needed to open pull requests)", cfg.token_env)));
     }
-    let http = Http::new(cfg);
+    let http = Http::new(cfg)?;
 
     let releases = detect::releases(&opts.upstream, &http, log)?;
     let remote = gitops::fetch(&repo, cfg, token)?;
