@@ -42,6 +42,22 @@ struct OpsTemplate<'a> {
     inplace_nodes: Vec<(String, String)>,
 }
 
+/// The surfaces of `ops.rs` in files of their own (`ops_<part>.rs`, modules of `ops.rs`).
+macro_rules! ops_part {
+    ($name:ident, $path:literal) => {
+        #[derive(Template)]
+        #[template(path = $path, escape = "none")]
+        struct $name<'a> {
+            pytorch: &'a str,
+            ops: &'a [OpCtx],
+        }
+    };
+}
+ops_part!(OpsAtenTemplate, "ops_aten.rs.jinja");
+ops_part!(OpsFallbackTemplate, "ops_fallback.rs.jinja");
+ops_part!(OpsAgTemplate, "ops_ag.rs.jinja");
+ops_part!(OpsBoxedTemplate, "ops_boxed.rs.jinja");
+
 #[derive(Template)]
 #[template(path = "recipes.rs.jinja", escape = "none")]
 struct RecipesTemplate<'a> {
@@ -252,6 +268,15 @@ pub fn render_all_with(
         "ops.rs",
     )?;
     files.push(GeneratedFile { path: "ops.rs".into(), text: ops_text });
+    let parts = [
+        ("ops_aten.rs", render(&OpsAtenTemplate { pytorch: version, ops }, "ops_aten.rs")?),
+        ("ops_fallback.rs", render(&OpsFallbackTemplate { pytorch: version, ops }, "ops_fallback.rs")?),
+        ("ops_ag.rs", render(&OpsAgTemplate { pytorch: version, ops }, "ops_ag.rs")?),
+        ("ops_boxed.rs", render(&OpsBoxedTemplate { pytorch: version, ops }, "ops_boxed.rs")?),
+    ];
+    for (path, text) in parts {
+        files.push(GeneratedFile { path: path.into(), text });
+    }
     let chosen: Vec<&recipes::Compiled> = m.recipes.chosen.values().collect();
     let rec_text =
         render(&RecipesTemplate { kb: &cfg.adapter.recipes, pytorch: version, recipes: &chosen }, "recipes.rs")?;
