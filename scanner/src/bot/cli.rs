@@ -12,7 +12,7 @@
 use std::io::Read;
 use std::path::PathBuf;
 
-use super::detect::{PYPI_TORCH_URL, Upstream};
+use super::detect::Upstream;
 use super::{BotConfig, Log, Options, Outcome};
 
 /// Arguments of `xirang-scan bot`.
@@ -30,10 +30,10 @@ pub struct BotArgs {
     /// Upstream: a PyTorch clone (its `vX.Y.Z` tags)
     #[arg(long, value_name = "REPO", group = "upstream")]
     pub from_git: Option<PathBuf>,
-    /// Upstream: the package index's JSON API for torch (default when no --from-* is given: `[bot]
-    /// index_url`, else PyPI)
-    #[arg(long, value_name = "URL", group = "upstream", num_args = 0..=1, default_missing_value = PYPI_TORCH_URL)]
-    pub from_pypi: Option<String>,
+    /// Upstream: the package index's JSON API for torch at URL; without URL, and when no --from-* is
+    /// given, `[bot] index_url` (default PyPI)
+    #[arg(long, value_name = "URL", group = "upstream", num_args = 0..=1)]
+    pub from_pypi: Option<Option<String>>,
     /// The repository (default: the current directory)
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub repo: PathBuf,
@@ -175,7 +175,7 @@ pub fn main(args: BotArgs) -> u8 {
     let upstream = match (&args.from_folder, &args.from_git, &args.from_pypi) {
         (Some(d), _, _) => Upstream::Folder(d.clone()),
         (_, Some(g), _) => Upstream::Git(g.clone()),
-        (_, _, Some(u)) => Upstream::Pypi(u.clone()),
+        (_, _, Some(Some(u))) => Upstream::Pypi(u.clone()),
         _ => Upstream::Pypi(config.index_url.clone()),
     };
     let self_exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("xirang-scan"));

@@ -307,3 +307,22 @@ fn an_ancestor_holding_the_token_is_reported() {
     fx.assert_user_tree_intact();
     fx.cleanup();
 }
+
+/// `--from-pypi` without a URL (as the shipped workflow runs it) reads `[bot] index_url`: a mirror.
+#[test]
+fn from_pypi_without_a_url_uses_the_configured_index() {
+    let forge = support::FakeForge::start();
+    let steps = format!("index_url = \"{}/mirror/pypi/torch/json\"\n{}", forge.url, support::DEFAULT_STEPS);
+    let fx = support::fixture("cli-index-url", &forge.url, &steps);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xirang-scan"));
+    cmd.args(["bot", "--from-pypi", "--dry-run", "--repo"])
+        .arg(&fx.work)
+        .env_remove("XIRANG_BOT_TOKEN")
+        .env_remove("GITHUB_REPOSITORY")
+        .stdin(Stdio::null());
+    let (_, out) = run_to_end(&mut cmd);
+    // the mirror was asked (it has no such document: the run fails, naming it)
+    assert!(forge.requests().iter().any(|r| r.method == "GET" && r.path == "/mirror/pypi/torch/json"), "{out}");
+    assert!(out.contains("/mirror/pypi/torch/json"), "{out}");
+    fx.cleanup();
+}
