@@ -55,13 +55,18 @@ struct BridgeTemplate<'a> {
     custom: usize,
 }
 
-/// Decides the registrations from the adapter's coverage.
-pub fn plan(inputs: &Inputs, shim: &[String]) -> Result<Plan> {
+/// Decides the registrations from the adapter's coverage. `custom_file`: the custom-operator file's
+/// text when `new-op` is about to write it (else it is read from disk).
+pub fn plan(inputs: &Inputs, shim: &[String], custom_file: Option<&crate::error::SourceFile>) -> Result<Plan> {
     let cov = coverage::build(inputs, None)?;
+    let custom = match custom_file {
+        Some(f) => super::custom::parse_file(f)?.ops.len(),
+        None => cov.custom.len(),
+    };
     let functions = &inputs.snapshot.registry.functions;
     let by_name: std::collections::HashMap<String, &crate::registry::NativeFunction> =
         functions.iter().map(|f| (f.func.name.to_string(), f)).collect();
-    let mut p = Plan { custom: cov.custom.len(), ..Plan::default() };
+    let mut p = Plan { custom, ..Plan::default() };
     for o in &cov.ops {
         if !matches!(o.tier, Tier::Native | Tier::Recipe) {
             continue;
@@ -100,8 +105,8 @@ pub fn plan(inputs: &Inputs, shim: &[String]) -> Result<Plan> {
 }
 
 /// Renders the file.
-pub fn render(inputs: &Inputs, shim: &[String]) -> Result<String> {
-    let p = plan(inputs, shim)?;
+pub fn render(inputs: &Inputs, shim: &[String], custom_file: Option<&crate::error::SourceFile>) -> Result<String> {
+    let p = plan(inputs, shim, custom_file)?;
     BridgeTemplate {
         pytorch: &inputs.snapshot.meta.version,
         registered: &p.registered,
@@ -136,7 +141,7 @@ mod tests {
         let store = Store::discover(Some(&root.join("schemas"))).expect("store");
         let inputs = Inputs::load(cfg, &store).expect("inputs");
         let shim: Vec<String> = shim.iter().map(|s| s.to_string()).collect();
-        (plan(&inputs, &shim).expect("plan"), inputs)
+        (plan(&inputs, &shim, None).expect("plan"), inputs)
     }
 
     #[test]

@@ -333,7 +333,7 @@ pub fn render_all_with(
     )?;
     files.push(GeneratedFile { path: "mod.rs".into(), text: mod_text });
     if let Some(b) = &cfg.bridge {
-        files.push(GeneratedFile { path: bridge::FILE.into(), text: bridge::render(inputs, &b.shim)? });
+        files.push(GeneratedFile { path: bridge::FILE.into(), text: bridge::render(inputs, &b.shim, custom_file)? });
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok((files, ops.len()))
