@@ -10,6 +10,7 @@ pub mod backend;
 pub mod bot;
 pub mod compare;
 pub mod coverage;
+pub mod cxx_snapshot;
 pub mod derivatives;
 pub mod diff;
 pub mod error;

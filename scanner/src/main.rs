@@ -93,8 +93,10 @@ present (with --fail-on info), 32 an allow-list entry has expired (with any --fa
         new: String,
         #[arg(long, value_enum, default_value_t = DiffFormat::Terminal)]
         format: DiffFormat,
-        /// What to compare: PyTorch snapshots, or ascend / cuda driver header snapshots (alias: --vendor)
-        #[arg(long, visible_alias = "vendor", default_value = "pytorch", value_parser = ["pytorch", "ascend", "cuda"])]
+        /// What to compare: PyTorch snapshots, ascend / cuda driver header snapshots, or pytorch-cxx
+        /// (PyTorch's C++ extension interface: classes, virtuals, registration macros, autocast
+        /// lists) (alias: --vendor)
+        #[arg(long, visible_alias = "vendor", default_value = "pytorch", value_parser = ["pytorch", "ascend", "cuda", "pytorch-cxx"])]
         upstream: String,
         /// Vendor backend yaml (gen_backend_stubs / torch_npu format) to join; repeatable
         #[arg(long, value_name = "FILE")]
@@ -250,8 +252,10 @@ enum SnapshotCmd {
     Sync {
         /// Folder whose sub-folders are named by version
         folder: PathBuf,
-        /// What the releases are: pytorch operator files, or ascend / cuda driver headers
-        #[arg(long, default_value = "pytorch", value_parser = ["pytorch", "ascend", "cuda"])]
+        /// What the releases are: pytorch operator files, ascend / cuda driver headers, or
+        /// pytorch-cxx (PyTorch's C++ extension headers: ../shared/corpus/pytorch-cxx, or folders of
+        /// wheels' torch/include or source trees named by version)
+        #[arg(long, default_value = "pytorch", value_parser = ["pytorch", "ascend", "cuda", "pytorch-cxx"])]
         upstream: String,
         /// Only report what would be imported
         #[arg(long)]
@@ -442,6 +446,39 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
                 Format::Table => xirang_headers::to_table(&snap.set),
             };
             print_str(&text)?;
+        }
+        Command::Snapshot(SnapshotCmd::Sync { folder, upstream, dry_run }) if upstream == "pytorch-cxx" => {
+            let st = store_for_write(store_flag.as_deref())?;
+            let entries = release_folders(&folder)?;
+            if entries.is_empty() {
+                return Err(Error::SourceNotFound(format!(
+                    "{} has no sub-folder named by a version (v2.15.0, ...)",
+                    folder.display()
+                )));
+            }
+            for (v, path) in entries {
+                if dry_run {
+                    say!("would import {} as pytorch-cxx {v}", path.display());
+                    continue;
+                }
+                let snap = xirang_scan::cxx_snapshot::CxxSnapshot::scan(&path, &v)?;
+                st.write_cxx(&snap)?;
+                let c = &snap.meta.counts;
+                let n = |k: &str| c.get(k).copied().unwrap_or(0);
+                say!(
+                    "pytorch-cxx {v}: {} files, {} classes, {} members ({} virtual, {} pure), {} registration macros, \
+                     {} registration functions, {} autocast entries, {} parse warnings",
+                    n("files"),
+                    n("classes"),
+                    n("members"),
+                    n("virtual"),
+                    n("pure"),
+                    n("macros"),
+                    n("functions"),
+                    n("autocast"),
+                    n("diagnostics")
+                );
+            }
         }
         Command::Snapshot(SnapshotCmd::Sync { folder, upstream, dry_run }) if upstream != "pytorch" => {
             let st = store_for_write(store_flag.as_deref())?;
@@ -890,6 +927,33 @@ fn run_diff(a: DiffArgs<'_>) -> Result<ExitCode, Error> {
     };
     let report = if a.upstream == "pytorch" {
         pytorch_diff_report(&a, &rules, allow.as_ref(), &today)?
+    } else if a.upstream == "pytorch-cxx" {
+        let st = (a.store)()?;
+        let load = |spec: &str| -> Result<xirang_scan::cxx_snapshot::CxxSnapshot, Error> {
+            let p = std::path::Path::new(spec);
+            if p.is_dir() {
+                let v = Version::parse(&p.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default())
+                    .unwrap_or(Version { parts: vec![0], suffix: None });
+                return xirang_scan::cxx_snapshot::CxxSnapshot::scan(p, &v);
+            }
+            let v = st.resolve("pytorch-cxx", spec)?;
+            st.load_cxx(&v)
+        };
+        let (old, new) = (load(&a.old)?, load(&a.new)?);
+        let root = adapter_root(Some(&st));
+        let dir = a.adapter.clone().unwrap_or_else(|| root.join(diff::committed::ADAPTER_DIR));
+        // paths relative to the repository, or to the adapter tree when it lies elsewhere
+        let base = if dir.canonicalize().ok().zip(root.canonicalize().ok()).is_some_and(|(d, r)| d.starts_with(r)) {
+            root.clone()
+        } else {
+            dir.clone()
+        };
+        let index = diff::committed::index_cxx(&dir, &base)?;
+        for d in index.diagnostics.iter().take(5) {
+            warn!("warning: {}:{}:{}: {}", d.file, d.line, d.column, d.message);
+        }
+        let autocast = root.join(diff::committed::cxx_autocast_file()).is_file();
+        diff::committed::cxx_report(&old, &new, &index, autocast, allow.as_ref(), &today, &rules)
     } else {
         let st = (a.store)()?;
         let (vo, vn) = (st.resolve(&a.upstream, &a.old)?, st.resolve(&a.upstream, &a.new)?);

@@ -184,7 +184,7 @@ pub struct Store {
 }
 
 /// Upstreams the store knows.
-pub const UPSTREAMS: [&str; 3] = ["pytorch", "ascend", "cuda"];
+pub const UPSTREAMS: [&str; 4] = ["pytorch", "ascend", "cuda", "pytorch-cxx"];
 
 impl Store {
     pub fn new(root: impl Into<PathBuf>) -> Store {
@@ -283,7 +283,7 @@ impl Store {
     }
 
     /// Writes the changed files of one snapshot folder as one group.
-    fn write_group(&self, upstream: &str, v: &Version, files: &[(&str, String)]) -> Result<PathBuf> {
+    pub(crate) fn write_group(&self, upstream: &str, v: &Version, files: &[(&str, String)]) -> Result<PathBuf> {
         let rel = Path::new(upstream).join(v.to_string());
         let dir = self.root.join(&rel);
         crate::fsio::recover(&self.root)?;
@@ -873,7 +873,7 @@ fn unique_in_key_order(ls: &[KeyedLine<'_>]) -> Vec<(usize, bool)> {
     out
 }
 
-fn to_pretty<T: Serialize>(v: &T) -> Result<String> {
+pub(crate) fn to_pretty<T: Serialize>(v: &T) -> Result<String> {
     let mut s = serde_json::to_string_pretty(v).map_err(|e| Error::Internal(e.to_string()))?;
     s.push('\n');
     Ok(s)
@@ -893,7 +893,7 @@ fn read_file(path: &Path) -> Result<String> {
     crate::fsio::read_text(path, crate::fsio::MAX_INPUT_BYTES)
 }
 
-fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
+pub(crate) fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
     let text = read_file(path)?;
     serde_json::from_str(&text).map_err(|e| Error::Snapshot {
         path: path.to_path_buf(),
@@ -901,7 +901,7 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
     })
 }
 
-fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
+pub(crate) fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
     let text = read_file(path)?;
     parse_jsonl(path, &text, 0)
 }

@@ -60,9 +60,63 @@ pub fn header_report(
         allow_notes,
         kernels_indexed: 0,
         backend_files: Vec::new(),
+        adapter_summary: String::new(),
     };
     super::sort_report(&mut r);
     r
+}
+
+/// Diffs two C++ interface snapshots and builds the report (impact: the adapter's C++ subclasses,
+/// overrides and registration calls found by `index`, and the generated autocast registration).
+pub fn cxx_report(
+    old: &crate::cxx_snapshot::CxxSnapshot,
+    new: &crate::cxx_snapshot::CxxSnapshot,
+    index: &xirang_cxx::index::CxxIndex,
+    autocast_generated: bool,
+    allow: Option<&AllowList>,
+    today: &str,
+    rules: &RuleSet,
+) -> Report {
+    let changes = super::cxx::diff(old, new, rules);
+    let (changes, suppressed, allow_notes) = match allow {
+        Some(a) => a.apply(changes, today),
+        None => (changes, Vec::new(), Vec::new()),
+    };
+    let impact = super::cxx::impacts(&changes, index, autocast_generated);
+    let mut r = Report {
+        title: format!("pytorch C++ interface {} -> {}", old.meta.version, new.meta.version),
+        old: old.meta.version.clone(),
+        new: new.meta.version.clone(),
+        changes,
+        impact,
+        suppressed,
+        allow_notes,
+        kernels_indexed: index.kernels.len(),
+        backend_files: Vec::new(),
+        adapter_summary: format!(
+            "{} C++ files indexed: {} classes deriving from PyTorch's, {} overrides, {} registrations, {} C++ kernels",
+            index.files,
+            index.classes.len(),
+            index.classes.iter().map(|c| c.methods.len()).sum::<usize>(),
+            index.registrations.len(),
+            index.kernels.len()
+        ),
+    };
+    super::sort_report(&mut r);
+    r
+}
+
+/// The generated autocast registration (relative to the repository root).
+pub fn cxx_autocast_file() -> &'static str {
+    super::cxx::AUTOCAST_FILE
+}
+
+/// Indexes the C++ sources of the adapter (`dir`, default `adapter-runtime/`), paths relative to `root`.
+pub fn index_cxx(dir: &Path, root: &Path) -> Result<xirang_cxx::index::CxxIndex, Error> {
+    if !dir.is_dir() {
+        return Ok(xirang_cxx::index::CxxIndex::default());
+    }
+    xirang_cxx::index::index_dir(dir, root).map_err(|e| Error::Invalid(e.to_string()))
 }
 
 /// Where the adapter lives relative to the repository root.
@@ -301,6 +355,30 @@ pub fn expected_reports(store: &Store, rules: &RuleSet) -> Result<BTreeMap<PathB
             );
         }
     }
+    let cvs = store.versions(crate::cxx_snapshot::CXX_UPSTREAM);
+    if cvs.len() >= 2 {
+        let up = crate::cxx_snapshot::CXX_UPSTREAM;
+        let index = index_cxx(&root.join(ADAPTER_DIR), &root)?;
+        let autocast_generated = root.join(super::cxx::AUTOCAST_FILE).is_file();
+        readme.push_str(
+            "\n## PyTorch C++ extension interface\n\n| report | old | new | breaking | action | info | to edit |\n\
+             | --- | --- | --- | ---: | ---: | ---: | ---: |\n",
+        );
+        let mut prev = store.load_cxx(&cvs[0])?;
+        for v in &cvs[1..] {
+            let next = store.load_cxx(v)?;
+            let r = cxx_report(&prev, &next, &index, autocast_generated, None, "", rules);
+            let name = format!("{}..{v}", prev.meta.version);
+            let [(_, b), (_, a), (_, i)] = r.counts();
+            readme.push_str(&format!(
+                "| [{name}]({up}/{name}.md) | {} | {v} | {b} | {a} | {i} | {} |\n",
+                prev.meta.version,
+                r.to_edit().count()
+            ));
+            out.insert(PathBuf::from("diffs").join(up).join(format!("{name}.md")), report_markdown::render(&r, rules));
+            prev = next;
+        }
+    }
     out.insert(PathBuf::from("diffs").join("README.md"), readme);
     Ok(out)
 }
@@ -332,7 +410,10 @@ pub fn check_reports(store: &Store, rules: &RuleSet) -> Result<Vec<PathBuf>, Err
 
 fn stale_extra(root: &Path, want: &BTreeMap<PathBuf, String>) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for up in std::iter::once("pytorch").chain(HEADER_UPSTREAMS.iter().copied()) {
+    for up in std::iter::once("pytorch")
+        .chain(HEADER_UPSTREAMS.iter().copied())
+        .chain(std::iter::once(crate::cxx_snapshot::CXX_UPSTREAM))
+    {
         let dir = root.join("diffs").join(up);
         for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let rel = PathBuf::from("diffs").join(up).join(e.file_name());

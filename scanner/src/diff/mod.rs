@@ -22,6 +22,7 @@ pub mod adapter_index;
 pub mod allow;
 pub mod committed;
 pub mod custom;
+pub mod cxx;
 pub mod header;
 pub mod impact;
 pub mod pytorch;
@@ -77,12 +78,19 @@ impl fmt::Display for Severity {
     }
 }
 
+/// What the subject of a change of `rule` is, in words: `operator`, or `C++ interface` for `cxx.*`.
+pub fn subject_noun(rule: &str) -> &'static str {
+    if rule.starts_with("cxx.") { "C++ interface" } else { "operator" }
+}
+
 /// Which upstream interface a change comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Upstream {
     Pytorch,
     Header,
+    /// PyTorch's C++ extension interface (`pytorch-cxx` snapshots).
+    Cxx,
 }
 
 /// A file and (when known) a 1-based line.
@@ -305,6 +313,10 @@ pub struct Report {
     /// How many hand-written kernels were indexed, and the backend files joined.
     pub kernels_indexed: usize,
     pub backend_files: Vec<String>,
+    /// What was indexed of the adapter, in words, when it is not Rust kernels (the C++ interface
+    /// report: subclasses, overrides, registrations); replaces the kernel count in renderings.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub adapter_summary: String,
 }
 
 impl Report {
@@ -434,6 +446,7 @@ pub fn build_report(input: ReportInput<'_>) -> Report {
         allow_notes,
         kernels_indexed: input.kernels.kernels.len(),
         backend_files: input.backends.iter().map(|b| b.path.clone()).collect(),
+        adapter_summary: String::new(),
     };
     sort_report(&mut r);
     r
@@ -499,6 +512,7 @@ pub(crate) mod test_support {
             allow_notes: vec![note],
             kernels_indexed: 3,
             backend_files: Vec::new(),
+            adapter_summary: String::new(),
         }
     }
 }

@@ -33,6 +33,8 @@ struct Json<'a> {
     allow_notes: &'a [AllowNote],
     kernels_indexed: usize,
     backend_files: &'a [String],
+    #[serde(skip_serializing_if = "str::is_empty")]
+    adapter_summary: &'a str,
 }
 
 /// Pretty JSON with a trailing newline; deterministic (the report is sorted, keys in fixed order).
@@ -58,6 +60,7 @@ pub fn render(r: &Report) -> Result<String, Error> {
         allow_notes: &r.allow_notes,
         kernels_indexed: r.kernels_indexed,
         backend_files: &r.backend_files,
+        adapter_summary: &r.adapter_summary,
     };
     let mut s = serde_json::to_string_pretty(&j).map_err(|e| Error::Internal(format!("json report: {e}")))?;
     s.push('\n');

@@ -46,10 +46,14 @@ pub fn render(r: &Report, rules: &RuleSet) -> String {
     let gen_ops: std::collections::BTreeSet<&str> = r.generated().map(|g| g.subject.as_str()).collect();
     let _ = writeln!(
         o,
-        "\n{} place(s) to edit by hand ({} hand-written kernels indexed{}); {} generated item(s) for {} operator(s) \
+        "\n{} place(s) to edit by hand ({}{}); {} generated item(s) for {} operator(s) \
          are regenerated.\n",
         to_edit.len(),
-        r.kernels_indexed,
+        if r.adapter_summary.is_empty() {
+            format!("{} hand-written kernels indexed", r.kernels_indexed)
+        } else {
+            r.adapter_summary.clone()
+        },
         if r.backend_files.is_empty() { String::new() } else { format!("; backend: {}", r.backend_files.join(", ")) },
         r.generated().count(),
         gen_ops.len()
@@ -86,10 +90,11 @@ pub fn render(r: &Report, rules: &RuleSet) -> String {
             };
             let _ = write!(
                 o,
-                "- [ ] **{}** {} {} (operator {}, rule {})",
+                "- [ ] **{}** {} {} ({} {}, rule {})",
                 im.severity,
                 code(&im.location.to_string()),
                 code(&im.item),
+                super::subject_noun(&im.rule),
                 code(&im.subject),
                 code(&im.rule)
             );

@@ -153,7 +153,11 @@ pub fn render(r: &Report, rules: &RuleSet, opts: Options) -> String {
     ]);
     let backend =
         if r.backend_files.is_empty() { String::new() } else { format!(", backend {}", r.backend_files.join(", ")) };
-    o.line(&[(Style::Dim, &format!("adapter: {} hand-written kernels indexed{backend}", r.kernels_indexed))]);
+    if r.adapter_summary.is_empty() {
+        o.line(&[(Style::Dim, &format!("adapter: {} hand-written kernels indexed{backend}", r.kernels_indexed))]);
+    } else {
+        o.line(&[(Style::Dim, &format!("adapter: {}{backend}", r.adapter_summary))]);
+    }
     if !r.changes.is_empty() {
         let legend = match fp_n {
             Some(n) => format!(
@@ -224,7 +228,10 @@ pub fn render(r: &Report, rules: &RuleSet, opts: Options) -> String {
             (Style::Plain, &format!(" {}  {}", im.location, im.item)),
         ]);
         o.line(&[
-            (Style::Plain, &format!("        operator {}, rule {}, fingerprint ", im.subject, im.rule)),
+            (
+                Style::Plain,
+                &format!("        {} {}, rule {}, fingerprint ", super::subject_noun(&im.rule), im.subject, im.rule),
+            ),
             (Style::Dim, &short(&im.fingerprint, fp_n)),
         ]);
         if !remedy.is_empty() {

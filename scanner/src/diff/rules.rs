@@ -69,6 +69,7 @@ impl RuleSet {
         // The embedded file is checked by a unit test; an empty set would only hide rules, never panic.
         let mut set = RuleSet::parse(PYTORCH_RULES_JSON).unwrap_or(RuleSet { rules: Vec::new() });
         let _ = set.extend(super::header::rules());
+        let _ = set.extend(super::cxx::rules());
         set
     }
 

@@ -5,6 +5,7 @@
 
 mod bad_input;
 mod bot_cli;
+mod cxx_cli;
 mod derivatives_conformance;
 mod new_op;
 mod schema_props;
