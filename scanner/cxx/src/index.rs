@@ -158,7 +158,7 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
 /// Indexes in-memory sources (`(path, text)`).
 pub fn index_sources(srcs: &[(String, String)]) -> Result<CxxIndex, CxxError> {
     let masked: Vec<String> = srcs.iter().map(|(_, t)| crate::text::mask(t)).collect();
-    let trees = crate::parse::parse_all(&masked)?;
+    let trees = crate::parse::parse_all(&masked, &[])?;
     let mut idx = CxxIndex::default();
     for (((path, orig), m), tree) in srcs.iter().zip(masked.iter()).zip(trees.iter()) {
         let conds = crate::text::line_conditions(orig);

@@ -474,14 +474,15 @@ pub fn scan_dir(dir: &Path) -> Result<CxxSet, CxxError> {
 /// Scans in-memory headers (`(include-relative path, text)`); the macros of all of them are known
 /// when deciding whether a default body throws.
 pub fn scan_sources(sources: &[(String, String)]) -> Result<CxxSet, CxxError> {
-    let masked: Vec<String> = sources.iter().map(|(_, t)| text::mask(t)).collect();
-    let trees = parse::parse_all(&masked)?;
+    let masked: Vec<String> = sources.iter().map(|(_, t)| text::blank_plain_bodies(&text::mask(t))).collect();
+    let skip: Vec<bool> = sources.iter().map(|(_, t)| !parse::may_define_interface(t)).collect();
+    let trees = parse::parse_all(&masked, &skip)?;
     let failing = parse::failing_macros(sources.iter().map(|(_, t)| t.as_str()));
     let mut files: Vec<CxxFile> = sources
         .iter()
         .zip(masked.iter())
-        .zip(trees.iter())
-        .map(|(((path, orig), m), tree)| parse::read_file(path, orig, m, tree, &failing))
+        .zip(trees.iter().zip(skip.iter()))
+        .map(|(((path, orig), m), (tree, &skipped))| parse::read_file(path, orig, m, tree, skipped, &failing))
         .collect();
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(CxxSet { files })

@@ -22,33 +22,67 @@ pub fn parser() -> Result<Parser, CxxError> {
     Ok(p)
 }
 
-/// Parses every source, on up to two threads (the machine's parallelism, capped).
-pub fn parse_all(srcs: &[String]) -> Result<Vec<Option<Tree>>, CxxError> {
-    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 4);
-    if threads == 1 || srcs.len() < 4 {
+/// Parses every source on the machine's cores (at most 4): the largest sources first, each thread
+/// taking the next one when it is done, so one big header does not leave a core idle. `None` for a
+/// source tree-sitter gave up on, or one `skip` says needs no parsing.
+pub fn parse_all(srcs: &[String], skip: &[bool]) -> Result<Vec<Option<Tree>>, CxxError> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let mut order: Vec<usize> = (0..srcs.len()).filter(|&i| !skip.get(i).copied().unwrap_or(false)).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(srcs[i].len()));
+    let threads =
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 4).min(order.len().max(1));
+    let next = AtomicUsize::new(0);
+    let out: Mutex<Vec<Option<Tree>>> = Mutex::new((0..srcs.len()).map(|_| None).collect());
+    let work = || -> Result<(), CxxError> {
         let mut p = parser()?;
-        return Ok(srcs.iter().map(|s| p.parse(s, None)).collect());
+        loop {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            let Some(&i) = order.get(k) else { return Ok(()) };
+            let t = p.parse(&srcs[i], None);
+            // a poisoned lock only means another parser thread panicked; the slot is still ours
+            let mut guard = out.lock().unwrap_or_else(|e| e.into_inner());
+            guard[i] = t;
+        }
+    };
+    if threads == 1 {
+        work()?;
+    } else {
+        let results: Vec<Result<(), CxxError>> = std::thread::scope(|sc| {
+            let hs: Vec<_> = (0..threads).map(|_| sc.spawn(work)).collect();
+            hs.into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err(CxxError::Language("a parser thread failed".into()))))
+                .collect()
+        });
+        for r in results {
+            r?;
+        }
     }
-    let chunk = srcs.len().div_ceil(threads);
-    let parts: Vec<Result<Vec<Option<Tree>>, CxxError>> = std::thread::scope(|sc| {
-        let hs: Vec<_> = srcs
-            .chunks(chunk)
-            .map(|c| {
-                sc.spawn(move || {
-                    let mut p = parser()?;
-                    Ok(c.iter().map(|s| p.parse(s, None)).collect::<Vec<_>>())
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(CxxError::Language("a parser thread failed".into()))))
-            .collect()
-    });
-    let mut out = Vec::with_capacity(srcs.len());
-    for p in parts {
-        out.extend(p?);
-    }
-    Ok(out)
+    Ok(out.into_inner().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// Words one of which every file that can add to the interface contains (a virtual or an override,
+/// a registrar, a registration macro or function, an autocast list); a file with none is listed but
+/// not parsed.
+const INTERFACE_WORDS: &[&str] = &[
+    "virtual",
+    "override",
+    "register",
+    "registry",
+    "allocator",
+    "privateuse1",
+    "fallback",
+    "hooks",
+    "torch_library",
+    "at_forall_",
+    "library",
+    "cppfunction",
+];
+
+/// Whether `text` may add to the interface (see [`INTERFACE_WORDS`]).
+pub fn may_define_interface(text: &str) -> bool {
+    let lower = text.to_ascii_lowercase();
+    INTERFACE_WORDS.iter().any(|w| lower.contains(w))
 }
 
 /// Macros that fail unconditionally whatever their arguments.
@@ -132,6 +166,8 @@ pub fn failing_macros<'a>(texts: impl Iterator<Item = &'a str>) -> HashSet<Strin
 
 struct Ctx<'a> {
     src: &'a str,
+    /// The file as written (same offsets as `src`, whose plain bodies are blanked).
+    orig: &'a str,
     /// The `#if` condition of every line (see [`text::line_conditions`]).
     conds: Vec<String>,
     path: &'a str,
@@ -141,9 +177,17 @@ struct Ctx<'a> {
     cond: Vec<String>,
 }
 
-pub fn read_file(path: &str, original: &str, masked: &str, tree: &Option<Tree>, failing: &HashSet<String>) -> CxxFile {
+pub fn read_file(
+    path: &str,
+    original: &str,
+    masked: &str,
+    tree: &Option<Tree>,
+    skipped: bool,
+    failing: &HashSet<String>,
+) -> CxxFile {
     let mut cx = Ctx {
         src: masked,
+        orig: original,
         conds: text::line_conditions(original),
         path,
         failing,
@@ -152,6 +196,7 @@ pub fn read_file(path: &str, original: &str, masked: &str, tree: &Option<Tree>, 
         cond: Vec::new(),
     };
     match tree {
+        None if skipped => {}
         None => cx.file.diagnostics.push(Diagnostic {
             file: path.to_string(),
             line: 1,
@@ -608,14 +653,15 @@ impl<'a> Ctx<'a> {
             decl.child_by_field_name("default_value")
                 .filter(|d| decl.kind() == "field_declaration" && d.kind() == "initializer_list")
         });
-        let (body_hash, throws) = match body {
-            Some(b) => {
-                has_default = true;
-                (Some(text::hash(&norm(self.text(b)))), self.body_throws(b))
-            }
-            None => (None, false),
-        };
         let is_virtual = words.iter().any(|w| w == "virtual") || q.specifier.is_some();
+        // the bodies of other members were blanked before parsing (text::blank_plain_bodies): their
+        // hash is taken from the file as written, and only a virtual's default can throw
+        let body_hash = body.map(|b| text::hash(&norm(self.orig.get(b.byte_range()).unwrap_or(""))));
+        let throws = body.is_some_and(|b| is_virtual && self.body_throws(b));
+        if body.is_some() {
+            has_default = true;
+        }
+
         Some(Method {
             name,
             kind,

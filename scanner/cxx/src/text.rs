@@ -223,6 +223,212 @@ pub fn line_conditions(src: &str) -> Vec<String> {
     out
 }
 
+/// Blanks the bodies of functions that are not virtual (contents become spaces, newlines and braces
+/// kept): the scan needs the bodies of virtual members only (does the default throw; rename
+/// detection), and tree-sitter's time is mostly spent in bodies. A `{` opens a function body when the
+/// last token before it (past `const`, `noexcept(...)`, `override`, `final`, `&`, `&&`, `-> type`)
+/// is the `)` of a parameter list; the body is kept when the declaration before that list says
+/// `virtual`, or its qualifiers say `override` / `final`. Comments, literals and directives are
+/// skipped; offsets and lines do not move.
+pub fn blank_plain_bodies(src: &str) -> String {
+    let b = src.as_bytes();
+    let mut out = b.to_vec();
+    let mut i = 0;
+    let mut line_start = true;
+    // start of the current declaration (after the last `;`, `{`, `}` or access label)
+    let mut decl_start = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'\n' {
+            line_start = true;
+            i += 1;
+            continue;
+        }
+        if line_start && (c == b' ' || c == b'\t') {
+            i += 1;
+            continue;
+        }
+        if line_start && c == b'#' {
+            while i < b.len() && b[i] != b'\n' {
+                if b[i] == b'\\' && b.get(i + 1) == Some(&b'\n') {
+                    i += 2;
+                    continue;
+                }
+                i += 1;
+            }
+            continue;
+        }
+        line_start = false;
+        match c {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i = skip_block_comment(b, i);
+                continue;
+            }
+            b'"' | b'\'' => {
+                i = skip_literal(b, i);
+                continue;
+            }
+            b';' | b'}' => decl_start = i + 1,
+            b'{' => {
+                if let Some(keep) = function_body_kind(src, decl_start, i) {
+                    let end = matching_brace(b, i);
+                    if !keep && end > i + 1 {
+                        blank(&mut out[i + 1..end - 1]);
+                    }
+                    i = end.max(i + 1);
+                    decl_start = i;
+                    continue;
+                }
+                decl_start = i + 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    String::from_utf8(out).unwrap_or_else(|_| src.to_string())
+}
+
+/// For the `{` at `open`: `None` when it does not open a function body; `Some(true)` when the body is
+/// a virtual member's (keep it), `Some(false)` otherwise.
+fn function_body_kind(src: &str, decl_start: usize, open: usize) -> Option<bool> {
+    let head = src.get(decl_start..open)?;
+    let head = strip_comments(head);
+    let t = head.trim_end();
+    // walk back over qualifiers to the `)` of the parameter list
+    let mut end = t.len();
+    let mut quals = String::new();
+    loop {
+        let s = t[..end].trim_end();
+        end = s.len();
+        if s.ends_with(')') {
+            // noexcept(...) is a qualifier, not the parameter list
+            let open_p = matching_open(s.as_bytes(), end - 1)?;
+            let before = s[..open_p].trim_end();
+            if let Some(kw) = ["noexcept", "throw", "requires"]
+                .into_iter()
+                .find(|k| before.ends_with(k) && !before[..before.len() - k.len()].chars().last().is_some_and(is_word))
+            {
+                quals.push(' ');
+                quals.push_str(kw);
+                end = before.len() - kw.len();
+                continue;
+            }
+            let decl = &s[..open_p];
+            // a control statement or a lambda is not a member function
+            let word: String =
+                decl.trim_end().chars().rev().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            if matches!(word.as_str(), "fi" | "rof" | "elihw" | "hctiws" | "hctac") || decl.trim_end().ends_with(']') {
+                return None;
+            }
+            let virt = has_word(decl, "virtual") || has_word(&quals, "override") || has_word(&quals, "final");
+            return Some(virt);
+        }
+        // a qualifier word or token
+        let w: String = s.chars().rev().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '&').collect();
+        let w: String = w.chars().rev().collect();
+        match w.as_str() {
+            "const" | "override" | "final" | "noexcept" | "volatile" | "&" | "&&" | "mutable" => {
+                quals.push(' ');
+                quals.push_str(&w);
+                end -= w.len();
+            }
+            _ => {
+                // `-> Type`: a trailing return type
+                if let Some(p) = s.rfind("->")
+                    && s[..p].trim_end().ends_with(|c: char| c == ')' || c.is_ascii_alphabetic())
+                    && !s[p..].contains('(')
+                {
+                    end = p;
+                    continue;
+                }
+                return None;
+            }
+        }
+    }
+}
+
+fn has_word(s: &str, w: &str) -> bool {
+    s.match_indices(w).any(|(i, _)| {
+        let before = s[..i].chars().last();
+        let after = s[i + w.len()..].chars().next();
+        !before.is_some_and(is_word) && !after.is_some_and(is_word)
+    })
+}
+
+/// The index of the `(` matching the `)` at `close` (comments already blanked).
+fn matching_open(b: &[u8], close: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut i = close + 1;
+    while i > 0 {
+        i -= 1;
+        match b[i] {
+            b')' => depth += 1,
+            b'(' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The index just past the brace closing the one at `open` (or the end of the input).
+fn matching_brace(b: &[u8], open: usize) -> usize {
+    let mut depth = 0usize;
+    let mut i = open;
+    let mut line_start = false;
+    while i < b.len() {
+        match b[i] {
+            b'\n' => line_start = true,
+            b'#' if line_start => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b' ' | b'\t' => {}
+            b'{' => {
+                depth += 1;
+                line_start = false;
+            }
+            b'}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return i + 1;
+                }
+                line_start = false;
+            }
+            b'"' | b'\'' => {
+                i = skip_literal(b, i);
+                line_start = false;
+                continue;
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i = skip_block_comment(b, i);
+                continue;
+            }
+            _ => line_start = false,
+        }
+        i += 1;
+    }
+    b.len()
+}
+
 /// Spaces over every byte but newlines.
 fn blank(bytes: &mut [u8]) {
     for b in bytes.iter_mut().filter(|b| **b != b'\n') {
@@ -462,6 +668,18 @@ mod tests {
         assert!(m.contains("  ").then_some(()).is_some());
         assert!(!m.contains("C10_DEPRECATED_MESSAGE"));
         assert!(m.contains("// C10_API"));
+    }
+
+    #[test]
+    fn plain_bodies_are_blanked() {
+        let s = "struct A {\n  int f(int x) const { return x + 1; }\n  virtual int g() const { TORCH_CHECK(false, \"}\") }\n  int h() override { return 2; }\n  A() : a_(1) { if (a_) { x(); } }\n};\nnamespace n { int k = f({1}); }\n";
+        let m = blank_plain_bodies(s);
+        assert_eq!(m.len(), s.len());
+        assert!(!m.contains("return x + 1;") && m.contains("int f(int x) const {"), "{m}");
+        assert!(m.contains("TORCH_CHECK(false, \"}\")"), "{m}");
+        assert!(m.contains("return 2;"), "{m}");
+        assert!(!m.contains("x();"), "{m}");
+        assert!(m.contains("namespace n { int k = f({1}); }"), "{m}");
     }
 
     #[test]
