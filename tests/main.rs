@@ -7,6 +7,7 @@ mod bot_flow;
 /// The fake forge and repository fixtures of the bot suites (also `#[path]`-included by the
 /// scanner's `bot_cli` tests).
 pub mod bot_support;
+mod cxx_kernels;
 mod cxx_store;
 mod diff_known_changes;
 mod diff_npu_eval;

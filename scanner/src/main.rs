@@ -1046,12 +1046,35 @@ fn pytorch_diff_report(
             Some(c) => Some(c.resolve_in(&st, &vo)?),
             None => None,
         };
-        let kernels = match &a.adapter {
+        let mut kernels = match &a.adapter {
             Some(dir) => {
                 let map = diff::committed::pair_method_map(&pair);
                 diff::adapter_index::index_dir(dir, dir.parent().unwrap_or(dir), &map)?
             }
             None => diff::committed::index_adapter_pair(&root, &pair)?,
+        };
+        // a C++ adapter (--adapter DIR): its kernels matched to operators by name and C++ signature
+        let cxx_kernels = match &a.adapter {
+            Some(dir) => {
+                let ck = diff::cxx_kernels::join(
+                    &mut kernels,
+                    dir,
+                    dir.parent().unwrap_or(dir),
+                    &st,
+                    &[vo.clone(), vn.clone()],
+                )?;
+                if let Some(ck) = &ck {
+                    warn!(
+                        "C++ adapter: {} kernel definitions, {} matched to an operator of {} or {} by name and C++ signature",
+                        ck.index.kernels.len(),
+                        ck.matching.matched.len(),
+                        vo,
+                        vn
+                    );
+                }
+                ck
+            }
+            None => None,
         };
         let mut names: Vec<&str> = pair.operator_names().collect();
         names.sort_unstable();
@@ -1082,7 +1105,11 @@ fn pytorch_diff_report(
             states: states.as_ref(),
             custom: custom.as_ref(),
         };
-        return Ok(diff::committed::pytorch_pair_report(&pair, d, rules));
+        let mut report = diff::committed::pytorch_pair_report(&pair, d, rules);
+        if let Some(ck) = &cxx_kernels {
+            diff::cxx_kernels::refine(&mut report, ck, &st, &vn)?;
+        }
+        return Ok(report);
     }
     let old = load_target(a.store, &a.old, None)?;
     let new = load_target(a.store, &a.new, None)?;

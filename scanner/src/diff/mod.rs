@@ -23,6 +23,7 @@ pub mod allow;
 pub mod committed;
 pub mod custom;
 pub mod cxx;
+pub mod cxx_kernels;
 pub mod header;
 pub mod impact;
 pub mod pytorch;

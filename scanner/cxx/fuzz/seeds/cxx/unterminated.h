@@ -1,0 +1,1 @@
+namespace a { namespace b { struct X : Y { virtual void f(int x = (1)) const noexcept(true) = 0;
