@@ -175,6 +175,12 @@ impl Store {
         self.write_group(CXX_UPSTREAM, &v, &refs)
     }
 
+    /// The autocast policy lists of a C++ interface snapshot (only `autocast.jsonl` is read).
+    pub fn load_cxx_autocast(&self, v: &Version) -> Result<Vec<AutocastEntry>> {
+        let dir = self.dir(CXX_UPSTREAM, v);
+        Ok(read_jsonl::<AutocastLine>(&dir.join("autocast.jsonl"))?.into_iter().map(|a| a.entry).collect())
+    }
+
     /// Loads a C++ interface snapshot, checking its format and that every line names a listed file
     /// and class.
     pub fn load_cxx(&self, v: &Version) -> Result<CxxSnapshot> {

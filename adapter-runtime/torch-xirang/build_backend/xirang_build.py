@@ -5,7 +5,8 @@
    installed there) for torch's version, headers, libraries and C++ ABI;
 2. builds the Rust C ABI as a shared library: `cargo rustc --release -p xirang-bridge --lib
    --crate-type cdylib` (the cargo workspace itself never needs torch);
-3. compiles the thin C++ shim (`csrc/*.cpp` and the generated `generated/bridge_registrations.cpp`)
+3. compiles the thin C++ shim (`csrc/*.cpp`, the generated `generated/bridge_registrations.cpp` and
+   `generated/autocast.cpp`)
    against that torch, one `c++` per file, in parallel, and links `libxirang_shim.so`;
 4. writes the wheel (a zip with `RECORD`) holding the Python package, both libraries and
    `_build_info.py` (the torch it was built against, the PyTorch version the adapter was generated
@@ -119,6 +120,11 @@ def build_shim(info: dict, bridge: Path) -> Path:
     for inc in info["include"]:
         flags += ["-isystem", inc]
     sources = sorted((PKG / "csrc").glob("*.cpp")) + [ROOT / "generated" / "bridge_registrations.cpp"]
+    # autocast for the device, from the autocast lists of the targeted PyTorch's headers (written by
+    # `generate` when the store has that release's C++ interface snapshot)
+    autocast = ROOT / "generated" / "autocast.cpp"
+    if autocast.is_file():
+        sources.append(autocast)
     for s in sources:
         if not s.is_file():
             raise BuildError(f"{s} is missing (the registrations are written by `xirang-scan generate`)")

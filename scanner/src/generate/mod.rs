@@ -5,6 +5,7 @@
 //! writes only inside the configured `generated/` folder and rewrites only files whose bytes
 //! changed; `generate --check` reports stale files without writing.
 
+pub mod autocast;
 pub mod autograd;
 pub mod bridge;
 pub mod config;
@@ -134,6 +135,9 @@ pub struct Inputs {
     pub snapshot: PytorchSnapshot,
     /// Every declaration of the vendor header release.
     pub header_decls: Vec<xirang_headers::Decl>,
+    /// The autocast policy lists of the targeted PyTorch's C++ headers and that snapshot's version,
+    /// when the store has it (`schemas/pytorch-cxx/`) and it publishes them (2.4 and later).
+    pub autocast: Option<(String, Vec<xirang_cxx::AutocastEntry>)>,
 }
 
 impl Inputs {
@@ -146,7 +150,8 @@ impl Inputs {
         let hv = store.resolve(&vendor, &cfg.config.vendor.headers)?;
         let headers = store.load_headers(&vendor, &hv)?;
         let header_decls = headers.set.files.into_iter().flat_map(|f| f.decls).collect();
-        Ok(Inputs { cfg, snapshot, header_decls })
+        let autocast = load_autocast(store, &snapshot.meta.version)?;
+        Ok(Inputs { cfg, snapshot, header_decls, autocast })
     }
 
     /// The inputs for another PyTorch version than the configured one (a comparison's coverage):
@@ -156,8 +161,20 @@ impl Inputs {
         let hv = store.resolve(&vendor, &cfg.config.vendor.headers)?;
         let headers = store.load_headers(&vendor, &hv)?;
         let header_decls = headers.set.files.into_iter().flat_map(|f| f.decls).collect();
-        Ok(Inputs { cfg, snapshot, header_decls })
+        let autocast = load_autocast(store, &snapshot.meta.version)?;
+        Ok(Inputs { cfg, snapshot, header_decls, autocast })
     }
+}
+
+/// The autocast lists of the C++ interface snapshot of PyTorch `version` (exactly that release), if
+/// the store has one that publishes them.
+fn load_autocast(store: &Store, version: &str) -> Result<Option<(String, Vec<xirang_cxx::AutocastEntry>)>> {
+    let Some(v) = crate::version::Version::parse(version) else { return Ok(None) };
+    if !store.versions(crate::cxx_snapshot::CXX_UPSTREAM).contains(&v) {
+        return Ok(None);
+    }
+    let lists = store.load_cxx_autocast(&v)?;
+    Ok((!lists.is_empty()).then(|| (v.to_string(), lists)))
 }
 
 /// Every operator `xirang.toml` names (`[operators] include/exclude`, `[kernels]`) exists in the
@@ -334,6 +351,12 @@ pub fn render_all_with(
     files.push(GeneratedFile { path: "mod.rs".into(), text: mod_text });
     if let Some(b) = &cfg.bridge {
         files.push(GeneratedFile { path: bridge::FILE.into(), text: bridge::render(inputs, &b.shim, custom_file)? });
+        if let Some((cxx_version, lists)) = &inputs.autocast {
+            files.push(GeneratedFile {
+                path: autocast::FILE.into(),
+                text: autocast::render(version, cxx_version, lists)?,
+            });
+        }
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok((files, ops.len()))
