@@ -272,6 +272,12 @@ fn new_versions_from_the_package_index_json_api() {
         z.write_all(b"- tag: pointwise\n  desc: elementwise\n").unwrap();
         z.start_file("torchgen/packaged/autograd/derivatives.yaml", o).unwrap();
         z.write_all(DERIVATIVES.as_bytes()).unwrap();
+        // the C++ extension headers a wheel ships: the bot imports the C++ interface too
+        z.start_file("torch/include/c10/core/Allocator.h", o).unwrap();
+        z.write_all(b"namespace c10 {\nstruct C10_API Allocator {\n  virtual DataPtr allocate(size_t n) = 0;\n};\n}\n")
+            .unwrap();
+        z.start_file("torch/include/c10/util/Other.h", o).unwrap();
+        z.write_all(b"struct NotInterface { virtual void f(); };\n").unwrap();
         z.finish().unwrap();
     }
     let wheel = buf.into_inner();
@@ -297,6 +303,8 @@ fn new_versions_from_the_package_index_json_api() {
     assert_eq!(branch, "xirang-bot/pytorch-v2.1.0");
     assert!(body.contains("sub.Tensor"), "{body}");
     assert!(body.contains("wheel:torch-2.1.0-cp311-none-any.whl"), "{body}");
+    // only the interface headers are read (c10/util is not one)
+    assert!(log.contains("imported the C++ interface of v2.1.0: 1 classes"), "{log}");
     assert_eq!(forge.count("GET", "/files/big.whl"), 0, "downloaded a larger wheel than needed");
     fx.assert_user_tree_intact();
     fx.cleanup();

@@ -87,17 +87,19 @@ impl CxxSnapshot {
     /// Scans a folder of headers: the corpus' `pytorch-cxx/vX.Y.Z`, a wheel's `torch/include` (or a
     /// folder above it), or a PyTorch source tree.
     pub fn scan(folder: &Path, version: &Version) -> Result<CxxSnapshot> {
-        let layout = xirang_cxx::Layout::find(folder).map_err(cxx_err)?;
-        let files = layout.files().map_err(cxx_err)?;
-        let mut sources = Vec::with_capacity(files.len());
+        let sources = folder_sources(folder)?;
+        let origin = format!("folder:{}", folder.file_name().map(|n| n.to_string_lossy()).unwrap_or_default());
+        Self::from_sources(sources, origin, version)
+    }
+
+    /// Scans headers already read (`(include-relative path, text)`): a wheel's, or a folder's.
+    pub fn from_sources(mut sources: Vec<(String, String)>, origin: String, version: &Version) -> Result<CxxSnapshot> {
+        sources.sort();
         let mut h = <sha2::Sha256 as sha2::Digest>::new();
-        for rel in files {
-            let p = layout.path(&rel);
-            let bytes = crate::fsio::read_bytes(&p, crate::fsio::MAX_INPUT_BYTES)?;
+        for (rel, text) in &sources {
             sha2::Digest::update(&mut h, rel.as_bytes());
-            sha2::Digest::update(&mut h, (bytes.len() as u64).to_le_bytes());
-            sha2::Digest::update(&mut h, &bytes);
-            sources.push((rel, String::from_utf8_lossy(&bytes).into_owned()));
+            sha2::Digest::update(&mut h, (text.len() as u64).to_le_bytes());
+            sha2::Digest::update(&mut h, text.as_bytes());
         }
         let set = xirang_cxx::scan_sources(&sources).map_err(cxx_err)?;
         let meta = CxxMeta {
@@ -105,7 +107,7 @@ impl CxxSnapshot {
             format_version: CXX_FORMAT_VERSION,
             upstream: CXX_UPSTREAM.into(),
             version: version.to_string(),
-            origin: format!("folder:{}", folder.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()),
+            origin,
             content_sha256: crate::source::hex(&sha2::Digest::finalize(h)),
             counts: counts(&set),
         };
@@ -154,6 +156,44 @@ impl CxxSnapshot {
             ("autocast.jsonl", crate::snapshot::to_jsonl(&autocast)?),
         ])
     }
+}
+
+/// The interface headers under a folder (see `xirang_cxx::Layout`), read as text.
+pub fn folder_sources(folder: &Path) -> Result<Vec<(String, String)>> {
+    let layout = xirang_cxx::Layout::find(folder).map_err(cxx_err)?;
+    let mut sources = Vec::new();
+    for rel in layout.files().map_err(cxx_err)? {
+        let bytes = crate::fsio::read_bytes(&layout.path(&rel), crate::fsio::MAX_INPUT_BYTES)?;
+        sources.push((rel, String::from_utf8_lossy(&bytes).into_owned()));
+    }
+    Ok(sources)
+}
+
+/// The interface headers of a torch wheel (`torch/include/...`), read as text; empty when the wheel
+/// ships none.
+pub fn wheel_sources(path: &Path) -> Result<Vec<(String, String)>> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut zip = zip::ZipArchive::new(file)
+        .map_err(|e| Error::Archive { context: path.display().to_string(), message: e.to_string() })?;
+    let names: Vec<String> = zip
+        .file_names()
+        .filter_map(|n| n.strip_prefix("torch/include/"))
+        .filter(|rel| xirang_cxx::is_interface_path(rel))
+        .map(|rel| format!("torch/include/{rel}"))
+        .collect();
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let archive = |message: String| Error::Archive { context: format!("{}:{name}", path.display()), message };
+        let mut entry = zip.by_name(&name).map_err(|e| archive(e.to_string()))?;
+        if entry.size() > crate::fsio::MAX_INPUT_BYTES {
+            return Err(archive(format!("unpacks to {} bytes, more than this tool reads", entry.size())));
+        }
+        let bytes =
+            crate::fsio::read_limited(&mut entry, crate::fsio::MAX_INPUT_BYTES, "the entry").map_err(archive)?;
+        let rel = name.trim_start_matches("torch/include/").to_string();
+        out.push((rel, String::from_utf8_lossy(&bytes).into_owned()));
+    }
+    Ok(out)
 }
 
 fn cxx_err(e: xirang_cxx::CxxError) -> Error {

@@ -372,6 +372,21 @@ pub const INTERFACE_FILES: &[&str] = &[
     "torch/csrc/distributed/c10d/ProcessGroup.hpp",
 ];
 
+/// Whether an include-relative path is one of the interface headers [`Layout::files`] reads
+/// (`c10/core/**` two levels deep, `ATen/detail/*`, and [`INTERFACE_FILES`]): for readers of
+/// archives (a wheel's `torch/include/`).
+pub fn is_interface_path(rel: &str) -> bool {
+    if !(rel.ends_with(".h") || rel.ends_with(".hpp")) {
+        return false;
+    }
+    if INTERFACE_FILES.contains(&rel) {
+        return true;
+    }
+    INTERFACE_DIRS
+        .iter()
+        .any(|d| rel.strip_prefix(d).and_then(|r| r.strip_prefix('/')).is_some_and(|r| r.matches('/').count() <= 1))
+}
+
 /// How the headers are laid out under the folder given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Layout {

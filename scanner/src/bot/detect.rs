@@ -47,6 +47,13 @@ pub enum Fetch {
     },
 }
 
+/// What a release brings: its operator files, and its C++ extension headers when found
+/// (`(include-relative path, text)`).
+pub struct ReleaseFiles {
+    pub files: UpstreamFiles,
+    pub cxx: Option<Vec<(String, String)>>,
+}
+
 /// One upstream release.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Release {
@@ -167,10 +174,32 @@ impl Release {
         }
     }
 
-    /// Reads the release's files, downloading a wheel into `tmp` first (its sha256 is verified).
-    pub fn files(&self, http: &Http, log: &mut Log<'_>, tmp: &Path) -> Result<UpstreamFiles, BotError> {
+    /// Reads the release's files, downloading a wheel into `tmp` first (its sha256 is verified), with
+    /// the C++ extension headers the release ships when they can be found: a wheel's
+    /// `torch/include/`, a source tree's headers, or the corpus' `pytorch-cxx/<version>` beside a
+    /// `pytorch/<version>` folder.
+    pub fn files(&self, http: &Http, log: &mut Log<'_>, tmp: &Path) -> Result<ReleaseFiles, BotError> {
         match &self.fetch {
-            Fetch::Source(spec) => Ok(source::read(spec)?),
+            Fetch::Source(spec) => {
+                let files = source::read(spec)?;
+                let cxx = match spec {
+                    SourceSpec::Folder(dir) => {
+                        let sibling = dir
+                            .parent()
+                            .and_then(Path::parent)
+                            .zip(dir.file_name())
+                            .map(|(up, name)| up.join("pytorch-cxx").join(name));
+                        [Some(dir.clone()), sibling]
+                            .into_iter()
+                            .flatten()
+                            .find(|d| xirang_cxx::Layout::find(d).is_ok())
+                            .map(|d| crate::cxx_snapshot::folder_sources(&d))
+                            .transpose()?
+                    }
+                    _ => None,
+                };
+                Ok(ReleaseFiles { files, cxx })
+            }
             Fetch::Wheel { url, filename, sha256, size } => {
                 let safe: String = filename
                     .chars()
@@ -185,8 +214,9 @@ impl Release {
                     return Err(BotError::Upstream(format!("{filename}: sha256 {got}, the index says {sha256}")));
                 }
                 let files = source::read(&SourceSpec::Wheel(dest.clone()))?;
+                let cxx = crate::cxx_snapshot::wheel_sources(&dest)?;
                 let _ = std::fs::remove_file(&dest);
-                Ok(files)
+                Ok(ReleaseFiles { files, cxx: (!cxx.is_empty()).then_some(cxx) })
             }
         }
     }

@@ -466,7 +466,7 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
     let mut last_message = String::new();
     for r in &new {
         std::fs::create_dir_all(&tmp).map_err(|e| BotError::io(&tmp, e))?;
-        let files = r.files(&http, log, &tmp)?;
+        let detect::ReleaseFiles { files, cxx } = r.files(&http, log, &tmp)?;
         let _ = std::fs::remove_dir_all(&tmp);
         files.require_complete(&r.version)?;
         let snap = PytorchSnapshot::build(&files, &r.version)?;
@@ -475,6 +475,19 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
         store.write_pytorch(&snap)?;
         origins.push(r.origin());
         log.line(&format!("imported {} ({}): {} operators", r.version, r.origin(), snap.meta.counts.operators));
+        // the release's C++ extension interface, when it ships its headers (a wheel does)
+        if let Some(sources) = cxx {
+            let cs = crate::cxx_snapshot::CxxSnapshot::from_sources(sources, r.origin(), &r.version)?;
+            cfg.store_in(&wt.path)?;
+            store.write_cxx(&cs)?;
+            log.line(&format!(
+                "imported the C++ interface of {}: {} classes, {} registration macros, {} autocast entries",
+                r.version,
+                cs.meta.counts.get("classes").copied().unwrap_or(0),
+                cs.meta.counts.get("macros").copied().unwrap_or(0),
+                cs.meta.counts.get("autocast").copied().unwrap_or(0)
+            ));
+        }
         let mut step_lines = Vec::new();
         for argv in &cfg.steps {
             if opts.dry_run {
@@ -545,6 +558,19 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
             (diff::report_markdown::render(&report, &rules), worst(&report))
         }
         None => (String::new(), "none"),
+    };
+    // the C++ side, when the store has the C++ interface of both versions: the report's impacts are
+    // the adapter's C++ (its shim's overrides and registrations)
+    let cxx_versions = store.versions(crate::cxx_snapshot::CXX_UPSTREAM);
+    let report_md = match &old_v {
+        Some(ov) if cxx_versions.contains(ov) && cxx_versions.contains(&newest.version) => {
+            let (old, new_c) = (store.load_cxx(ov)?, store.load_cxx(&newest.version)?);
+            let index = diff::committed::index_cxx(&wt.path.join(diff::committed::ADAPTER_DIR), &wt.path)?;
+            let autocast = wt.path.join(diff::committed::cxx_autocast_file()).is_file();
+            let r = diff::committed::cxx_report(&old, &new_c, &index, autocast, None, "1970-01-01", &rules);
+            format!("{report_md}\n{}", diff::report_markdown::render(&r, &rules))
+        }
+        _ => report_md,
     };
 
     let check = if opts.dry_run || cfg.check.is_empty() {
