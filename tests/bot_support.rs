@@ -70,8 +70,47 @@ pub struct Pr {
     pub merged: bool,
 }
 
+/// The REST dialect the fake forge answers in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Dialect {
+    #[default]
+    Github,
+    /// GitLab API v4 under `/api/v4`: merge requests by `iid`, `PRIVATE-TOKEN`, `X-Next-Page` paging.
+    Gitlab,
+    /// Gitee API v5 under `/api/v5`: `access_token` parameter, `total_page` paging.
+    Gitee,
+}
+
+impl Dialect {
+    /// `[bot] forge`.
+    pub fn forge(self) -> &'static str {
+        match self {
+            Dialect::Github => "github",
+            Dialect::Gitlab => "gitlab",
+            Dialect::Gitee => "gitee",
+        }
+    }
+    /// The api base under the server's url.
+    pub fn api_path(self) -> &'static str {
+        match self {
+            Dialect::Github => "",
+            Dialect::Gitlab => "/api/v4",
+            Dialect::Gitee => "/api/v5",
+        }
+    }
+    /// The path prefix of the fixture's repository, as requests spell it.
+    pub fn repo_path(self) -> String {
+        match self {
+            Dialect::Github => format!("/repos/{OWNER}/{REPO}"),
+            Dialect::Gitlab => format!("/api/v4/projects/{OWNER}%2F{REPO}"),
+            Dialect::Gitee => format!("/api/v5/repos/{OWNER}/{REPO}"),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct State {
+    pub dialect: Dialect,
     pub pulls: Vec<Pr>,
     pub labels: Vec<(u64, String, String)>,
     pub comments: Vec<(u64, String)>,
@@ -101,10 +140,15 @@ impl Drop for FakeForge {
 
 impl FakeForge {
     pub fn start() -> FakeForge {
+        FakeForge::start_as(Dialect::Github)
+    }
+
+    /// A fake forge speaking `dialect`.
+    pub fn start_as(dialect: Dialect) -> FakeForge {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        let state = Arc::new(Mutex::new(State { next: 1, ..State::default() }));
+        let state = Arc::new(Mutex::new(State { next: 1, dialect, ..State::default() }));
         let stop = Arc::new(AtomicBool::new(false));
         let (st, sp) = (state.clone(), stop.clone());
         std::thread::spawn(move || {
@@ -145,12 +189,25 @@ impl FakeForge {
         self.requests().iter().filter(|r| r.method != "GET").count()
     }
 
+    /// The api base url of this forge (`[bot] api_url`).
+    pub fn api_url(&self) -> String {
+        format!("{}{}", self.url, self.state.lock().unwrap().dialect.api_path())
+    }
+
     /// Pull request `n` closed by a person, merged or not.
     pub fn close_by_hand(&self, n: u64, merged: bool) {
         let mut s = self.state.lock().unwrap();
         if let Some(p) = s.pulls.iter_mut().find(|p| p.number == n) {
             p.state = "closed".into();
             p.merged = merged;
+        }
+    }
+
+    /// Pull request `n` opened again by a person.
+    pub fn reopen_by_hand(&self, n: u64) {
+        let mut s = self.state.lock().unwrap();
+        if let Some(p) = s.pulls.iter_mut().find(|p| p.number == n) {
+            p.state = "open".into();
         }
     }
 
@@ -265,6 +322,7 @@ fn handle(stream: TcpStream, st: &Arc<Mutex<State>>) {
             match k.to_ascii_lowercase().as_str() {
                 "content-length" => len = v.trim().parse().unwrap_or(0),
                 "authorization" => auth = v.trim().to_string(),
+                "private-token" => auth = format!("PRIVATE-TOKEN {}", v.trim()),
                 _ => {}
             }
         }
@@ -284,7 +342,15 @@ fn handle(stream: TcpStream, st: &Arc<Mutex<State>>) {
         }
         return;
     }
-    let (status, out, ctype) = route(st, &method, &path, &auth, &body);
+    let dialect = st.lock().unwrap().dialect;
+    let (status, out, ctype, extra) = match dialect {
+        Dialect::Github => {
+            let (status, out, ctype) = route(st, &method, &path, &auth, &body);
+            (status, out, ctype, Vec::new())
+        }
+        Dialect::Gitlab => route_gitlab(st, &method, &path, &auth, &body),
+        Dialect::Gitee => route_gitee(st, &method, &path, &body),
+    };
     let delay = {
         let mut s = st.lock().unwrap();
         let p = path.split('?').next().unwrap_or(&path).to_string();
@@ -300,15 +366,19 @@ fn handle(stream: TcpStream, st: &Arc<Mutex<State>>) {
     let reason = match status {
         200 => "OK",
         201 => "Created",
+        204 => "No Content",
+        400 => "Bad Request",
         401 => "Unauthorized",
         403 => "Forbidden",
         404 => "Not Found",
+        409 => "Conflict",
         422 => "Unprocessable Entity",
         _ => "Error",
     };
     let mut s = stream;
+    let extra: String = extra.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
     let head = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n",
         out.len()
     );
     let _ = s.write_all(head.as_bytes());
@@ -498,6 +568,380 @@ fn route(st: &Arc<Mutex<State>>, method: &str, full: &str, auth: &str, body: &st
     }
 }
 
+type Answer = (u16, Vec<u8>, &'static str, Vec<(String, String)>);
+
+fn ans(status: u16, v: Value) -> Answer {
+    (status, v.to_string().into_bytes(), "application/json", Vec::new())
+}
+
+/// The common start of every dialect's route: the request recorded, injected failures, files.
+fn pre(s: &mut State, method: &str, full: &str, body: &str) -> Option<Answer> {
+    s.requests.push(Req { method: method.into(), path: full.into(), body: body.into() });
+    let path = full.split('?').next().unwrap_or(full).to_string();
+    if let Some(f) = s.fails.iter_mut().find(|f| f.times > 0 && f.method == method && path.starts_with(&f.path)) {
+        f.times -= 1;
+        let st = f.status;
+        return Some(ans(st, json!({"message": format!("injected {st}")})));
+    }
+    if let Some((_, bytes)) = s.files.iter().find(|(p, _)| *p == path) {
+        return Some((200, bytes.clone(), "application/octet-stream", Vec::new()));
+    }
+    None
+}
+
+/// One page of `items` as the dialect pages (`per_page` capped at 100, pages from 1), and the
+/// number of pages.
+fn paged<T: Clone>(items: &[T], full: &str, default_per_page: usize) -> (Vec<T>, usize, usize, usize) {
+    let per = query(full, "per_page").and_then(|v| v.parse().ok()).unwrap_or(default_per_page).clamp(1, 100);
+    let page = query(full, "page").and_then(|v| v.parse().ok()).unwrap_or(1usize).max(1);
+    let pages = items.len().div_ceil(per).max(1);
+    let got = items.iter().skip((page - 1) * per).take(per).cloned().collect();
+    (got, page, per, pages)
+}
+
+fn gitlab_state(p: &Pr) -> &'static str {
+    match (p.state.as_str(), p.merged) {
+        ("open", _) => "opened",
+        (_, true) => "merged",
+        _ => "closed",
+    }
+}
+
+fn mr_json(p: &Pr) -> Value {
+    json!({"id": 1000 + p.number, "iid": p.number, "project_id": 7,
+           "web_url": format!("https://gitlab.invalid/{OWNER}/{REPO}/-/merge_requests/{}", p.number),
+           "title": p.title, "description": p.body, "state": gitlab_state(p),
+           "source_branch": p.head, "target_branch": p.base,
+           "sha": "0000000000000000000000000000000000000000", "labels": p.labels})
+}
+
+/// GitLab API v4, as documented: `PRIVATE-TOKEN`, projects by url-encoded path, merge requests by
+/// `iid`, `PUT` updates with `state_event` / `add_labels` / `remove_labels`, notes, `X-*` paging
+/// headers, `{"message": ...}` errors (a string, a list, or field -> list) and 409 on a second open
+/// merge request for a source branch.
+fn route_gitlab(st: &Arc<Mutex<State>>, method: &str, full: &str, auth: &str, body: &str) -> Answer {
+    let mut s = st.lock().unwrap();
+    if let Some(a) = pre(&mut s, method, full, body) {
+        return a;
+    }
+    if auth != format!("PRIVATE-TOKEN {TOKEN}") {
+        return ans(401, json!({"message": "401 Unauthorized"}));
+    }
+    let path = full.split('?').next().unwrap_or(full).to_string();
+    let prefix = format!("/api/v4/projects/{OWNER}%2F{REPO}");
+    let Some(rest) = path.strip_prefix(&prefix) else {
+        return ans(404, json!({"message": "404 Project Not Found"}));
+    };
+    let input: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    let segs: Vec<&str> = rest.trim_start_matches('/').split('/').collect();
+    let not_found = || ans(404, json!({"message": "404 Not found"}));
+    match (method, segs.as_slice()) {
+        ("GET", ["merge_requests"]) => {
+            let state = query(full, "state").unwrap_or_else(|| "all".into());
+            let source = query(full, "source_branch");
+            let list: Vec<Value> = s
+                .pulls
+                .iter()
+                .filter(|p| state == "all" || gitlab_state(p) == state)
+                .filter(|p| source.as_ref().is_none_or(|b| *b == p.head))
+                .map(mr_json)
+                .collect();
+            let (got, page, per, pages) = paged(&list, full, 20);
+            let mut headers = vec![
+                ("X-Page".to_string(), page.to_string()),
+                ("X-Per-Page".to_string(), per.to_string()),
+                ("X-Total".to_string(), list.len().to_string()),
+                ("X-Total-Pages".to_string(), pages.to_string()),
+            ];
+            headers.push(("X-Next-Page".into(), if page < pages { (page + 1).to_string() } else { String::new() }));
+            (200, Value::Array(got).to_string().into_bytes(), "application/json", headers)
+        }
+        ("POST", ["merge_requests"]) => {
+            let (Some(source), Some(target), Some(title)) =
+                (input["source_branch"].as_str(), input["target_branch"].as_str(), input["title"].as_str())
+            else {
+                return ans(400, json!({"error": "source_branch, target_branch, title are missing"}));
+            };
+            if let Some(p) = s.pulls.iter().find(|p| p.state == "open" && p.head == source) {
+                return ans(
+                    409,
+                    json!({"message": [format!("Another open merge request already exists for this source branch: !{}", p.number)]}),
+                );
+            }
+            let number = s.next;
+            s.next += 1;
+            let pr = Pr {
+                number,
+                title: title.into(),
+                body: input["description"].as_str().unwrap_or("").into(),
+                head: source.into(),
+                base: target.into(),
+                state: "open".into(),
+                labels: vec![],
+                merged: false,
+            };
+            let v = mr_json(&pr);
+            s.pulls.push(pr);
+            ans(201, v)
+        }
+        ("PUT", ["merge_requests", n]) => {
+            let n: u64 = n.parse().unwrap_or(0);
+            let known: Vec<String> = s.labels.iter().map(|(_, l, _)| l.clone()).collect();
+            let mut created = Vec::new();
+            let Some(p) = s.pulls.iter_mut().find(|p| p.number == n) else { return not_found() };
+            if let Some(t) = input["title"].as_str() {
+                p.title = t.into();
+            }
+            if let Some(b) = input["description"].as_str() {
+                p.body = b.into();
+            }
+            match input["state_event"].as_str() {
+                Some("close") => p.state = "closed".into(),
+                Some("reopen") => p.state = "open".into(),
+                Some(other) => {
+                    return ans(400, json!({"error": format!("state_event does not have a valid value: {other}")}));
+                }
+                None => {}
+            }
+            for l in input["add_labels"].as_str().unwrap_or("").split(',').map(str::trim).filter(|l| !l.is_empty()) {
+                if !p.labels.iter().any(|x| x == l) {
+                    p.labels.push(l.to_string());
+                }
+                // GitLab creates a label it does not know (with a default colour)
+                if !known.iter().any(|k| k == l) {
+                    created.push(l.to_string());
+                }
+            }
+            let gone: Vec<&str> = input["remove_labels"]
+                .as_str()
+                .unwrap_or("")
+                .split(',')
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            p.labels.retain(|l| !gone.contains(&l.as_str()));
+            let v = mr_json(p);
+            for l in created {
+                let id = s.labels.len() as u64 + 100;
+                s.labels.push((id, l, "#6699cc".into()));
+            }
+            ans(200, v)
+        }
+        ("GET", ["merge_requests", n, "notes"]) => {
+            let n: u64 = n.parse().unwrap_or(0);
+            if !s.pulls.iter().any(|p| p.number == n) {
+                return not_found();
+            }
+            // a system note, as GitLab adds on its own: not a comment of anyone
+            let mut list = vec![json!({"id": 1, "body": "added 1 commit", "system": true})];
+            list.extend(
+                s.comments.iter().filter(|(i, _)| *i == n).map(|(_, b)| json!({"id": 2, "body": b, "system": false})),
+            );
+            let (got, ..) = paged(&list, full, 20);
+            ans(200, Value::Array(got))
+        }
+        ("POST", ["merge_requests", n, "notes"]) => {
+            let n: u64 = n.parse().unwrap_or(0);
+            if !s.pulls.iter().any(|p| p.number == n) {
+                return not_found();
+            }
+            let Some(b) = input["body"].as_str() else { return ans(400, json!({"error": "body is missing"})) };
+            s.comments.push((n, b.to_string()));
+            ans(201, json!({"id": s.comments.len(), "body": b, "system": false}))
+        }
+        ("GET", ["labels"]) => {
+            let list: Vec<Value> = s.labels.iter().map(|(id, n, c)| json!({"id": id, "name": n, "color": c})).collect();
+            let (got, ..) = paged(&list, full, 20);
+            ans(200, Value::Array(got))
+        }
+        ("POST", ["labels"]) => {
+            let name = input["name"].as_str().unwrap_or("").to_string();
+            let color = input["color"].as_str().unwrap_or("").to_string();
+            if !color.starts_with('#') {
+                return ans(400, json!({"message": {"color": ["must be a valid color code"]}}));
+            }
+            if s.labels.iter().any(|(_, n, _)| *n == name) {
+                return ans(409, json!({"message": "Label already exists"}));
+            }
+            let id = s.labels.len() as u64 + 100;
+            s.labels.push((id, name.clone(), color.clone()));
+            ans(201, json!({"id": id, "name": name, "color": color}))
+        }
+        _ => not_found(),
+    }
+}
+
+fn gitee_pr_json(p: &Pr) -> Value {
+    let state = match (p.state.as_str(), p.merged) {
+        ("open", _) => "open",
+        (_, true) => "merged",
+        _ => "closed",
+    };
+    json!({"id": 5000 + p.number, "number": p.number,
+           "html_url": format!("https://gitee.invalid/{OWNER}/{REPO}/pulls/{}", p.number),
+           "title": p.title, "body": p.body, "state": state,
+           "head": {"ref": p.head, "sha": "0000000000000000000000000000000000000000", "label": p.head},
+           "base": {"ref": p.base},
+           "labels": p.labels.iter().enumerate().map(|(i, l)| json!({"id": i, "name": l, "color": "ededed"})).collect::<Vec<_>>(),
+           "merged_at": if p.merged { json!("2026-01-01T00:00:00+08:00") } else { Value::Null }})
+}
+
+/// Gitee API v5, as documented: the `access_token` parameter, `/repos/O/R/pulls` with states
+/// open / closed / merged, comments under `/pulls/N/comments`, labels added as a JSON list of names
+/// and removed by name (204), `total_count` / `total_page` headers, 400 on a second pull request
+/// for a branch.
+fn route_gitee(st: &Arc<Mutex<State>>, method: &str, full: &str, body: &str) -> Answer {
+    let mut s = st.lock().unwrap();
+    if let Some(a) = pre(&mut s, method, full, body) {
+        return a;
+    }
+    if query(full, "access_token").as_deref() != Some(TOKEN) {
+        let sent = query(full, "access_token").unwrap_or_default();
+        // echo what was sent: the bot must redact it
+        return ans(401, json!({"message": format!("401 Unauthorized: Access token {sent} does not exist")}));
+    }
+    let path = full.split('?').next().unwrap_or(full).to_string();
+    let prefix = format!("/api/v5/repos/{OWNER}/{REPO}");
+    let Some(rest) = path.strip_prefix(&prefix) else {
+        return ans(404, json!({"message": "Not Found Project"}));
+    };
+    let input: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    let segs: Vec<&str> = rest.trim_start_matches('/').split('/').collect();
+    let not_found = || ans(404, json!({"message": "404 Not Found"}));
+    match (method, segs.as_slice()) {
+        ("GET", ["pulls"]) => {
+            let state = query(full, "state").unwrap_or_else(|| "open".into());
+            let head = query(full, "head");
+            let list: Vec<Value> = s
+                .pulls
+                .iter()
+                .map(gitee_pr_json)
+                .filter(|p| state == "all" || p["state"] == state.as_str())
+                .filter(|p| {
+                    head.as_ref().is_none_or(|h| {
+                        let b = h.split_once(':').map_or(h.as_str(), |x| x.1);
+                        p["head"]["ref"] == b
+                    })
+                })
+                .collect();
+            let (got, _, _, pages) = paged(&list, full, 20);
+            let headers = vec![
+                ("total_count".to_string(), list.len().to_string()),
+                ("total_page".to_string(), pages.to_string()),
+            ];
+            (200, Value::Array(got).to_string().into_bytes(), "application/json", headers)
+        }
+        ("POST", ["pulls"]) => {
+            let (Some(title), Some(head), Some(base)) =
+                (input["title"].as_str(), input["head"].as_str(), input["base"].as_str())
+            else {
+                return ans(400, json!({"message": "title, head and base are required"}));
+            };
+            if s.pulls.iter().any(|p| p.state == "open" && p.head == head) {
+                return ans(400, json!({"message": format!("Pull request {head} -> {base} already exists")}));
+            }
+            let number = s.next;
+            s.next += 1;
+            let pr = Pr {
+                number,
+                title: title.into(),
+                body: input["body"].as_str().unwrap_or("").into(),
+                head: head.into(),
+                base: base.into(),
+                state: "open".into(),
+                labels: vec![],
+                merged: false,
+            };
+            let v = gitee_pr_json(&pr);
+            s.pulls.push(pr);
+            ans(201, v)
+        }
+        ("PATCH", ["pulls", n]) => {
+            let n: u64 = n.parse().unwrap_or(0);
+            let Some(p) = s.pulls.iter_mut().find(|p| p.number == n) else { return not_found() };
+            if let Some(t) = input["title"].as_str() {
+                p.title = t.into();
+            }
+            if let Some(b) = input["body"].as_str() {
+                p.body = b.into();
+            }
+            match input["state"].as_str() {
+                Some("closed") => p.state = "closed".into(),
+                Some("open") => p.state = "open".into(),
+                Some(other) => return ans(400, json!({"message": format!("state is invalid: {other}")})),
+                None => {}
+            }
+            let v = gitee_pr_json(p);
+            ans(200, v)
+        }
+        ("GET", ["pulls", n, "comments"]) => {
+            let n: u64 = n.parse().unwrap_or(0);
+            let list: Vec<Value> =
+                s.comments.iter().filter(|(i, _)| *i == n).map(|(_, b)| json!({"id": 1, "body": b})).collect();
+            let (got, ..) = paged(&list, full, 20);
+            ans(200, Value::Array(got))
+        }
+        ("POST", ["pulls", n, "comments"]) => {
+            let n: u64 = n.parse().unwrap_or(0);
+            if !s.pulls.iter().any(|p| p.number == n) {
+                return not_found();
+            }
+            let Some(b) = input["body"].as_str() else { return ans(400, json!({"message": "body is required"})) };
+            s.comments.push((n, b.to_string()));
+            ans(201, json!({"id": s.comments.len(), "body": b}))
+        }
+        ("GET", ["labels"]) => {
+            let list: Vec<Value> = s.labels.iter().map(|(id, n, c)| json!({"id": id, "name": n, "color": c})).collect();
+            ans(200, Value::Array(list))
+        }
+        ("POST", ["labels"]) => {
+            let name = input["name"].as_str().unwrap_or("").to_string();
+            let color = input["color"].as_str().unwrap_or("").to_string();
+            if color.len() != 6 || !color.chars().all(|c| c.is_ascii_hexdigit()) {
+                return ans(400, json!({"message": "color is invalid"}));
+            }
+            if s.labels.iter().any(|(_, n, _)| *n == name) {
+                return ans(400, json!({"message": "Label name has already been taken"}));
+            }
+            let id = s.labels.len() as u64 + 100;
+            s.labels.push((id, name.clone(), color.clone()));
+            ans(201, json!({"id": id, "name": name, "color": color}))
+        }
+        ("POST", ["pulls", n, "labels"]) => {
+            let n: u64 = n.parse().unwrap_or(0);
+            let Some(names) =
+                input.as_array().map(|a| a.iter().filter_map(|l| l.as_str().map(String::from)).collect::<Vec<_>>())
+            else {
+                return ans(400, json!({"message": "body must be a list of label names"}));
+            };
+            let known: Vec<String> = s.labels.iter().map(|(_, n, _)| n.clone()).collect();
+            if let Some(l) = names.iter().find(|l| !known.contains(l)) {
+                return ans(400, json!({"message": format!("label {l} does not exist")}));
+            }
+            let Some(p) = s.pulls.iter_mut().find(|p| p.number == n) else { return not_found() };
+            for l in names {
+                if !p.labels.contains(&l) {
+                    p.labels.push(l);
+                }
+            }
+            let v: Vec<Value> = p.labels.iter().map(|l| json!({"name": l})).collect();
+            ans(201, Value::Array(v))
+        }
+        ("DELETE", ["pulls", n, "labels", name]) => {
+            let n: u64 = n.parse().unwrap_or(0);
+            let name = decode(name);
+            let Some(p) = s.pulls.iter_mut().find(|p| p.number == n) else { return not_found() };
+            let before = p.labels.len();
+            p.labels.retain(|l| *l != name);
+            if p.labels.len() == before {
+                return not_found();
+            }
+            (204, Vec::new(), "application/json", Vec::new())
+        }
+        _ => not_found(),
+    }
+}
+
 // ---------------------------------------------------------------------------------------------------
 // repositories
 
@@ -547,8 +991,14 @@ pub const DEFAULT_STEPS: &str = r#"steps = [["sh", "-c", "echo regenerated > gen
 check = ["sh", "-c", "echo checked"]"#;
 
 pub fn bot_toml(api: &str, steps_and_check: &str) -> String {
+    bot_toml_for(Dialect::Github, api, steps_and_check)
+}
+
+/// The fixture's `xirang.toml` for a forge speaking `dialect` at `api`.
+pub fn bot_toml_for(dialect: Dialect, api: &str, steps_and_check: &str) -> String {
+    let forge = dialect.forge();
     format!(
-        "# the generator's table: the bot ignores it\n[generate]\nout = \"generated\"\n\n[bot]\nforge = \"github\"\n\
+        "# the generator's table: the bot ignores it\n[generate]\nout = \"generated\"\n\n[bot]\nforge = \"{forge}\"\n\
          api_url = \"{api}\"\nowner = \"{OWNER}\"\nrepo = \"{REPO}\"\nremote = \"origin\"\nbase = \"main\"\n\
          {steps_and_check}\nretry = {{ max = 2, base_ms = 5 }}\ntimeout_s = 10\n"
     )
@@ -561,6 +1011,11 @@ fn sig() -> git2::Signature<'static> {
 /// A bare remote with `main` (store with v2.0.0, xirang.toml), a working clone with uncommitted
 /// user changes, and an upstream folder with v2.0.0 and v2.1.0.
 pub fn fixture(tag: &str, api: &str, steps_and_check: &str) -> Fixture {
+    fixture_for(Dialect::Github, tag, api, steps_and_check)
+}
+
+/// [`fixture`] for a forge speaking `dialect` at `api`.
+pub fn fixture_for(dialect: Dialect, tag: &str, api: &str, steps_and_check: &str) -> Fixture {
     let dir = tmpdir(tag);
     let upstream = dir.join("upstream");
     write_release(&upstream, "v2.0.0", &[]);
@@ -572,7 +1027,7 @@ pub fn fixture(tag: &str, api: &str, steps_and_check: &str) -> Fixture {
     let mut opts = git2::RepositoryInitOptions::new();
     opts.initial_head("main");
     let repo = git2::Repository::init_opts(&work, &opts).unwrap();
-    std::fs::write(work.join("xirang.toml"), bot_toml(api, steps_and_check)).unwrap();
+    std::fs::write(work.join("xirang.toml"), bot_toml_for(dialect, api, steps_and_check)).unwrap();
     std::fs::write(work.join("README.md"), "# the adapter\n").unwrap();
     std::fs::write(work.join(".gitignore"), "target/\n").unwrap();
     let files = source::read(&SourceSpec::Folder(upstream.join("v2.0.0"))).unwrap();
@@ -611,8 +1066,10 @@ impl Fixture {
     /// Runs the bot; returns the outcome and everything it logged. Asserts the token never shows.
     pub fn run_with(&self, opts: &Options) -> (Result<Outcome, BotError>, String) {
         let mut buf = Vec::new();
+        // as the CLI does: the token the run was given is redacted from everything it prints
+        let given = opts.token.clone().unwrap_or_default();
         let res = {
-            let mut log = Log::new(&mut buf, &[TOKEN]);
+            let mut log = Log::new(&mut buf, &[TOKEN, given.as_str()]);
             bot::run(opts, &mut log)
         };
         let out = String::from_utf8(buf).unwrap();

@@ -2,6 +2,7 @@
 //! modules (run one with `cargo test -p xirang-tests --test end_to_end <module>::`).
 
 mod backend_yaml;
+mod bot_dialects;
 mod bot_failures;
 mod bot_flow;
 /// The fake forge and repository fixtures of the bot suites (also `#[path]`-included by the

@@ -22,11 +22,42 @@ pub enum ForgeKind {
     Gitea,
     /// Forgejo (a Gitea fork; same API).
     Forgejo,
+    /// GitLab merge requests (api base `https://gitlab.com/api/v4`, or `https://HOST/api/v4`).
+    Gitlab,
+    /// Gitee and the forges that copy its API v5 (api base `https://gitee.com/api/v5`).
+    Gitee,
 }
 
 impl ForgeKind {
     pub fn is_gitea(self) -> bool {
         matches!(self, ForgeKind::Gitea | ForgeKind::Forgejo)
+    }
+
+    /// The public service's API base, for the dialects that have one.
+    pub fn default_api_url(self) -> Option<&'static str> {
+        match self {
+            ForgeKind::Github => Some("https://api.github.com"),
+            ForgeKind::Gitlab => Some("https://gitlab.com/api/v4"),
+            ForgeKind::Gitee => Some("https://gitee.com/api/v5"),
+            ForgeKind::Gitea | ForgeKind::Forgejo => None,
+        }
+    }
+
+    /// How the forge writes a reference to one of its pull requests in a comment (`#12`; GitLab's
+    /// merge requests are `!12`).
+    pub fn pull_ref(self, number: u64) -> String {
+        match self {
+            ForgeKind::Gitlab => format!("!{number}"),
+            _ => format!("#{number}"),
+        }
+    }
+
+    /// What the forge calls a pull request.
+    pub fn pull_noun(self) -> &'static str {
+        match self {
+            ForgeKind::Gitlab => "merge request",
+            _ => "pull request",
+        }
     }
 }
 
@@ -61,8 +92,10 @@ fn default_retry_base_ms() -> u64 {
 pub struct BotConfig {
     #[serde(default = "default_forge")]
     pub forge: ForgeKind,
-    /// REST API base url, without a trailing slash (`https://api.github.com`).
-    #[serde(default = "default_api_url")]
+    /// REST API base url, without a trailing slash. Default: the public service of `forge`
+    /// (`https://api.github.com`, `https://gitlab.com/api/v4`, `https://gitee.com/api/v5`); needed for
+    /// Gitea and Forgejo.
+    #[serde(default)]
     pub api_url: String,
     /// Repository owner and name on the forge.
     #[serde(default)]
@@ -258,6 +291,20 @@ impl BotConfig {
         let mut cfg: BotConfig =
             table.try_into().map_err(|e: toml::de::Error| BotError::Config(format!("{CONFIG_FILE} [bot]: {e}")))?;
         cfg.positions = key_positions(text);
+        if cfg.api_url.is_empty() {
+            match cfg.forge.default_api_url() {
+                Some(u) => cfg.api_url = u.to_string(),
+                None => {
+                    return Err(cfg.error_at(
+                        "forge",
+                        format!(
+                            "`{}` has no public service: set api_url (`https://HOST/api/v1`)",
+                            format!("{:?}", cfg.forge).to_lowercase()
+                        ),
+                    ));
+                }
+            }
+        }
         cfg.validate()?;
         Ok(cfg)
     }
@@ -421,10 +468,29 @@ mod tests {
     }
 
     #[test]
+    fn each_dialect_has_its_public_api_by_default() {
+        for (forge, api) in [
+            ("github", "https://api.github.com"),
+            ("gitlab", "https://gitlab.com/api/v4"),
+            ("gitee", "https://gitee.com/api/v5"),
+        ] {
+            let c = BotConfig::parse(&format!("[bot]\nforge = \"{forge}\"\n")).unwrap();
+            assert_eq!(c.api_base(), api);
+        }
+        let c = BotConfig::parse("[bot]\nforge = \"gitlab\"\napi_url = \"https://git.example.com/api/v4\"\n").unwrap();
+        assert_eq!((c.forge, c.api_base()), (ForgeKind::Gitlab, "https://git.example.com/api/v4"));
+        let e = BotConfig::parse("[bot]\n\nforge = \"forgejo\"\n").unwrap_err().to_string();
+        assert!(e.contains("xirang.toml:3:1") && e.contains("set api_url"), "{e}");
+        assert_eq!(ForgeKind::Gitlab.pull_ref(7), "!7");
+        assert_eq!(ForgeKind::Gitee.pull_ref(7), "#7");
+    }
+
+    #[test]
     fn bad_configs_are_errors() {
         for t in [
             "[bot]\nfrobnicate = 1\n",
-            "[bot]\nforge = \"gitlab\"\n",
+            "[bot]\nforge = \"gitlab2\"\n",
+            "[bot]\nforge = \"gitea\"\n",
             "[bot]\nbase = \"xirang-bot/x\"\n",
             "[bot]\nbranch_prefix = \"\"\n",
             "[bot]\nsteps = [[]]\n",

@@ -1,6 +1,7 @@
-//! The forge's REST API (GitHub, and Gitea/Forgejo which share most of it) over `ureq`, with bounded
+//! The forge's REST API (GitHub, Gitea/Forgejo, GitLab merge requests, Gitee) over `ureq`, with bounded
 //! retries and exponential backoff for 5xx, 429 and transport errors. The token travels only in the
-//! `Authorization` header; every message built from a response has it redacted.
+//! dialect's header (Gitee: the `access_token` parameter its API documents); messages name requests
+//! without their query, and every message built from a response has the token redacted.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -118,8 +119,12 @@ impl Http {
                 }
                 r.call()
             }
-            "POST" | "PATCH" => {
-                let mut r = if method == "POST" { self.agent.post(url) } else { self.agent.patch(url) };
+            "POST" | "PATCH" | "PUT" => {
+                let mut r = match method {
+                    "POST" => self.agent.post(url),
+                    "PUT" => self.agent.put(url),
+                    _ => self.agent.patch(url),
+                };
                 for (k, v) in headers {
                     r = r.header(*k, v.as_str());
                 }
@@ -319,12 +324,28 @@ fn save_capped(
     Ok(crate::source::hex(&hash.finalize()))
 }
 
-/// The `message` of a forge error body (GitHub and Gitea both use it), plus GitHub's `errors`.
+/// The message of a forge error body: GitHub's, Gitea's and Gitee's `message` (plus GitHub's
+/// `errors`), GitLab's `message` (a string, a list, or field -> messages) or `error`.
 fn api_message(body: &str) -> String {
     let Ok(v) = serde_json::from_str::<Value>(body) else {
         return body.chars().take(200).collect();
     };
-    let mut m = v.get("message").and_then(Value::as_str).unwrap_or("").to_string();
+    let mut m = match v.get("message") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(items)) => items.iter().map(flat).collect::<Vec<_>>().join("; "),
+        Some(Value::Object(fields)) => {
+            fields.iter().map(|(k, x)| format!("{k} {}", flat(x))).collect::<Vec<_>>().join("; ")
+        }
+        _ => String::new(),
+    };
+    if m.is_empty()
+        && let Some(e) = v.get("error")
+    {
+        m = flat(e);
+        if let Some(d) = v.get("error_description").and_then(Value::as_str) {
+            m = format!("{m}: {d}");
+        }
+    }
     if let Some(errs) = v.get("errors").and_then(Value::as_array) {
         let details: Vec<String> = errs
             .iter()
@@ -337,12 +358,22 @@ fn api_message(body: &str) -> String {
             m = format!("{m} ({})", details.join("; "));
         }
     }
-    m
+    m.chars().take(500).collect()
 }
 
-/// A pull request, as much of it as the bot reads.
+/// A JSON value as words: strings as they are, lists joined.
+fn flat(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items.iter().map(flat).collect::<Vec<_>>().join(", "),
+        other => other.to_string(),
+    }
+}
+
+/// A pull request (a merge request on GitLab), as much of it as the bot reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pull {
+    /// The number people write (GitLab: the merge request's `iid`).
     pub number: u64,
     pub url: String,
     pub title: String,
@@ -351,7 +382,7 @@ pub struct Pull {
     pub head_sha: String,
     /// Names of the labels on it.
     pub labels: Vec<String>,
-    /// Closed by merging (GitHub's `merged_at`, Gitea's `merged`).
+    /// Closed by merging (GitHub's `merged_at`, Gitea's `merged`, Gitee's and GitLab's state `merged`).
     pub merged: bool,
 }
 
@@ -371,6 +402,8 @@ struct PullJson {
     merged_at: Option<String>,
     #[serde(default)]
     merged: Option<bool>,
+    #[serde(default)]
+    state: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -391,7 +424,41 @@ impl From<PullJson> for Pull {
             head_ref: p.head.reference,
             head_sha: p.head.sha.unwrap_or_default(),
             labels: p.labels.into_iter().map(|l| l.name).collect(),
-            merged: p.merged_at.is_some() || p.merged == Some(true),
+            merged: p.merged_at.is_some() || p.merged == Some(true) || p.state.as_deref() == Some("merged"),
+        }
+    }
+}
+
+/// A GitLab merge request (API v4).
+#[derive(Deserialize)]
+struct MergeRequestJson {
+    iid: u64,
+    #[serde(default)]
+    web_url: Option<String>,
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    source_branch: String,
+    #[serde(default)]
+    sha: Option<String>,
+    #[serde(default)]
+    labels: Vec<String>,
+    #[serde(default)]
+    state: Option<String>,
+}
+
+impl From<MergeRequestJson> for Pull {
+    fn from(m: MergeRequestJson) -> Pull {
+        Pull {
+            number: m.iid,
+            url: m.web_url.unwrap_or_default(),
+            title: m.title.unwrap_or_default(),
+            body: m.description.unwrap_or_default(),
+            head_ref: m.source_branch,
+            head_sha: m.sha.unwrap_or_default(),
+            labels: m.labels,
+            merged: m.state.as_deref() == Some("merged"),
         }
     }
 }
@@ -407,6 +474,9 @@ struct LabelJson {
 struct CommentJson {
     #[serde(default)]
     body: Option<String>,
+    /// GitLab: a note the forge wrote itself (label changes, pushes).
+    #[serde(default)]
+    system: bool,
 }
 
 /// A label to put on a pull request: name, colour (`rrggbb`), description.
@@ -417,7 +487,17 @@ pub struct LabelSpec {
     pub description: String,
 }
 
-/// The forge API of one repository.
+/// The forge API of one repository, in the dialect of `[bot] forge`:
+///
+/// | | GitHub | Gitea, Forgejo | GitLab (v4) | Gitee (v5) |
+/// |---|---|---|---|---|
+/// | token | `Authorization: Bearer` | `Authorization: token` | `PRIVATE-TOKEN` | `access_token` parameter |
+/// | repository | `/repos/O/R` | `/repos/O/R` | `/projects/O%2FR` | `/repos/O/R` |
+/// | pull requests | `/pulls` | `/pulls` | `/merge_requests` (by `iid`) | `/pulls` |
+/// | update, close | `PATCH` | `PATCH` | `PUT`, `state_event=close` | `PATCH` |
+/// | comments | `/issues/N/comments` | `/issues/N/comments` | `/merge_requests/N/notes` | `/pulls/N/comments` |
+/// | labels on it | `/issues/N/labels` by name | by id | `add_labels` / `remove_labels` | `/pulls/N/labels` by name |
+/// | pages | `per_page` 100 | `limit` 50 | `per_page` 100 | `per_page` 100 |
 pub struct Forge<'a> {
     http: &'a Http,
     kind: ForgeKind,
@@ -425,6 +505,11 @@ pub struct Forge<'a> {
     owner: String,
     repo: String,
     token: String,
+}
+
+/// Pages read of a listing: the dialect's page size and how many full pages at most.
+fn page_size(kind: ForgeKind) -> usize {
+    if kind.is_gitea() { 50 } else { 100 }
 }
 
 impl<'a> Forge<'a> {
@@ -445,19 +530,46 @@ impl<'a> Forge<'a> {
         })
     }
 
+    /// How this forge writes a reference to pull request `n` (`#n`, GitLab `!n`).
+    pub fn pull_ref(&self, n: u64) -> String {
+        self.kind.pull_ref(n)
+    }
+
     fn headers(&self) -> Vec<(&'static str, String)> {
-        let auth =
-            if self.kind.is_gitea() { format!("token {}", self.token) } else { format!("Bearer {}", self.token) };
-        vec![
-            ("Authorization", auth),
-            ("Accept", "application/vnd.github+json".into()),
-            ("X-GitHub-Api-Version", "2022-11-28".into()),
-        ]
+        match self.kind {
+            ForgeKind::Github => vec![
+                ("Authorization", format!("Bearer {}", self.token)),
+                ("Accept", "application/vnd.github+json".into()),
+                ("X-GitHub-Api-Version", "2022-11-28".into()),
+            ],
+            ForgeKind::Gitea | ForgeKind::Forgejo => {
+                vec![("Authorization", format!("token {}", self.token)), ("Accept", "application/json".into())]
+            }
+            ForgeKind::Gitlab => vec![("PRIVATE-TOKEN", self.token.clone()), ("Accept", "application/json".into())],
+            // Gitee reads the token from the `access_token` parameter (see `call`)
+            ForgeKind::Gitee => vec![("Accept", "application/json".into())],
+        }
+    }
+
+    /// The repository's API root: `/repos/O/R`, GitLab's `/projects/O%2FR`.
+    fn root(&self) -> String {
+        match self.kind {
+            ForgeKind::Gitlab => format!("/projects/{}", enc(&format!("{}/{}", self.owner, self.repo))),
+            _ => format!("/repos/{}/{}", enc(&self.owner), enc(&self.repo)),
+        }
     }
 
     fn call(&self, log: &mut Log<'_>, method: &str, path: &str, body: Option<Value>) -> Result<Value, BotError> {
-        let url = format!("{}/repos/{}/{}{path}", self.base, enc(&self.owner), enc(&self.repo));
-        let what = format!("{method} /repos/{}/{}{}", self.owner, self.repo, path.split('?').next().unwrap_or(path));
+        let mut url = format!("{}{}{path}", self.base, self.root());
+        if self.kind == ForgeKind::Gitee {
+            url.push(if path.contains('?') { '&' } else { '?' });
+            url.push_str(&format!("access_token={}", enc(&self.token)));
+        }
+        let shown_root = match self.kind {
+            ForgeKind::Gitlab => format!("/projects/{}/{}", self.owner, self.repo),
+            _ => format!("/repos/{}/{}", self.owner, self.repo),
+        };
+        let what = format!("{method} {shown_root}{}", path.split('?').next().unwrap_or(path));
         let text = body.map(|b| b.to_string());
         let r = self.http.request(log, method, &url, &what, &self.headers(), text.as_deref())?;
         if r.body.trim().is_empty() {
@@ -470,64 +582,97 @@ impl<'a> Forge<'a> {
         })
     }
 
-    fn pulls_from(v: Value, what: &str) -> Result<Vec<Pull>, BotError> {
-        let list: Vec<PullJson> = serde_json::from_value(v).map_err(|e| BotError::Api {
+    fn pulls_from(&self, v: Value, what: &str) -> Result<Vec<Pull>, BotError> {
+        let bad = |e: serde_json::Error| BotError::Api {
             what: what.to_string(),
             status: 200,
             message: format!("unexpected pull request list: {e}"),
-        })?;
+        };
+        if self.kind == ForgeKind::Gitlab {
+            let list: Vec<MergeRequestJson> = serde_json::from_value(v).map_err(bad)?;
+            return Ok(list.into_iter().map(Pull::from).collect());
+        }
+        let list: Vec<PullJson> = serde_json::from_value(v).map_err(bad)?;
         Ok(list.into_iter().map(Pull::from).collect())
     }
 
-    /// Open pull requests whose head is `branch` of this repository.
-    pub fn find_open_pull(&self, log: &mut Log<'_>, branch: &str) -> Result<Option<Pull>, BotError> {
-        if self.kind.is_gitea() {
-            return Ok(self.open_pulls(log)?.into_iter().find(|p| p.head_ref == branch));
+    fn pull_from(&self, v: Value, what: &str, status: u16) -> Result<Pull, BotError> {
+        let bad = |e: serde_json::Error| BotError::Api {
+            what: what.to_string(),
+            status,
+            message: format!("unexpected pull request: {e}"),
+        };
+        if self.kind == ForgeKind::Gitlab {
+            return serde_json::from_value::<MergeRequestJson>(v).map(Pull::from).map_err(bad);
         }
-        let path = format!("/pulls?head={}:{}&state=open&per_page=100", enc(&self.owner), enc(branch));
-        let v = self.call(log, "GET", &path, None)?;
-        // filter again: a server that ignores `head` must not make us update someone else's PR
-        Ok(Self::pulls_from(v, "GET pulls")?.into_iter().find(|p| p.head_ref == branch))
+        serde_json::from_value::<PullJson>(v).map(Pull::from).map_err(bad)
+    }
+
+    /// The listing of pull requests in `state` (`open` or `closed`), page `page`, for `branch` when
+    /// the dialect can filter by it on the server (the answer is filtered again here).
+    fn list_path(&self, state: &str, branch: Option<&str>, page: u32) -> String {
+        let n = page_size(self.kind);
+        match self.kind {
+            ForgeKind::Gitlab => {
+                let state = if state == "open" { "opened" } else { state };
+                let mut p = format!("/merge_requests?state={state}&per_page={n}&page={page}");
+                if let Some(b) = branch {
+                    p.push_str(&format!("&source_branch={}", enc(b)));
+                }
+                p
+            }
+            ForgeKind::Gitea | ForgeKind::Forgejo => format!("/pulls?state={state}&limit={n}&page={page}"),
+            ForgeKind::Github | ForgeKind::Gitee => {
+                let mut p = format!("/pulls?state={state}&per_page={n}&page={page}");
+                if let Some(b) = branch {
+                    p.push_str(&format!("&head={}:{}", enc(&self.owner), enc(b)));
+                }
+                p
+            }
+        }
+    }
+
+    /// Pull requests in `state`, every page (up to [`MAX_PAGES`]), until `stop` finds one.
+    fn scan_pulls(
+        &self,
+        log: &mut Log<'_>,
+        state: &str,
+        branch: Option<&str>,
+        mut stop: impl FnMut(&Pull) -> bool,
+    ) -> Result<(Vec<Pull>, Option<Pull>), BotError> {
+        let mut seen = Vec::new();
+        for page in 1..=MAX_PAGES {
+            let path = self.list_path(state, branch, page);
+            let got = self.pulls_from(self.call(log, "GET", &path, None)?, "GET pulls")?;
+            let n = got.len();
+            for p in got {
+                if stop(&p) {
+                    return Ok((seen, Some(p)));
+                }
+                seen.push(p);
+            }
+            if n < page_size(self.kind) {
+                break;
+            }
+        }
+        Ok((seen, None))
+    }
+
+    /// The open pull request whose head is `branch` of this repository.
+    pub fn find_open_pull(&self, log: &mut Log<'_>, branch: &str) -> Result<Option<Pull>, BotError> {
+        // filtered again here: a server that ignores the filter must not make us update someone
+        // else's pull request
+        Ok(self.scan_pulls(log, "open", Some(branch), |p| p.head_ref == branch)?.1)
     }
 
     /// A pull request for `branch` that was closed without being merged: a person declined it.
     pub fn find_declined_pull(&self, log: &mut Log<'_>, branch: &str) -> Result<Option<Pull>, BotError> {
-        let per_page = if self.kind.is_gitea() { 50 } else { 100 };
-        for page in 1..=MAX_PAGES {
-            let path = if self.kind.is_gitea() {
-                format!("/pulls?state=closed&limit={per_page}&page={page}")
-            } else {
-                format!("/pulls?head={}:{}&state=closed&per_page={per_page}&page={page}", enc(&self.owner), enc(branch))
-            };
-            let got = Self::pulls_from(self.call(log, "GET", &path, None)?, "GET pulls")?;
-            let n = got.len();
-            if let Some(p) = got.into_iter().find(|p| p.head_ref == branch && !p.merged) {
-                return Ok(Some(p));
-            }
-            if n < per_page {
-                break;
-            }
-        }
-        Ok(None)
+        Ok(self.scan_pulls(log, "closed", Some(branch), |p| p.head_ref == branch && !p.merged)?.1)
     }
 
     /// Every open pull request (paged).
     pub fn open_pulls(&self, log: &mut Log<'_>) -> Result<Vec<Pull>, BotError> {
-        let mut out = Vec::new();
-        for page in 1..=MAX_PAGES {
-            let path = if self.kind.is_gitea() {
-                format!("/pulls?state=open&limit=50&page={page}")
-            } else {
-                format!("/pulls?state=open&per_page=100&page={page}")
-            };
-            let got = Self::pulls_from(self.call(log, "GET", &path, None)?, "GET pulls")?;
-            let n = got.len();
-            out.extend(got);
-            if n == 0 || n < if self.kind.is_gitea() { 50 } else { 100 } {
-                break;
-            }
-        }
-        Ok(out)
+        Ok(self.scan_pulls(log, "open", None, |_| false)?.0)
     }
 
     pub fn create_pull(
@@ -538,40 +683,64 @@ impl<'a> Forge<'a> {
         head: &str,
         base: &str,
     ) -> Result<Pull, BotError> {
-        let v = self.call(
-            log,
-            "POST",
-            "/pulls",
-            Some(json!({"title": title, "body": body, "head": head, "base": base, "maintainer_can_modify": true})),
-        )?;
-        serde_json::from_value::<PullJson>(v).map(Pull::from).map_err(|e| BotError::Api {
-            what: "POST pulls".into(),
-            status: 201,
-            message: format!("unexpected pull request: {e}"),
-        })
+        let (path, input) = match self.kind {
+            ForgeKind::Gitlab => (
+                "/merge_requests",
+                json!({"source_branch": head, "target_branch": base, "title": title, "description": body}),
+            ),
+            ForgeKind::Gitee => ("/pulls", json!({"title": title, "body": body, "head": head, "base": base})),
+            _ => (
+                "/pulls",
+                json!({"title": title, "body": body, "head": head, "base": base, "maintainer_can_modify": true}),
+            ),
+        };
+        let v = self.call(log, "POST", path, Some(input))?;
+        self.pull_from(v, &format!("POST {}", path.trim_start_matches('/')), 201)
     }
 
     pub fn update_pull(&self, log: &mut Log<'_>, number: u64, title: &str, body: &str) -> Result<(), BotError> {
-        self.call(log, "PATCH", &format!("/pulls/{number}"), Some(json!({"title": title, "body": body})))?;
+        match self.kind {
+            ForgeKind::Gitlab => self.call(
+                log,
+                "PUT",
+                &format!("/merge_requests/{number}"),
+                Some(json!({"title": title, "description": body})),
+            )?,
+            _ => self.call(log, "PATCH", &format!("/pulls/{number}"), Some(json!({"title": title, "body": body})))?,
+        };
         Ok(())
     }
 
     pub fn close_pull(&self, log: &mut Log<'_>, number: u64) -> Result<(), BotError> {
-        self.call(log, "PATCH", &format!("/pulls/{number}"), Some(json!({"state": "closed"})))?;
+        match self.kind {
+            ForgeKind::Gitlab => {
+                self.call(log, "PUT", &format!("/merge_requests/{number}"), Some(json!({"state_event": "close"})))?
+            }
+            _ => self.call(log, "PATCH", &format!("/pulls/{number}"), Some(json!({"state": "closed"})))?,
+        };
         Ok(())
+    }
+
+    /// Where the comments of pull request `number` live.
+    fn comments_path(&self, number: u64) -> String {
+        match self.kind {
+            ForgeKind::Gitlab => format!("/merge_requests/{number}/notes"),
+            ForgeKind::Gitee => format!("/pulls/{number}/comments"),
+            _ => format!("/issues/{number}/comments"),
+        }
     }
 
     pub fn comment(&self, log: &mut Log<'_>, number: u64, body: &str) -> Result<(), BotError> {
-        self.call(log, "POST", &format!("/issues/{number}/comments"), Some(json!({ "body": body })))?;
+        self.call(log, "POST", &self.comments_path(number), Some(json!({ "body": body })))?;
         Ok(())
     }
 
-    /// Bodies of the comments of an issue or pull request (first 100).
+    /// Bodies of the comments of a pull request (first 100; GitLab's system notes left out).
     pub fn comments(&self, log: &mut Log<'_>, number: u64) -> Result<Vec<String>, BotError> {
-        let path = if self.kind.is_gitea() {
-            format!("/issues/{number}/comments")
-        } else {
-            format!("/issues/{number}/comments?per_page=100")
+        let path = match self.kind {
+            ForgeKind::Gitea | ForgeKind::Forgejo => self.comments_path(number),
+            ForgeKind::Gitlab => format!("{}?per_page=100&sort=asc", self.comments_path(number)),
+            _ => format!("{}?per_page=100", self.comments_path(number)),
         };
         let v = self.call(log, "GET", &path, None)?;
         let list: Vec<CommentJson> = serde_json::from_value(v).map_err(|e| BotError::Api {
@@ -579,7 +748,23 @@ impl<'a> Forge<'a> {
             status: 200,
             message: format!("unexpected comment list: {e}"),
         })?;
-        Ok(list.into_iter().filter_map(|c| c.body).collect())
+        Ok(list.into_iter().filter(|c| !c.system).filter_map(|c| c.body).collect())
+    }
+
+    /// The repository's labels: name -> id (GitLab and Gitee address labels by name).
+    fn repo_labels(&self, log: &mut Log<'_>) -> Result<BTreeMap<String, Option<u64>>, BotError> {
+        let path = match self.kind {
+            ForgeKind::Gitea | ForgeKind::Forgejo => "/labels?limit=50",
+            ForgeKind::Gitee => "/labels",
+            _ => "/labels?per_page=100",
+        };
+        let v = self.call(log, "GET", path, None)?;
+        let existing: Vec<LabelJson> = serde_json::from_value(v).map_err(|e| BotError::Api {
+            what: "GET labels".into(),
+            status: 200,
+            message: format!("unexpected label list: {e}"),
+        })?;
+        Ok(existing.into_iter().map(|l| (l.name, l.id)).collect())
     }
 
     /// Creates the labels that are missing, then adds them all to the pull request.
@@ -587,19 +772,15 @@ impl<'a> Forge<'a> {
         if labels.is_empty() {
             return Ok(());
         }
-        let path = if self.kind.is_gitea() { "/labels?limit=50".to_string() } else { "/labels?per_page=100".into() };
-        let v = self.call(log, "GET", &path, None)?;
-        let existing: Vec<LabelJson> = serde_json::from_value(v).map_err(|e| BotError::Api {
-            what: "GET labels".into(),
-            status: 200,
-            message: format!("unexpected label list: {e}"),
-        })?;
-        let mut ids: BTreeMap<String, Option<u64>> = existing.into_iter().map(|l| (l.name, l.id)).collect();
+        let mut ids = self.repo_labels(log)?;
         for l in labels {
             if ids.contains_key(&l.name) {
                 continue;
             }
-            let color = if self.kind.is_gitea() { format!("#{}", l.color) } else { l.color.clone() };
+            let color = match self.kind {
+                ForgeKind::Github | ForgeKind::Gitee => l.color.clone(),
+                _ => format!("#{}", l.color),
+            };
             let created = self.call(
                 log,
                 "POST",
@@ -610,44 +791,50 @@ impl<'a> Forge<'a> {
             log.line(&format!("created label `{}`", l.name));
             ids.insert(l.name.clone(), id);
         }
-        let body = if self.kind.is_gitea() {
-            let list: Vec<u64> = labels.iter().filter_map(|l| ids.get(&l.name).copied().flatten()).collect();
-            json!({ "labels": list })
-        } else {
-            let list: Vec<&str> = labels.iter().map(|l| l.name.as_str()).collect();
-            json!({ "labels": list })
+        let names: Vec<&str> = labels.iter().map(|l| l.name.as_str()).collect();
+        match self.kind {
+            ForgeKind::Gitlab => {
+                let body = json!({ "add_labels": names.join(",") });
+                self.call(log, "PUT", &format!("/merge_requests/{number}"), Some(body))?
+            }
+            // Gitee: the body is the list of names itself
+            ForgeKind::Gitee => self.call(log, "POST", &format!("/pulls/{number}/labels"), Some(json!(names)))?,
+            ForgeKind::Gitea | ForgeKind::Forgejo => {
+                let list: Vec<u64> = labels.iter().filter_map(|l| ids.get(&l.name).copied().flatten()).collect();
+                self.call(log, "POST", &format!("/issues/{number}/labels"), Some(json!({ "labels": list })))?
+            }
+            ForgeKind::Github => {
+                self.call(log, "POST", &format!("/issues/{number}/labels"), Some(json!({ "labels": names })))?
+            }
         };
-        self.call(log, "POST", &format!("/issues/{number}/labels"), Some(body))?;
         Ok(())
     }
 
-    /// Removes labels from a pull request (by name on GitHub, by id on Gitea); a label already
-    /// gone (404) is not an error.
+    /// Removes labels from a pull request (by name on GitHub and Gitee, by id on Gitea, all at once on
+    /// GitLab); a label already gone (404) is not an error.
     pub fn unlabel_pull(&self, log: &mut Log<'_>, number: u64, names: &[String]) -> Result<(), BotError> {
         if names.is_empty() {
             return Ok(());
         }
-        let ids: BTreeMap<String, Option<u64>> = if self.kind.is_gitea() {
-            let v = self.call(log, "GET", "/labels?limit=50", None)?;
-            let existing: Vec<LabelJson> = serde_json::from_value(v).map_err(|e| BotError::Api {
-                what: "GET labels".into(),
-                status: 200,
-                message: format!("unexpected label list: {e}"),
-            })?;
-            existing.into_iter().map(|l| (l.name, l.id)).collect()
-        } else {
-            BTreeMap::new()
-        };
+        if self.kind == ForgeKind::Gitlab {
+            let body = json!({ "remove_labels": names.join(",") });
+            self.call(log, "PUT", &format!("/merge_requests/{number}"), Some(body))?;
+            for name in names {
+                log.line(&format!("removed label `{name}`"));
+            }
+            return Ok(());
+        }
+        let ids = if self.kind.is_gitea() { self.repo_labels(log)? } else { BTreeMap::new() };
         for name in names {
-            let key = if self.kind.is_gitea() {
-                match ids.get(name).copied().flatten() {
-                    Some(id) => id.to_string(),
+            let path = match self.kind {
+                ForgeKind::Gitea | ForgeKind::Forgejo => match ids.get(name).copied().flatten() {
+                    Some(id) => format!("/issues/{number}/labels/{id}"),
                     None => continue,
-                }
-            } else {
-                enc(name)
+                },
+                ForgeKind::Gitee => format!("/pulls/{number}/labels/{}", enc(name)),
+                _ => format!("/issues/{number}/labels/{}", enc(name)),
             };
-            match self.call(log, "DELETE", &format!("/issues/{number}/labels/{key}"), None) {
+            match self.call(log, "DELETE", &path, None) {
                 Ok(_) | Err(BotError::Api { status: 404, .. }) => log.line(&format!("removed label `{name}`")),
                 Err(e) => return Err(e),
             }
@@ -657,7 +844,7 @@ impl<'a> Forge<'a> {
 }
 
 /// Percent-encodes a path or query component (RFC 3986 unreserved characters pass).
-fn enc(s: &str) -> String {
+pub(crate) fn enc(s: &str) -> String {
     let mut o = String::new();
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
@@ -680,6 +867,17 @@ mod tests {
             "Validation Failed (A pull request already exists)"
         );
         assert_eq!(api_message("<html>"), "<html>");
+        // GitLab's shapes
+        assert_eq!(api_message(r#"{"message":"401 Unauthorized"}"#), "401 Unauthorized");
+        assert_eq!(
+            api_message(r#"{"message":["Another open merge request already exists for this source branch: !1"]}"#),
+            "Another open merge request already exists for this source branch: !1"
+        );
+        assert_eq!(
+            api_message(r#"{"message":{"color":["must be a valid color code"]}}"#),
+            "color must be a valid color code"
+        );
+        assert_eq!(api_message(r#"{"error":"title is missing"}"#), "title is missing");
         assert_eq!(enc("xirang-bot/pytorch-v2.4.0"), "xirang-bot%2Fpytorch-v2.4.0");
     }
 }

@@ -100,7 +100,16 @@ pub struct Log<'a> {
 
 impl<'a> Log<'a> {
     pub fn new(out: &'a mut dyn Write, secrets: &[&str]) -> Log<'a> {
-        Log { out, secrets: secrets.iter().filter(|s| s.len() >= 4).map(|s| s.to_string()).collect() }
+        // a secret as sent in a url (Gitee's `access_token` parameter) too, when encoding changes it
+        let mut all: Vec<String> = Vec::new();
+        for s in secrets.iter().filter(|s| s.len() >= 4) {
+            all.push(s.to_string());
+            let e = forge::enc(s);
+            if e != *s {
+                all.push(e);
+            }
+        }
+        Log { out, secrets: all }
     }
     pub fn redact(&self, s: &str) -> String {
         let mut s = s.to_string();
@@ -412,9 +421,10 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
         && let Some(d) = f.find_declined_pull(log, &branch)?
     {
         log.line(&format!(
-            "declined: pull request #{} for {branch} was closed without merging; not recreated (reopen it to let \
-             the bot update it)",
-            d.number
+            "declined: {} {} for {branch} was closed without merging; not recreated (reopen it to let the bot \
+             update it)",
+            cfg.forge.pull_noun(),
+            f.pull_ref(d.number)
         ));
         return Ok(Outcome::Declined { branch, pull: d.number });
     }
@@ -429,8 +439,9 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
                     if !f.comments(log, p.number)?.iter().any(|c| c.contains(&marker)) {
                         let body = format!(
                             "{marker}\nxirang-bot stopped: commit {commit} by {author} on `{branch}` was not made by the \
-                             bot, so the bot will not push to this branch. Finish the pull request by hand, or delete \
-                             the branch to let the bot start over."
+                             bot, so the bot will not push to this branch. Finish the {} by hand, or delete the \
+                             branch to let the bot start over.",
+                            cfg.forge.pull_noun()
                         );
                         f.comment(log, p.number, &body)?;
                         commented = true;
@@ -649,12 +660,12 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
     let (pr, updated) = match pull {
         Some(p) => {
             forge.update_pull(log, p.number, &title, &body)?;
-            log.line(&format!("updated pull request #{}", p.number));
+            log.line(&format!("updated {} {}", cfg.forge.pull_noun(), forge.pull_ref(p.number)));
             (p, true)
         }
         None => {
             let p = forge.create_pull(log, &title, &body, &branch, &cfg.base)?;
-            log.line(&format!("opened pull request #{} {}", p.number, p.url));
+            log.line(&format!("opened {} {} {}", cfg.forge.pull_noun(), forge.pull_ref(p.number), p.url));
             (p, false)
         }
     };
@@ -680,13 +691,18 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
                 log,
                 other.number,
                 &format!(
-                    "Superseded by #{}, which imports {} (every version the base lacks).",
-                    pr.number,
+                    "Superseded by {}, which imports {} (every version the base lacks).",
+                    forge.pull_ref(pr.number),
                     versions.join(", ")
                 ),
             )?;
             forge.close_pull(log, other.number)?;
-            log.line(&format!("closed pull request #{} (superseded by #{})", other.number, pr.number));
+            log.line(&format!(
+                "closed {} {} (superseded by {})",
+                cfg.forge.pull_noun(),
+                forge.pull_ref(other.number),
+                forge.pull_ref(pr.number)
+            ));
         }
     }
 
