@@ -392,3 +392,80 @@ fn requests_go_through_the_configured_proxy() {
     assert_eq!(forge.pulls().len(), 1);
     fx.cleanup();
 }
+
+/// Commits `files` (path, text) to the fixture's main, pushes it, and returns the new tip (the
+/// user's uncommitted work stays as it was).
+fn commit_to_main(fx: &Fixture, files: &[(&str, &str)]) -> git2::Oid {
+    let repo = git2::Repository::open(&fx.work).unwrap();
+    let head = repo.head().unwrap().peel_to_commit().unwrap();
+    let mut tb = repo.treebuilder(Some(&head.tree().unwrap())).unwrap();
+    for (path, text) in files {
+        assert!(!path.contains('/'), "top-level files only");
+        // the bot reads its configuration from the working tree, the adapter's files from the base
+        std::fs::write(fx.work.join(path), text).unwrap();
+        let blob = repo.blob(text.as_bytes()).unwrap();
+        tb.insert(path, blob, 0o100644).unwrap();
+    }
+    let tree = repo.find_tree(tb.write().unwrap()).unwrap();
+    let sig = git2::Signature::now("Ada Maintainer", "ada@example.invalid").unwrap();
+    let c = repo.commit(Some("refs/heads/main"), &sig, &sig, "adapter files", &tree, &[&head]).unwrap();
+    repo.find_remote("origin").unwrap().push(&["refs/heads/main:refs/heads/main"], None).unwrap();
+    c
+}
+
+#[test]
+fn the_backend_yaml_and_allow_list_of_bot_config_join_the_report() {
+    let forge = FakeForge::start();
+    let fx = fixture("joined", &forge.url, DEFAULT_STEPS);
+    // the new release changes add.Tensor, which the adapter's backend yaml lists
+    let nf = native_functions(&["mul.Tensor(Tensor self, Tensor other) -> Tensor"])
+        .replace("Scalar alpha=1) -> Tensor", "Scalar alpha=1, bool fast=False) -> Tensor");
+    std::fs::write(fx.upstream.join("v2.1.0/native_functions.yaml"), nf).unwrap();
+    let der = DERIVATIVES.replace("Scalar alpha=1) -> Tensor", "Scalar alpha=1, bool fast=False) -> Tensor");
+    std::fs::write(fx.upstream.join("v2.1.0/derivatives.yaml"), der).unwrap();
+    let toml = std::fs::read_to_string(fx.work.join("xirang.toml")).unwrap();
+    let toml = toml.replace("[bot]\n", "[bot]\nbackend_yaml = [\"npu_native_functions.yaml\"]\n");
+    let backend = "backend: NPU\ncpp_namespace: at_npu::native\nsupported:\n  - add.Tensor\n";
+    commit_to_main(&fx, &[("xirang.toml", &toml), ("npu_native_functions.yaml", backend)]);
+
+    let dry = |fx: &Fixture| -> String {
+        let opts = fx.options(None, true);
+        let (res, log) = fx.run_with(&opts);
+        match res.unwrap_or_else(|e| panic!("{e}\n{log}")) {
+            Outcome::DryRun { body, .. } => body,
+            o => panic!("{o:?}\n{log}"),
+        }
+    };
+    let body = dry(&fx);
+    assert!(body.contains("npu_native_functions.yaml:4"), "the backend yaml's entry is not named:\n{body}");
+    // the change's rule and fingerprint, as the report lists them
+    let line = body.lines().find(|l| l.contains("npu_native_functions.yaml:4")).unwrap().to_string();
+    let rule = line.split('`').find(|w| w.starts_with("arg.")).unwrap_or_else(|| panic!("{line}")).to_string();
+    let fp = body
+        .split('`')
+        .find(|w| w.len() == 32 && w.chars().all(|c| c.is_ascii_hexdigit()))
+        .unwrap_or_else(|| panic!("no fingerprint:\n{body}"))
+        .to_string();
+
+    // the adapter accepts it in its allow list: the pull request says so
+    let allow = format!(
+        "{{\"allow\": [{{\"rule\": \"{rule}\", \"fingerprint\": \"{fp}\", \"subject\": \"add.Tensor\", \
+         \"reason\": \"our kernel ignores fast\", \"expires\": \"2999-12-31\"}}]}}"
+    );
+    let toml = toml.replace("[bot]\n", "[bot]\nallow = \"drift-allow.json\"\n");
+    commit_to_main(&fx, &[("xirang.toml", &toml), ("drift-allow.json", &allow)]);
+    let body = dry(&fx);
+    assert!(body.contains("## Allow list"), "{body}");
+    assert!(body.contains("our kernel ignores fast") || body.contains(&fp), "{body}");
+    assert!(!body.contains("npu_native_functions.yaml:4"), "an accepted change is still listed to edit:\n{body}");
+
+    // a path that leaves the repository, or a file the base branch lacks: positioned errors
+    let bad = toml.replace("allow = \"drift-allow.json\"", "allow = \"missing.json\"");
+    commit_to_main(&fx, &[("xirang.toml", &bad)]);
+    let (res, log) = fx.run_with(&fx.options(None, true));
+    let e = res.expect_err(&log).to_string();
+    assert!(e.contains("xirang.toml:") && e.contains("missing.json") && e.contains("base branch"), "{e}");
+    let repo = git2::Repository::open(&fx.work).unwrap();
+    assert_eq!(repo.head().unwrap().shorthand().ok(), Some("main"));
+    fx.cleanup();
+}

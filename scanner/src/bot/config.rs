@@ -114,6 +114,15 @@ pub struct BotConfig {
     /// Snapshot store, relative to the repository root.
     #[serde(default = "default_store")]
     pub store: String,
+    /// The adapter's vendor backend yamls (`npu_native_functions.yaml`), relative to the repository
+    /// root: joined into the pull request's drift report as `diff --backend` does (an entry a change
+    /// lands on is named with its line).
+    #[serde(default)]
+    pub backend_yaml: Vec<String>,
+    /// The adapter's allow list (`diff --allow`), relative to the repository root: the changes it
+    /// accepts are shown as accepted in the pull request, and they do not raise its severity.
+    #[serde(default)]
+    pub allow: Option<String>,
     /// Regeneration steps, each an argv run in the bot's worktree after each import. A program named
     /// `xirang-scan` is this executable.
     #[serde(default = "default_steps")]
@@ -258,6 +267,8 @@ fn unreachable_defaults() -> BotConfig {
         base: default_base(),
         branch_prefix: default_branch_prefix(),
         store: default_store(),
+        backend_yaml: Vec::new(),
+        allow: None,
         steps: default_steps(),
         check: default_check(),
         labels: default_labels(),
@@ -354,6 +365,12 @@ impl BotConfig {
             return Err(self.error_at("api_url", format!("`{}` is not an http(s) url", self.api_url)));
         }
         check_relative(&self.store).map_err(|m| self.error_at("store", m))?;
+        for b in &self.backend_yaml {
+            check_relative(b).map_err(|m| self.error_at("backend_yaml", format!("`{b}`: {m}")))?;
+        }
+        if let Some(a) = &self.allow {
+            check_relative(a).map_err(|m| self.error_at("allow", format!("`{a}`: {m}")))?;
+        }
         if !(self.index_url.starts_with("http://") || self.index_url.starts_with("https://")) {
             return Err(self.error_at("index_url", format!("`{}` is not an http(s) url", self.index_url)));
         }
@@ -388,7 +405,7 @@ fn key_positions(text: &str) -> BTreeMap<String, Position> {
 /// not in git's own folder.
 fn check_relative(rel: &str) -> Result<(), String> {
     if rel.trim().is_empty() {
-        return Err("the path is empty; it must name a folder inside the repository".into());
+        return Err("the path is empty; it must name a place inside the repository".into());
     }
     for c in Path::new(rel).components() {
         match c {

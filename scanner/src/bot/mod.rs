@@ -279,6 +279,41 @@ fn fence(text: &str) -> String {
     )
 }
 
+/// `[bot] backend_yaml`, read from the worktree (the base branch's files) and reported under the
+/// path as configured; every operator they name must exist in one of the two versions (a typo
+/// otherwise, as `diff --backend` says).
+fn backend_yamls(
+    cfg: &BotConfig,
+    root: &Path,
+    old: &PytorchSnapshot,
+    new: &PytorchSnapshot,
+) -> Result<Vec<(String, crate::backend::BackendYaml)>, BotError> {
+    let mut owned: Vec<String> =
+        old.registry.functions.iter().chain(&new.registry.functions).map(|f| f.func.name.to_string()).collect();
+    owned.sort_unstable();
+    owned.dedup();
+    let names: Vec<&str> = owned.iter().map(String::as_str).collect();
+    let versions = format!("{} or {}", old.meta.version, new.meta.version);
+    let mut out = Vec::new();
+    for rel in &cfg.backend_yaml {
+        let p = config::check_inside(root, rel).map_err(|m| cfg.error_at("backend_yaml", m))?;
+        if !p.is_file() {
+            return Err(
+                cfg.error_at("backend_yaml", format!("`{rel}` is not a file of the base branch `{}`", cfg.base))
+            );
+        }
+        let text = crate::fsio::read_text(&p, crate::fsio::MAX_INPUT_BYTES)
+            .map_err(|e| cfg.error_at("backend_yaml", format!("`{rel}`: {e}")))?;
+        let src = crate::SourceFile::new(rel.clone(), text);
+        let yaml = crate::backend::load_backend_yaml(&src).map_err(crate::error::Error::from)?;
+        let known = |n: &str| names.binary_search(&n).is_ok();
+        crate::backend::check_operator_names(&src, &yaml, &known, names.iter().copied(), &versions)
+            .map_err(crate::error::Error::from)?;
+        out.push((rel.clone(), yaml));
+    }
+    Ok(out)
+}
+
 /// The pull request body: hidden JSON block, summary, check result, steps, drift report.
 fn render_body(b: &BodyInput<'_>) -> String {
     let check = match (b.check, b.check_configured) {
@@ -543,24 +578,46 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
             let old = store.load_pytorch(ov)?;
             let new_snap = store.load_pytorch(&newest.version)?;
             let kernels = diff::committed::index_adapter(&wt.path, &[&old, &new_snap])?;
-            let cfg = crate::compare::config_at(&wt.path).ok().flatten();
-            let generated = match &cfg {
+            let adapter_cfg = crate::compare::config_at(&wt.path).ok().flatten();
+            let generated = match &adapter_cfg {
                 Some(c) => diff::impact::GeneratedIndex::load_from(&wt.path, &c.config.adapter.generated),
                 None => diff::impact::GeneratedIndex::load(&wt.path),
             };
             // the adapter's coverage of both versions, when its configuration builds one
-            let states = crate::compare::adapter_states(cfg.as_ref(), &store, &old, &new_snap, &kernels).ok().flatten();
+            let states =
+                crate::compare::adapter_states(adapter_cfg.as_ref(), &store, &old, &new_snap, &kernels).ok().flatten();
             let custom = diff::custom::CustomOperators::load(&wt.path)?.map(|c| c.resolve(&old.registry.functions));
+            // the adapter's backend yamls and allow list, as the base branch has them
+            let yamls = backend_yamls(cfg, &wt.path, &old, &new_snap)?;
+            let backends: Vec<diff::impact::Backend<'_>> =
+                yamls.iter().map(|(path, yaml)| diff::impact::Backend { path: path.clone(), yaml }).collect();
+            let allow = match &cfg.allow {
+                Some(a) => {
+                    let p = config::check_inside(&wt.path, a).map_err(|m| cfg.error_at("allow", m))?;
+                    if !p.is_file() {
+                        return Err(
+                            cfg.error_at("allow", format!("`{a}` is not a file of the base branch `{}`", cfg.base))
+                        );
+                    }
+                    let text = crate::fsio::read_text(&p, crate::fsio::MAX_INPUT_BYTES)
+                        .map_err(|e| cfg.error_at("allow", format!("`{a}`: {e}")))?;
+                    Some(diff::allow::AllowList::parse_with_rules(a, &text, Some(&rules))?)
+                }
+                None => None,
+            };
+            // an allow list's entries expire: judged on today's date (without one, the report does not
+            // depend on the date)
+            let today = if allow.is_some() { diff::allow::today_utc() } else { "1970-01-01".to_string() };
             let report = diff::committed::pytorch_report(
                 diff::committed::PytorchDiff {
                     old: &old,
                     new: &new_snap,
                     title: format!("pytorch {} -> {}", old.meta.version, new_snap.meta.version),
                     kernels: &kernels,
-                    backends: &[],
+                    backends: &backends,
                     generated: &generated,
-                    allow: None,
-                    today: "1970-01-01",
+                    allow: allow.as_ref(),
+                    today: &today,
                     states: states.as_ref(),
                     custom: custom.as_ref(),
                 },
