@@ -5,6 +5,7 @@ mod backend_yaml;
 mod bot_dialects;
 mod bot_failures;
 mod bot_flow;
+mod bot_headers;
 /// The fake forge and repository fixtures of the bot suites (also `#[path]`-included by the
 /// scanner's `bot_cli` tests).
 pub mod bot_support;

@@ -17,8 +17,8 @@ use super::{BotConfig, Log, Options, Outcome};
 
 /// Arguments of `xirang-scan bot`.
 #[derive(Debug, Clone, clap::Args)]
-#[command(long_about = "Finds PyTorch releases missing from the base branch's snapshot store, imports them in a \
-separate git worktree, runs the regeneration steps and the check, commits on `<prefix>/pytorch-vX.Y.Z`, pushes, \
+#[command(long_about = "Finds PyTorch releases (or, with --headers, driver header releases) missing from the base \
+branch's snapshot store, imports them in a separate git worktree, runs the regeneration steps and the check, commits on `<prefix>/pytorch-vX.Y.Z`, pushes, \
 and opens or updates a pull request whose body is the drift report. Configured by the [bot] table of xirang.toml; \
 the token is read from $XIRANG_BOT_TOKEN (or the variable named by token_env) and never printed.\n\n\
 Exit codes: 0 done (or nothing to do), 1 error, 2 usage error, 3 stopped (a commit that is not the bot's is on \
@@ -34,6 +34,12 @@ pub struct BotArgs {
     /// given, `[bot] index_url` (default PyPI)
     #[arg(long, value_name = "URL", group = "upstream", num_args = 0..=1)]
     pub from_pypi: Option<Option<String>>,
+    /// Track a vendor's driver headers instead of PyTorch: VENDOR is `ascend` or `cuda`, and the
+    /// releases are the `vX.Y.Z[.postN]` folders of --from-folder DIR. The bot imports the new header
+    /// snapshots, points `[vendor] headers` of xirang.toml at the newest (when `[vendor] name` is
+    /// VENDOR), regenerates, and opens `<prefix>/VENDOR-headers-vX.Y.Z` with the header drift report
+    #[arg(long, value_name = "VENDOR", requires = "from_folder", value_parser = ["ascend", "cuda"])]
+    pub headers: Option<String>,
     /// The repository (default: the current directory)
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub repo: PathBuf,
@@ -173,7 +179,10 @@ pub fn main(args: BotArgs) -> u8 {
     }
     let token = piped;
     let upstream = match (&args.from_folder, &args.from_git, &args.from_pypi) {
-        (Some(d), _, _) => Upstream::Folder(d.clone()),
+        (Some(d), _, _) => match &args.headers {
+            Some(vendor) => Upstream::Headers { vendor: vendor.clone(), dir: d.clone() },
+            None => Upstream::Folder(d.clone()),
+        },
         (_, Some(g), _) => Upstream::Git(g.clone()),
         (_, _, Some(Some(u))) => Upstream::Pypi(u.clone()),
         _ => Upstream::Pypi(config.index_url.clone()),

@@ -22,6 +22,51 @@ pub enum Upstream {
     Git(PathBuf),
     /// A PyPI-style JSON API (`https://pypi.org/pypi/torch/json`).
     Pypi(String),
+    /// A folder whose `vX.Y.Z[.postN]` sub-folders each hold a release of a vendor's driver headers
+    /// (`ascend`: the release folder with its `acl/`; `cuda`: the include folder).
+    Headers { vendor: String, dir: PathBuf },
+}
+
+/// What the bot keeps in step: PyTorch's operators, or a vendor's driver headers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Track {
+    Pytorch,
+    Headers(String),
+}
+
+impl Track {
+    /// The store's folder of this upstream (`pytorch`, `ascend`, `cuda`).
+    pub fn upstream(&self) -> &str {
+        match self {
+            Track::Pytorch => "pytorch",
+            Track::Headers(v) => v,
+        }
+    }
+
+    /// The bot branch's name part before the version (`pytorch`, `ascend-headers`).
+    pub fn slug(&self) -> String {
+        match self {
+            Track::Pytorch => "pytorch".into(),
+            Track::Headers(v) => format!("{v}-headers"),
+        }
+    }
+
+    /// How titles and messages name it (`PyTorch`, `ascend headers`).
+    pub fn what(&self) -> String {
+        match self {
+            Track::Pytorch => "PyTorch".into(),
+            Track::Headers(v) => format!("{v} headers"),
+        }
+    }
+}
+
+impl Upstream {
+    pub fn track(&self) -> Track {
+        match self {
+            Upstream::Headers { vendor, .. } => Track::Headers(vendor.clone()),
+            _ => Track::Pytorch,
+        }
+    }
 }
 
 impl std::fmt::Display for Upstream {
@@ -30,6 +75,7 @@ impl std::fmt::Display for Upstream {
             Upstream::Folder(p) => write!(f, "folder {}", p.display()),
             Upstream::Git(p) => write!(f, "git clone {}", p.display()),
             Upstream::Pypi(u) => write!(f, "package index {u}"),
+            Upstream::Headers { vendor, dir } => write!(f, "{vendor} header folder {}", dir.display()),
         }
     }
 }
@@ -44,6 +90,11 @@ pub enum Fetch {
         filename: String,
         sha256: String,
         size: Option<u64>,
+    },
+    /// A release folder of a vendor's driver headers.
+    Headers {
+        vendor: String,
+        dir: PathBuf,
     },
 }
 
@@ -83,6 +134,16 @@ pub fn releases(up: &Upstream, http: &Http, log: &mut Log<'_>) -> Result<Vec<Rel
                 Some(Release { version: v, fetch: Fetch::Source(SourceSpec::Git { repo: repo.clone(), reference: t }) })
             })
             .collect(),
+        Upstream::Headers { vendor, dir } => {
+            let rd = std::fs::read_dir(dir).map_err(|e| BotError::io(dir, e))?;
+            rd.flatten()
+                .filter(|e| e.path().is_dir())
+                .filter_map(|e| {
+                    let v = header_release_version(&e.file_name().to_string_lossy())?;
+                    Some(Release { version: v, fetch: Fetch::Headers { vendor: vendor.clone(), dir: e.path() } })
+                })
+                .collect::<Vec<_>>()
+        }
         Upstream::Pypi(url) => pypi_releases(&http.get_json(log, url)?).map_err(|e| match e {
             BotError::Upstream(m) => BotError::Upstream(format!("{url}: {m}")),
             e => e,
@@ -103,6 +164,17 @@ pub fn releases(up: &Upstream, http: &Http, log: &mut Log<'_>) -> Result<Vec<Rel
 fn release_version(s: &str) -> Option<Version> {
     let v = Version::parse(s)?;
     (v.suffix.is_none() && v.parts.len() >= 2).then_some(v)
+}
+
+/// A driver header release: `v2.14.0`, `v12.4.127`, and the post-releases vendors publish
+/// (`v2.3.1.post6`); not pre-releases.
+fn header_release_version(s: &str) -> Option<Version> {
+    let v = Version::parse(s)?;
+    let release = match &v.suffix {
+        None => true,
+        Some((word, _)) => word == "post",
+    };
+    (release && v.parts.len() >= 2).then_some(v)
 }
 
 /// Releases of a PyPI JSON API document (`{"info": {...}, "releases": {"2.4.0": [files], ...}}`): for
@@ -163,6 +235,9 @@ impl Release {
         match &self.fetch {
             Fetch::Source(spec) => Ok(source::read(spec)?.content_hash()),
             Fetch::Wheel { sha256, .. } => Ok(format!("wheel-sha256:{sha256}")),
+            Fetch::Headers { vendor, dir } => {
+                Ok(crate::snapshot::HeaderSnapshot::scan(vendor, dir, &self.version)?.meta.content_sha256)
+            }
         }
     }
 
@@ -171,6 +246,9 @@ impl Release {
         match &self.fetch {
             Fetch::Source(spec) => spec.to_string(),
             Fetch::Wheel { filename, .. } => format!("wheel:{filename}"),
+            Fetch::Headers { dir, .. } => {
+                format!("folder:{}", dir.file_name().map(|n| n.to_string_lossy()).unwrap_or_default())
+            }
         }
     }
 
@@ -180,6 +258,9 @@ impl Release {
     /// `pytorch/<version>` folder.
     pub fn files(&self, http: &Http, log: &mut Log<'_>, tmp: &Path) -> Result<ReleaseFiles, BotError> {
         match &self.fetch {
+            Fetch::Headers { dir, .. } => {
+                Err(BotError::Upstream(format!("{}: a header release holds no PyTorch operator files", dir.display())))
+            }
             Fetch::Source(spec) => {
                 let files = source::read(spec)?;
                 let cxx = match spec {

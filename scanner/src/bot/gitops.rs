@@ -74,10 +74,10 @@ pub fn fetch(repo: &Repository, cfg: &BotConfig, token: Option<&str>) -> Result<
     Ok(RemoteState { base_tip, heads })
 }
 
-/// PyTorch versions in the snapshot store of a commit's tree (`<store>/pytorch/vX.Y.Z/meta.json`).
-pub fn store_versions(repo: &Repository, commit: Oid, store: &str) -> Result<Vec<Version>, BotError> {
+/// Versions of `upstream` in the snapshot store of a commit's tree (`<store>/<upstream>/vX.Y.Z/meta.json`).
+pub fn store_versions(repo: &Repository, commit: Oid, store: &str, upstream: &str) -> Result<Vec<Version>, BotError> {
     let tree = repo.find_commit(commit)?.tree()?;
-    let Ok(entry) = tree.get_path(Path::new(store).join("pytorch").as_path()) else {
+    let Ok(entry) = tree.get_path(Path::new(store).join(upstream).as_path()) else {
         return Ok(Vec::new());
     };
     let Ok(sub) = repo.find_tree(entry.id()) else {

@@ -255,6 +255,8 @@ fn label_color(sev: &str) -> &'static str {
 }
 
 struct BodyInput<'a> {
+    /// What was imported (`PyTorch`, `ascend headers`).
+    what: &'a str,
     key: &'a str,
     branch: &'a str,
     versions: &'a [String],
@@ -314,6 +316,70 @@ fn backend_yamls(
     Ok(out)
 }
 
+/// Imports one PyTorch release (its operators, and its C++ interface when it ships the headers) into
+/// the worktree's store; returns the operator files' sha256.
+#[allow(clippy::too_many_arguments)]
+fn import_pytorch(
+    r: &detect::Release,
+    http: &Http,
+    log: &mut Log<'_>,
+    tmp: &Path,
+    root: &Path,
+    cfg: &BotConfig,
+    store: &Store,
+    origins: &mut Vec<String>,
+) -> Result<String, BotError> {
+    std::fs::create_dir_all(tmp).map_err(|e| BotError::io(tmp, e))?;
+    let detect::ReleaseFiles { files, cxx } = r.files(http, log, tmp)?;
+    let _ = std::fs::remove_dir_all(tmp);
+    files.require_complete(&r.version)?;
+    let snap = PytorchSnapshot::build(&files, &r.version)?;
+    // again before each write: a step may have put a symbolic link in the way
+    cfg.store_in(root)?;
+    store.write_pytorch(&snap)?;
+    origins.push(r.origin());
+    log.line(&format!("imported {} ({}): {} operators", r.version, r.origin(), snap.meta.counts.operators));
+    // the release's C++ extension interface, when it ships its headers (a wheel does)
+    if let Some(sources) = cxx {
+        let cs = crate::cxx_snapshot::CxxSnapshot::from_sources(sources, r.origin(), &r.version)?;
+        cfg.store_in(root)?;
+        store.write_cxx(&cs)?;
+        log.line(&format!(
+            "imported the C++ interface of {}: {} classes, {} registration macros, {} autocast entries",
+            r.version,
+            cs.meta.counts.get("classes").copied().unwrap_or(0),
+            cs.meta.counts.get("macros").copied().unwrap_or(0),
+            cs.meta.counts.get("autocast").copied().unwrap_or(0)
+        ));
+    }
+    Ok(snap.meta.content_sha256)
+}
+
+/// Points `[vendor] headers` of the worktree's `xirang.toml` at `version` when `[vendor] name` is
+/// `vendor`, so that the regeneration steps build the driver bindings from the new headers. Only the
+/// value's text changes (comments and layout stay). Returns the old value; `None` when the file has
+/// no such table (nothing to change).
+fn bump_vendor_headers(root: &Path, vendor: &str, version: &Version) -> Result<Option<String>, BotError> {
+    let path = config::check_inside(root, config::CONFIG_FILE).map_err(BotError::Config)?;
+    let Ok(text) = std::fs::read_to_string(&path) else { return Ok(None) };
+    let Ok(doc) = toml::de::DeTable::parse(&text) else { return Ok(None) };
+    let Some(table) = doc.get_ref().get("vendor") else { return Ok(None) };
+    let toml::de::DeValue::Table(t) = table.get_ref() else { return Ok(None) };
+    let name = t.get("name").and_then(|v| v.get_ref().as_str());
+    if name != Some(vendor) {
+        return Ok(None);
+    }
+    let Some(value) = t.get("headers") else { return Ok(None) };
+    let Some(old) = value.get_ref().as_str().map(String::from) else { return Ok(None) };
+    let span = value.span();
+    if old == version.to_string() || text.get(span.clone()).is_none() {
+        return Ok(None);
+    }
+    let new_text = format!("{}\"{version}\"{}", &text[..span.start], &text[span.end..]);
+    std::fs::write(&path, new_text).map_err(|e| BotError::io(&path, e))?;
+    Ok(Some(old))
+}
+
 /// The pull request body: hidden JSON block, summary, check result, steps, drift report.
 fn render_body(b: &BodyInput<'_>) -> String {
     let check = match (b.check, b.check_configured) {
@@ -337,7 +403,8 @@ fn render_body(b: &BodyInput<'_>) -> String {
     let mut o = format!("{META_MARKER}{meta} -->\n");
     // say only what happened: "regenerated" when steps ran, "checked" when the check ran
     let mut did = vec![format!(
-        "PyTorch {} imported into the snapshot store by xirang-bot (from {})",
+        "{} {} imported into the snapshot store by xirang-bot (from {})",
+        b.what,
         b.versions.join(", "),
         b.origins.join(", ")
     )];
@@ -421,7 +488,8 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
 
     let releases = detect::releases(&opts.upstream, &http, log)?;
     let remote = gitops::fetch(&repo, cfg, token)?;
-    let known = gitops::store_versions(&repo, remote.base_tip, &cfg.store)?;
+    let track = opts.upstream.track();
+    let known = gitops::store_versions(&repo, remote.base_tip, &cfg.store, track.upstream())?;
     let new: Vec<&detect::Release> = releases.iter().filter(|r| !known.contains(&r.version)).collect();
     let Some(newest) = new.last() else {
         log.line(&format!("up to date: every release of {} is in `{}` of {}", opts.upstream, cfg.store, cfg.base));
@@ -429,7 +497,7 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
     };
     let versions: Vec<String> = new.iter().map(|r| r.version.to_string()).collect();
     log.line(&format!("new upstream version(s): {}", versions.join(", ")));
-    let branch = format!("{}/pytorch-{}", cfg.branch_prefix, newest.version);
+    let branch = format!("{}/{}-{}", cfg.branch_prefix, track.slug(), newest.version);
     if branch == cfg.base {
         return Err(BotError::Refused(format!("the base branch `{branch}`")));
     }
@@ -511,29 +579,27 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
     let mut origins = Vec::new();
     let mut last_message = String::new();
     for r in &new {
-        std::fs::create_dir_all(&tmp).map_err(|e| BotError::io(&tmp, e))?;
-        let detect::ReleaseFiles { files, cxx } = r.files(&http, log, &tmp)?;
-        let _ = std::fs::remove_dir_all(&tmp);
-        files.require_complete(&r.version)?;
-        let snap = PytorchSnapshot::build(&files, &r.version)?;
-        // again before each write: a step may have put a symbolic link in the way
-        cfg.store_in(&wt.path)?;
-        store.write_pytorch(&snap)?;
-        origins.push(r.origin());
-        log.line(&format!("imported {} ({}): {} operators", r.version, r.origin(), snap.meta.counts.operators));
-        // the release's C++ extension interface, when it ships its headers (a wheel does)
-        if let Some(sources) = cxx {
-            let cs = crate::cxx_snapshot::CxxSnapshot::from_sources(sources, r.origin(), &r.version)?;
-            cfg.store_in(&wt.path)?;
-            store.write_cxx(&cs)?;
-            log.line(&format!(
-                "imported the C++ interface of {}: {} classes, {} registration macros, {} autocast entries",
-                r.version,
-                cs.meta.counts.get("classes").copied().unwrap_or(0),
-                cs.meta.counts.get("macros").copied().unwrap_or(0),
-                cs.meta.counts.get("autocast").copied().unwrap_or(0)
-            ));
-        }
+        let content_sha = match &r.fetch {
+            detect::Fetch::Headers { vendor, dir } => {
+                let snap = crate::snapshot::HeaderSnapshot::scan(vendor, dir, &r.version)?;
+                cfg.store_in(&wt.path)?;
+                store.write_headers(&snap)?;
+                origins.push(r.origin());
+                let decls: usize = snap.meta.counts.iter().filter(|(k, _)| *k != "files").map(|(_, n)| n).sum();
+                log.line(&format!(
+                    "imported {vendor} headers {} ({}): {} files, {decls} declarations",
+                    r.version,
+                    r.origin(),
+                    snap.meta.counts.get("files").copied().unwrap_or(0)
+                ));
+                // the adapter targets the new driver headers: its bindings are regenerated from them
+                if let Some(old) = bump_vendor_headers(&wt.path, vendor, &r.version)? {
+                    log.line(&format!("xirang.toml [vendor] headers: {old} -> {}", r.version));
+                }
+                snap.meta.content_sha256
+            }
+            _ => import_pytorch(r, &http, log, &tmp, &wt.path, cfg, &store, &mut origins)?,
+        };
         let mut step_lines = Vec::new();
         for argv in &cfg.steps {
             if opts.dry_run {
@@ -549,11 +615,12 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
             steps_done.push(res);
         }
         let message = format!(
-            "xirang-bot: import PyTorch {v}\n\nSnapshot of PyTorch {v} from {origin} (files sha256 {sha}).\n{steps}\n\n\
+            "xirang-bot: import {what} {v}\n\nSnapshot of {what} {v} from {origin} (files sha256 {sha}).\n{steps}\n\n\
              {VERSION_FOOTER} {v}\n{KEY_FOOTER} {key}\n",
+            what = track.what(),
             v = r.version,
             origin = r.origin(),
-            sha = snap.meta.content_sha256,
+            sha = content_sha,
             steps = if step_lines.is_empty() {
                 "No regeneration steps.".to_string()
             } else {
@@ -563,7 +630,7 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
             KEY_FOOTER = gitops::KEY_FOOTER,
         );
         match wt.commit_all(&message, cfg)? {
-            Some(c) => log.line(&format!("committed {c}: xirang-bot: import PyTorch {}", r.version)),
+            Some(c) => log.line(&format!("committed {c}: xirang-bot: import {} {}", track.what(), r.version)),
             None => log.line(&format!("{}: no change to commit", r.version)),
         }
         last_message = message;
@@ -573,8 +640,30 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
     // the drift report: the base's newest snapshot below the newest new one -> the newest new one
     let old_v = known.iter().filter(|v| **v < newest.version).max().cloned();
     let rules = diff::RuleSet::builtin();
-    let (report_md, severity) = match &old_v {
-        Some(ov) => {
+    let allow = match &cfg.allow {
+        Some(a) => {
+            let p = config::check_inside(&wt.path, a).map_err(|m| cfg.error_at("allow", m))?;
+            if !p.is_file() {
+                return Err(cfg.error_at("allow", format!("`{a}` is not a file of the base branch `{}`", cfg.base)));
+            }
+            let text = crate::fsio::read_text(&p, crate::fsio::MAX_INPUT_BYTES)
+                .map_err(|e| cfg.error_at("allow", format!("`{a}`: {e}")))?;
+            Some(diff::allow::AllowList::parse_with_rules(a, &text, Some(&rules))?)
+        }
+        None => None,
+    };
+    // an allow list's entries expire: judged on today's date (without one, the report does not
+    // depend on the date)
+    let today = if allow.is_some() { diff::allow::today_utc() } else { "1970-01-01".to_string() };
+    let (report_md, severity) = match (&old_v, &track) {
+        (Some(ov), detect::Track::Headers(vendor)) => {
+            let old = store.load_headers(vendor, ov)?;
+            let new_h = store.load_headers(vendor, &newest.version)?;
+            let uses = diff::header::SymbolUses::index_dir(&wt.path.join(diff::committed::ADAPTER_DIR), &wt.path)?;
+            let report = diff::committed::header_report(vendor, &old, &new_h, &uses, allow.as_ref(), &today, &rules);
+            (diff::report_markdown::render(&report, &rules), worst(&report))
+        }
+        (Some(ov), detect::Track::Pytorch) => {
             let old = store.load_pytorch(ov)?;
             let new_snap = store.load_pytorch(&newest.version)?;
             let kernels = diff::committed::index_adapter(&wt.path, &[&old, &new_snap])?;
@@ -591,23 +680,6 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
             let yamls = backend_yamls(cfg, &wt.path, &old, &new_snap)?;
             let backends: Vec<diff::impact::Backend<'_>> =
                 yamls.iter().map(|(path, yaml)| diff::impact::Backend { path: path.clone(), yaml }).collect();
-            let allow = match &cfg.allow {
-                Some(a) => {
-                    let p = config::check_inside(&wt.path, a).map_err(|m| cfg.error_at("allow", m))?;
-                    if !p.is_file() {
-                        return Err(
-                            cfg.error_at("allow", format!("`{a}` is not a file of the base branch `{}`", cfg.base))
-                        );
-                    }
-                    let text = crate::fsio::read_text(&p, crate::fsio::MAX_INPUT_BYTES)
-                        .map_err(|e| cfg.error_at("allow", format!("`{a}`: {e}")))?;
-                    Some(diff::allow::AllowList::parse_with_rules(a, &text, Some(&rules))?)
-                }
-                None => None,
-            };
-            // an allow list's entries expire: judged on today's date (without one, the report does not
-            // depend on the date)
-            let today = if allow.is_some() { diff::allow::today_utc() } else { "1970-01-01".to_string() };
             let report = diff::committed::pytorch_report(
                 diff::committed::PytorchDiff {
                     old: &old,
@@ -625,13 +697,17 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
             );
             (diff::report_markdown::render(&report, &rules), worst(&report))
         }
-        None => (String::new(), "none"),
+        (None, _) => (String::new(), "none"),
     };
     // the C++ side, when the store has the C++ interface of both versions: the report's impacts are
     // the adapter's C++ (its shim's overrides and registrations)
     let cxx_versions = store.versions(crate::cxx_snapshot::CXX_UPSTREAM);
     let report_md = match &old_v {
-        Some(ov) if cxx_versions.contains(ov) && cxx_versions.contains(&newest.version) => {
+        Some(ov)
+            if track == detect::Track::Pytorch
+                && cxx_versions.contains(ov)
+                && cxx_versions.contains(&newest.version) =>
+        {
             let (old, new_c) = (store.load_cxx(ov)?, store.load_cxx(&newest.version)?);
             let index = diff::committed::index_cxx(&wt.path.join(diff::committed::ADAPTER_DIR), &wt.path)?;
             let autocast = wt.path.join(diff::committed::cxx_autocast_file()).is_file();
@@ -652,7 +728,9 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
     let old_s = old_v.as_ref().map(|v| v.to_string());
     let planned_steps: Vec<String> = cfg.steps.iter().map(|a| a.join(" ")).collect();
     let check_configured = (!cfg.check.is_empty()).then(|| cfg.check.join(" "));
+    let what = track.what();
     let body = render_body(&BodyInput {
+        what: &what,
         key: &key,
         branch: &branch,
         versions: &versions,
@@ -668,7 +746,7 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
     });
     // nothing in them comes from the token, but nothing that reaches the forge may carry it
     let body = log.redact(&body);
-    let title = format!("xirang-bot: PyTorch {}", versions.join(", "));
+    let title = format!("xirang-bot: {} {}", track.what(), versions.join(", "));
     let mut labels: Vec<LabelSpec> = cfg
         .labels
         .iter()
@@ -741,7 +819,7 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
     forge.unlabel_pull(log, pr.number, &stale)?;
 
     // older bot pull requests are superseded by this one
-    let own_prefix = format!("{}/pytorch-", cfg.branch_prefix);
+    let own_prefix = format!("{}/{}-", cfg.branch_prefix, track.slug());
     for other in forge.open_pulls(log)? {
         if other.number != pr.number && other.head_ref.starts_with(&own_prefix) && other.body.contains(META_MARKER) {
             forge.comment(
@@ -799,6 +877,7 @@ mod tests {
             tail: "boom --> x".into(),
         };
         let b = render_body(&BodyInput {
+            what: "PyTorch",
             key: "k",
             branch: "xirang-bot/pytorch-v2.4.0",
             versions: &["v2.4.0".into()],
@@ -826,6 +905,7 @@ mod tests {
     fn bodies_say_only_what_ran() {
         let base = |dry_run, steps: &[CommandResult], check: Option<&CommandResult>| {
             render_body(&BodyInput {
+                what: "PyTorch",
                 key: "k",
                 branch: "b",
                 versions: &["v2.4.0".into()],
