@@ -327,3 +327,75 @@ check = ["true"]"#,
     fx.assert_user_tree_intact();
     fx.cleanup();
 }
+
+#[test]
+fn a_branch_protected_against_force_push_is_a_clear_error_and_changes_nothing() {
+    let forge = FakeForge::start();
+    let fx = fixture("protected", &forge.url, DEFAULT_STEPS);
+    let (res, log) = fx.run();
+    assert!(matches!(res, Ok(Outcome::Published { pull: 1, .. })), "{res:?}\n{log}");
+    let tip = fx.remote_tip(BRANCH);
+    // the release is re-published, and the host now protects the bot's branch: the rebuilt branch's
+    // force-push is refused in the push's report (`ng ... protected branch hook declined`)
+    write_release(
+        &fx.upstream,
+        "v2.1.0",
+        &["mul.Tensor(Tensor self, Tensor other) -> Tensor", "abs(Tensor self) -> Tensor"],
+    );
+    let repo = git2::Repository::open(&fx.work).unwrap();
+    repo.remote_set_pushurl("origin", Some(&format!("{}/git/protected.git", forge.url))).unwrap();
+    let patches = forge.count("PATCH", "/repos/acme/xirang/pulls");
+    let (res, log) = fx.run();
+    let err = res.expect_err(&log);
+    let text = err.to_string();
+    assert!(matches!(err, BotError::Push { .. }), "{err:?}");
+    assert!(text.contains("protected branch hook declined") && text.contains("force-push"), "{text}");
+    assert!(text.contains(BRANCH), "{text}");
+    assert_eq!(forge.count("PATCH", "/repos/acme/xirang/pulls"), patches, "the PR was updated for an unpushed branch");
+    assert_eq!(fx.remote_tip(BRANCH), tip);
+    assert_eq!(repo.worktrees().unwrap().len(), 0);
+    fx.assert_user_tree_intact();
+    // protection lifted: the next run updates the pull request
+    repo.remote_set_pushurl("origin", None).unwrap();
+    let (res, log) = fx.run();
+    assert!(matches!(res, Ok(Outcome::Published { pull: 1, updated: true, .. })), "{res:?}\n{log}");
+    fx.cleanup();
+}
+
+#[test]
+fn a_push_cut_off_midway_loses_nothing_and_the_next_run_recovers() {
+    let forge = FakeForge::start();
+    let fx = fixture("push-cut", &forge.url, DEFAULT_STEPS);
+    let repo = git2::Repository::open(&fx.work).unwrap();
+    repo.remote_set_pushurl("origin", Some(&format!("{}/git/cut.git", forge.url))).unwrap();
+    let (res, log) = fx.run();
+    let err = res.expect_err(&log);
+    assert!(matches!(err, BotError::Push { .. }), "{err:?}");
+    assert!(forge.count("POST", "/git/cut.git") >= 1, "the pack was never sent: {:?}", forge.requests());
+    assert_eq!(forge.count("POST", "/repos/acme/xirang/pulls"), 0, "a PR was opened for an unpushed branch");
+    assert!(fx.remote_tip(BRANCH).is_none());
+    assert_eq!(repo.worktrees().unwrap().len(), 0);
+    fx.assert_user_tree_intact();
+    repo.remote_set_pushurl("origin", None).unwrap();
+    let (res, log) = fx.run();
+    assert!(matches!(res, Ok(Outcome::Published { pull: 1, updated: false, .. })), "{res:?}\n{log}");
+    fx.assert_user_tree_intact();
+    fx.cleanup();
+}
+
+#[test]
+fn an_unreachable_forge_is_a_clear_error_after_bounded_retries() {
+    // a port nothing listens on
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let fx = fixture("unreachable", &url, DEFAULT_STEPS);
+    let (res, log) = fx.run();
+    let err = res.expect_err(&log);
+    let text = err.to_string();
+    assert!(matches!(err, BotError::ApiExhausted { attempts: 3, .. }), "{err:?}");
+    assert!(text.contains("GET /repos/acme/xirang/pulls"), "{text}");
+    assert!(fx.remote_tip(BRANCH).is_none(), "pushed although the forge cannot be reached");
+    fx.assert_user_tree_intact();
+    fx.cleanup();
+}

@@ -313,6 +313,7 @@ fn handle(stream: TcpStream, st: &Arc<Mutex<State>>) {
     }
     let mut len = 0usize;
     let mut auth = String::new();
+    let mut chunked = false;
     loop {
         let mut h = String::new();
         if reader.read_line(&mut h).is_err() || h == "\r\n" || h.is_empty() {
@@ -321,11 +322,17 @@ fn handle(stream: TcpStream, st: &Arc<Mutex<State>>) {
         if let Some((k, v)) = h.split_once(':') {
             match k.to_ascii_lowercase().as_str() {
                 "content-length" => len = v.trim().parse().unwrap_or(0),
+                "transfer-encoding" => chunked = v.trim().eq_ignore_ascii_case("chunked"),
                 "authorization" => auth = v.trim().to_string(),
                 "private-token" => auth = format!("PRIVATE-TOKEN {}", v.trim()),
                 _ => {}
             }
         }
+    }
+    // git's smart HTTP receive-pack (a push): answered by the fake git server
+    if let Some(rest) = path.strip_prefix("/git/") {
+        git_receive(st, &method, rest, &mut reader, stream, len, chunked);
+        return;
     }
     let mut body = vec![0u8; len];
     let _ = reader.read_exact(&mut body);
@@ -384,6 +391,133 @@ fn handle(stream: TcpStream, st: &Arc<Mutex<State>>) {
     let _ = s.write_all(head.as_bytes());
     let _ = s.write_all(&out);
     let _ = s.flush();
+}
+
+/// How the fake git server answers a push (`/git/<name>.git`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GitPush {
+    /// Every ref update refused as a host refuses a force-push to a protected branch (GitHub:
+    /// `ng <ref> protected branch hook declined` in the report-status).
+    Protected,
+    /// The connection dropped in the middle of the pack.
+    CutMidway,
+}
+
+fn pkt(line: &str) -> String {
+    format!("{:04x}{line}", line.len() + 4)
+}
+
+/// Reads a request body: `Content-Length` bytes, or chunks.
+fn read_body(reader: &mut BufReader<TcpStream>, len: usize, chunked: bool, cap: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    if !chunked {
+        let mut b = vec![0u8; len.min(cap)];
+        let _ = reader.read_exact(&mut b);
+        return b;
+    }
+    loop {
+        let mut size = String::new();
+        if reader.read_line(&mut size).is_err() {
+            break;
+        }
+        let n = usize::from_str_radix(size.trim().split(';').next().unwrap_or(""), 16).unwrap_or(0);
+        if n == 0 {
+            let mut end = String::new();
+            let _ = reader.read_line(&mut end);
+            break;
+        }
+        let mut b = vec![0u8; n];
+        if reader.read_exact(&mut b).is_err() {
+            break;
+        }
+        let mut crlf = [0u8; 2];
+        let _ = reader.read_exact(&mut crlf);
+        out.extend_from_slice(&b);
+        if out.len() >= cap {
+            break;
+        }
+    }
+    out
+}
+
+/// git's smart HTTP protocol for a push, as a host that refuses it answers: the receive-pack
+/// advertisement of an empty repository, then (by the repository's name) a report-status that
+/// refuses every update, or a connection dropped mid-pack.
+fn git_receive(
+    st: &Arc<Mutex<State>>,
+    method: &str,
+    rest: &str,
+    reader: &mut BufReader<TcpStream>,
+    mut stream: TcpStream,
+    len: usize,
+    chunked: bool,
+) {
+    let full = format!("/git/{rest}");
+    let name = rest.split('/').next().unwrap_or("");
+    let mode = match name {
+        "protected.git" => GitPush::Protected,
+        "cut.git" => GitPush::CutMidway,
+        _ => {
+            st.lock().unwrap().requests.push(Req { method: method.into(), path: full, body: String::new() });
+            let _ = stream.write_all(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            return;
+        }
+    };
+    let respond = |mut s: &TcpStream, ctype: &str, body: &[u8]| {
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        let _ = s.write_all(head.as_bytes());
+        let _ = s.write_all(body);
+        let _ = s.flush();
+    };
+    if method == "GET" && rest.contains("info/refs") {
+        st.lock().unwrap().requests.push(Req { method: method.into(), path: full, body: String::new() });
+        let mut adv = pkt("# service=git-receive-pack\n");
+        adv.push_str("0000");
+        adv.push_str(&pkt(&format!("{} capabilities^{{}}\0report-status delete-refs ofs-delta\n", "0".repeat(40))));
+        adv.push_str("0000");
+        respond(&stream, "application/x-git-receive-pack-advertisement", adv.as_bytes());
+        return;
+    }
+    if mode == GitPush::CutMidway {
+        // take the commands and a little of the pack, then hang up
+        let got = read_body(reader, len.min(64), false, 64);
+        st.lock().unwrap().requests.push(Req {
+            method: method.into(),
+            path: full,
+            body: format!("{} bytes", got.len()),
+        });
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+        return;
+    }
+    let body = read_body(reader, len, chunked, 64 << 20);
+    // the commands: pkt-lines `old new ref[\0caps]` up to a flush
+    let mut refs = Vec::new();
+    let mut at = 0;
+    while at + 4 <= body.len() {
+        let Some(n) = std::str::from_utf8(&body[at..at + 4]).ok().and_then(|h| usize::from_str_radix(h, 16).ok())
+        else {
+            break;
+        };
+        if n == 0 || at + n > body.len() {
+            break;
+        }
+        let line = String::from_utf8_lossy(&body[at + 4..at + n]).to_string();
+        let line = line.split('\0').next().unwrap_or("").trim_end().to_string();
+        if let Some(r) = line.split_whitespace().nth(2) {
+            refs.push(r.to_string());
+        }
+        at += n;
+    }
+    st.lock().unwrap().requests.push(Req { method: method.into(), path: full, body: refs.join(",") });
+    let mut out = pkt("unpack ok\n");
+    for r in &refs {
+        out.push_str(&pkt(&format!("ng {r} protected branch hook declined\n")));
+    }
+    out.push_str("0000");
+    respond(&stream, "application/x-git-receive-pack-result", out.as_bytes());
 }
 
 /// Writes a streamed answer until done or until the client hangs up; returns the bytes written.

@@ -289,18 +289,27 @@ fn unreachable_defaults() -> BotConfig {
 #[derive(Deserialize)]
 struct File {
     #[serde(default)]
-    bot: Option<toml::Value>,
+    bot: Option<BotConfig>,
 }
 
 impl BotConfig {
     /// Parses the `[bot]` table of a whole `xirang.toml` text (other tables are ignored; a missing
     /// table gives the defaults).
     pub fn parse(text: &str) -> Result<BotConfig, BotError> {
-        let file: File =
-            toml::from_str(text).map_err(|e| BotError::Config(format!("{CONFIG_FILE}: {}", e.message())))?;
-        let table = file.bot.unwrap_or_else(|| toml::Value::Table(toml::Table::new()));
-        let mut cfg: BotConfig =
-            table.try_into().map_err(|e: toml::de::Error| BotError::Config(format!("{CONFIG_FILE} [bot]: {e}")))?;
+        // read straight from the text, so that every error (syntax, an unknown key, a value of the
+        // wrong type) says where it is
+        let file: File = toml::from_str(text).map_err(|e| {
+            let at = match e.span().map(|s| Position::of_offset(text, s.start)) {
+                Some(p) => format!("{CONFIG_FILE}:{}:{}: ", p.line, p.column),
+                None => format!("{CONFIG_FILE}: "),
+            };
+            BotError::Config(format!("{at}{}", e.message().trim_end()))
+        })?;
+        // no [bot] table: an empty one (every key's default)
+        let mut cfg = match file.bot {
+            Some(c) => c,
+            None => toml::from_str::<BotConfig>("").unwrap_or_else(|_| unreachable_defaults()),
+        };
         cfg.positions = key_positions(text);
         if cfg.api_url.is_empty() {
             match cfg.forge.default_api_url() {
@@ -500,6 +509,21 @@ mod tests {
         assert!(e.contains("xirang.toml:3:1") && e.contains("set api_url"), "{e}");
         assert_eq!(ForgeKind::Gitlab.pull_ref(7), "!7");
         assert_eq!(ForgeKind::Gitee.pull_ref(7), "#7");
+    }
+
+    #[test]
+    fn a_malformed_bot_table_says_where() {
+        for (t, at) in [
+            ("[generate]\nout = 1\n[bot]\nowner = \"o\"\nretry = 3\n", "xirang.toml:5:9: "),
+            ("[bot]\nowner = \"o\"\nfrobnicate = 1\n", "xirang.toml:3:1: "),
+            ("[bot]\nsteps = [\"cargo\"]\n", "xirang.toml:2:10: "),
+            ("[bot\nowner = 1\n", "xirang.toml:1:"),
+            ("[bot]\nowner = \"o\n", "xirang.toml:2:"),
+            ("bot = 3\n", "xirang.toml:1:7: "),
+        ] {
+            let e = BotConfig::parse(t).unwrap_err().to_string();
+            assert!(e.starts_with(at), "{t:?}: {e}");
+        }
     }
 
     #[test]

@@ -390,7 +390,11 @@ pub fn push(repo: &Repository, cfg: &BotConfig, branch: &str, token: Option<&str
     remote.push(&[spec.as_str()], Some(&mut po)).map_err(|e| push_err(e.message().to_string()))?;
     drop(po);
     if let Some(m) = rejected.into_inner() {
-        return Err(push_err(format!("rejected: {m}")));
+        return Err(push_err(format!(
+            "rejected: {m} (the bot force-pushes its own branches, rebuilt on the base at each run: allow \
+             force-pushes to `{}/*` in the host's branch protection, or leave those branches unprotected)",
+            cfg.branch_prefix
+        )));
     }
     Ok(())
 }
