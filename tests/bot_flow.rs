@@ -469,3 +469,22 @@ fn the_backend_yaml_and_allow_list_of_bot_config_join_the_report() {
     assert_eq!(repo.head().unwrap().shorthand().ok(), Some("main"));
     fx.cleanup();
 }
+
+#[test]
+fn the_setup_guide_configurations_parse() {
+    let guide = std::fs::read_to_string(xirang_tests::repo_root().join("docs/bot.md")).unwrap();
+    let mut blocks = 0;
+    for block in guide.split("```toml\n").skip(1) {
+        let toml = block.split("```").next().unwrap();
+        xirang_scan::bot::BotConfig::parse(toml).unwrap_or_else(|e| panic!("docs/bot.md:\n{toml}\n{e}"));
+        blocks += 1;
+    }
+    assert!(blocks >= 4, "{blocks} toml blocks");
+    // the commands it gives exist with the options it names
+    for needle in
+        ["bot --dry-run", "bot --headers ascend --from-folder", "--features https", "XIRANG_BOT_TOKEN_VIA_STDIN=1"]
+    {
+        assert!(guide.contains(needle), "{needle}");
+    }
+    assert!(xirang_tests::repo_root().join(".github/workflows/ci.yml").is_file());
+}
