@@ -326,3 +326,153 @@ fn from_pypi_without_a_url_uses_the_configured_index() {
     assert!(out.contains("/mirror/pypi/torch/json"), "{out}");
     fx.cleanup();
 }
+
+/// Every file of a working tree (`.git` and `target` left out): path -> bytes.
+fn tree_files(root: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let name = e.file_name();
+            if d == root && (name == ".git" || name == "target") {
+                continue;
+            }
+            let ft = e.file_type().unwrap();
+            if ft.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p.strip_prefix(root).unwrap().display().to_string(), std::fs::read(&p).unwrap_or_default());
+            }
+        }
+    }
+    out
+}
+
+/// HEAD, every branch, the index file, `git status` and every file of the working tree.
+type RepoState = (
+    Option<(String, Option<git2::Oid>)>,
+    Vec<(String, Option<git2::Oid>)>,
+    Vec<u8>,
+    Vec<(String, u32)>,
+    std::collections::BTreeMap<String, Vec<u8>>,
+);
+
+fn repo_state(work: &Path) -> RepoState {
+    let repo = git2::Repository::open(work).unwrap();
+    let head = repo.head().ok().map(|h| (h.name().unwrap_or("?").to_string(), h.target()));
+    let branches = repo
+        .references()
+        .unwrap()
+        .flatten()
+        .map(|r| (r.name().unwrap_or("?").to_string(), r.target()))
+        .filter(|(n, _)| !n.starts_with("refs/remotes/"))
+        .collect();
+    let index = std::fs::read(repo.path().join("index")).unwrap();
+    let mut so = git2::StatusOptions::new();
+    so.include_untracked(true);
+    let status = repo
+        .statuses(Some(&mut so))
+        .unwrap()
+        .iter()
+        .map(|s| (s.path().unwrap_or("?").to_string(), s.status().bits()))
+        .collect();
+    (head, branches, index, status, tree_files(work))
+}
+
+/// Issue #24's measure of an honest dry run: on a copy of this repository (its committed tree, with a
+/// user's work in progress on top) and a folder holding a new PyTorch release, `bot --dry-run` shows
+/// the plan, and afterwards `git status`, HEAD, every branch, the index and every file are as they were;
+/// a dry run that fails half-way leaves them as they were too.
+#[test]
+fn a_dry_run_on_a_copy_of_this_repository_changes_nothing() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let dir = fixture_dir("self-copy");
+    let _ = std::fs::remove_dir_all(&dir);
+    let work = dir.join("work");
+    let mut o = git2::RepositoryInitOptions::new();
+    o.initial_head("main");
+    let repo = git2::Repository::init_opts(&work, &o).unwrap();
+    // the committed tree of this repository, file by file
+    let src = git2::Repository::open(&root).unwrap();
+    let tree = src.head().unwrap().peel_to_tree().unwrap();
+    tree.walk(git2::TreeWalkMode::PreOrder, |base, e| {
+        if e.kind() == Some(git2::ObjectType::Blob)
+            && e.filemode() != 0o120000
+            && let Ok(blob) = src.find_blob(e.id())
+        {
+            let p = work.join(base).join(e.name().unwrap_or("_"));
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, blob.content()).unwrap();
+        }
+        git2::TreeWalkResult::Ok
+    })
+    .unwrap();
+    let mut idx = repo.index().unwrap();
+    idx.add_all(["*"], git2::IndexAddOption::FORCE, None).unwrap();
+    idx.write().unwrap();
+    let t = repo.find_tree(idx.write_tree().unwrap()).unwrap();
+    let sig = git2::Signature::now("a", "a@example.invalid").unwrap();
+    repo.commit(Some("HEAD"), &sig, &sig, "this repository", &t, &[]).unwrap();
+    let remote = dir.join("remote.git");
+    git2::Repository::init_bare(&remote).unwrap();
+    repo.remote("origin", remote.to_str().unwrap()).unwrap();
+    repo.find_remote("origin").unwrap().push(&["refs/heads/main:refs/heads/main"], None).unwrap();
+    // a user's work in progress: a modified file, an untracked one, a staged one
+    std::fs::write(work.join("README.md"), std::fs::read_to_string(work.join("README.md")).unwrap() + "\nwip\n")
+        .unwrap();
+    std::fs::write(work.join("notes.txt"), "mine\n").unwrap();
+    std::fs::write(work.join("staged.txt"), "staged\n").unwrap();
+    let mut idx = repo.index().unwrap();
+    idx.add_path(Path::new("staged.txt")).unwrap();
+    idx.write().unwrap();
+
+    // the new release: 2.15.0's files with one more operator
+    let corpus = root.join("../shared/corpus/pytorch/v2.15.0");
+    let up = dir.join("upstream");
+    let rel = up.join("v2.16.0");
+    std::fs::create_dir_all(&rel).unwrap();
+    for f in ["tags.yaml", "derivatives.yaml"] {
+        std::fs::copy(corpus.join(f), rel.join(f)).unwrap();
+    }
+    let nf = std::fs::read_to_string(corpus.join("native_functions.yaml")).unwrap();
+    std::fs::write(
+        rel.join("native_functions.yaml"),
+        nf + "\n- func: xirang_probe(Tensor self) -> Tensor\n  variants: function\n",
+    )
+    .unwrap();
+
+    let before = repo_state(&work);
+    let dry = |up: &Path| {
+        run_to_end(
+            Command::new(env!("CARGO_BIN_EXE_xirang-scan"))
+                .args(["bot", "--dry-run", "--from-folder"])
+                .arg(up)
+                .arg("--repo")
+                .arg(&work)
+                .env_remove("XIRANG_BOT_TOKEN")
+                .env_remove("GITHUB_REPOSITORY")
+                .stdin(Stdio::null()),
+        )
+    };
+    let (code, out) = dry(&up);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("branch: xirang-bot/pytorch-v2.16.0"), "{out}");
+    assert!(out.contains("# Drift report: pytorch v2.15.0 -> v2.16.0"), "{out}");
+    assert!(out.contains("xirang_probe"), "{out}");
+    assert_eq!(repo_state(&work), before, "the dry run changed the repository");
+    assert_eq!(repo.worktrees().unwrap().len(), 0);
+
+    // a dry run that fails half-way (the second new release does not parse)
+    let bad = up.join("v2.16.1");
+    std::fs::create_dir_all(&bad).unwrap();
+    for f in ["tags.yaml", "derivatives.yaml"] {
+        std::fs::copy(corpus.join(f), bad.join(f)).unwrap();
+    }
+    std::fs::write(bad.join("native_functions.yaml"), "- func: broken(Tensor self -> Tensor\n").unwrap();
+    let (code, out) = dry(&up);
+    assert_eq!(code, Some(1), "{out}");
+    assert_eq!(repo_state(&work), before, "a failing dry run changed the repository");
+    assert_eq!(repo.worktrees().unwrap().len(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
