@@ -137,21 +137,27 @@ fn gitee_pull_requests_end_to_end() {
 }
 
 #[test]
+fn gitea_pull_requests_end_to_end() {
+    flow(Dialect::Gitea);
+}
+
+#[test]
 fn github_pull_requests_end_to_end() {
     flow(Dialect::Github);
 }
 
-/// The dialects' error bodies reach the user: GitLab's 401 and a Gitee 401 that echoes the token
-/// (redacted), each naming the request.
+/// The dialects' error bodies reach the user: GitLab's 401, a Gitee 401 that echoes the token from
+/// its url parameter and a Gitea 401 that echoes the header (both redacted), each naming the request.
 #[test]
 fn a_rejected_token_is_a_clear_error_without_the_token() {
-    for dialect in [Dialect::Gitlab, Dialect::Gitee] {
+    for dialect in [Dialect::Gitlab, Dialect::Gitee, Dialect::Gitea] {
         let tag = format!("dialect-badtoken-{}", dialect.forge());
         let forge = FakeForge::start_as(dialect);
         let fx = fixture_for(dialect, &tag, &forge.api_url(), DEFAULT_STEPS);
         let (res, log) = fx.run_with(&fx.options(Some("expired-token-1234"), false));
         let err = res.expect_err(&log).to_string();
-        assert!(err.contains("401") && err.contains("Unauthorized"), "{err}");
+        assert!(err.contains("401") && (err.contains("Unauthorized") || err.contains("Bad credentials")), "{err}");
+        assert!(err.contains("GET /") && (err.contains("/pulls") || err.contains("/merge_requests")), "{err}");
         assert!(!err.contains("expired-token-1234") && !log.contains("expired-token-1234"), "{err}\n{log}");
         fx.assert_user_tree_intact();
         fx.cleanup();

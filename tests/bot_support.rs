@@ -79,6 +79,9 @@ pub enum Dialect {
     Gitlab,
     /// Gitee API v5 under `/api/v5`: `access_token` parameter, `total_page` paging.
     Gitee,
+    /// Gitea API v1 under `/api/v1`: GitHub's paths, `Authorization: token`, `limit` paging (no `head`
+    /// filter), `merged` flags, labels added and removed by id.
+    Gitea,
 }
 
 impl Dialect {
@@ -88,6 +91,7 @@ impl Dialect {
             Dialect::Github => "github",
             Dialect::Gitlab => "gitlab",
             Dialect::Gitee => "gitee",
+            Dialect::Gitea => "gitea",
         }
     }
     /// The api base under the server's url.
@@ -96,6 +100,7 @@ impl Dialect {
             Dialect::Github => "",
             Dialect::Gitlab => "/api/v4",
             Dialect::Gitee => "/api/v5",
+            Dialect::Gitea => "/api/v1",
         }
     }
     /// The path prefix of the fixture's repository, as requests spell it.
@@ -104,6 +109,7 @@ impl Dialect {
             Dialect::Github => format!("/repos/{OWNER}/{REPO}"),
             Dialect::Gitlab => format!("/api/v4/projects/{OWNER}%2F{REPO}"),
             Dialect::Gitee => format!("/api/v5/repos/{OWNER}/{REPO}"),
+            Dialect::Gitea => format!("/api/v1/repos/{OWNER}/{REPO}"),
         }
     }
 }
@@ -351,7 +357,7 @@ fn handle(stream: TcpStream, st: &Arc<Mutex<State>>) {
     }
     let dialect = st.lock().unwrap().dialect;
     let (status, out, ctype, extra) = match dialect {
-        Dialect::Github => {
+        Dialect::Github | Dialect::Gitea => {
             let (status, out, ctype) = route(st, &method, &path, &auth, &body);
             (status, out, ctype, Vec::new())
         }
@@ -568,11 +574,13 @@ fn route(st: &Arc<Mutex<State>>, method: &str, full: &str, auth: &str, body: &st
     if let Some((_, bytes)) = s.files.iter().find(|(p, _)| *p == path) {
         return (200, bytes.clone(), "application/octet-stream");
     }
-    if auth != format!("Bearer {TOKEN}") {
+    let gitea = s.dialect == Dialect::Gitea;
+    let expected = if gitea { format!("token {TOKEN}") } else { format!("Bearer {TOKEN}") };
+    if auth != expected {
         // echo what was sent: the bot must redact it
         return j(401, json!({"message": format!("Bad credentials: {auth}")}));
     }
-    let prefix = format!("/repos/{OWNER}/{REPO}");
+    let prefix = if gitea { format!("/api/v1/repos/{OWNER}/{REPO}") } else { format!("/repos/{OWNER}/{REPO}") };
     let Some(rest) = path.strip_prefix(&prefix) else {
         return j(404, json!({"message": "Not Found"}));
     };
@@ -580,15 +588,28 @@ fn route(st: &Arc<Mutex<State>>, method: &str, full: &str, auth: &str, body: &st
     let segs: Vec<&str> = rest.trim_start_matches('/').split('/').collect();
     match (method, segs.as_slice()) {
         ("GET", ["pulls"]) => {
-            let head = query(full, "head");
+            // Gitea has no `head` filter, and pages by `limit` (default 30, at most 50)
+            let head = if gitea { None } else { query(full, "head") };
             let state = query(full, "state").unwrap_or_else(|| "open".into());
             let list: Vec<Value> = s
                 .pulls
                 .iter()
                 .filter(|p| state == "all" || p.state == state)
                 .filter(|p| head.as_ref().is_none_or(|h| *h == format!("{OWNER}:{}", p.head)))
-                .map(pr_json)
+                .map(|p| {
+                    let mut v = pr_json(p);
+                    if gitea {
+                        v["merged"] = json!(p.merged);
+                    }
+                    v
+                })
                 .collect();
+            if gitea {
+                let per = query(full, "limit").and_then(|v| v.parse().ok()).unwrap_or(30usize).clamp(1, 50);
+                let page = query(full, "page").and_then(|v| v.parse().ok()).unwrap_or(1usize).max(1);
+                let got: Vec<Value> = list.into_iter().skip((page - 1) * per).take(per).collect();
+                return j(200, Value::Array(got));
+            }
             j(200, Value::Array(list))
         }
         ("POST", ["pulls"]) => {
@@ -656,6 +677,9 @@ fn route(st: &Arc<Mutex<State>>, method: &str, full: &str, auth: &str, body: &st
         ("POST", ["labels"]) => {
             let name = input["name"].as_str().unwrap_or("").to_string();
             let color = input["color"].as_str().unwrap_or("").to_string();
+            if gitea && !color.starts_with('#') {
+                return j(422, json!({"message": "Color: invalid color"}));
+            }
             if name.is_empty() || s.labels.iter().any(|(_, n, _)| *n == name) {
                 return j(422, json!({"message": "Validation Failed", "errors": [{"code": "already_exists"}]}));
             }
@@ -665,8 +689,24 @@ fn route(st: &Arc<Mutex<State>>, method: &str, full: &str, auth: &str, body: &st
         }
         ("POST", ["issues", n, "labels"]) => {
             let n: u64 = n.parse().unwrap_or(0);
-            let names: Vec<String> =
-                input["labels"].as_array().into_iter().flatten().filter_map(|l| l.as_str().map(String::from)).collect();
+            let names: Vec<String> = if gitea {
+                // Gitea: label ids
+                let ids: Vec<u64> =
+                    input["labels"].as_array().into_iter().flatten().filter_map(Value::as_u64).collect();
+                if ids.len() != input["labels"].as_array().map_or(0, Vec::len) {
+                    return j(422, json!({"message": "labels: ids expected"}));
+                }
+                let mut names = Vec::new();
+                for id in ids {
+                    match s.labels.iter().find(|(i, _, _)| *i == id) {
+                        Some((_, name, _)) => names.push(name.clone()),
+                        None => return j(404, json!({"message": format!("label {id} does not exist")})),
+                    }
+                }
+                names
+            } else {
+                input["labels"].as_array().into_iter().flatten().filter_map(|l| l.as_str().map(String::from)).collect()
+            };
             let known: Vec<String> = s.labels.iter().map(|(_, n, _)| n.clone()).collect();
             let Some(p) = s.pulls.iter_mut().find(|p| p.number == n) else {
                 return j(404, json!({"message": "Not Found"}));
@@ -686,7 +726,16 @@ fn route(st: &Arc<Mutex<State>>, method: &str, full: &str, auth: &str, body: &st
         // 404 when the issue does not carry the label
         ("DELETE", ["issues", n, "labels", name]) => {
             let n: u64 = n.parse().unwrap_or(0);
-            let name = name.replace("%3A", ":").replace("%2F", "/").replace("%20", " ");
+            let name = if gitea {
+                // Gitea: by id
+                let id: u64 = name.parse().unwrap_or(u64::MAX);
+                match s.labels.iter().find(|(i, _, _)| *i == id) {
+                    Some((_, name, _)) => name.clone(),
+                    None => return j(404, json!({"message": "label does not exist"})),
+                }
+            } else {
+                name.replace("%3A", ":").replace("%2F", "/").replace("%20", " ")
+            };
             let Some(p) = s.pulls.iter_mut().find(|p| p.number == n) else {
                 return j(404, json!({"message": "Not Found"}));
             };
