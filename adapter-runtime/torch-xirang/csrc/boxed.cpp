@@ -479,14 +479,10 @@ void boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 }
 
-namespace {
-
 // Every operator the adapter does not register runs PyTorch's CPU kernel.
 void fallback_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   run_fallback(op, stack, qualified_name(op.schema().operator_name()));
 }
-
-}  // namespace
 
 }  // namespace xirang
 

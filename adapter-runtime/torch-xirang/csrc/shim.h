@@ -61,4 +61,9 @@ void boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // PyTorch's CPU kernel for `op`, after the runtime's fallback policy admitted and counted it.
 void run_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::string& name);
 
+// The boxed fallback of device xirang (every operator nobody registers), also registered by name for
+// the functional operators whose composite kernel would run their out= form on the host
+// (generated/bridge_registrations.cpp).
+void fallback_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
 }  // namespace xirang

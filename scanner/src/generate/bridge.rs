@@ -26,6 +26,9 @@ pub struct Registered {
     pub op: String,
     /// `native kernel` or `recipe`, and what PyTorch provides.
     pub why: String,
+    /// The shim's kernel: `boxed_kernel` (the Rust runtime) or `fallback_kernel` (PyTorch's CPU
+    /// kernel of this very operator, counted by the runtime's policy).
+    pub kernel: &'static str,
 }
 
 /// The registrations and what was left to PyTorch, by reason.
@@ -39,6 +42,9 @@ pub struct Plan {
     pub views: usize,
     pub shim: usize,
     pub custom: usize,
+    /// Functional operators with a `structured_delegate` that the adapter serves on the host: their
+    /// CPU kernel is registered as such (see [`plan`]).
+    pub host: usize,
 }
 
 #[derive(Template)]
@@ -53,6 +59,7 @@ struct BridgeTemplate<'a> {
     views: usize,
     shim: usize,
     custom: usize,
+    host: usize,
 }
 
 /// Decides the registrations from the adapter's coverage. `custom_file`: the custom-operator file's
@@ -98,8 +105,38 @@ pub fn plan(inputs: &Inputs, shim: &[String], custom_file: Option<&crate::error:
             Upstream::Required => "PyTorch has only device kernels",
             _ => "overrides PyTorch's CompositeExplicitAutograd kernel",
         };
-        p.registered.push(Registered { op: o.op.clone(), why: format!("{tier}; {upstream}") });
+        p.registered.push(Registered { op: o.op.clone(), why: format!("{tier}; {upstream}"), kernel: "boxed_kernel" });
     }
+    // A functional operator with a structured delegate whose out= form runs on the host (the adapter
+    // registers neither): without a kernel of its own on the device, PyTorch's
+    // CompositeExplicitAutogradNonFunctional kernel would allocate the result on the device, shape it
+    // as the structured meta function says, and run the out= form on the host over a copy of it; the
+    // CPU kernel then resizes that output where the meta function's final shape differs from its
+    // first (losses with a reduction: PyTorch's "An output with one or more elements was resized"
+    // warning), and the uninitialised output is copied to the host for nothing. Its own CPU kernel
+    // through the shim's counted fallback does neither.
+    let served: std::collections::HashSet<String> = p.registered.iter().map(|r| r.op.clone()).collect();
+    let mut host = Vec::new();
+    for f in functions {
+        let name = f.func.name.to_string();
+        let Some(delegate) = &f.structured_delegate else { continue };
+        if f.func.kind() != crate::schema::SchemaKind::Functional
+            || Upstream::of(f) != Upstream::Required
+            || f.is_view_op()
+            || served.contains(&name)
+            || served.contains(&delegate.to_string())
+            || shim.iter().any(|s| *s == name || s == name.split('.').next().unwrap_or(&name))
+        {
+            continue;
+        }
+        host.push(Registered {
+            op: name,
+            why: "host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output".into(),
+            kernel: "fallback_kernel",
+        });
+    }
+    p.host = host.len();
+    p.registered.extend(host);
     p.registered.sort_by(|a, b| a.op.cmp(&b.op));
     Ok(p)
 }
@@ -117,6 +154,7 @@ pub fn render(inputs: &Inputs, shim: &[String], custom_file: Option<&crate::erro
         views: p.views,
         shim: p.shim,
         custom: p.custom,
+        host: p.host,
     }
     .render()
     .map(|mut s| {
@@ -149,7 +187,7 @@ mod tests {
         let (p, inputs) = repo_plan(&["copy_", "empty"]);
         let names: Vec<&str> = p.registered.iter().map(|r| r.op.as_str()).collect();
         assert!(names.windows(2).all(|w| w[0] < w[1]), "sorted and unique");
-        assert_eq!(p.registered.len(), p.native + p.recipe);
+        assert_eq!(p.registered.len(), p.native + p.recipe + p.host);
         // a native kernel of an operator PyTorch has only device kernels for
         assert!(names.contains(&"add.Tensor") && names.contains(&"mm"));
         let by_name = |n: &str| inputs.snapshot.registry.get(n).unwrap_or_else(|| panic!("{n}"));
@@ -162,7 +200,18 @@ mod tests {
             if r.why.starts_with("recipe") {
                 assert_eq!(Upstream::of(f), Upstream::Required, "{}", r.op);
             }
+            // PyTorch's CPU kernel by name: only functional operators with a structured delegate
+            // that the adapter serves neither directly nor through the delegate
+            if r.kernel == "fallback_kernel" {
+                let d = f.structured_delegate.as_ref().unwrap_or_else(|| panic!("{} has no delegate", r.op));
+                assert_eq!(f.func.kind(), crate::schema::SchemaKind::Functional, "{}", r.op);
+                assert!(!names.contains(&d.to_string().as_str()), "{}: its delegate {d} is served", r.op);
+            } else {
+                assert_eq!(r.kernel, "boxed_kernel");
+            }
         }
+        assert!(names.contains(&"smooth_l1_loss") && !names.contains(&"smooth_l1_loss.out"));
+        assert!(p.host > 0);
         // the shim's list wins, by qualified or base name
         assert!(!names.iter().any(|n| *n == "copy_" || n.starts_with("empty.")));
         let (without, _) = repo_plan(&[]);
