@@ -563,17 +563,11 @@ fn pr_json(p: &Pr) -> Value {
 
 fn route(st: &Arc<Mutex<State>>, method: &str, full: &str, auth: &str, body: &str) -> (u16, Vec<u8>, &'static str) {
     let mut s = st.lock().unwrap();
-    s.requests.push(Req { method: method.into(), path: full.into(), body: body.into() });
+    if let Some((status, bytes, ctype, _)) = pre(&mut s, method, full, body) {
+        return (status, bytes, ctype);
+    }
     let j = |status: u16, v: Value| (status, v.to_string().into_bytes(), "application/json");
     let path = full.split('?').next().unwrap_or(full).to_string();
-    if let Some(f) = s.fails.iter_mut().find(|f| f.times > 0 && f.method == method && path.starts_with(&f.path)) {
-        f.times -= 1;
-        let st = f.status;
-        return j(st, json!({"message": format!("injected {st}")}));
-    }
-    if let Some((_, bytes)) = s.files.iter().find(|(p, _)| *p == path) {
-        return (200, bytes.clone(), "application/octet-stream");
-    }
     let gitea = s.dialect == Dialect::Gitea;
     let expected = if gitea { format!("token {TOKEN}") } else { format!("Bearer {TOKEN}") };
     if auth != expected {

@@ -834,9 +834,7 @@ fn backend_yamls(
     for p in paths {
         let text = xirang_scan::fsio::read_text(p, xirang_scan::fsio::MAX_INPUT_BYTES)?;
         let src = xirang_scan::SourceFile::new(p.display().to_string(), text);
-        let yaml = xirang_scan::backend::load_backend_yaml(&src)?;
-        let known = |n: &str| names.binary_search(&n).is_ok();
-        xirang_scan::backend::check_operator_names(&src, &yaml, &known, names.iter().copied(), versions)?;
+        let yaml = xirang_scan::backend::load_checked(&src, names, versions)?;
         yamls.push((p.display().to_string(), yaml));
     }
     Ok(yamls)

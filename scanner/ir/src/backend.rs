@@ -77,6 +77,16 @@ impl BackendYaml {
 /// Lists whose entries name operators of PyTorch (not the vendor's own, as `custom` does).
 const UPSTREAM_LISTS: &[&str] = &["supported", "autograd", "full_codegen", "ir_gen", "symint", "tocpu", "unsupported"];
 
+/// Loads a backend yaml and checks its operator names against `names` (sorted: every operator of
+/// the versions compared, said as `versions` in the message): what `diff --backend` and the bot's
+/// `[bot] backend_yaml` both do.
+pub fn load_checked(src: &SourceFile, names: &[&str], versions: &str) -> Res<BackendYaml> {
+    let yaml = load_backend_yaml(src)?;
+    let known = |n: &str| names.binary_search(&n).is_ok();
+    check_operator_names(src, &yaml, &known, names.iter().copied(), versions)?;
+    Ok(yaml)
+}
+
 /// Checks that every entry of the lists naming PyTorch operators names one that `known` accepts
 /// (entries that give a full schema are the vendor's own and are not checked). `src` is the
 /// file the yaml was loaded from (for the position); `candidates` feed the suggestion.

@@ -177,6 +177,41 @@ fn header_release_version(s: &str) -> Option<Version> {
     (release && v.parts.len() >= 2).then_some(v)
 }
 
+/// The most files a header release folder may hold (hashed for the idempotency key).
+const MAX_TREE_FILES: usize = 100_000;
+
+/// sha256 over every regular file under `dir` (relative path, length, bytes), in path order; folders
+/// nested at most 32 deep.
+fn hash_tree(dir: &Path) -> Result<String, BotError> {
+    use sha2::Digest;
+    let mut files = Vec::new();
+    let mut stack = vec![(dir.to_path_buf(), 0usize)];
+    while let Some((d, depth)) = stack.pop() {
+        for e in std::fs::read_dir(&d).map_err(|e| BotError::io(&d, e))?.flatten() {
+            let p = e.path();
+            let Ok(meta) = std::fs::metadata(&p) else { continue };
+            if meta.is_dir() && depth < 32 {
+                stack.push((p, depth + 1));
+            } else if meta.is_file() {
+                files.push(p);
+                if files.len() > MAX_TREE_FILES {
+                    return Err(BotError::Upstream(format!("{}: more than {MAX_TREE_FILES} files", dir.display())));
+                }
+            }
+        }
+    }
+    files.sort();
+    let mut h = sha2::Sha256::new();
+    for p in files {
+        let bytes = crate::fsio::read_bytes(&p, crate::fsio::MAX_INPUT_BYTES)?;
+        let rel = p.strip_prefix(dir).unwrap_or(&p).to_string_lossy().replace('\\', "/");
+        h.update(rel.as_bytes());
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(&bytes);
+    }
+    Ok(format!("tree-sha256:{}", crate::source::hex(&h.finalize())))
+}
+
 /// Releases of a PyPI JSON API document (`{"info": {...}, "releases": {"2.4.0": [files], ...}}`): for
 /// each non-yanked release, its smallest wheel. Anything else (an error message served with status 200,
 /// a rate-limit notice, an HTML page turned JSON) is an error, not an empty list.
@@ -235,9 +270,8 @@ impl Release {
         match &self.fetch {
             Fetch::Source(spec) => Ok(source::read(spec)?.content_hash()),
             Fetch::Wheel { sha256, .. } => Ok(format!("wheel-sha256:{sha256}")),
-            Fetch::Headers { vendor, dir } => {
-                Ok(crate::snapshot::HeaderSnapshot::scan(vendor, dir, &self.version)?.meta.content_sha256)
-            }
+            // the files as they are, not parsed: the import parses them once, when there is work
+            Fetch::Headers { dir, .. } => hash_tree(dir),
         }
     }
 

@@ -307,10 +307,7 @@ fn backend_yamls(
         let text = crate::fsio::read_text(&p, crate::fsio::MAX_INPUT_BYTES)
             .map_err(|e| cfg.error_at("backend_yaml", format!("`{rel}`: {e}")))?;
         let src = crate::SourceFile::new(rel.clone(), text);
-        let yaml = crate::backend::load_backend_yaml(&src).map_err(crate::error::Error::from)?;
-        let known = |n: &str| names.binary_search(&n).is_ok();
-        crate::backend::check_operator_names(&src, &yaml, &known, names.iter().copied(), &versions)
-            .map_err(crate::error::Error::from)?;
+        let yaml = crate::backend::load_checked(&src, &names, &versions).map_err(crate::error::Error::from)?;
         out.push((rel.clone(), yaml));
     }
     Ok(out)
