@@ -121,6 +121,9 @@ void xirang_storage_release(void* handle);
 
 /* operators: op is the qualified name (add.Tensor), args in schema order */
 int32_t xirang_call(const uint8_t* op, size_t op_len, const XrValue* args, size_t nargs, XrResult* out);
+/* the operator's index for xirang_call_at (look it up once, call it many times); -1: unknown */
+int64_t xirang_op_index(const uint8_t* op, size_t op_len);
+int32_t xirang_call_at(int64_t index, const XrValue* args, size_t nargs, XrResult* out);
 void xirang_result_free(XrResult* out);
 
 /* copies (raw elements of the tensor's dtype, row-major) */

@@ -29,6 +29,7 @@ impl Bridge {
     pub fn get() -> Result<&'static Bridge> {
         BRIDGE
             .get_or_init(|| {
+                device_threads();
                 let rt = Runtime::simulator()?;
                 dispatch::set_host_fallback(HostFallback::Decline);
                 let visible = Visible::from_env(rt.device_count());
@@ -90,6 +91,18 @@ impl Bridge {
         Ok(xirang_runtime::generated::ops::call_boxed(&NpuOps, op, args)?)
     }
 
+    /// [`Bridge::call`] for the operator `OPERATORS[index]` of the generated table (the shim
+    /// looks each operator up once).
+    pub fn call_at(&self, index: usize, args: &[IValue]) -> Result<Vec<IValue>> {
+        let Some(op) = xirang_runtime::generated::ops::OPERATORS.get(index) else {
+            return Err(BridgeError::Abi(format!("operator index {index} is out of range")));
+        };
+        if dispatch::forced_fallback(op) {
+            return Err(BridgeError::Declined(format!("{op} is on the force-fallback list")));
+        }
+        Ok(xirang_runtime::generated::ops::call_boxed_at(&NpuOps, index, args)?)
+    }
+
     /// `dst.copy_(src)` between two runtime tensors (broadcast, dtype cast, any devices): the
     /// device's copy kernel when it takes them, else through the host.
     pub fn copy(&self, dst: &Tensor, src: &Tensor) -> Result<()> {
@@ -149,6 +162,17 @@ impl Bridge {
     pub fn destroy_event(&self, index: i64, e: EventId) -> Result<()> {
         let ctx = self.context(index)?;
         Ok(ctx.driver().destroy_event(ctx.physical_id(), e)?)
+    }
+}
+
+/// The simulated device computes on rayon's global pool, on the host's cores, beside PyTorch's
+/// own thread. `XIRANG_SIM_THREADS` sizes the pool (rayon's `RAYON_NUM_THREADS` works too; by
+/// default one thread per core). Set once, before the first kernel.
+fn device_threads() {
+    let n = std::env::var("XIRANG_SIM_THREADS").ok().and_then(|v| v.trim().parse::<usize>().ok()).filter(|&n| n > 0);
+    if let Some(n) = n {
+        // an error means the pool already exists (an embedding program built it): it stays
+        let _ = rayon::ThreadPoolBuilder::new().num_threads(n).build_global();
     }
 }
 

@@ -241,6 +241,16 @@ fn op_name<'a>(op: *const u8, len: usize) -> Result<&'a str> {
     std::str::from_utf8(unsafe { slice(op, len) }).map_err(|e| BridgeError::Abi(format!("operator name: {e}")))
 }
 
+/// The position of operator `op` (`add.Tensor`) in the runtime's operator table, for
+/// `xirang_call_at`; -1 when the runtime does not know it (never fails).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_op_index(op: *const u8, op_len: usize) -> i64 {
+    catch_unwind(|| {
+        op_name(op, op_len).ok().and_then(xirang_runtime::generated::ops::operator_index).map_or(-1, |i| i as i64)
+    })
+    .unwrap_or(-1)
+}
+
 /// Runs operator `op` (`add.Tensor`) on `nargs` arguments in schema order. On success `out` holds
 /// the results until `xirang_result_free(out)`.
 #[unsafe(no_mangle)]
@@ -252,25 +262,54 @@ pub unsafe extern "C" fn xirang_call(
     out: *mut XrResult,
 ) -> i32 {
     guard(|| {
-        let b = get()?;
         let op = op_name(op, op_len)?;
-        // SAFETY: header contract: `args` points at `nargs` values.
-        let raw = unsafe { slice(args, nargs) };
-        // SAFETY: header contract for each value.
-        let decoded = raw.iter().map(|v| unsafe { arg(v) }).collect::<Result<Vec<_>>>()?;
-        let mutable: Vec<bool> = raw.iter().map(|v| v.flags & FLAG_MUTABLE != 0).collect();
-        let wrapped: Vec<bool> = raw.iter().map(|v| v.flags & FLAG_WRAPPED_NUMBER != 0).collect();
-        let mut ivalues = values::ivalues(b, &decoded)?;
-        values::prepare(b, &mut ivalues, &wrapped)?;
-        let results = b.call(op, &ivalues)?;
-        let inputs = values::input_storages(&decoded, &mutable);
-        let mut r = Box::new(Results::new(b, results, &inputs)?);
-        let values = r.values.as_mut_ptr();
-        let len = r.values.len() as u64;
-        // SAFETY: header contract: `out` is a valid, writable `XrResult*`.
-        unsafe { out.write(XrResult { values, len, owner: Box::into_raw(r) as *mut c_void }) };
-        Ok(())
+        let index = xirang_runtime::generated::ops::operator_index(op)
+            .ok_or_else(|| BridgeError::Abi(format!("unknown operator `{op}` (not selected in xirang.toml)")))?;
+        // SAFETY: the caller's contract is `xirang_call_at`'s (header).
+        unsafe { call_at(index, args, nargs, out) }
     })
+}
+
+/// `xirang_call` for the operator at `index` (from `xirang_op_index`): no lookup by name.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_call_at(index: i64, args: *const XrValue, nargs: usize, out: *mut XrResult) -> i32 {
+    guard(|| {
+        let index = usize::try_from(index)
+            .ok()
+            .filter(|&i| i < xirang_runtime::generated::ops::OPERATORS.len())
+            .ok_or_else(|| BridgeError::Abi(format!("operator index {index} is out of range")))?;
+        // SAFETY: header contract, passed on.
+        unsafe { call_at(index, args, nargs, out) }
+    })
+}
+
+/// The body of the calls: decode, run, lay the results out for the shim.
+///
+/// # Safety
+/// `args` points at `nargs` valid values (header contract for each); `out` is a valid, writable
+/// `XrResult*`.
+unsafe fn call_at(index: usize, args: *const XrValue, nargs: usize, out: *mut XrResult) -> Result<()> {
+    let b = get()?;
+    // SAFETY: header contract: `args` points at `nargs` values.
+    let raw = unsafe { slice(args, nargs) };
+    let mut decoded = Vec::with_capacity(nargs);
+    for v in raw {
+        // SAFETY: header contract for each value.
+        decoded.push(unsafe { arg(v) }?);
+    }
+    let wrapped: values::Flags = raw.iter().map(|v| v.flags & FLAG_WRAPPED_NUMBER != 0).collect();
+    let mut ivalues = values::ivalues(b, &decoded)?;
+    values::prepare(b, &mut ivalues, &wrapped)?;
+    let results = b.call_at(index, &ivalues)?;
+    drop(ivalues);
+    let mutable: values::Flags = raw.iter().map(|v| v.flags & FLAG_MUTABLE != 0).collect();
+    let inputs = values::input_storages(&decoded, &mutable);
+    let mut r = Box::new(Results::new(b, results, &inputs)?);
+    let values = r.values.as_mut_ptr();
+    let len = r.values.len() as u64;
+    // SAFETY: header contract: `out` is a valid, writable `XrResult*`.
+    unsafe { out.write(XrResult { values, len, owner: Box::into_raw(r) as *mut c_void }) };
+    Ok(())
 }
 
 /// Frees the results of a call (handles the shim retained stay valid).

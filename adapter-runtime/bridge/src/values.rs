@@ -13,6 +13,9 @@ use crate::abi::*;
 use crate::bridge::Bridge;
 use crate::error::{BridgeError, Result};
 
+/// A flag per argument (mutable, wrapped number), inline up to 16.
+pub type Flags = smallvec::SmallVec<[bool; 16]>;
+
 /// A tensor argument, borrowed from the shim's [`XrTensor`].
 #[derive(Debug, Clone, Copy)]
 pub struct TensorRef<'a> {
@@ -84,8 +87,12 @@ pub fn dtype_code(d: DType) -> i32 {
     }
 }
 
-fn dims(what: &str, v: &[i64]) -> Result<Vec<usize>> {
-    v.iter().map(|&x| usize::try_from(x).map_err(|_| BridgeError::Abi(format!("negative {what} {x}")))).collect()
+fn dims(what: &str, v: &[i64]) -> Result<shape::Dims> {
+    let mut d = shape::Dims::with_capacity(v.len());
+    for &x in v {
+        d.push(usize::try_from(x).map_err(|_| BridgeError::Abi(format!("negative {what} {x}")))?);
+    }
+    Ok(d)
 }
 
 /// How a tensor's elements are read: as a dtype the runtime computes with, or, for data movement
@@ -150,7 +157,11 @@ pub fn tensor(t: &TensorRef<'_>, elements: Elements) -> Result<Tensor> {
 
 /// The runtime's boxed form of the arguments.
 pub fn ivalues(bridge: &Bridge, args: &[Arg<'_>]) -> Result<Vec<IValue>> {
-    args.iter().map(|a| ivalue(bridge, a)).collect()
+    let mut v = Vec::with_capacity(args.len());
+    for a in args {
+        v.push(ivalue(bridge, a)?);
+    }
+    Ok(v)
 }
 
 fn ivalue(bridge: &Bridge, a: &Arg<'_>) -> Result<IValue> {
@@ -335,7 +346,7 @@ impl Results {
     /// `alias`; one sharing the storage of any other argument is copied first, because PyTorch's
     /// schema promises fresh memory there (views are never registered with the runtime).
     pub fn new(bridge: &Bridge, out: Vec<IValue>, inputs: &[(usize, Storage, bool)]) -> Result<Results> {
-        let mut r = Results::default();
+        let mut r = Results { values: Vec::with_capacity(out.len()), ..Results::default() };
         for v in out {
             let x = r.value(bridge, v, inputs)?;
             r.values.push(x);

@@ -167,6 +167,36 @@ fn add_runs_on_the_device_and_returns_a_fresh_storage() {
     unsafe { xirang_storage_release(kept) };
 }
 
+/// The shim looks an operator up once (`xirang_op_index`) and calls it by index: same results
+/// as by name; an unknown name is -1, an index out of the table an error, never a crash.
+#[test]
+fn operators_are_called_by_their_index() {
+    setup();
+    let name = "add.Tensor";
+    // SAFETY: `name` is `len` bytes.
+    let index = unsafe { xirang_op_index(name.as_ptr(), name.len()) };
+    assert!(index >= 0);
+    let unknown = "add.Tensr";
+    // SAFETY: as above.
+    assert_eq!(unsafe { xirang_op_index(unknown.as_ptr(), unknown.len()) }, -1);
+    let a = Dev::new_f32(0, &[1.0, 2.0, 3.0], &[3]);
+    let ta = a.xr();
+    let args = [tensor_arg(&ta), tensor_arg(&ta), scalar_int(1)];
+    let mut out = XrResult { values: std::ptr::null_mut(), len: 0, owner: std::ptr::null_mut() };
+    // SAFETY: `args` are valid values whose pointers outlive the call.
+    let rc = unsafe { xirang_call_at(index, args.as_ptr(), args.len(), &mut out) };
+    assert_eq!(rc, 0, "{}", last_error());
+    assert_eq!(read_f32(&result_tensor(&out, 0)), vec![2.0, 4.0, 6.0]);
+    // SAFETY: `out` came from a successful call.
+    unsafe { xirang_result_free(&mut out) };
+    for bad in [-1i64, 1 << 40] {
+        // SAFETY: as above; the index is checked before anything is read.
+        let rc = unsafe { xirang_call_at(bad, args.as_ptr(), args.len(), &mut out) };
+        assert_eq!(rc, XR_STATUS_ERROR);
+        assert!(last_error().contains("out of range"), "{}", last_error());
+    }
+}
+
 #[test]
 fn an_inplace_result_names_the_written_argument() {
     setup();

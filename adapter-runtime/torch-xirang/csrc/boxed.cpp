@@ -11,26 +11,58 @@
 #include <ATen/native/Resize.h>
 #include <c10/util/Exception.h>
 
+#include <c10/util/SmallVector.h>
+
 #include <cstring>
-#include <deque>
+#include <list>
+#include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 namespace xirang {
 
 namespace {
 
-// Everything the XrValues of one call point at; deques keep addresses stable as they grow.
+// Everything the XrValues of one call point at. Nothing is allocated for the common call (tensors
+// and scalars only): `tensors` is reserved for one per argument, so its addresses never move, and
+// lists, rarer, sit in std::list nodes (stable addresses, no allocation while empty).
 struct Frame {
-  std::deque<XrTensor> tensors;
-  std::deque<std::vector<XrTensor>> tensor_lists;
-  std::deque<std::vector<int64_t>> int_lists;
-  std::deque<std::vector<double>> float_lists;
-  std::deque<std::vector<uint8_t>> bool_lists;
-  std::deque<std::vector<XrValue>> value_lists;
-  std::deque<std::string> strings;
-  std::deque<at::Tensor> keep;  // list elements, kept alive while their sizes are borrowed
+  explicit Frame(size_t nargs) { tensors.reserve(nargs); }
+  c10::SmallVector<XrTensor, 8> tensors;
+  std::list<std::vector<XrTensor>> tensor_lists;
+  std::list<std::vector<int64_t>> int_lists;
+  std::list<std::vector<double>> float_lists;
+  std::list<std::vector<uint8_t>> bool_lists;
+  std::list<std::vector<XrValue>> value_lists;
+  std::list<std::string> strings;
+  std::list<at::Tensor> keep;  // list elements, kept alive while their sizes are borrowed
 };
+
+// What the kernel needs of an operator, looked up once per operator and thread: its qualified
+// name and its index in the runtime's operator table.
+struct OpInfo {
+  c10::OperatorName name;
+  std::string qualified;
+  int64_t index;
+};
+
+const OpInfo& op_info(const c10::OperatorHandle& op) {
+  thread_local std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<OpInfo>> cache;
+  const auto& schema = op.schema();
+  auto it = cache.find(&schema);
+  // keyed by the schema's address; the name is compared too, in case an operator was
+  // deregistered and another registered at the same address
+  if (it != cache.end() && it->second->name == schema.operator_name()) {
+    return *it->second;
+  }
+  auto q = qualified_name(schema.operator_name());
+  auto index = xirang_op_index(reinterpret_cast<const uint8_t*>(q.data()), q.size());
+  auto info = std::make_unique<OpInfo>(OpInfo{schema.operator_name(), std::move(q), index});
+  auto& slot = cache[&schema];
+  slot = std::move(info);
+  return *slot;
+}
 
 XrValue unsupported() {
   XrValue v{};
@@ -272,7 +304,7 @@ XrValue value(Frame& f, const c10::Argument& a, const c10::IValue& iv) {
 
 // A result tensor: an argument's storage (`alias`), a storage the runtime hands over, or bytes
 // of a CPU tensor.
-at::Tensor result_tensor(const XrTensor& r, const std::vector<c10::IValue>& args) {
+at::Tensor result_tensor(const XrTensor& r, c10::ArrayRef<c10::IValue> args) {
   c10::IntArrayRef sizes(r.sizes, static_cast<size_t>(r.ndim));
   c10::IntArrayRef strides(r.strides, static_cast<size_t>(r.ndim));
   if (r.alias >= 0) {
@@ -302,7 +334,7 @@ at::Tensor result_tensor(const XrTensor& r, const std::vector<c10::IValue>& args
   return t;
 }
 
-c10::IValue result_value(const XrValue& v, const std::vector<c10::IValue>& args) {
+c10::IValue result_value(const XrValue& v, c10::ArrayRef<c10::IValue> args) {
   switch (v.tag) {
     case XR_TAG_NONE:
       return c10::IValue();
@@ -409,15 +441,20 @@ void run_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const
 
 void boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
-  const auto name = qualified_name(schema.operator_name());
+  const auto& info = op_info(op);
+  const auto& name = info.qualified;
   const auto nargs = schema.arguments().size();
-  std::vector<c10::IValue> args(stack->end() - static_cast<std::ptrdiff_t>(nargs), stack->end());
+  // the arguments stay on the stack (nothing is copied) until the results replace them
+  c10::ArrayRef<c10::IValue> args(stack->data() + (stack->size() - nargs), nargs);
 
-  Frame frame;
-  std::vector<XrValue> values;
+  Frame frame(nargs);
+  c10::SmallVector<XrValue, 8> values;
   values.reserve(nargs);
+  TORCH_CHECK(info.index >= 0, "xirang: ", name,
+              " is registered for the device but the runtime does not know it: the shim and the runtime were "
+              "generated from different operator sets (rebuild the package after `xirang-scan generate`)");
   bool crosses = true;
-  for (size_t i = 0; i < nargs; ++i) {
+  for (size_t i = 0; i < nargs && crosses; ++i) {
     values.push_back(value(frame, schema.arguments()[i], args[i]));
     if (values.back().tag == XR_TAG_UNSUPPORTED) {
       crosses = false;
@@ -429,14 +466,13 @@ void boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   c10::DeviceGuard guard(c10::Device(kDevice, device_of(op, stack)));
   XrResult out{};
-  auto status = xirang_call(reinterpret_cast<const uint8_t*>(name.data()), name.size(), values.data(),
-                            values.size(), &out);
+  auto status = xirang_call_at(info.index, values.data(), values.size(), &out);
   if (status == XR_DECLINED) {
     run_fallback(op, stack, name);
     return;
   }
   check(status, name.c_str());
-  std::vector<c10::IValue> results;
+  c10::SmallVector<c10::IValue, 2> results;
   try {
     TORCH_CHECK(out.len == schema.returns().size(), "xirang: ", name, " returned ", out.len, " values, the schema ",
                 schema.returns().size());
@@ -481,7 +517,7 @@ void boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 // Every operator the adapter does not register runs PyTorch's CPU kernel.
 void fallback_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  run_fallback(op, stack, qualified_name(op.schema().operator_name()));
+  run_fallback(op, stack, op_info(op).qualified);
 }
 
 }  // namespace xirang
