@@ -434,7 +434,7 @@ impl Tensor {
                 self.storage.nbytes
             ));
         }
-        Ok(self.with_meta(sizes.to_vec(), strides.to_vec(), offset))
+        Ok(self.with_meta(shape::Dims::from_slice(sizes), shape::Dims::from_slice(strides), offset))
     }
 
     /// `Tensor.view`: never copies; fails when strides do not allow it.

@@ -35,12 +35,25 @@ pub(crate) struct Fail {
 
 pub(crate) type R<T> = Result<T, Fail>;
 
+/// Bumped by `aclInit` and `aclFinalize` (under the state lock): a thread's [`CURRENT_PHYS`]
+/// from an older epoch is stale.
+static EPOCH: AtomicU64 = AtomicU64::new(0);
+
+fn set_current(slot: Option<(usize, i32)>) {
+    CURRENT_DEVICE.with(|c| c.set(slot.map(|(s, _)| s)));
+    CURRENT_PHYS.with(|c| c.set(slot.map(|(_, p)| (EPOCH.load(Ordering::SeqCst), p))));
+}
+
 pub(crate) fn fail<T>(code: AclError, msg: impl Into<String>) -> R<T> {
     Err(Fail { code, msg: msg.into() })
 }
 
 thread_local! {
     static CURRENT_DEVICE: Cell<Option<usize>> = const { Cell::new(None) };
+    /// `aclrtGetDevice`'s answer without the state lock (it is called on every kernel launch):
+    /// (the [`EPOCH`] it was set in, the current device's physical id). The devices only change
+    /// at `aclInit` / `aclFinalize`, which start a new epoch.
+    static CURRENT_PHYS: Cell<Option<(u64, i32)>> = const { Cell::new(None) };
     static LAST_ERROR: RefCell<Option<CString>> = const { RefCell::new(None) };
 }
 
@@ -195,6 +208,7 @@ pub(crate) fn init() -> R<()> {
         })
         .collect();
     s.initialized = true;
+    EPOCH.fetch_add(1, Ordering::SeqCst);
     Ok(())
 }
 
@@ -208,6 +222,7 @@ pub(crate) fn finalize() -> R<()> {
         let streams: Vec<_> = std::mem::take(&mut s.streams).into_values().collect();
         let defaults: Vec<_> = s.devices.iter_mut().filter_map(|d| d.default_stream.take()).collect();
         s.devices.clear();
+        EPOCH.fetch_add(1, Ordering::SeqCst);
         bump_unmap_generation();
         s.events.clear();
         (streams, defaults)
@@ -215,7 +230,7 @@ pub(crate) fn finalize() -> R<()> {
     for st in streams.into_iter().chain(defaults) {
         st.shutdown();
     }
-    CURRENT_DEVICE.with(|c| c.set(None));
+    set_current(None);
     Ok(())
 }
 
@@ -241,7 +256,7 @@ pub(crate) fn set_device(phys_id: i32) -> R<()> {
     if s.devices[slot].default_stream.is_none() {
         s.devices[slot].default_stream = Some(Stream::spawn(0, slot)?);
     }
-    CURRENT_DEVICE.with(|c| c.set(Some(slot)));
+    set_current(Some((slot, phys_id)));
     Ok(())
 }
 
@@ -254,6 +269,11 @@ fn current_slot(s: &Inner) -> R<usize> {
 }
 
 pub(crate) fn get_device() -> R<i32> {
+    if let Some((epoch, phys)) = CURRENT_PHYS.with(|c| c.get())
+        && epoch == EPOCH.load(Ordering::SeqCst)
+    {
+        return Ok(phys);
+    }
     let s = state();
     let slot = current_slot(&s)?;
     Ok(s.devices[slot].phys_id)
@@ -272,7 +292,7 @@ pub(crate) fn reset_device(phys_id: i32) -> R<()> {
         bump_unmap_generation();
         d.used = 0;
         if CURRENT_DEVICE.with(|c| c.get()) == Some(slot) {
-            CURRENT_DEVICE.with(|c| c.set(None));
+            set_current(None);
         }
         v
     };

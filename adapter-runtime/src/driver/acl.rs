@@ -712,13 +712,21 @@ impl Driver for AclDriver {
         if self.finished.count.load(Ordering::Acquire) == 0 {
             return;
         }
-        // Moved out under the lock (the worker's list keeps its capacity), dropped after it.
-        let done: Vec<Box<KernelBox>> = {
+        // Swapped out under the lock for an empty list with capacity (this thread's spare), so
+        // neither side allocates in the steady state; the kernels are dropped after the lock.
+        thread_local! {
+            // the boxes are the allocations `launch_kernel` made (see `Finished`)
+            #[allow(clippy::vec_box)]
+            static SPARE: std::cell::Cell<Vec<Box<KernelBox>>> = const { std::cell::Cell::new(Vec::new()) };
+        }
+        let mut done = SPARE.take();
+        {
             let mut g = lock(&self.finished.boxes);
             self.finished.count.store(0, Ordering::Release);
-            g.drain(..).collect()
-        };
-        drop(done);
+            std::mem::swap(&mut *g, &mut done);
+        }
+        done.clear();
+        SPARE.set(done);
     }
 }
 
