@@ -66,8 +66,13 @@ use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
-/// Element count above which kernel loops split into rayon tasks.
-pub const PAR_MIN: usize = 1 << 15;
+/// Element count above which kernel loops split into rayon tasks. The simulated device computes
+/// on the host's cores, beside the program that drives it (PyTorch's Python thread, the stream
+/// worker): below a quarter of a million elements, waking pool threads costs more than it saves,
+/// and their spinning takes the core the host thread issues the next operator on (measured inside
+/// PyTorch on 2 cores: an MLP training step of 64x512 activations 1.3x slower at 32,768 elements
+/// than at this threshold, an add of 1M elements 1.3x faster in parallel than alone).
+pub const PAR_MIN: usize = 1 << 18;
 
 /// Runs `f` on every item, in parallel when there are several: the work-sharing loop of the
 /// in-place elementwise kernels.
@@ -104,7 +109,12 @@ pub(crate) fn par_items<I: Send>(items: Vec<I>, f: impl Fn(I) + Sync + Send) {
             }
         }
     };
-    let helpers = rayon::current_num_threads().saturating_sub(1).clamp(1, slots.len() - 1);
+    // the pool's threads less one: the calling thread works too (a pool of one: it works alone)
+    let helpers = rayon::current_num_threads().saturating_sub(1).min(slots.len() - 1);
+    if helpers == 0 {
+        slots.into_iter().filter_map(|s| s.into_inner().unwrap_or_else(|p| p.into_inner())).for_each(f);
+        return;
+    }
     rayon::in_place_scope(|s| {
         for _ in 0..helpers {
             s.spawn(|_| drain());
