@@ -1,6 +1,7 @@
 """Device `xirang` against PyTorch's CPU eager, side by side in one process (ratios: the machine is
 noisy). Targets (issue #21): a tiny native op within 2x of CPU eager, add on 1M float32 within 1.5x,
-one MLP training step within 1.5x. Prints a table and, with --json FILE, writes the numbers.
+one MLP training step within 1.5x. The two sides run in alternating rounds; the ratio is the median
+of the rounds' ratios. Prints a table and, with --json FILE, writes the numbers.
 
     python adapter-runtime/torch-xirang/bench/bench_bridge.py [--repeat 7] [--json out.json]
 """
@@ -15,17 +16,29 @@ import torch
 import xirang
 
 
-def timeit(fn, sync, repeat, inner):
-    fn()
+def once(fn, sync, inner):
+    t0 = time.perf_counter()
+    for _ in range(inner):
+        fn()
     sync()
-    times = []
+    return (time.perf_counter() - t0) / inner
+
+
+def measure(cpu, dev, repeat, inner):
+    """Rounds in alternation, cpu then xirang: a load that drifts over the run (a shared machine's
+    neighbours) hits both sides of a round alike. Returns the medians of each side's per-call time
+    and of the per-round ratios."""
+    cpu()
+    dev()
+    torch.xirang.synchronize()
+    cs, ds, rs = [], [], []
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        sync()
-        times.append((time.perf_counter() - t0) / inner)
-    return statistics.median(times)
+        c = once(cpu, lambda: None, inner)
+        d = once(dev, torch.xirang.synchronize, inner)
+        cs.append(c)
+        ds.append(d)
+        rs.append(d / c)
+    return statistics.median(cs), statistics.median(ds), statistics.median(rs)
 
 
 def mlp_step(device):
@@ -68,11 +81,10 @@ def main():
     rows = []
     print(f"{'case':40} {'cpu us':>10} {'xirang us':>10} {'ratio':>7} {'target':>7}")
     for name, cpu, dev, inner, target in cases():
-        c = timeit(cpu, lambda: None, a.repeat, inner)
-        d = timeit(dev, torch.xirang.synchronize, a.repeat, inner)
-        rows.append({"case": name, "cpu_s": c, "xirang_s": d, "ratio": d / c, "target": target})
+        c, d, r = measure(cpu, dev, a.repeat, inner)
+        rows.append({"case": name, "cpu_s": c, "xirang_s": d, "ratio": r, "target": target})
         goal = f"{target:7.1f}" if target else "      -"
-        print(f"{name:40} {c * 1e6:10.1f} {d * 1e6:10.1f} {d / c:7.2f} {goal}")
+        print(f"{name:40} {c * 1e6:10.1f} {d * 1e6:10.1f} {r:7.2f} {goal}")
     counts = xirang.fallback_counts()
     fb = {k: v["fallback"] for k, v in counts.items() if v["fallback"]}
     print("operators that ran PyTorch's CPU kernels (fallback):", fb or "none")
