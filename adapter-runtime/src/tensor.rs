@@ -200,6 +200,16 @@ fn write_lock(l: &RwLock<Vec<u8>>) -> RwLockWriteGuard<'_, Vec<u8>> {
 }
 
 impl Tensor {
+    /// Whether this tensor's memory is a block of `ctx`'s caching allocator allocated for
+    /// `stream`. Work queued on that stream runs before any later use of the block (a freed block
+    /// is handed only to allocations on its own stream, and the driver's free waits for the
+    /// device), so a kernel launched there need not keep the tensor alive.
+    pub(crate) fn is_stream_ordered_on(&self, ctx: &Arc<DeviceContext>, stream: crate::driver::StreamId) -> bool {
+        match &self.storage.data {
+            StorageData::Device(b) => b.size > 0 && b.stream == stream && Arc::ptr_eq(&b.ctx, ctx),
+            StorageData::Host(_) => false,
+        }
+    }
     // ------------------------------------------------------------ creation
 
     /// A contiguous host tensor from raw little-endian bytes.

@@ -166,7 +166,7 @@ pub fn train_mlp_autograd(
         losses.push(l);
         loss.backward(o)?;
         drop(loss);
-        // queued kernels hold their buffers until the stream has run them
+        // count after the queued work (a kernel holds buffers of other streams until it has run)
         ctx.synchronize()?;
         mem.after_backward_bytes = ctx.stats().allocated_bytes;
         // SGD: p += (-lr) * p.grad, in place, outside the graph

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use xirang_acl_sim::{self as sim, SimConfig};
 use xirang_runtime::device::BLOCK_ROUND;
-use xirang_runtime::driver::Driver;
 use xirang_runtime::driver::acl::AclDriver;
+use xirang_runtime::driver::{Driver, StreamId};
 use xirang_runtime::{DType, Device, Error, Runtime, Scalar, Tensor, kernels};
 
 const CAP: u64 = 64 * 1024;
@@ -113,9 +113,9 @@ fn injected_malloc_failure_is_retried() {
     assert_eq!(info.free as u64, CAP - s2.reserved_bytes as u64);
 }
 
-/// Results dropped on the host while queued kernels still hold them are garbage, not live memory:
-/// an allocation that finds the device full waits for the queued work, which gives them back,
-/// instead of failing.
+/// Operands dropped on the host while queued kernels of another stream still hold them are
+/// garbage, not live memory: an allocation that finds the device full waits for the queued work,
+/// which gives them back, instead of failing.
 #[test]
 fn oom_waits_for_queued_kernels_that_hold_garbage() {
     let (_g, _) = runtime();
@@ -124,16 +124,57 @@ fn oom_waits_for_queued_kernels_that_hold_garbage() {
     let ctx = rt.device(0).unwrap().clone();
     let x = Tensor::from_vec(vec![1f32; 1024], &[1024]).unwrap().to_device(&rt, Device::Npu(0)).unwrap();
     let s = rt.memory_stats(0).unwrap();
+    let side = driver.create_stream(ctx.physical_id()).unwrap();
+    ctx.set_current_stream(side);
     hold_stream(&driver, &ctx);
-    // 30 results of 4 KiB on a 64 KiB device, each dropped at once.
+    // 30 operands of 4 KiB made on the default stream, consumed on the held side stream and
+    // dropped at once: 120 KiB on a 64 KiB device.
     for _ in 0..30 {
-        drop(kernels::add_tensor(&x, &x, Scalar::Int(1)).unwrap());
+        ctx.set_current_stream(StreamId::DEFAULT);
+        let a = kernels::add_tensor(&x, &x, Scalar::Int(1)).unwrap();
+        ctx.set_current_stream(side);
+        drop(kernels::add_tensor(&a, &x, Scalar::Int(1)).unwrap());
     }
     let y = kernels::add_tensor(&x, &x, Scalar::Int(1)).unwrap();
     assert_eq!(y.to_vec::<f32>().unwrap(), vec![2f32; 1024]);
     let s2 = rt.memory_stats(0).unwrap();
     assert!(s2.oom_retries > s.oom_retries, "the device filled up");
     assert_eq!(s2.ooms, s.ooms, "no allocation failed");
+    ctx.set_current_stream(StreamId::DEFAULT);
+    drop(y);
+    rt.synchronize(0).unwrap();
+    driver.destroy_stream(ctx.physical_id(), side).unwrap();
+}
+
+/// Stream-ordered reuse, as PyTorch's CUDA caching allocator: a result of a stream freed on the
+/// host goes back to that stream's cache at once, although the kernel that writes it is still
+/// queued, because whatever is allocated from the block next is used by work queued after it.
+/// A loop of 200 results dropped at once behind a held stream uses one block, and every value is
+/// right.
+#[test]
+fn results_freed_on_their_stream_are_reused_at_once() {
+    let (_g, _) = runtime();
+    let driver = Arc::new(AclDriver::simulator());
+    let rt = Runtime::new(driver.clone()).unwrap();
+    let ctx = rt.device(0).unwrap().clone();
+    let x = Tensor::from_vec(vec![1f32; 1024], &[1024]).unwrap().to_device(&rt, Device::Npu(0)).unwrap();
+    rt.synchronize(0).unwrap();
+    let s = rt.memory_stats(0).unwrap();
+    hold_stream(&driver, &ctx);
+    for _ in 0..200 {
+        drop(kernels::add_tensor(&x, &x, Scalar::Int(1)).unwrap());
+    }
+    let s1 = rt.memory_stats(0).unwrap();
+    assert_eq!(s1.allocated_bytes, s.allocated_bytes, "nothing the host freed is held by the queue");
+    assert!(s1.device_mallocs - s.device_mallocs <= 1, "{} fresh blocks", s1.device_mallocs - s.device_mallocs);
+    assert_eq!(s1.oom_retries, s.oom_retries);
+    // the block's last user is the one that reads it
+    let y = kernels::add_tensor(&x, &x, Scalar::Int(2)).unwrap();
+    let z = kernels::add_tensor(&y, &x, Scalar::Int(1)).unwrap();
+    drop(y);
+    let w = kernels::add_tensor(&x, &x, Scalar::Int(5)).unwrap();
+    assert_eq!(z.to_vec::<f32>().unwrap(), vec![4f32; 1024]);
+    assert_eq!(w.to_vec::<f32>().unwrap(), vec![6f32; 1024]);
 }
 
 /// A host that outruns the device: the stream's launch queue is bounded (the simulator's

@@ -157,13 +157,21 @@ pub(crate) fn launch(
     // Kernels finished since the last launch are dropped here, on the launching thread.
     ctx.driver.collect_finished();
     let stream = ctx.current_stream();
+    // Stream-ordered reuse, as CUDA's caching allocator: a block of this stream that the host
+    // frees goes back to this stream's cache at once, because whatever is allocated from it next
+    // is used by work queued after this kernel. Only tensors of other streams (or devices) stay
+    // alive with the kernel. Without this, a loop that outruns the device holds one result per
+    // queued kernel (up to the queue depth: a working set no cache holds) where PyTorch's CUDA
+    // allocator holds one.
+    let mut keep = keep;
+    keep.retain(|t| !t.is_stream_ordered_on(ctx, stream));
     crate::profile::on_launch(ctx, stream);
     ctx.driver.launch_kernel(
         ctx.physical_id(),
         stream,
         Box::new(move |mem| {
-            // `keep` lives as long as the kernel box: until the driver hands the finished kernel
-            // back ([`Driver::collect_finished`]).
+            // `keep` (what is left of it) lives as long as the kernel box: until the driver hands
+            // the finished kernel back ([`Driver::collect_finished`]).
             let _ = &keep;
             body(mem)
         }),

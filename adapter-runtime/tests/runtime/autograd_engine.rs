@@ -178,7 +178,7 @@ fn saved_tensors_are_freed_after_backward_on_the_device() {
     let (n, d, h) = (64, 32, 48);
     let w = dev((0..h * d).map(|i| (i % 7) as f32 * 0.01).collect(), &[h, d]).requires_grad_(true);
     let x = dev((0..n * d).map(|i| (i % 5) as f32 * 0.1).collect(), &[n, d]);
-    // queued kernels hold their buffers until the stream runs them: synchronize, then count
+    // count after the queued work (a kernel holds buffers of other streams until it has run)
     let live = || {
         ctx.synchronize().unwrap();
         ctx.stats().allocated_bytes
