@@ -169,30 +169,9 @@ impl TierCounts {
     }
 }
 
-/// FNV-1a: the counters are keyed by short operator names and touched on every call, where
-/// SipHash's flooding resistance buys nothing (the keys are PyTorch's operator names).
-#[derive(Default, Clone, Copy)]
-struct Fnv(u64);
-
-impl std::hash::Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
-        for &b in bytes {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        self.0 = h;
-    }
-}
-
-type FnvBuild = std::hash::BuildHasherDefault<Fnv>;
-
 #[derive(Default)]
 struct Stats {
-    counts: HashMap<&'static str, TierCounts, FnvBuild>,
+    counts: HashMap<&'static str, TierCounts>,
     warned: BTreeSet<&'static str>,
     alerts: BTreeSet<&'static str>,
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use xirang_acl_sim::{self as sim, SimConfig};
 use xirang_runtime::device::BLOCK_ROUND;
+use xirang_runtime::device::DeviceContext;
 use xirang_runtime::driver::acl::AclDriver;
 use xirang_runtime::driver::{Driver, StreamId};
 use xirang_runtime::{DType, Device, Error, Runtime, Scalar, Tensor, kernels};
@@ -30,6 +31,17 @@ fn hold_stream(driver: &AclDriver, ctx: &xirang_runtime::device::DeviceContext) 
         Ok(())
     });
     driver.launch_kernel(ctx.physical_id(), ctx.current_stream(), sleep).unwrap();
+}
+
+/// A runtime whose driver the test holds too (to queue kernels of its own), its device 0, and
+/// `x`, 1024 ones of f32 on it.
+fn driver_runtime() -> (std::sync::MutexGuard<'static, ()>, Arc<AclDriver>, Runtime, Arc<DeviceContext>, Tensor) {
+    let (g, _) = runtime();
+    let driver = Arc::new(AclDriver::simulator());
+    let rt = Runtime::new(driver.clone()).unwrap();
+    let ctx = rt.device(0).unwrap().clone();
+    let x = Tensor::from_vec(vec![1f32; 1024], &[1024]).unwrap().to_device(&rt, Device::Npu(0)).unwrap();
+    (g, driver, rt, ctx, x)
 }
 
 fn dev_zeros(rt: &Runtime, bytes: usize) -> Tensor {
@@ -118,11 +130,7 @@ fn injected_malloc_failure_is_retried() {
 /// which gives them back, instead of failing.
 #[test]
 fn oom_waits_for_queued_kernels_that_hold_garbage() {
-    let (_g, _) = runtime();
-    let driver = Arc::new(AclDriver::simulator());
-    let rt = Runtime::new(driver.clone()).unwrap();
-    let ctx = rt.device(0).unwrap().clone();
-    let x = Tensor::from_vec(vec![1f32; 1024], &[1024]).unwrap().to_device(&rt, Device::Npu(0)).unwrap();
+    let (_g, driver, rt, ctx, x) = driver_runtime();
     let s = rt.memory_stats(0).unwrap();
     let side = driver.create_stream(ctx.physical_id()).unwrap();
     ctx.set_current_stream(side);
@@ -153,11 +161,7 @@ fn oom_waits_for_queued_kernels_that_hold_garbage() {
 /// right.
 #[test]
 fn results_freed_on_their_stream_are_reused_at_once() {
-    let (_g, _) = runtime();
-    let driver = Arc::new(AclDriver::simulator());
-    let rt = Runtime::new(driver.clone()).unwrap();
-    let ctx = rt.device(0).unwrap().clone();
-    let x = Tensor::from_vec(vec![1f32; 1024], &[1024]).unwrap().to_device(&rt, Device::Npu(0)).unwrap();
+    let (_g, driver, rt, ctx, x) = driver_runtime();
     rt.synchronize(0).unwrap();
     let s = rt.memory_stats(0).unwrap();
     hold_stream(&driver, &ctx);

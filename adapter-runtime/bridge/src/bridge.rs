@@ -82,17 +82,10 @@ impl Bridge {
         Ok(Storage::allocate(self.context(index)?, nbytes)?)
     }
 
-    /// Runs `op` through the generated boxed entry with the adapter's kernels. An operator on the
-    /// force-fallback list, or one the runtime would have to run on its host tier, is declined.
-    pub fn call(&self, op: &str, args: &[IValue]) -> Result<Vec<IValue>> {
-        if dispatch::forced_fallback(op) {
-            return Err(BridgeError::Declined(format!("{op} is on the force-fallback list")));
-        }
-        Ok(xirang_runtime::generated::ops::call_boxed(&NpuOps, op, args)?)
-    }
-
-    /// [`Bridge::call`] for the operator `OPERATORS[index]` of the generated table (the shim
-    /// looks each operator up once).
+    /// Runs the operator `OPERATORS[index]` of the generated table (the shim looks each operator
+    /// up once by name, `generated::ops::operator_index`) through the generated boxed entry with
+    /// the adapter's kernels. An operator on the force-fallback list, or one the runtime would
+    /// have to run on its host tier, is declined.
     pub fn call_at(&self, index: usize, args: &[IValue]) -> Result<Vec<IValue>> {
         let Some(op) = xirang_runtime::generated::ops::OPERATORS.get(index) else {
             return Err(BridgeError::Abi(format!("operator index {index} is out of range")));

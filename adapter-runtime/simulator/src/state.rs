@@ -735,9 +735,9 @@ impl Stream {
         };
         // A bounded launch queue, as a device's: a host that outruns the stream by more than
         // `queue_depth()` tasks waits for the oldest. Memory that queued kernels hold (the
-        // runtime keeps a kernel's tensors of other streams alive until it has run) stays bounded, and the caching
-        // allocator reuses their blocks instead of growing the pool every call of a loop that
-        // outruns the device. Every task waits only on work already submitted (an event wait
+        // runtime keeps a kernel's tensors of other streams alive until it has run) stays
+        // bounded, and the caching allocator reuses their blocks instead of growing the pool
+        // every call of a loop that outruns the device. Every task waits only on work already submitted (an event wait
         // targets a record already queued), so waiting here cannot deadlock.
         let depth = queue_depth();
         if submitted > depth {
