@@ -1,8 +1,8 @@
 //! Calling an operator by name with boxed arguments, through two tiers: the native kernel when
 //! the device has one ([`crate::kernels::is_native`]: the generated `call_boxed` and operator
 //! front-end, which fall back to the host implementation when the kernel declines the
-//! arguments), else the CPU fallback ([`crate::dispatch::fallback`] over
-//! [`crate::host_registry`]) directly, without composition recipes. The call is counted per
+//! arguments), else the operator's host implementation ([`crate::host`]) directly, without
+//! composition recipes ([`crate::dispatch::with_host_only`]). The call is counted per
 //! operator and tier, and the force-fallback list is honoured.
 //!
 //! This is the runtime's own boxed entry, used by the precision suite, the training examples and
@@ -11,6 +11,7 @@
 
 use crate::dispatch::{self, Tier};
 use crate::error::{Error, Result};
+use crate::generated::ops::fallback::HOST_OPERATORS;
 use crate::ivalue::IValue;
 
 /// Runs `op` (a qualified name such as `add.Tensor`) on `args` (schema order:
@@ -25,10 +26,11 @@ pub fn call_with_tier(op: &str, args: Vec<IValue>) -> Result<(Vec<IValue>, Tier)
         let out = crate::generated::ops::call_boxed(&crate::kernels::NpuOps, op, &args)?;
         return Ok((out, dispatch::last_tier()));
     }
-    let Some(name) = crate::host_registry::intern(op) else {
+    if HOST_OPERATORS.binary_search(&op).is_err() {
         return Err(Error::Unsupported(format!("{op}: unknown operator (no native kernel, no host implementation)")));
-    };
-    let out = dispatch::call(name, || dispatch::fallback(name, args, &[]))?;
+    }
+    // the same generated entry, every operator forced onto its host implementation
+    let out = dispatch::with_host_only(|| crate::generated::ops::call_boxed(&crate::kernels::NpuOps, op, &args))?;
     Ok((out, Tier::Fallback))
 }
 
@@ -36,12 +38,12 @@ pub fn call_with_tier(op: &str, args: Vec<IValue>) -> Result<(Vec<IValue>, Tier)
 /// simulated device: `native` (a kernel, with the host implementation as
 /// fallback for arguments the kernel declines) or `fallback` (host only).
 pub fn coverage() -> Vec<(&'static str, Tier)> {
-    let mut v: Vec<(&'static str, Tier)> = crate::host_registry::operators()
-        .into_iter()
-        .map(|op| (op, if crate::kernels::is_native(op) { Tier::Native } else { Tier::Fallback }))
+    let mut v: Vec<(&'static str, Tier)> = HOST_OPERATORS
+        .iter()
+        .map(|&op| (op, if crate::kernels::is_native(op) { Tier::Native } else { Tier::Fallback }))
         .collect();
     for op in crate::kernels::operators() {
-        if crate::host_registry::lookup(op).is_none() {
+        if HOST_OPERATORS.binary_search(&op).is_err() {
             v.push((op, Tier::Native));
         }
     }

@@ -26,7 +26,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, OnceLock, RwLock};
 
 use crate::error::{Error, Result};
-use crate::ivalue::IValue;
 
 /// Which implementation served a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -129,7 +128,25 @@ pub fn set_policy(p: Policy) {
 
 /// Whether `op` is on the force-fallback list.
 pub fn forced_fallback(op: &str) -> bool {
-    policy_lock().read().map(|p| p.forces(op)).unwrap_or(false)
+    HOST_ONLY.get() || policy_lock().read().map(|p| p.forces(op)).unwrap_or(false)
+}
+
+thread_local! {
+    static HOST_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with every operator forced onto its CPU fallback on this thread, as if all were on
+/// the force-fallback list: the runtime's boxed entry ([`crate::boxed`]) runs the host reference
+/// this way, to measure the native kernels against it.
+pub fn with_host_only<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            HOST_ONLY.set(self.0);
+        }
+    }
+    let _restore = Restore(HOST_ONLY.replace(true));
+    f()
 }
 
 /// Who runs the CPU fallback.
@@ -331,9 +348,6 @@ pub fn mark(tier: Tier) {
     })
 }
 
-/// The boxed host reference implementation of an operator.
-pub type HostFn = fn(&[IValue]) -> Result<Vec<IValue>>;
-
 /// Checks the fallback policy for `op` (error mode, warn once, alert). The caller counts the
 /// fallback afterwards ([`record`] with [`Tier::Fallback`]); an embedding application that runs
 /// the CPU fallback itself calls both.
@@ -362,28 +376,29 @@ pub fn admit_fallback(op: &'static str) -> Result<()> {
     Ok(())
 }
 
-/// The CPU-fallback tier: runs the host reference implementation of `op` on
-/// the boxed arguments. Device tensors are read on the host and results are
-/// returned on the arguments' device (the host implementations do the
-/// copies); arguments at the positions in `mutated` (schema `(a!)`) receive
-/// the in-place result.
+/// Enters the CPU-fallback tier for `op` before its host reference implementation runs (the
+/// generated `fallback::` functions call it): marks the tier, honours the decline mode of an
+/// embedding application that runs the fallback itself, and checks the policy ([`admit_fallback`]).
 ///
-/// A generated default body reaches this for every operator without a native kernel or recipe;
-/// the generated front-end reaches it when a native kernel declines its arguments
+/// A generated default body reaches the fallback for every operator without a native kernel or
+/// recipe; the generated front-end reaches it when a native kernel declines its arguments
 /// ([`declined`]) or the policy forces the operator onto the fallback.
-pub fn fallback(op: &'static str, args: Vec<IValue>, mutated: &[usize]) -> Result<Vec<IValue>> {
+pub fn admit_host(op: &'static str) -> Result<()> {
     mark(Tier::Fallback);
     if host_fallback() == HostFallback::Decline {
         return Err(Error::Declined(op.to_string()));
     }
-    let Some(host) = crate::host_registry::lookup(op) else {
-        return Err(Error::Unsupported(format!(
-            "{op}: no native kernel, no composition recipe and no host reference implementation"
-        )));
-    };
-    admit_fallback(op)?;
-    let _ = mutated;
-    host(&args)
+    admit_fallback(op)
+}
+
+/// The error of the CPU-fallback tier for an operator without a host reference implementation
+/// (marks the tier as [`admit_host`] does; the policy is not consulted: nothing runs).
+pub fn no_host(op: &'static str) -> Error {
+    mark(Tier::Fallback);
+    if host_fallback() == HostFallback::Decline {
+        return Error::Declined(op.to_string());
+    }
+    Error::Unsupported(format!("{op}: no native kernel, no composition recipe and no host reference implementation"))
 }
 
 /// `out=` handling shared by generated out variants: stores `result` into

@@ -16,7 +16,8 @@
 //! * [`ivalue`]: boxed arguments/results and the schema-type mapping.
 //! * [`boxed`]: calling an operator by name through the tiers.
 //! * [`custom`]: kernels of the adapter's custom operators (`xirang-scan new-op`).
-//! * [`host_registry`]: boxed host implementations by operator name.
+//! * [`host`]: the host reference implementation of each operator, typed (the CPU-fallback tier).
+//! * [`rng`]: the seeded generator and the default generator `manual_seed` seeds.
 //! * [`io`]: safetensors files.
 //! * [`profile`]: operator-level profiling (`XIRANG_PROFILE`), reports,
 //!   baseline comparison and the tuning advisor (`xirang-prof`).
@@ -42,12 +43,13 @@ pub mod forward_ad;
 #[rustfmt::skip]
 #[path = "../../generated/mod.rs"]
 pub mod generated;
-pub mod host_registry;
+pub mod host;
 pub mod io;
 pub mod ivalue;
 pub mod kernels;
 pub mod ops;
 pub mod profile;
+pub mod rng;
 pub mod runtime;
 pub mod shape;
 pub mod tensor;

@@ -1198,15 +1198,15 @@ mod tests {
         let mm = row(&c, "mm");
         assert_eq!(mm.tier, Tier::Native);
         assert!(mm.at.as_deref().is_some_and(|a| a.starts_with("adapter-runtime/src/kernels/matmul.rs:")), "{mm:?}");
-        assert!(mm.host.as_deref().is_some_and(|a| a.starts_with("adapter-runtime/src/host_registry.rs:")));
+        assert!(mm.host.as_deref().is_some_and(|a| a.starts_with("adapter-runtime/src/host.rs:")));
         // the hand-written silu hook
         let silu = row(&c, "silu");
         assert_eq!(silu.inputs.len(), 1);
         assert_eq!(silu.inputs[0].status, GradStatus::HandWritten);
         assert_eq!(silu.inputs[0].hook.as_deref(), Some("hook_silu_self"));
-        // a host implementation without a kernel: fallback at the table entry
+        // a host implementation without a kernel: fallback at the marked function
         let fb = c.ops.iter().find(|o| o.tier == Tier::Fallback).expect("a fallback operator");
-        assert!(fb.at.as_deref().is_some_and(|a| a.starts_with("adapter-runtime/src/host_registry.rs:")), "{fb:?}");
+        assert!(fb.at.as_deref().is_some_and(|a| a.starts_with("adapter-runtime/src/host.rs:")), "{fb:?}");
         assert!(fb.unwired_kernel.is_none());
         // a view served without a kernel launch, and an operator whose default body is a recipe:
         // native at the marked function

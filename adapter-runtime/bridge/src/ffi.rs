@@ -595,7 +595,7 @@ pub unsafe extern "C" fn xirang_string_free(s: *mut c_char) {
 #[unsafe(no_mangle)]
 pub extern "C" fn xirang_manual_seed(seed: u64) -> i32 {
     guard(|| {
-        xirang_runtime::host_registry::manual_seed(seed);
+        xirang_runtime::rng::manual_seed(seed);
         Ok(())
     })
 }

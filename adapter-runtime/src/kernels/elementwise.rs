@@ -993,10 +993,10 @@ fn uniform_at(seed: u64, i: u64) -> f64 {
 }
 
 /// `native_dropout(input, p, train)` -> `(output, mask)` with the seed
-/// drawn from the default generator ([`crate::host_registry::manual_seed`]).
+/// drawn from the default generator ([`crate::rng::manual_seed`]).
 /// xirang-kernel: native_dropout
 pub fn native_dropout(input: &Tensor, p: f64, train: Option<bool>) -> Result<(Tensor, Tensor)> {
-    let seed = crate::host_registry::with_default_generator(|g| g.next_u64());
+    let seed = crate::rng::with_default_generator(|g| g.next_u64());
     native_dropout_seeded(input, p, train, seed)
 }
 

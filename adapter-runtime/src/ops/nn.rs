@@ -324,29 +324,7 @@ pub fn embedding_backward(
     })
 }
 
-/// A seeded random generator (SplitMix64). Deterministic across runs and
-/// platforms; it does not reproduce PyTorch's Philox/MT19937 streams.
-#[derive(Debug, Clone)]
-pub struct Generator {
-    state: u64,
-}
-
-impl Generator {
-    pub fn new(seed: u64) -> Generator {
-        Generator { state: seed }
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `[0, 1)` with 53 random bits.
-    pub fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-}
+pub use crate::rng::Generator;
 
 /// `native_dropout(x, p, train)` -> `(out, mask)`: each element is kept
 /// with probability `1 - p` and scaled by `1 / (1 - p)`; `mask` is bool.

@@ -466,7 +466,7 @@ fn in_scope() -> BTreeSet<&'static str> {
     let runnable: BTreeSet<&str> = xirang_runtime::kernels::operators()
         .into_iter()
         .chain(RECIPES.iter().map(|r| r.0))
-        .chain(xirang_runtime::host_registry::operators())
+        .chain(xirang_runtime::generated::ops::fallback::HOST_OPERATORS.iter().copied())
         .collect();
     FORWARD_COVERAGE.iter().filter(|r| r.1 == "translated" && runnable.contains(r.0)).map(|r| r.0).collect()
 }

@@ -1,13 +1,14 @@
-//! Every host-registry and native-kernel entry names a real operator of the
-//! PyTorch snapshot the adapter is generated for (`generated::PYTORCH_VERSION`)
-//! and takes exactly its schema's arguments (positional + kwarg-only + out=),
-//! read from `schemas/pytorch/<version>/operators.jsonl`. (Until the upgrade
-//! to 2.15 this test read the newest 2.3 snapshot by name.)
+//! Every host implementation and native kernel names a real operator of the
+//! PyTorch snapshot the adapter is generated for (`generated::PYTORCH_VERSION`),
+//! read from `schemas/pytorch/<version>/operators.jsonl`, and every marker is
+//! attached. Their argument types are the schema's by construction: the
+//! generated code calls them with the operator method's typed arguments.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use xirang_runtime::{host_registry, kernels};
+use xirang_runtime::generated::ops::fallback::HOST_OPERATORS;
+use xirang_runtime::kernels;
 
 /// The generated-for snapshot: operator name -> argument count.
 fn schemas() -> BTreeMap<String, usize> {
@@ -61,17 +62,32 @@ fn argument_counter_reads_schemas() {
 }
 
 #[test]
-fn host_registry_entries_match_the_generated_version_schemas() {
+fn host_implementations_match_the_generated_version_schemas() {
     let s = schemas();
     assert!(s.len() > 1500, "snapshot has {} operators", s.len());
-    let ops = host_registry::operators();
-    assert!(ops.len() >= 100, "host registry covers {} operators", ops.len());
-    for op in ops {
-        let want = s.get(op).unwrap_or_else(|| {
-            panic!("host registry entry `{op}` is not an operator of {}", xirang_runtime::generated::PYTORCH_VERSION)
-        });
-        assert_eq!(host_registry::arity(op), Some(*want), "`{op}`: argument count differs from its schema");
+    assert!(HOST_OPERATORS.len() >= 100, "host implementations cover {} operators", HOST_OPERATORS.len());
+    assert!(HOST_OPERATORS.windows(2).all(|w| w[0] < w[1]), "HOST_OPERATORS is not sorted");
+    for op in HOST_OPERATORS {
+        assert!(
+            s.contains_key(*op),
+            "host implementation `{op}` is not an operator of {}",
+            xirang_runtime::generated::PYTORCH_VERSION
+        );
     }
+}
+
+#[test]
+fn every_host_marker_is_attached() {
+    // A `/// xirang-fallback:` marker naming an operator the adapter does not select (a typo, an
+    // operator gone upstream) is not attached by the generator: it must not go unnoticed.
+    let text = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/host.rs")).unwrap();
+    let mut marked: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("/// xirang-fallback:"))
+        .flat_map(|rest| rest.split(',').map(str::trim))
+        .collect();
+    marked.sort_unstable();
+    assert_eq!(marked, HOST_OPERATORS.to_vec(), "src/host.rs markers vs generated HOST_OPERATORS");
 }
 
 #[test]
@@ -86,7 +102,7 @@ fn native_entries_match_the_generated_version_schemas_and_have_host_fallbacks() 
         // the argument types are the schema's by construction: generated/native.rs calls the
         // kernel with the operator method's typed arguments (the compiler checks them)
         let _ = want;
-        assert!(host_registry::lookup(op).is_some(), "`{op}` has a native kernel but no host fallback");
+        assert!(HOST_OPERATORS.binary_search(&op).is_ok(), "`{op}` has a native kernel but no host fallback");
     }
 }
 
@@ -116,7 +132,7 @@ fn coverage_lists_every_operator_with_its_tier() {
     let cov = xirang_runtime::boxed::coverage();
     let native = cov.iter().filter(|(_, t)| *t == Tier::Native).count();
     assert_eq!(native, kernels::operators().len());
-    assert_eq!(cov.len(), host_registry::operators().len());
+    assert_eq!(cov.len(), HOST_OPERATORS.len());
     println!("{} operators: {native} native, {} fallback only", cov.len(), cov.len() - native);
 }
 

@@ -388,7 +388,7 @@ fn tensors_at(outs: &[IValue], keep: &[usize]) -> Vec<Tensor> {
 /// Random operators draw from the default generator: every forward of a case starts from the
 /// same seed, so the finite differences see the dropout mask the recorded forward saw.
 fn reseed() {
-    xirang_runtime::host_registry::manual_seed(20261201);
+    xirang_runtime::rng::manual_seed(20261201);
 }
 
 fn objective(op: &str, spec: &[A], data: &[Vec<f64>], keep: &[usize], cots: &[Vec<f64>]) -> f64 {

@@ -265,6 +265,17 @@ pub fn render_all_with(
             };
         }
     }
+    // the native tier and the host implementations, found by one index of the runtime
+    let (native_text, _, hosts) = native::render(
+        version,
+        &cfg.kernels.adapter_type,
+        &m.ops,
+        &inputs.cfg.path(&cfg.adapter.runtime),
+        &inputs.cfg.root,
+    )?;
+    for op in &mut m.ops {
+        op.host = hosts.get(&op.qualified).cloned();
+    }
     let ops = &m.ops;
     let mut files = Vec::new();
     let ops_text = render(
@@ -328,13 +339,6 @@ pub fn render_all_with(
         path: "custom.rs".into(),
         text: custom::render_generated(inputs, &selected, custom_file)?,
     });
-    let (native_text, _) = native::render(
-        version,
-        &cfg.kernels.adapter_type,
-        ops,
-        &inputs.cfg.path(&cfg.adapter.runtime),
-        &inputs.cfg.root,
-    )?;
     files.push(GeneratedFile { path: native::FILE.into(), text: native_text });
     let modules = ["autograd", "custom", "driver", "forward", "native", "ops", "recipes"];
     let mod_text = render(

@@ -102,14 +102,38 @@ pub fn attach(ops: &[OpCtx], index: &AdapterIndex, src_prefix: &str) -> Result<V
         .collect())
 }
 
-/// Indexes the runtime folder and renders `generated/native.rs`.
+/// The marked host reference implementations (`/// xirang-fallback: <op>`) of the runtime, matched
+/// to the selected operators: operator -> function path. Two functions marked for one operator are
+/// an error naming both.
+pub fn attach_hosts(ops: &[OpCtx], index: &AdapterIndex, src_prefix: &str) -> Result<BTreeMap<String, String>> {
+    let selected: std::collections::BTreeSet<&str> = ops.iter().map(|o| o.qualified.as_str()).collect();
+    let mut found: BTreeMap<String, (&adapter_index::Kernel, String)> = BTreeMap::new();
+    for k in &index.fallbacks {
+        let Some(name) = k.item.strip_prefix("fn ") else { continue };
+        let Some(module) = module_path(&k.file, src_prefix) else { continue };
+        if !selected.contains(k.op.as_str()) {
+            continue;
+        }
+        if let Some((first, _)) = found.get(&k.op) {
+            return Err(Error::Invalid(format!(
+                "two host implementations are marked `xirang-fallback: {}`: {}:{} (`{}`) and {}:{} (`{}`); keep one",
+                k.op, first.file, first.line, first.item, k.file, k.line, k.item
+            )));
+        }
+        found.insert(k.op.clone(), (k, format!("{module}::{name}")));
+    }
+    Ok(found.into_iter().map(|(op, (_, path))| (op, path)).collect())
+}
+
+/// Indexes the runtime folder and renders `generated/native.rs`; also returns the marked host
+/// implementations ([`attach_hosts`]) found by the same index.
 pub fn render(
     pytorch: &str,
     adapter_type: &str,
     ops: &[OpCtx],
     runtime: &Path,
     root: &Path,
-) -> Result<(String, Vec<NativeKernel>)> {
+) -> Result<(String, Vec<NativeKernel>, BTreeMap<String, String>)> {
     let is_path = adapter_type.split("::").all(|seg| {
         let mut c = seg.chars();
         c.next().is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
@@ -120,19 +144,20 @@ pub fn render(
             "[kernels] adapter_type = \"{adapter_type}\" is not a Rust type path (such as `crate::kernels::NpuOps`)"
         )));
     }
-    let kernels = if runtime.is_dir() {
+    let (kernels, hosts) = if runtime.is_dir() {
         let folder = crate::coverage::index_folder(runtime);
         let map = adapter_index::method_map(std::iter::empty());
         let index = adapter_index::index_dir(&folder, root, &map)?;
         let rel = folder.strip_prefix(root).unwrap_or(&folder).to_string_lossy().replace('\\', "/");
-        attach(ops, &index, &format!("{rel}/"))?
+        let prefix = format!("{rel}/");
+        (attach(ops, &index, &prefix)?, attach_hosts(ops, &index, &prefix)?)
     } else {
-        Vec::new()
+        (Vec::new(), BTreeMap::new())
     };
     let text = NativeTemplate { pytorch, adapter_type, kernels: &kernels }
         .render()
         .map_err(|e| Error::Internal(format!("rendering {FILE}: {e}")))?;
-    Ok((text, kernels))
+    Ok((text, kernels, hosts))
 }
 
 #[cfg(test)]

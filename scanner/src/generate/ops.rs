@@ -141,6 +141,9 @@ pub struct OpCtx {
     pub kernel_tensors: Vec<String>,
     /// Tensor-list arguments (`&[Tensor]`).
     pub kernel_lists: Vec<String>,
+    /// The host reference implementation the CPU fallback calls (`crate::host::add_tensor`): a
+    /// runtime function marked `/// xirang-fallback: <op>`; `None` when there is none.
+    pub host: Option<String>,
 }
 
 fn all_args(f: &FunctionSchema) -> Vec<(&Argument, bool)> {
@@ -429,6 +432,7 @@ pub fn op_ctx(f: &NativeFunction, reason: Reason, env: &OpEnv) -> OpCtx {
         bumps,
         kernel_tensors,
         kernel_lists,
+        host: None,
     }
 }
 

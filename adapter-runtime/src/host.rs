@@ -1,0 +1,1627 @@
+//! The host reference implementation of each operator the CPU-fallback tier serves, with the
+//! operator's typed arguments in schema order (positional, kwarg-only, out=), as the generated
+//! `AtenOps` method declares them.
+//!
+//! A function marked `/// xirang-fallback: <op>` is attached by `xirang-scan generate` as that
+//! operator's CPU fallback (`generated/ops_fallback.rs`), the way `/// xirang-kernel:` attaches a
+//! native kernel: there is no table to edit and nothing to unbox, and a signature that does not
+//! match the operator's fails to compile there, naming the function. An operator without a marked
+//! function has no host implementation (its fallback reports `Unsupported`).
+//!
+//! These are thin: they turn schema arguments into the reference ops' own (sizes, reduction
+//! enums, rounding modes), call [`crate::ops`] and place factory results on the requested device.
+//! The reference ops accept device tensors: they copy them to the host, compute, and copy the
+//! results back to the inputs' device. In-place functions (`add_.Tensor`) write through the `self`
+//! handle and return it; out= functions write into `out` (resized when it has another shape) and
+//! return it.
+// The functions take their operators' schema arguments as they are: names (`N`, `C`, `HxW`) and
+// counts (`convolution` has nine) are PyTorch's.
+#![allow(non_snake_case, clippy::too_many_arguments)]
+
+use crate::device::Device;
+use crate::dtype::{DType, Scalar};
+use crate::error::{Error, Result};
+use crate::ivalue::{Layout, MemoryFormat};
+use crate::ops::{self, Reduction, RoundingMode};
+use crate::rng::with_default_generator;
+use crate::tensor::Tensor;
+
+fn sizes(op: &str, v: &[i64]) -> Result<Vec<usize>> {
+    v.iter()
+        .map(|&s| usize::try_from(s).map_err(|_| Error::InvalidArgument(format!("{op}: negative size {s}"))))
+        .collect()
+}
+fn reduction_of(op: &str, r: i64) -> Result<Reduction> {
+    match r {
+        0 => Ok(Reduction::None),
+        1 => Ok(Reduction::Mean),
+        2 => Ok(Reduction::Sum),
+        _ => Err(Error::InvalidArgument(format!("{op}: {r} is not a valid value for reduction"))),
+    }
+}
+fn rounding(mode: Option<&str>) -> Result<Option<RoundingMode>> {
+    match mode {
+        None => Ok(None),
+        Some("trunc") => Ok(Some(RoundingMode::Trunc)),
+        Some("floor") => Ok(Some(RoundingMode::Floor)),
+        Some(other) => Err(Error::InvalidArgument(format!(
+            "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{other}'"
+        ))),
+    }
+}
+/// Stores `r` into `out` (PyTorch's out= rules) and returns `out`.
+fn out_into(out: &mut Tensor, r: &Tensor) -> Result<Tensor> {
+    ops::write_out(r, out)?;
+    Ok(out.clone())
+}
+fn memory_format_ok(op: &str, m: Option<MemoryFormat>) -> Result<()> {
+    match m {
+        None | Some(MemoryFormat::Contiguous) | Some(MemoryFormat::Preserve) => Ok(()),
+        Some(other) => Err(Error::Unsupported(format!("{op}: memory_format {other:?} is not supported"))),
+    }
+}
+/// Moves a fresh host tensor to `device` (the simulator's contexts).
+fn place(t: Tensor, device: Option<Device>) -> Result<Tensor> {
+    match device {
+        None | Some(Device::Cpu) => Ok(t),
+        Some(d) => {
+            let rt = crate::runtime::Runtime::simulator()?;
+            t.to_device(&rt, d)
+        }
+    }
+}
+/// Moves a fresh host tensor to `like`'s device.
+fn place_like(t: Tensor, like: &Tensor) -> Result<Tensor> {
+    match like.device_ctx() {
+        Some(ctx) => t.to_ctx(ctx),
+        None => Ok(t),
+    }
+}
+
+// ------------------------------------------------------------ arithmetic
+
+/// xirang-fallback: add.Tensor
+pub fn add_tensor(self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<Tensor> {
+    ops::add(self_, other, alpha)
+}
+/// xirang-fallback: add.Scalar
+pub fn add_scalar(self_: &Tensor, other: Scalar, alpha: Scalar) -> Result<Tensor> {
+    ops::add(self_, other, alpha)
+}
+/// xirang-fallback: add_.Tensor
+pub fn add_tensor_(self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<Tensor> {
+    let x = self_;
+    ops::add_(x, other, alpha)?;
+    Ok(x.clone())
+}
+/// xirang-fallback: add_.Scalar
+pub fn add_scalar_(self_: &Tensor, other: Scalar, alpha: Scalar) -> Result<Tensor> {
+    let x = self_;
+    ops::add_(x, other, alpha)?;
+    Ok(x.clone())
+}
+/// xirang-fallback: add.out
+pub fn add_out(self_: &Tensor, other: &Tensor, alpha: Scalar, out: &mut Tensor) -> Result<Tensor> {
+    let r = ops::add(self_, other, alpha)?;
+    out_into(out, &r)
+}
+/// xirang-fallback: sub.Tensor
+pub fn sub_tensor(self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<Tensor> {
+    ops::sub(self_, other, alpha)
+}
+/// xirang-fallback: sub.Scalar
+pub fn sub_scalar(self_: &Tensor, other: Scalar, alpha: Scalar) -> Result<Tensor> {
+    ops::sub(self_, other, alpha)
+}
+/// xirang-fallback: sub_.Tensor
+pub fn sub_tensor_(self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<Tensor> {
+    let x = self_;
+    ops::sub_(x, other, alpha)?;
+    Ok(x.clone())
+}
+/// xirang-fallback: sub.out
+pub fn sub_out(self_: &Tensor, other: &Tensor, alpha: Scalar, out: &mut Tensor) -> Result<Tensor> {
+    let r = ops::sub(self_, other, alpha)?;
+    out_into(out, &r)
+}
+/// xirang-fallback: mul.Tensor
+pub fn mul_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    ops::mul(self_, other)
+}
+/// xirang-fallback: mul.Scalar
+pub fn mul_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    ops::mul(self_, other)
+}
+/// xirang-fallback: mul_.Tensor
+pub fn mul_tensor_(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    let x = self_;
+    ops::mul_(x, other)?;
+    Ok(x.clone())
+}
+/// xirang-fallback: mul_.Scalar
+pub fn mul_scalar_(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    let x = self_;
+    ops::mul_(x, other)?;
+    Ok(x.clone())
+}
+/// xirang-fallback: mul.out
+pub fn mul_out(self_: &Tensor, other: &Tensor, out: &mut Tensor) -> Result<Tensor> {
+    let r = ops::mul(self_, other)?;
+    out_into(out, &r)
+}
+/// xirang-fallback: div.Tensor
+pub fn div_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    ops::div(self_, other, None)
+}
+/// xirang-fallback: div.Scalar
+pub fn div_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    ops::div(self_, other, None)
+}
+/// xirang-fallback: div.Tensor_mode
+pub fn div_tensor_mode(self_: &Tensor, other: &Tensor, rounding_mode: Option<&str>) -> Result<Tensor> {
+    ops::div(self_, other, rounding(rounding_mode)?)
+}
+/// xirang-fallback: div.Scalar_mode
+pub fn div_scalar_mode(self_: &Tensor, other: Scalar, rounding_mode: Option<&str>) -> Result<Tensor> {
+    ops::div(self_, other, rounding(rounding_mode)?)
+}
+/// xirang-fallback: div_.Tensor
+pub fn div_tensor_(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    let x = self_;
+    ops::div_(x, other, None)?;
+    Ok(x.clone())
+}
+/// xirang-fallback: div_.Scalar
+pub fn div_scalar_(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    let x = self_;
+    ops::div_(x, other, None)?;
+    Ok(x.clone())
+}
+/// xirang-fallback: div.out
+pub fn div_out(self_: &Tensor, other: &Tensor, out: &mut Tensor) -> Result<Tensor> {
+    let r = ops::div(self_, other, None)?;
+    out_into(out, &r)
+}
+/// xirang-fallback: pow.Tensor_Tensor
+pub fn pow_tensor_tensor(self_: &Tensor, exponent: &Tensor) -> Result<Tensor> {
+    ops::pow(self_, exponent)
+}
+/// xirang-fallback: pow.Tensor_Scalar
+pub fn pow_tensor_scalar(self_: &Tensor, exponent: Scalar) -> Result<Tensor> {
+    ops::pow(self_, exponent)
+}
+/// xirang-fallback: pow.Scalar
+pub fn pow_scalar(self_: Scalar, exponent: &Tensor) -> Result<Tensor> {
+    let base = self_;
+    let e = exponent;
+    // A Python-number base behaves as a wrapped zero-dim tensor.
+    let b = place_like(Tensor::scalar_of(base, base.wrapped_dtype()), e)?;
+    let d = crate::dtype::result_type(&[crate::dtype::Operand::Scalar(base), ops_operand(e)])
+        .ok_or_else(|| Error::DType("pow: no result type".into()))?;
+    ops::pow(&b.to_dtype(d)?, e)
+}
+fn ops_operand(t: &Tensor) -> crate::dtype::Operand {
+    if t.dim() == 0 { crate::dtype::Operand::ZeroDim(t.dtype()) } else { crate::dtype::Operand::Tensor(t.dtype()) }
+}
+/// xirang-fallback: maximum
+pub fn maximum(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    ops::maximum(self_, other)
+}
+/// xirang-fallback: minimum
+pub fn minimum(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    ops::minimum(self_, other)
+}
+
+/// xirang-fallback: eq.Tensor
+pub fn eq_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    ops::eq(self_, other)
+}
+/// xirang-fallback: eq.Scalar
+pub fn eq_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    ops::eq(self_, other)
+}
+/// xirang-fallback: ne.Tensor
+pub fn ne_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    ops::ne(self_, other)
+}
+/// xirang-fallback: ne.Scalar
+pub fn ne_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    ops::ne(self_, other)
+}
+/// xirang-fallback: lt.Tensor
+pub fn lt_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    ops::lt(self_, other)
+}
+/// xirang-fallback: lt.Scalar
+pub fn lt_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    ops::lt(self_, other)
+}
+/// xirang-fallback: le.Tensor
+pub fn le_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    ops::le(self_, other)
+}
+/// xirang-fallback: le.Scalar
+pub fn le_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    ops::le(self_, other)
+}
+/// xirang-fallback: gt.Tensor
+pub fn gt_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    ops::gt(self_, other)
+}
+/// xirang-fallback: gt.Scalar
+pub fn gt_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    ops::gt(self_, other)
+}
+/// xirang-fallback: ge.Tensor
+pub fn ge_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    ops::ge(self_, other)
+}
+/// xirang-fallback: ge.Scalar
+pub fn ge_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    ops::ge(self_, other)
+}
+
+/// xirang-fallback: neg
+pub fn neg(self_: &Tensor) -> Result<Tensor> {
+    ops::neg(self_)
+}
+/// xirang-fallback: abs
+pub fn abs(self_: &Tensor) -> Result<Tensor> {
+    ops::abs(self_)
+}
+/// xirang-fallback: exp
+pub fn exp(self_: &Tensor) -> Result<Tensor> {
+    ops::exp(self_)
+}
+/// xirang-fallback: log
+pub fn log(self_: &Tensor) -> Result<Tensor> {
+    ops::log(self_)
+}
+/// xirang-fallback: sqrt
+pub fn sqrt(self_: &Tensor) -> Result<Tensor> {
+    ops::sqrt(self_)
+}
+/// xirang-fallback: rsqrt
+pub fn rsqrt(self_: &Tensor) -> Result<Tensor> {
+    ops::rsqrt(self_)
+}
+/// xirang-fallback: sigmoid
+pub fn sigmoid(self_: &Tensor) -> Result<Tensor> {
+    ops::sigmoid(self_)
+}
+/// xirang-fallback: tanh
+pub fn tanh(self_: &Tensor) -> Result<Tensor> {
+    ops::tanh(self_)
+}
+/// xirang-fallback: relu
+pub fn relu(self_: &Tensor) -> Result<Tensor> {
+    ops::relu(self_)
+}
+/// xirang-fallback: silu
+pub fn silu(self_: &Tensor) -> Result<Tensor> {
+    ops::silu(self_)
+}
+
+/// xirang-fallback: sin
+pub fn sin(self_: &Tensor) -> Result<Tensor> {
+    ops::sin(self_)
+}
+/// xirang-fallback: cos
+pub fn cos(self_: &Tensor) -> Result<Tensor> {
+    ops::cos(self_)
+}
+/// xirang-fallback: tan
+pub fn tan(self_: &Tensor) -> Result<Tensor> {
+    ops::tan(self_)
+}
+/// xirang-fallback: asin
+pub fn asin(self_: &Tensor) -> Result<Tensor> {
+    ops::asin(self_)
+}
+/// xirang-fallback: acos
+pub fn acos(self_: &Tensor) -> Result<Tensor> {
+    ops::acos(self_)
+}
+/// xirang-fallback: atan
+pub fn atan(self_: &Tensor) -> Result<Tensor> {
+    ops::atan(self_)
+}
+/// xirang-fallback: sinh
+pub fn sinh(self_: &Tensor) -> Result<Tensor> {
+    ops::sinh(self_)
+}
+/// xirang-fallback: cosh
+pub fn cosh(self_: &Tensor) -> Result<Tensor> {
+    ops::cosh(self_)
+}
+/// xirang-fallback: asinh
+pub fn asinh(self_: &Tensor) -> Result<Tensor> {
+    ops::asinh(self_)
+}
+/// xirang-fallback: acosh
+pub fn acosh(self_: &Tensor) -> Result<Tensor> {
+    ops::acosh(self_)
+}
+/// xirang-fallback: atanh
+pub fn atanh(self_: &Tensor) -> Result<Tensor> {
+    ops::atanh(self_)
+}
+/// xirang-fallback: erf
+pub fn erf(self_: &Tensor) -> Result<Tensor> {
+    ops::erf(self_)
+}
+/// xirang-fallback: exp2
+pub fn exp2(self_: &Tensor) -> Result<Tensor> {
+    ops::exp2(self_)
+}
+/// xirang-fallback: ceil
+pub fn ceil(self_: &Tensor) -> Result<Tensor> {
+    ops::ceil(self_)
+}
+/// xirang-fallback: floor
+pub fn floor(self_: &Tensor) -> Result<Tensor> {
+    ops::floor(self_)
+}
+/// xirang-fallback: round
+pub fn round(self_: &Tensor) -> Result<Tensor> {
+    ops::round(self_)
+}
+/// xirang-fallback: trunc
+pub fn trunc(self_: &Tensor) -> Result<Tensor> {
+    ops::trunc(self_)
+}
+/// xirang-fallback: isnan
+pub fn isnan(self_: &Tensor) -> Result<Tensor> {
+    ops::isnan(self_)
+}
+/// xirang-fallback: isinf
+pub fn isinf(self_: &Tensor) -> Result<Tensor> {
+    ops::isinf(self_)
+}
+/// xirang-fallback: logical_not
+pub fn logical_not(self_: &Tensor) -> Result<Tensor> {
+    ops::logical_not(self_)
+}
+/// xirang-fallback: bitwise_not
+pub fn bitwise_not(self_: &Tensor) -> Result<Tensor> {
+    ops::bitwise_not(self_)
+}
+/// xirang-fallback: sign
+pub fn sign(self_: &Tensor) -> Result<Tensor> {
+    ops::sign(self_)
+}
+
+/// xirang-fallback: logical_and
+pub fn logical_and(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    ops::logical_and(self_, other)
+}
+/// xirang-fallback: logical_or
+pub fn logical_or(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    ops::logical_or(self_, other)
+}
+/// xirang-fallback: logical_xor
+pub fn logical_xor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    ops::logical_xor(self_, other)
+}
+/// xirang-fallback: atan2
+pub fn atan2(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    ops::atan2(self_, other)
+}
+/// xirang-fallback: bitwise_and.Tensor
+pub fn bitwise_and_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    ops::bitwise_and(self_, other)
+}
+/// xirang-fallback: bitwise_and.Scalar
+pub fn bitwise_and_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    ops::bitwise_and(self_, other)
+}
+/// xirang-fallback: bitwise_or.Tensor
+pub fn bitwise_or_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    ops::bitwise_or(self_, other)
+}
+/// xirang-fallback: bitwise_or.Scalar
+pub fn bitwise_or_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    ops::bitwise_or(self_, other)
+}
+/// xirang-fallback: bitwise_xor.Tensor
+pub fn bitwise_xor_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    ops::bitwise_xor(self_, other)
+}
+/// xirang-fallback: bitwise_xor.Scalar
+pub fn bitwise_xor_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    ops::bitwise_xor(self_, other)
+}
+/// xirang-fallback: fmod.Tensor
+pub fn fmod_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    ops::fmod(self_, other)
+}
+/// xirang-fallback: fmod.Scalar
+pub fn fmod_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    ops::fmod(self_, other)
+}
+/// xirang-fallback: remainder.Tensor
+pub fn remainder_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    ops::remainder(self_, other)
+}
+/// xirang-fallback: remainder.Scalar
+pub fn remainder_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
+    ops::remainder(self_, other)
+}
+/// xirang-fallback: elu_backward
+pub fn elu_backward(
+    grad_output: &Tensor,
+    alpha: Scalar,
+    scale: Scalar,
+    input_scale: Scalar,
+    is_result: bool,
+    self_or_result: &Tensor,
+) -> Result<Tensor> {
+    ops::elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result)
+}
+/// xirang-fallback: hardsigmoid_backward
+pub fn hardsigmoid_backward(grad_output: &Tensor, self_: &Tensor) -> Result<Tensor> {
+    ops::hardsigmoid_backward(grad_output, self_)
+}
+/// xirang-fallback: hardswish_backward
+pub fn hardswish_backward(grad_output: &Tensor, self_: &Tensor) -> Result<Tensor> {
+    ops::hardswish_backward(grad_output, self_)
+}
+/// xirang-fallback: hardtanh_backward
+pub fn hardtanh_backward(grad_output: &Tensor, self_: &Tensor, min_val: Scalar, max_val: Scalar) -> Result<Tensor> {
+    ops::hardtanh_backward(grad_output, self_, min_val, max_val)
+}
+/// xirang-fallback: leaky_relu_backward
+pub fn leaky_relu_backward(
+    grad_output: &Tensor,
+    self_: &Tensor,
+    negative_slope: Scalar,
+    self_is_result: bool,
+) -> Result<Tensor> {
+    ops::leaky_relu_backward(grad_output, self_, negative_slope, self_is_result)
+}
+
+/// xirang-fallback: relu_
+pub fn relu_(self_: &Tensor) -> Result<Tensor> {
+    let x = self_;
+    ops::assign_inplace(x, &ops::relu(x)?)?;
+    Ok(x.clone())
+}
+/// xirang-fallback: gelu
+pub fn gelu(self_: &Tensor, approximate: &str) -> Result<Tensor> {
+    ops::gelu(self_, approximate)
+}
+/// xirang-fallback: threshold_backward
+pub fn threshold_backward(grad_output: &Tensor, self_: &Tensor, threshold: Scalar) -> Result<Tensor> {
+    ops::threshold_backward(grad_output, self_, threshold)
+}
+/// xirang-fallback: gelu_backward
+pub fn gelu_backward(grad_output: &Tensor, self_: &Tensor, approximate: &str) -> Result<Tensor> {
+    ops::gelu_backward(grad_output, self_, approximate)
+}
+/// xirang-fallback: sigmoid_backward
+pub fn sigmoid_backward(grad_output: &Tensor, output: &Tensor) -> Result<Tensor> {
+    ops::sigmoid_backward(grad_output, output)
+}
+/// xirang-fallback: tanh_backward
+pub fn tanh_backward(grad_output: &Tensor, output: &Tensor) -> Result<Tensor> {
+    ops::tanh_backward(grad_output, output)
+}
+/// xirang-fallback: clamp
+pub fn clamp(self_: &Tensor, min: Option<Scalar>, max: Option<Scalar>) -> Result<Tensor> {
+    let lo = min;
+    let hi = max;
+    ops::clamp(self_, lo, hi)
+}
+/// xirang-fallback: where.self
+pub fn where_self(condition: &Tensor, self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    ops::where_(condition, self_, other)
+}
+/// xirang-fallback: masked_fill.Scalar
+pub fn masked_fill_scalar(self_: &Tensor, mask: &Tensor, value: Scalar) -> Result<Tensor> {
+    ops::masked_fill(self_, mask, value)
+}
+/// xirang-fallback: masked_fill.Tensor
+pub fn masked_fill_tensor(self_: &Tensor, mask: &Tensor, value: &Tensor) -> Result<Tensor> {
+    let v = value;
+    if v.dim() != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with {} dimension(s).",
+            v.dim()
+        )));
+    }
+    ops::masked_fill(self_, mask, v.item()?)
+}
+/// xirang-fallback: masked_fill_.Scalar
+pub fn masked_fill_scalar_(self_: &Tensor, mask: &Tensor, value: Scalar) -> Result<Tensor> {
+    let x = self_;
+    ops::masked_fill_(x, mask, value)?;
+    Ok(x.clone())
+}
+
+// ------------------------------------------------------------ index ops
+
+/// xirang-fallback: cat
+pub fn cat(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
+    let ts = tensors;
+    let refs: Vec<&Tensor> = ts.iter().collect();
+    ops::cat(&refs, dim)
+}
+/// xirang-fallback: index_select
+pub fn index_select(self_: &Tensor, dim: i64, index: &Tensor) -> Result<Tensor> {
+    ops::index_select(self_, dim, index)
+}
+/// xirang-fallback: gather
+pub fn gather(self_: &Tensor, dim: i64, index: &Tensor, _sparse_grad: bool) -> Result<Tensor> {
+    ops::gather(self_, dim, index)
+}
+/// xirang-fallback: scatter_add
+pub fn scatter_add(self_: &Tensor, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
+    ops::scatter_add(self_, dim, index, src)
+}
+/// xirang-fallback: scatter_add_
+pub fn scatter_add_(self_: &Tensor, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
+    let x = self_;
+    ops::scatter_add_(x, dim, index, src)?;
+    Ok(x.clone())
+}
+
+// ------------------------------------------------------------ matmul
+
+/// xirang-fallback: mm
+pub fn mm(self_: &Tensor, mat2: &Tensor) -> Result<Tensor> {
+    ops::mm(self_, mat2)
+}
+/// xirang-fallback: mm.out
+pub fn mm_out(self_: &Tensor, mat2: &Tensor, out: &mut Tensor) -> Result<Tensor> {
+    let r = ops::mm(self_, mat2)?;
+    out_into(out, &r)
+}
+/// xirang-fallback: bmm
+pub fn bmm(self_: &Tensor, mat2: &Tensor) -> Result<Tensor> {
+    ops::bmm(self_, mat2)
+}
+/// xirang-fallback: addmm
+pub fn addmm(self_: &Tensor, mat1: &Tensor, mat2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
+    ops::addmm(self_, mat1, mat2, beta, alpha)
+}
+
+// ------------------------------------------------------------ reductions
+
+/// xirang-fallback: sum
+pub fn sum(self_: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
+    ops::sum(self_, None, false, dtype)
+}
+/// xirang-fallback: sum.dim_IntList
+pub fn sum_dim_intlist(self_: &Tensor, dim: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
+    ops::sum(self_, dim, keepdim, dtype)
+}
+/// xirang-fallback: sum.IntList_out
+pub fn sum_intlist_out(
+    self_: &Tensor,
+    dim: Option<&[i64]>,
+    keepdim: bool,
+    dtype: Option<DType>,
+    out: &mut Tensor,
+) -> Result<Tensor> {
+    let r = ops::sum(self_, dim, keepdim, dtype)?;
+    out_into(out, &r)
+}
+/// xirang-fallback: mean
+pub fn mean(self_: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
+    ops::mean(self_, None, false, dtype)
+}
+/// xirang-fallback: mean.dim
+pub fn mean_dim(self_: &Tensor, dim: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
+    ops::mean(self_, dim, keepdim, dtype)
+}
+/// xirang-fallback: prod
+pub fn prod(self_: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
+    ops::prod(self_, None, false, dtype)
+}
+/// xirang-fallback: prod.dim_int
+pub fn prod_dim_int(self_: &Tensor, dim: i64, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
+    let d = dim;
+    ops::prod(self_, Some(&[d]), keepdim, dtype)
+}
+/// xirang-fallback: amax
+pub fn amax(self_: &Tensor, dim: &[i64], keepdim: bool) -> Result<Tensor> {
+    ops::amax(self_, Some(dim), keepdim)
+}
+/// xirang-fallback: amin
+pub fn amin(self_: &Tensor, dim: &[i64], keepdim: bool) -> Result<Tensor> {
+    ops::amin(self_, Some(dim), keepdim)
+}
+/// xirang-fallback: argmax
+pub fn argmax(self_: &Tensor, dim: Option<i64>, keepdim: bool) -> Result<Tensor> {
+    ops::argmax(self_, dim, keepdim)
+}
+/// xirang-fallback: argmin
+pub fn argmin(self_: &Tensor, dim: Option<i64>, keepdim: bool) -> Result<Tensor> {
+    ops::argmin(self_, dim, keepdim)
+}
+
+// ------------------------------------------------------------ nn
+
+fn half_to_float_dtype(op: &str, x: &Tensor, h: bool) -> Result<Option<DType>> {
+    if !h {
+        return Ok(None);
+    }
+    if x.dtype() != DType::F16 {
+        return Err(Error::Unsupported(format!("{op}: conversion from {} to Float is not supported", x.dtype())));
+    }
+    Ok(Some(DType::F32))
+}
+/// xirang-fallback: _softmax
+pub fn _softmax(self_: &Tensor, dim: i64, half_to_float: bool) -> Result<Tensor> {
+    const OP: &str = "_softmax";
+    let x = self_;
+    ops::softmax(x, dim, half_to_float_dtype(OP, x, half_to_float)?)
+}
+/// xirang-fallback: _log_softmax
+pub fn _log_softmax(self_: &Tensor, dim: i64, half_to_float: bool) -> Result<Tensor> {
+    const OP: &str = "_log_softmax";
+    let x = self_;
+    ops::log_softmax(x, dim, half_to_float_dtype(OP, x, half_to_float)?)
+}
+/// xirang-fallback: _softmax_backward_data
+pub fn _softmax_backward_data(grad_output: &Tensor, output: &Tensor, dim: i64, input_dtype: DType) -> Result<Tensor> {
+    let d = input_dtype;
+    ops::softmax_backward(grad_output, output, dim)?.to_dtype(d)
+}
+/// xirang-fallback: _log_softmax_backward_data
+pub fn _log_softmax_backward_data(
+    grad_output: &Tensor,
+    output: &Tensor,
+    dim: i64,
+    input_dtype: DType,
+) -> Result<Tensor> {
+    let d = input_dtype;
+    ops::log_softmax_backward(grad_output, output, dim)?.to_dtype(d)
+}
+/// xirang-fallback: native_layer_norm
+pub fn native_layer_norm(
+    input: &Tensor,
+    normalized_shape: &[i64],
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    eps: f64,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    const OP: &str = "native_layer_norm";
+    let ns = sizes(OP, normalized_shape)?;
+    let (o, m, r) = ops::layer_norm(input, &ns, weight, bias, eps)?;
+    Ok((o, m, r))
+}
+/// xirang-fallback: native_layer_norm_backward
+pub fn native_layer_norm_backward(
+    grad_out: &Tensor,
+    input: &Tensor,
+    normalized_shape: &[i64],
+    mean: &Tensor,
+    rstd: &Tensor,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    output_mask: &[bool],
+) -> Result<(Tensor, Tensor, Tensor)> {
+    const OP: &str = "native_layer_norm_backward";
+    let ns = sizes(OP, normalized_shape)?;
+    let mask = output_mask;
+    let (gx, gw, gb) = ops::layer_norm_backward(grad_out, input, &ns, mean, rstd, weight)?;
+    let want = |i: usize| mask.get(i).copied().unwrap_or(true);
+    let undefined_unless = |keep: bool, t: Option<Tensor>| t.filter(|_| keep).unwrap_or_else(Tensor::undefined);
+    Ok((
+        undefined_unless(want(0), Some(gx)),
+        undefined_unless(want(1), gw),
+        undefined_unless(want(2) && bias.is_some(), gb),
+    ))
+}
+/// xirang-fallback: embedding
+pub fn embedding(
+    weight: &Tensor,
+    indices: &Tensor,
+    _padding_idx: i64,
+    _scale_grad_by_freq: bool,
+    _sparse: bool,
+) -> Result<Tensor> {
+    ops::embedding(weight, indices)
+}
+/// `scale_grad_by_freq` and `sparse` only shape the backward.
+///
+/// xirang-fallback: _embedding_bag
+pub fn _embedding_bag(
+    weight: &Tensor,
+    indices: &Tensor,
+    offsets: &Tensor,
+    _scale_grad_by_freq: bool,
+    mode: i64,
+    _sparse: bool,
+    per_sample_weights: Option<&Tensor>,
+    include_last_offset: bool,
+    padding_idx: i64,
+) -> Result<(Tensor, Tensor, Tensor, Tensor)> {
+    let (w, idx, off) = (weight, indices, offsets);
+    let (o, o2b, bag_size, max_indices) =
+        ops::embedding_bag(w, idx, off, mode, per_sample_weights, include_last_offset, padding_idx)?;
+    Ok((o, o2b, bag_size, max_indices))
+}
+/// xirang-fallback: embedding_dense_backward
+pub fn embedding_dense_backward(
+    grad_output: &Tensor,
+    indices: &Tensor,
+    num_weights: i64,
+    padding_idx: i64,
+    scale_grad_by_freq: bool,
+) -> Result<Tensor> {
+    const OP: &str = "embedding_dense_backward";
+    let n = usize::try_from(num_weights).map_err(|_| Error::InvalidArgument(format!("{OP}: negative num_weights")))?;
+    let pad = padding_idx;
+    ops::embedding_backward(grad_output, indices, n, (pad >= 0).then_some(pad), scale_grad_by_freq)
+}
+
+/// xirang-fallback: native_dropout
+pub fn native_dropout(input: &Tensor, p: f64, train: Option<bool>) -> Result<(Tensor, Tensor)> {
+    let train = train.unwrap_or(true);
+    let (x, p) = (input, p);
+    let (o, m) = with_default_generator(|g| ops::dropout(x, p, train, g))?;
+    Ok((o, m))
+}
+/// xirang-fallback: native_dropout_backward
+pub fn native_dropout_backward(grad_output: &Tensor, mask: &Tensor, scale: f64) -> Result<Tensor> {
+    ops::dropout_backward(grad_output, mask, scale)
+}
+/// xirang-fallback: nll_loss_forward
+pub fn nll_loss_forward(
+    self_: &Tensor,
+    target: &Tensor,
+    weight: Option<&Tensor>,
+    reduction: i64,
+    ignore_index: i64,
+) -> Result<(Tensor, Tensor)> {
+    const OP: &str = "nll_loss_forward";
+    let r = reduction_of(OP, reduction)?;
+    let (o, w) = ops::nll_loss(self_, target, weight, r, ignore_index)?;
+    Ok((o, w))
+}
+/// xirang-fallback: nll_loss_backward
+pub fn nll_loss_backward(
+    grad_output: &Tensor,
+    self_: &Tensor,
+    target: &Tensor,
+    weight: Option<&Tensor>,
+    reduction: i64,
+    ignore_index: i64,
+    total_weight: &Tensor,
+) -> Result<Tensor> {
+    const OP: &str = "nll_loss_backward";
+    let r = reduction_of(OP, reduction)?;
+    ops::nll_loss_backward(grad_output, self_, target, weight, r, ignore_index, total_weight)
+}
+/// xirang-fallback: mse_loss
+pub fn mse_loss(self_: &Tensor, target: &Tensor, reduction: i64) -> Result<Tensor> {
+    const OP: &str = "mse_loss";
+    let r = reduction_of(OP, reduction)?;
+    ops::mse_loss(self_, target, r)
+}
+/// xirang-fallback: mse_loss_backward
+pub fn mse_loss_backward(grad_output: &Tensor, self_: &Tensor, target: &Tensor, reduction: i64) -> Result<Tensor> {
+    const OP: &str = "mse_loss_backward";
+    let r = reduction_of(OP, reduction)?;
+    ops::mse_loss_backward(grad_output, self_, target, r)
+}
+
+// ------------------------------------------------------------ views
+
+/// xirang-fallback: t
+pub fn t(self_: &Tensor) -> Result<Tensor> {
+    self_.t()
+}
+/// xirang-fallback: transpose.int
+pub fn transpose_int(self_: &Tensor, dim0: i64, dim1: i64) -> Result<Tensor> {
+    self_.transpose(dim0, dim1)
+}
+/// xirang-fallback: view
+pub fn view(self_: &Tensor, size: &[i64]) -> Result<Tensor> {
+    self_.view(size)
+}
+/// `view` without the aliasing bookkeeping: a view here too.
+///
+/// xirang-fallback: _unsafe_view
+pub fn _unsafe_view(self_: &Tensor, size: &[i64]) -> Result<Tensor> {
+    self_.view(size)
+}
+/// xirang-fallback: permute
+pub fn permute(self_: &Tensor, dims: &[i64]) -> Result<Tensor> {
+    self_.permute(dims)
+}
+/// xirang-fallback: expand
+pub fn expand(self_: &Tensor, size: &[i64], _implicit: bool) -> Result<Tensor> {
+    self_.expand(size)
+}
+/// xirang-fallback: select.int
+pub fn select_int(self_: &Tensor, dim: i64, index: i64) -> Result<Tensor> {
+    self_.select(dim, index)
+}
+/// xirang-fallback: select_backward
+pub fn select_backward(grad_output: &Tensor, input_sizes: &[i64], dim: i64, index: i64) -> Result<Tensor> {
+    const OP: &str = "select_backward";
+    let g = grad_output;
+    let z = Tensor::zeros(&sizes(OP, input_sizes)?, g.dtype());
+    z.select(dim, index)?.copy_(g)?;
+    place_like(z, g)
+}
+/// xirang-fallback: scalar_tensor
+pub fn scalar_tensor(
+    s: Scalar,
+    dtype: Option<DType>,
+    _layout: Option<Layout>,
+    device: Option<Device>,
+    _pin_memory: Option<bool>,
+) -> Result<Tensor> {
+    let d = dtype.unwrap_or(crate::dtype::DEFAULT_FLOAT);
+    place(Tensor::full(&[], s, d), device)
+}
+/// xirang-fallback: slice.Tensor
+pub fn slice_tensor(self_: &Tensor, dim: i64, start: Option<i64>, end: Option<i64>, step: i64) -> Result<Tensor> {
+    self_.slice(dim, start, end, step)
+}
+/// xirang-fallback: squeeze
+pub fn squeeze(self_: &Tensor) -> Result<Tensor> {
+    Ok(self_.squeeze())
+}
+/// xirang-fallback: squeeze.dim
+pub fn squeeze_dim(self_: &Tensor, dim: i64) -> Result<Tensor> {
+    self_.squeeze_dim(dim)
+}
+/// xirang-fallback: unsqueeze
+pub fn unsqueeze(self_: &Tensor, dim: i64) -> Result<Tensor> {
+    self_.unsqueeze(dim)
+}
+/// xirang-fallback: as_strided
+pub fn as_strided(self_: &Tensor, size: &[i64], stride: &[i64], storage_offset: Option<i64>) -> Result<Tensor> {
+    const OP: &str = "as_strided";
+    let x = self_;
+    let size = sizes(OP, size)?;
+    let stride = sizes(OP, stride)?;
+    let off = match storage_offset {
+        None => x.storage_offset(),
+        Some(o) => usize::try_from(o).map_err(|_| Error::InvalidArgument(format!("{OP}: negative storage offset")))?,
+    };
+    x.as_strided(&size, &stride, off)
+}
+
+// ------------------------------------------------------------ copies and factories
+
+/// xirang-fallback: clone
+pub fn clone(self_: &Tensor, memory_format: Option<MemoryFormat>) -> Result<Tensor> {
+    const OP: &str = "clone";
+    memory_format_ok(OP, memory_format)?;
+    self_.clone_contiguous()
+}
+/// xirang-fallback: copy_
+pub fn copy_(self_: &Tensor, src: &Tensor, _non_blocking: bool) -> Result<Tensor> {
+    let x = self_;
+    x.copy_(src)?;
+    Ok(x.clone())
+}
+/// xirang-fallback: fill_.Scalar
+pub fn fill_scalar_(self_: &Tensor, value: Scalar) -> Result<Tensor> {
+    let x = self_;
+    x.fill_(value)?;
+    Ok(x.clone())
+}
+/// xirang-fallback: zero_
+pub fn zero_(self_: &Tensor) -> Result<Tensor> {
+    let x = self_;
+    x.fill_(Scalar::Int(0))?;
+    Ok(x.clone())
+}
+/// xirang-fallback: _to_copy
+pub fn _to_copy(
+    self_: &Tensor,
+    dtype: Option<DType>,
+    _layout: Option<Layout>,
+    device: Option<Device>,
+    _pin_memory: Option<bool>,
+    _non_blocking: bool,
+    memory_format: Option<MemoryFormat>,
+) -> Result<Tensor> {
+    const OP: &str = "_to_copy";
+    let x = self_;
+    memory_format_ok(OP, memory_format)?;
+    let d = dtype.unwrap_or(x.dtype());
+    let r = x.to_dtype(d)?;
+    let r = if r.shares_storage(x) { r.clone_contiguous()? } else { r };
+    match device {
+        None => Ok(r),
+        Some(dev) if dev == x.device() => Ok(r),
+        Some(dev) => place(r.to_cpu()?, Some(dev)),
+    }
+}
+/// xirang-fallback: empty.memory_format
+pub fn empty_memory_format(
+    size: &[i64],
+    dtype: Option<DType>,
+    _layout: Option<Layout>,
+    device: Option<Device>,
+    _pin_memory: Option<bool>,
+    memory_format: Option<MemoryFormat>,
+) -> Result<Tensor> {
+    const OP: &str = "empty.memory_format";
+    memory_format_ok(OP, memory_format)?;
+    let s = sizes(OP, size)?;
+    let d = dtype.unwrap_or(crate::dtype::DEFAULT_FLOAT);
+    place(Tensor::zeros(&s, d), device)
+}
+/// xirang-fallback: full
+pub fn full(
+    size: &[i64],
+    fill_value: Scalar,
+    dtype: Option<DType>,
+    _layout: Option<Layout>,
+    device: Option<Device>,
+    _pin_memory: Option<bool>,
+) -> Result<Tensor> {
+    const OP: &str = "full";
+    let s = sizes(OP, size)?;
+    let v = fill_value;
+    let d = match dtype {
+        Some(d) => d,
+        None => match v {
+            Scalar::Float(_) => crate::dtype::DEFAULT_FLOAT,
+            other => other.wrapped_dtype(),
+        },
+    };
+    place(Tensor::full(&s, v, d), device)
+}
+fn like(x: &Tensor, dtype: Option<DType>, device: Option<Device>, value: Scalar) -> Result<Tensor> {
+    let d = dtype.unwrap_or(x.dtype());
+    let t = Tensor::full(x.sizes(), value, d);
+    match device {
+        None => place_like(t, x),
+        Some(dev) => place(t, Some(dev)),
+    }
+}
+/// xirang-fallback: zeros_like
+pub fn zeros_like(
+    self_: &Tensor,
+    dtype: Option<DType>,
+    _layout: Option<Layout>,
+    device: Option<Device>,
+    _pin_memory: Option<bool>,
+    _memory_format: Option<MemoryFormat>,
+) -> Result<Tensor> {
+    like(self_, dtype, device, Scalar::Int(0))
+}
+/// xirang-fallback: ones_like
+pub fn ones_like(
+    self_: &Tensor,
+    dtype: Option<DType>,
+    _layout: Option<Layout>,
+    device: Option<Device>,
+    _pin_memory: Option<bool>,
+    _memory_format: Option<MemoryFormat>,
+) -> Result<Tensor> {
+    like(self_, dtype, device, Scalar::Int(1))
+}
+/// xirang-fallback: full_like
+pub fn full_like(
+    self_: &Tensor,
+    fill_value: Scalar,
+    dtype: Option<DType>,
+    _layout: Option<Layout>,
+    device: Option<Device>,
+    _pin_memory: Option<bool>,
+    _memory_format: Option<MemoryFormat>,
+) -> Result<Tensor> {
+    like(self_, dtype, device, fill_value)
+}
+
+// ------------------------------------------------------------ Core ATen (`ops::core_aten`)
+
+fn usz(op: &str, v: i64) -> Result<usize> {
+    usize::try_from(v).map_err(|_| Error::InvalidArgument(format!("{op}: negative value {v}")))
+}
+/// xirang-fallback: _local_scalar_dense
+pub fn _local_scalar_dense(self_: &Tensor) -> Result<Scalar> {
+    self_.item()
+}
+/// xirang-fallback: _native_batch_norm_legit
+pub fn _native_batch_norm_legit(
+    input: &Tensor,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    running_mean: &Tensor,
+    running_var: &Tensor,
+    training: bool,
+    momentum: f64,
+    eps: f64,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let running = Some((running_mean, running_var));
+    ops::batch_norm(input, weight, bias, running, training, momentum, eps)
+}
+/// xirang-fallback: _native_batch_norm_legit.no_stats
+pub fn _native_batch_norm_legit_no_stats(
+    input: &Tensor,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    training: bool,
+    momentum: f64,
+    eps: f64,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    ops::batch_norm(input, weight, bias, None, training, momentum, eps)
+}
+/// xirang-fallback: _native_batch_norm_legit_no_training
+pub fn _native_batch_norm_legit_no_training(
+    input: &Tensor,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    running_mean: &Tensor,
+    running_var: &Tensor,
+    momentum: f64,
+    eps: f64,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let running = Some((running_mean, running_var));
+    ops::batch_norm(input, weight, bias, running, false, momentum, eps)
+}
+/// xirang-fallback: alias
+pub fn alias(self_: &Tensor) -> Result<Tensor> {
+    Ok(self_.clone())
+}
+/// xirang-fallback: any
+pub fn any(self_: &Tensor) -> Result<Tensor> {
+    ops::any(self_, None, false)
+}
+/// xirang-fallback: any.dim
+pub fn any_dim(self_: &Tensor, dim: i64, keepdim: bool) -> Result<Tensor> {
+    ops::any(self_, Some(&[dim]), keepdim)
+}
+/// xirang-fallback: any.dims
+pub fn any_dims(self_: &Tensor, dim: Option<&[i64]>, keepdim: bool) -> Result<Tensor> {
+    ops::any(self_, dim, keepdim)
+}
+/// xirang-fallback: arange.start_step
+pub fn arange_start_step(
+    start: Scalar,
+    end: Scalar,
+    step: Scalar,
+    dtype: Option<DType>,
+    _layout: Option<Layout>,
+    device: Option<Device>,
+    _pin_memory: Option<bool>,
+) -> Result<Tensor> {
+    let t = ops::arange(start, end, step, dtype)?;
+    place(t, device)
+}
+/// xirang-fallback: avg_pool2d
+pub fn avg_pool2d(
+    self_: &Tensor,
+    kernel_size: &[i64],
+    stride: &[i64],
+    padding: &[i64],
+    ceil_mode: bool,
+    count_include_pad: bool,
+    divisor_override: Option<i64>,
+) -> Result<Tensor> {
+    ops::avg_pool2d(self_, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+}
+/// xirang-fallback: avg_pool3d
+pub fn avg_pool3d(
+    self_: &Tensor,
+    kernel_size: &[i64],
+    stride: &[i64],
+    padding: &[i64],
+    ceil_mode: bool,
+    count_include_pad: bool,
+    divisor_override: Option<i64>,
+) -> Result<Tensor> {
+    ops::avg_pool3d(self_, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+}
+/// xirang-fallback: clamp.Tensor
+pub fn clamp_tensor(self_: &Tensor, min: Option<&Tensor>, max: Option<&Tensor>) -> Result<Tensor> {
+    ops::clamp_tensor(self_, min, max)
+}
+/// xirang-fallback: constant_pad_nd
+pub fn constant_pad_nd(self_: &Tensor, pad: &[i64], value: Scalar) -> Result<Tensor> {
+    ops::constant_pad_nd(self_, pad, value)
+}
+/// xirang-fallback: convolution
+pub fn convolution(
+    input: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    stride: &[i64],
+    padding: &[i64],
+    dilation: &[i64],
+    transposed: bool,
+    _output_padding: &[i64],
+    groups: i64,
+) -> Result<Tensor> {
+    let x = input;
+    let (stride, padding, dilation) = (stride, padding, dilation);
+    ops::convolution(x, weight, bias, stride, padding, dilation, transposed, groups)
+}
+/// xirang-fallback: copy
+pub fn copy(self_: &Tensor, src: &Tensor, _non_blocking: bool) -> Result<Tensor> {
+    let (x, src) = (self_, src);
+    let out = x.clone_contiguous()?;
+    out.copy_(src)?;
+    Ok(out)
+}
+/// xirang-fallback: cumsum
+pub fn cumsum(self_: &Tensor, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
+    ops::cumsum(self_, dim, dtype)
+}
+/// xirang-fallback: diagonal
+pub fn diagonal(self_: &Tensor, offset: i64, dim1: i64, dim2: i64) -> Result<Tensor> {
+    ops::diagonal(self_, offset, dim1, dim2)
+}
+/// xirang-fallback: empty_strided
+pub fn empty_strided(
+    size: &[i64],
+    stride: &[i64],
+    dtype: Option<DType>,
+    _layout: Option<Layout>,
+    device: Option<Device>,
+    _pin_memory: Option<bool>,
+) -> Result<Tensor> {
+    const OP: &str = "empty_strided";
+    let (s, st) = (sizes(OP, size)?, sizes(OP, stride)?);
+    let d = dtype.unwrap_or(crate::dtype::DEFAULT_FLOAT);
+    let extent = crate::shape::storage_extent(&s, &st, 0);
+    let base = Tensor::zeros(&[extent], d).as_strided(&s, &st, 0)?;
+    place(base, device)
+}
+/// xirang-fallback: fill.Scalar
+pub fn fill_scalar(self_: &Tensor, value: Scalar) -> Result<Tensor> {
+    let x = self_;
+    place_like(Tensor::full(x.sizes(), value, x.dtype()), x)
+}
+/// xirang-fallback: flip
+pub fn flip(self_: &Tensor, dims: &[i64]) -> Result<Tensor> {
+    ops::flip(self_, dims)
+}
+/// xirang-fallback: index.Tensor
+pub fn index_tensor(self_: &Tensor, indices: &[Option<Tensor>]) -> Result<Tensor> {
+    ops::index(self_, indices)
+}
+/// xirang-fallback: index_put
+pub fn index_put(self_: &Tensor, indices: &[Option<Tensor>], values: &Tensor, accumulate: bool) -> Result<Tensor> {
+    let idx = indices;
+    ops::index_put(self_, idx, values, accumulate)
+}
+/// xirang-fallback: max.dim
+pub fn max_dim(self_: &Tensor, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
+    let (v, i) = ops::max_min_dim(self_, dim, keepdim, true)?;
+    Ok((v, i))
+}
+/// xirang-fallback: min.dim
+pub fn min_dim(self_: &Tensor, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
+    let (v, i) = ops::max_min_dim(self_, dim, keepdim, false)?;
+    Ok((v, i))
+}
+/// xirang-fallback: max_pool2d_with_indices
+pub fn max_pool2d_with_indices(
+    self_: &Tensor,
+    kernel_size: &[i64],
+    stride: &[i64],
+    padding: &[i64],
+    dilation: &[i64],
+    ceil_mode: bool,
+) -> Result<(Tensor, Tensor)> {
+    let (v, i) = ops::max_pool2d_with_indices(self_, kernel_size, stride, padding, dilation, ceil_mode)?;
+    Ok((v, i))
+}
+/// xirang-fallback: max_pool3d_with_indices
+pub fn max_pool3d_with_indices(
+    self_: &Tensor,
+    kernel_size: &[i64],
+    stride: &[i64],
+    padding: &[i64],
+    dilation: &[i64],
+    ceil_mode: bool,
+) -> Result<(Tensor, Tensor)> {
+    let (v, i) = ops::max_pool3d_with_indices(self_, kernel_size, stride, padding, dilation, ceil_mode)?;
+    Ok((v, i))
+}
+/// xirang-fallback: native_group_norm
+pub fn native_group_norm(
+    input: &Tensor,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    N: i64,
+    C: i64,
+    HxW: i64,
+    group: i64,
+    eps: f64,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    const OP: &str = "native_group_norm";
+    let (n, c, hw, g) = (usz(OP, N)?, usz(OP, C)?, usz(OP, HxW)?, usz(OP, group)?);
+    ops::group_norm(input, weight, bias, n, c, hw, g, eps)
+}
+/// xirang-fallback: nonzero
+pub fn nonzero(self_: &Tensor) -> Result<Tensor> {
+    ops::nonzero(self_)
+}
+/// xirang-fallback: repeat
+pub fn repeat(self_: &Tensor, repeats: &[i64]) -> Result<Tensor> {
+    ops::repeat(self_, repeats)
+}
+/// xirang-fallback: scatter.src
+pub fn scatter_src(self_: &Tensor, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
+    ops::scatter(self_, dim, index, ops::Rhs::Tensor(src))
+}
+/// xirang-fallback: scatter.value
+pub fn scatter_value(self_: &Tensor, dim: i64, index: &Tensor, value: Scalar) -> Result<Tensor> {
+    ops::scatter(self_, dim, index, ops::Rhs::Scalar(value))
+}
+/// xirang-fallback: select_scatter
+pub fn select_scatter(self_: &Tensor, src: &Tensor, dim: i64, index: i64) -> Result<Tensor> {
+    ops::select_scatter(self_, src, dim, index)
+}
+/// xirang-fallback: slice_scatter
+pub fn slice_scatter(
+    self_: &Tensor,
+    src: &Tensor,
+    dim: i64,
+    start: Option<i64>,
+    end: Option<i64>,
+    step: i64,
+) -> Result<Tensor> {
+    ops::slice_scatter(self_, src, dim, start, end, step)
+}
+/// xirang-fallback: sort
+pub fn sort(self_: &Tensor, dim: i64, descending: bool) -> Result<(Tensor, Tensor)> {
+    let (v, i) = ops::sort(self_, dim, descending)?;
+    Ok((v, i))
+}
+/// xirang-fallback: split_with_sizes
+pub fn split_with_sizes(self_: &Tensor, split_sizes: &[i64], dim: i64) -> Result<Vec<Tensor>> {
+    let parts = ops::split_with_sizes(self_, split_sizes, dim)?;
+    Ok(parts)
+}
+/// xirang-fallback: squeeze.dims
+pub fn squeeze_dims(self_: &Tensor, dim: &[i64]) -> Result<Tensor> {
+    ops::squeeze_dims(self_, dim)
+}
+/// xirang-fallback: topk
+pub fn topk(self_: &Tensor, k: i64, dim: i64, largest: bool, _sorted: bool) -> Result<(Tensor, Tensor)> {
+    let (v, i) = ops::topk(self_, k, dim, largest)?;
+    Ok((v, i))
+}
+/// xirang-fallback: var.correction
+pub fn var_correction(
+    self_: &Tensor,
+    dim: Option<&[i64]>,
+    correction: Option<Scalar>,
+    keepdim: bool,
+) -> Result<Tensor> {
+    let c = correction.map_or(1.0, |s| s.to_f64());
+    ops::var(self_, dim, c, keepdim)
+}
+/// xirang-fallback: var.dim
+pub fn var_dim(self_: &Tensor, dim: Option<&[i64]>, unbiased: bool, keepdim: bool) -> Result<Tensor> {
+    let c = if unbiased { 1.0 } else { 0.0 };
+    ops::var(self_, dim, c, keepdim)
+}
+/// xirang-fallback: _adaptive_avg_pool2d
+pub fn _adaptive_avg_pool2d(self_: &Tensor, output_size: &[i64]) -> Result<Tensor> {
+    ops::adaptive_avg_pool(self_, output_size)
+}
+/// xirang-fallback: _adaptive_avg_pool3d
+pub fn _adaptive_avg_pool3d(self_: &Tensor, output_size: &[i64]) -> Result<Tensor> {
+    ops::adaptive_avg_pool(self_, output_size)
+}
+/// xirang-fallback: adaptive_avg_pool1d
+pub fn adaptive_avg_pool1d(self_: &Tensor, output_size: &[i64]) -> Result<Tensor> {
+    ops::adaptive_avg_pool(self_, output_size)
+}
+/// xirang-fallback: _cdist_forward
+pub fn _cdist_forward(x1: &Tensor, x2: &Tensor, p: f64, _compute_mode: Option<i64>) -> Result<Tensor> {
+    ops::cdist(x1, x2, p)
+}
+/// xirang-fallback: _pdist_forward
+pub fn _pdist_forward(self_: &Tensor, p: f64) -> Result<Tensor> {
+    ops::pdist(self_, p)
+}
+/// xirang-fallback: avg_pool1d
+pub fn avg_pool1d(
+    self_: &Tensor,
+    kernel_size: &[i64],
+    stride: &[i64],
+    padding: &[i64],
+    ceil_mode: bool,
+    count_include_pad: bool,
+) -> Result<Tensor> {
+    ops::avg_pool1d(self_, kernel_size, stride, padding, ceil_mode, count_include_pad)
+}
+/// xirang-fallback: avg_pool2d_backward
+pub fn avg_pool2d_backward(
+    grad_output: &Tensor,
+    self_: &Tensor,
+    kernel_size: &[i64],
+    stride: &[i64],
+    padding: &[i64],
+    ceil_mode: bool,
+    count_include_pad: bool,
+    divisor_override: Option<i64>,
+) -> Result<Tensor> {
+    let (k, s, p) = (kernel_size, stride, padding);
+    ops::avg_pool2d_backward(grad_output, self_, k, s, p, ceil_mode, count_include_pad, divisor_override)
+}
+fn bool3(op: &str, b: &[bool]) -> Result<[bool; 3]> {
+    match b {
+        [x, y, z] => Ok([*x, *y, *z]),
+        _ => Err(Error::InvalidArgument(format!("{op}: output_mask must be bool[3], got {} values", b.len()))),
+    }
+}
+/// Masked-off gradients are PyTorch's undefined tensor.
+fn opt3([a, b, c]: [Option<Tensor>; 3]) -> (Tensor, Tensor, Tensor) {
+    let d = |t: Option<Tensor>| t.unwrap_or_else(Tensor::undefined);
+    (d(a), d(b), d(c))
+}
+/// xirang-fallback: convolution_backward
+pub fn convolution_backward(
+    grad_output: &Tensor,
+    input: &Tensor,
+    weight: &Tensor,
+    bias_sizes: Option<&[i64]>,
+    stride: &[i64],
+    padding: &[i64],
+    dilation: &[i64],
+    transposed: bool,
+    _output_padding: &[i64],
+    groups: i64,
+    output_mask: &[bool],
+) -> Result<(Tensor, Tensor, Tensor)> {
+    const OP: &str = "convolution_backward";
+    let has_bias = bias_sizes.is_some();
+    let (stride, padding, dilation) = (stride, padding, dilation);
+    let (go, x, w) = (grad_output, input, weight);
+    Ok(opt3(ops::convolution_backward(
+        go,
+        x,
+        w,
+        has_bias,
+        stride,
+        padding,
+        dilation,
+        transposed,
+        groups,
+        bool3(OP, output_mask)?,
+    )?))
+}
+/// xirang-fallback: max_pool2d_with_indices_backward
+pub fn max_pool2d_with_indices_backward(
+    grad_output: &Tensor,
+    self_: &Tensor,
+    _kernel_size: &[i64],
+    _stride: &[i64],
+    _padding: &[i64],
+    _dilation: &[i64],
+    _ceil_mode: bool,
+    indices: &Tensor,
+) -> Result<Tensor> {
+    ops::max_pool2d_with_indices_backward(grad_output, self_, indices)
+}
+/// xirang-fallback: native_group_norm_backward
+pub fn native_group_norm_backward(
+    grad_out: &Tensor,
+    input: &Tensor,
+    mean: &Tensor,
+    rstd: &Tensor,
+    weight: Option<&Tensor>,
+    N: i64,
+    C: i64,
+    HxW: i64,
+    group: i64,
+    output_mask: &[bool],
+) -> Result<(Tensor, Tensor, Tensor)> {
+    const OP: &str = "native_group_norm_backward";
+    let (n, c, hw, g) = (usz(OP, N)?, usz(OP, C)?, usz(OP, HxW)?, usz(OP, group)?);
+    let (go, x, m, r) = (grad_out, input, mean, rstd);
+    Ok(opt3(ops::group_norm_backward(go, x, m, r, weight, n, c, hw, g, bool3(OP, output_mask)?)?))
+}
+/// `rand` / `randn` from the default generator (`manual_seed`): uniform in [0, 1) or standard
+/// normal (Box-Muller), computed in f64 and rounded to the dtype.
+fn random(op: &str, size: &[i64], dtype: Option<DType>, device: Option<Device>, normal: bool) -> Result<Tensor> {
+    let s = sizes(op, size)?;
+    let d = dtype.unwrap_or(crate::dtype::DEFAULT_FLOAT);
+    if !d.is_floating() {
+        return Err(Error::DType(format!("\"{op}\" not implemented for '{}'", d.name())));
+    }
+    let n: usize = s.iter().product();
+    let v: Vec<f64> = with_default_generator(|g| {
+        (0..n)
+            .map(|_| {
+                let u = (g.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+                if normal {
+                    let u2 = (g.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+                    (-2.0 * (1.0 - u).ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+                } else {
+                    u
+                }
+            })
+            .collect()
+    });
+    place(Tensor::from_f64(&v, &s, d)?, device)
+}
+/// xirang-fallback: rand
+pub fn rand(
+    size: &[i64],
+    dtype: Option<DType>,
+    _layout: Option<Layout>,
+    device: Option<Device>,
+    _pin_memory: Option<bool>,
+) -> Result<Tensor> {
+    random("rand", size, dtype, device, false)
+}
+/// xirang-fallback: randn
+pub fn randn(
+    size: &[i64],
+    dtype: Option<DType>,
+    _layout: Option<Layout>,
+    device: Option<Device>,
+    _pin_memory: Option<bool>,
+) -> Result<Tensor> {
+    random("randn", size, dtype, device, true)
+}
+/// xirang-fallback: randperm
+pub fn randperm(
+    n: i64,
+    dtype: Option<DType>,
+    _layout: Option<Layout>,
+    device: Option<Device>,
+    _pin_memory: Option<bool>,
+) -> Result<Tensor> {
+    const OP: &str = "randperm";
+    let n = usz(OP, n)?;
+    let d = dtype.unwrap_or(DType::I64);
+    // Fisher-Yates from the default generator
+    let mut p: Vec<i64> = (0..n as i64).collect();
+    with_default_generator(|g| {
+        for i in (1..n).rev() {
+            let j = (g.next_u64() % (i as u64 + 1)) as usize;
+            p.swap(i, j);
+        }
+    });
+    place(Tensor::from_i64(&p, &[n], d)?, device)
+}
+/// xirang-fallback: reflection_pad1d
+pub fn reflection_pad1d(self_: &Tensor, padding: &[i64]) -> Result<Tensor> {
+    ops::pad_nd(self_, padding, ops::PadMode::Reflect)
+}
+/// xirang-fallback: reflection_pad2d
+pub fn reflection_pad2d(self_: &Tensor, padding: &[i64]) -> Result<Tensor> {
+    ops::pad_nd(self_, padding, ops::PadMode::Reflect)
+}
+/// xirang-fallback: reflection_pad3d
+pub fn reflection_pad3d(self_: &Tensor, padding: &[i64]) -> Result<Tensor> {
+    ops::pad_nd(self_, padding, ops::PadMode::Reflect)
+}
+/// xirang-fallback: replication_pad2d
+pub fn replication_pad2d(self_: &Tensor, padding: &[i64]) -> Result<Tensor> {
+    ops::pad_nd(self_, padding, ops::PadMode::Replicate)
+}
+/// xirang-fallback: replication_pad3d
+pub fn replication_pad3d(self_: &Tensor, padding: &[i64]) -> Result<Tensor> {
+    ops::pad_nd(self_, padding, ops::PadMode::Replicate)
+}
+/// xirang-fallback: scatter_reduce.two
+pub fn scatter_reduce_two(
+    self_: &Tensor,
+    dim: i64,
+    index: &Tensor,
+    src: &Tensor,
+    reduce: &str,
+    include_self: bool,
+) -> Result<Tensor> {
+    ops::scatter_reduce(self_, dim, index, src, reduce, include_self)
+}
+/// xirang-fallback: masked_scatter
+pub fn masked_scatter(self_: &Tensor, mask: &Tensor, source: &Tensor) -> Result<Tensor> {
+    ops::masked_scatter(self_, mask, source)
+}
+/// `sym_is_contiguous(Tensor self, MemoryFormat memory_format=contiguous_format) -> SymBool` (new
+/// in PyTorch 2.15, Core ATen): the runtime's tensors have one memory format, row-major.
+///
+/// xirang-fallback: sym_is_contiguous
+pub fn sym_is_contiguous(self_: &Tensor, memory_format: MemoryFormat) -> Result<bool> {
+    const OP: &str = "sym_is_contiguous";
+    match memory_format {
+        MemoryFormat::Contiguous => Ok(self_.is_contiguous()),
+        MemoryFormat::Preserve => {
+            Err(Error::InvalidArgument(format!("{OP}: preserve_format is not a memory format to test")))
+        }
+        other => Err(Error::Unsupported(format!("{OP}: memory format {other:?} (the runtime is row-major only)"))),
+    }
+}
+/// xirang-fallback: sym_numel
+pub fn sym_numel(self_: &Tensor) -> Result<i64> {
+    Ok(self_.numel() as i64)
+}
+/// xirang-fallback: sym_size.int
+pub fn sym_size_int(self_: &Tensor, dim: i64) -> Result<i64> {
+    Ok(self_.size(dim)? as i64)
+}
+/// xirang-fallback: sym_storage_offset
+pub fn sym_storage_offset(self_: &Tensor) -> Result<i64> {
+    Ok(self_.storage_offset() as i64)
+}
+/// xirang-fallback: sym_stride.int
+pub fn sym_stride_int(self_: &Tensor, dim: i64) -> Result<i64> {
+    let x = self_;
+    let d = crate::shape::wrap_dim(dim, x.dim())?;
+    Ok(x.strides().get(d).copied().unwrap_or(1) as i64)
+}
+/// xirang-fallback: upsample_nearest2d.vec
+pub fn upsample_nearest2d_vec(
+    input: &Tensor,
+    output_size: Option<&[i64]>,
+    scale_factors: Option<&[f64]>,
+) -> Result<Tensor> {
+    let scales = scale_factors;
+    ops::upsample_nearest2d(input, output_size, scales)
+}
+/// xirang-fallback: col2im
+pub fn col2im(
+    self_: &Tensor,
+    output_size: &[i64],
+    kernel_size: &[i64],
+    dilation: &[i64],
+    padding: &[i64],
+    stride: &[i64],
+) -> Result<Tensor> {
+    let (size, kernel, dilation) = (output_size, kernel_size, dilation);
+    ops::col2im(self_, size, kernel, dilation, padding, stride)
+}
+/// xirang-fallback: grid_sampler_2d
+pub fn grid_sampler_2d(
+    input: &Tensor,
+    grid: &Tensor,
+    interpolation_mode: i64,
+    padding_mode: i64,
+    align_corners: bool,
+) -> Result<Tensor> {
+    ops::grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners)
+}
+/// xirang-fallback: _adaptive_avg_pool2d_backward
+pub fn _adaptive_avg_pool2d_backward(grad_output: &Tensor, self_: &Tensor) -> Result<Tensor> {
+    ops::adaptive_avg_pool2d_backward(grad_output, self_)
+}
+/// xirang-fallback: upsample_bilinear2d.vec
+pub fn upsample_bilinear2d_vec(
+    input: &Tensor,
+    output_size: Option<&[i64]>,
+    align_corners: bool,
+    scale_factors: Option<&[f64]>,
+) -> Result<Tensor> {
+    let scales = scale_factors;
+    ops::upsample_bilinear2d(input, output_size, align_corners, scales)
+}
+
+#[cfg(test)]
+mod tests {
+    /// The counts the runtime README states are the code's (the README is checked, not trusted).
+    #[test]
+    fn readme_counts_are_the_codes() {
+        let readme = include_str!("../README.md");
+        let native = crate::kernels::operators().len();
+        let host = crate::generated::ops::fallback::HOST_OPERATORS.len();
+        for (needle, n) in
+            [("`kernels::is_native(op)` (", native), ("typed host implementations of ", host), ("`host.rs` (", host)]
+        {
+            let at = readme.find(needle).unwrap_or_else(|| panic!("README no longer says `{needle}`"));
+            let rest = &readme[at + needle.len()..];
+            let stated: usize = rest[..rest.find(' ').unwrap()].parse().unwrap();
+            assert_eq!(stated, n, "adapter-runtime/README.md says `{needle}{stated}`, the code has {n}");
+        }
+        // the golden counts: the precision suite's and the autograd suite's index files
+        let count = |json: &str| -> usize {
+            let at = json.find("\"count\":").expect("count field") + 8;
+            json[at..].trim_start().split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+        };
+        let precision = count(include_str!("../goldens/index.json"));
+        let autograd = count(include_str!("../goldens/autograd_index.json"));
+        assert!(readme.contains(&format!("`goldens/index.json`: {precision} cases")), "precision golden count");
+        assert!(readme.contains(&format!("dtype): {autograd} cases")), "autograd golden count");
+    }
+}
