@@ -243,7 +243,7 @@ impl DeviceContext {
                 s.alloc_count += 1;
                 s.allocated_bytes += key.1;
                 s.peak_allocated_bytes = s.peak_allocated_bytes.max(s.allocated_bytes);
-                crate::profile::on_alloc(key.1);
+                crate::observe::on_alloc(key.1);
                 return Some(Block { ctx: self.clone(), ptr: key.2, size: key.1, stream });
             }
         }
@@ -291,7 +291,7 @@ impl DeviceContext {
         s.peak_allocated_bytes = s.peak_allocated_bytes.max(s.allocated_bytes);
         s.peak_reserved_bytes = s.peak_reserved_bytes.max(s.reserved_bytes);
         drop(g);
-        crate::profile::on_alloc(rounded);
+        crate::observe::on_alloc(rounded);
         Ok(Block { ctx: self.clone(), ptr, size: rounded, stream })
     }
 

@@ -27,23 +27,7 @@ use std::sync::{Mutex, OnceLock, RwLock};
 
 use crate::error::{Error, Result};
 
-/// Which implementation served a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Tier {
-    Native,
-    Recipe,
-    Fallback,
-}
-
-impl Tier {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Tier::Native => "native",
-            Tier::Recipe => "recipe",
-            Tier::Fallback => "fallback",
-        }
-    }
-}
+pub use crate::observe::Tier;
 
 /// What a fallback does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -258,8 +242,8 @@ fn take_declined() -> Option<String> {
 /// Runs one operator call through the dispatcher: the frame starts as
 /// [`Tier::Native`]; default bodies re-mark it; the final tier is counted.
 ///
-/// When a profiling session runs ([`crate::profile`]), the call is also
-/// recorded there; otherwise that costs one relaxed atomic load.
+/// The frame is reported to the observation points ([`crate::observe`]): while a profiling
+/// session listens the call is recorded there; otherwise that costs one relaxed atomic load.
 pub fn call<R>(op: &'static str, f: impl FnOnce() -> Result<R>) -> Result<R> {
     FRAMES.with(|fr| {
         let mut fr = fr.borrow_mut();
@@ -269,7 +253,7 @@ pub fn call<R>(op: &'static str, f: impl FnOnce() -> Result<R>) -> Result<R> {
         }
         fr.push(Tier::Native)
     });
-    let profiled = crate::profile::enabled() && crate::profile::enter(op);
+    let observed = crate::observe::enter(op);
     let out = f();
     let tier = FRAMES.with(|fr| {
         let mut fr = fr.borrow_mut();
@@ -279,8 +263,8 @@ pub fn call<R>(op: &'static str, f: impl FnOnce() -> Result<R>) -> Result<R> {
         }
         t
     });
-    if profiled {
-        crate::profile::exit(tier);
+    if observed {
+        crate::observe::exit(tier);
     }
     // a declined call ran on no tier: the embedding application's CPU fallback counts it
     if !matches!(out, Err(Error::Declined(_))) {

@@ -19,6 +19,7 @@
 //! * [`host`]: the host reference implementation of each operator, typed (the CPU-fallback tier).
 //! * [`rng`]: the seeded generator and the default generator `manual_seed` seeds.
 //! * [`io`]: safetensors files.
+//! * [`observe`]: observation points of the dispatcher, allocator and transfers, and [`Tier`](observe::Tier).
 //! * [`profile`]: operator-level profiling (`XIRANG_PROFILE`), reports,
 //!   baseline comparison and the tuning advisor (`xirang-prof`).
 //! * [`train`]: the MLP training loop of `examples/train_mlp.rs`.
@@ -47,6 +48,7 @@ pub mod host;
 pub mod io;
 pub mod ivalue;
 pub mod kernels;
+pub mod observe;
 pub mod ops;
 pub mod profile;
 pub mod rng;

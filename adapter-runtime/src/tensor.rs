@@ -642,7 +642,7 @@ impl Tensor {
         if self.is_contiguous() {
             return Ok(self.clone());
         }
-        crate::profile::on_contiguous_copy(self.numel() * self.dtype.size());
+        crate::observe::on_contiguous_copy(self.numel() * self.dtype.size());
         self.clone_contiguous()
     }
 
@@ -679,7 +679,7 @@ impl Tensor {
                         b.ptr + lo as u64,
                         ctx.current_stream(),
                     )?;
-                    crate::profile::on_copy(crate::profile::CopyDir::DeviceToHost, hi - lo);
+                    crate::observe::on_copy(crate::observe::CopyDir::DeviceToHost, hi - lo);
                 }
                 Ok(f(&buf))
             }
@@ -793,7 +793,7 @@ impl Tensor {
         let block = ctx.allocate(bytes.len())?;
         if !bytes.is_empty() {
             ctx.driver.memcpy_h2d_async(ctx.physical_id(), block.ptr, &bytes, block.stream)?;
-            crate::profile::on_copy(crate::profile::CopyDir::HostToDevice, bytes.len());
+            crate::observe::on_copy(crate::observe::CopyDir::HostToDevice, bytes.len());
         }
         let nbytes = bytes.len();
         Ok(Tensor {
@@ -880,7 +880,7 @@ impl Tensor {
                 write(&mut buf);
                 let ctx = &b.ctx;
                 ctx.driver.memcpy_h2d_async(ctx.physical_id(), b.ptr + (lo * es) as u64, &buf, ctx.current_stream())?;
-                crate::profile::on_copy(crate::profile::CopyDir::HostToDevice, buf.len());
+                crate::observe::on_copy(crate::observe::CopyDir::HostToDevice, buf.len());
                 Ok(())
             }
         }

@@ -1,6 +1,8 @@
 //! Operator-level profiling of the dispatcher.
 //!
-//! Every operator call goes through [`crate::dispatch::call`]; while a
+//! Every operator call goes through [`crate::dispatch::call`], which reports its frame to the
+//! observation points of [`crate::observe`]; the profiler is the observer there (it installs its
+//! hooks when a session starts), so the dispatcher and the allocator never import it. While a
 //! profiling session is running, each call becomes a [`Call`] record: the
 //! operator, the tier that served it, host time, device time (two driver
 //! events recorded on the stream of the call's first kernel launch, resolved
@@ -31,13 +33,14 @@ pub mod report;
 
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use crate::device::DeviceContext;
-use crate::dispatch::Tier;
 use crate::driver::{EventId, StreamId};
+pub use crate::observe::CopyDir;
+use crate::observe::Tier;
 
 pub use model::{Call, Profile};
 
@@ -71,7 +74,6 @@ pub enum ProfileError {
 /// Result alias of the profiler.
 pub type Result<T, E = ProfileError> = std::result::Result<T, E>;
 
-static ENABLED: AtomicBool = AtomicBool::new(false);
 /// Session number; frames opened in another session are not recorded.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 static NEXT_TID: AtomicU32 = AtomicU32::new(1);
@@ -79,7 +81,7 @@ static NEXT_TID: AtomicU32 = AtomicU32::new(1);
 /// Whether a session is running: the only cost of profiling when it is off.
 #[inline(always)]
 pub fn enabled() -> bool {
-    ENABLED.load(Ordering::Relaxed)
+    crate::observe::active()
 }
 
 struct DeviceSpan {
@@ -159,7 +161,14 @@ pub fn start() -> Result<()> {
         events: Vec::new(),
         device_errors: Vec::new(),
     });
-    ENABLED.store(true, Ordering::Relaxed);
+    crate::observe::install(crate::observe::Hooks {
+        enter,
+        exit,
+        alloc: on_alloc,
+        copy: on_copy,
+        contiguous_copy: on_contiguous_copy,
+    });
+    crate::observe::set_active(true);
     Ok(())
 }
 
@@ -168,7 +177,7 @@ pub fn start() -> Result<()> {
 pub fn stop() -> Result<Profile> {
     let s = {
         let mut g = session();
-        ENABLED.store(false, Ordering::Relaxed);
+        crate::observe::set_active(false);
         g.take().ok_or(ProfileError::NotRunning)?
     };
     let Session { mut calls, pending, events, mut device_errors, .. } = s;
@@ -319,13 +328,6 @@ pub fn on_alloc(bytes: usize) {
     if enabled() {
         with_top(|t| t.alloc_bytes += bytes as u64);
     }
-}
-
-/// Direction of a host<->device copy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CopyDir {
-    HostToDevice,
-    DeviceToHost,
 }
 
 /// `bytes` were copied between host and device.
