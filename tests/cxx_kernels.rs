@@ -11,7 +11,7 @@ use xirang_tests::{corpus, repo_root};
 fn op_plugin_kernels_match_their_operators() {
     let st = Store::new(repo_root().join("schemas"));
     let root = corpus().join("adapters/op-plugin");
-    let idx = xirang_scan::diff::committed::index_cxx(&root.join("op_plugin/ops"), &root).expect("index");
+    let idx = xirang_scan::diff::pipeline::index_cxx(&root.join("op_plugin/ops"), &root).expect("index");
     let names: BTreeSet<String> = idx.kernels.iter().flat_map(|k| cxx_kernels::candidate_names(&k.name)).collect();
     // op-plugin serves PyTorch 2.1 ... 2.15 (op_plugin_functions.yaml: all_version) and declares its own operators
     let mut ops = cxx_kernels::adapter_schemas(&root);

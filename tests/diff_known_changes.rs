@@ -1,9 +1,9 @@
 //! Known real upstream changes appear with the right rule (pinned), and the report formats, the allow
 //! list and the exit codes behave as documented.
 
+use xirang_scan::compare::{PytorchDiff, pytorch_report};
 use xirang_scan::diff::adapter_index::{AdapterIndex, index_source, method_map};
 use xirang_scan::diff::allow::AllowList;
-use xirang_scan::diff::committed::{PytorchDiff, pytorch_report};
 use xirang_scan::diff::impact::{Backend, GeneratedIndex};
 use xirang_scan::diff::{
     Change, ImpactSource, Report, RuleSet, Severity, exit_code, pytorch, report_json, report_markdown, report_terminal,
@@ -261,7 +261,7 @@ fn header_changes_share_the_engine() {
         std::fs::write(dir.join("lib.rs"), format!("fn f() {{\n    let _ = \"{sym}\";\n}}\n")).unwrap();
     }
     let uses = SymbolUses::index_dir(&dir, &dir).unwrap();
-    let r = xirang_scan::diff::committed::header_report("cuda", &a, &b, &uses, None, "2026-01-01", &rules);
+    let r = xirang_scan::diff::pipeline::header_report("cuda", &a, &b, &uses, None, "2026-01-01", &rules);
     if let Some(sym) = subject {
         assert!(r.impact.iter().any(|i| i.source == ImpactSource::Driver
             && i.subject == sym

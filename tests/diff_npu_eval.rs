@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 
 use xirang_scan::SourceFile;
 use xirang_scan::backend::{BackendYaml, load_backend_yaml};
+use xirang_scan::compare::{PytorchDiff, pytorch_report};
 use xirang_scan::diff::adapter_index::AdapterIndex;
-use xirang_scan::diff::committed::{PytorchDiff, pytorch_report};
 use xirang_scan::diff::impact::{Backend, GeneratedIndex};
 use xirang_scan::diff::{ImpactSource, RuleSet, Severity};
 use xirang_scan::snapshot::{Store, Version};

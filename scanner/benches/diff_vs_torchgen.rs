@@ -20,11 +20,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use xirang_scan::diff::committed::{
-    PairDiff, PytorchDiff, index_adapter, index_adapter_pair, pytorch_pair_report, pytorch_report, repo_root,
-};
+use xirang_scan::compare::{PairDiff, PytorchDiff, pytorch_pair_report, pytorch_report};
 use xirang_scan::diff::custom::CustomOperators;
 use xirang_scan::diff::impact::GeneratedIndex;
+use xirang_scan::diff::pipeline::{index_adapter, index_adapter_pair, repo_root};
 use xirang_scan::diff::{RuleSet, report_markdown};
 use xirang_scan::snapshot::Store;
 

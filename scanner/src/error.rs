@@ -1,4 +1,7 @@
-//! The scanner library's error type. Source files, positions and positioned errors are the IR's
+//! The CLI's error: the wrapper over every library crate's error type, and its own command-line and
+//! output failures. Each library crate of the scanner returns its own type (`xirang_store::Error`,
+//! `xirang_index::Error`, `xirang_drift::Error`, `xirang_gen::Error`, `xirang_compare::Error`); only
+//! this crate knows them all. Source files, positions and positioned errors are the IR's
 //! (`xirang_ir::error`), re-exported here.
 //!
 //! Every error that comes from an input file carries the file name, the 1-based line and column
@@ -10,62 +13,54 @@ use miette::Diagnostic;
 
 pub use xirang_ir::error::*;
 
-/// Everything the scanner library can fail with.
+/// Everything a command of `xirang-scan` can fail with.
 #[derive(Debug, thiserror::Error, Diagnostic)]
 pub enum Error {
     #[error(transparent)]
     #[diagnostic(transparent)]
-    Source(#[from] Box<SourceError>),
+    Store(#[from] xirang_store::Error),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Index(#[from] xirang_index::Error),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Drift(#[from] xirang_drift::Error),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Gen(#[from] xirang_gen::Error),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Compare(#[from] xirang_compare::Error),
+    #[error(transparent)]
+    #[diagnostic(code(xirang::cxx))]
+    Cxx(#[from] xirang_cxx::CxxError),
+    /// A command-line mistake (exit code 2).
+    #[error("{0}")]
+    #[diagnostic(code(xirang::usage))]
+    Usage(String),
+    /// Reading the terminal or the working directory.
     #[error("{path}: {source}")]
+    #[diagnostic(code(xirang::io))]
     Io {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}: not valid UTF-8")]
-    Utf8 { path: PathBuf },
-    /// An input that is not a readable file of a sane size (a FIFO, a folder, a link loop, /dev/zero).
-    #[error("{path}: {message}")]
-    #[diagnostic(code(xirang::input))]
-    Input { path: PathBuf, message: String },
-    #[error("{0}")]
-    #[diagnostic(code(xirang::source))]
-    SourceNotFound(String),
-    #[error("{context}: {message}")]
-    #[diagnostic(code(xirang::archive))]
-    Archive { context: String, message: String },
-    #[error("git: {0}")]
-    #[diagnostic(code(xirang::git))]
-    Git(String),
-    #[error("snapshot {path}: {message}")]
-    #[diagnostic(code(xirang::snapshot))]
-    Snapshot { path: PathBuf, message: String },
-    /// A command-line mistake (exit code 2).
-    #[error("{0}")]
-    #[diagnostic(code(xirang::usage))]
-    Usage(String),
-    /// Bad input or configuration that has no better place (exit code 1).
-    #[error("{0}")]
-    #[diagnostic(code(xirang::invalid))]
-    Invalid(String),
     /// A bug of this tool (rendering, serialization).
     #[error("internal error: {0}")]
     #[diagnostic(code(xirang::internal))]
     Internal(String),
-    #[error(transparent)]
-    #[diagnostic(transparent)]
-    CustomOp(#[from] Box<crate::generate::custom::CustomOpError>),
-    #[error(transparent)]
-    #[diagnostic(code(xirang::headers))]
-    Headers(#[from] xirang_headers::HeaderError),
-    #[error(transparent)]
-    #[diagnostic(transparent)]
-    Coverage(#[from] crate::coverage::CoverageError),
 }
 
 impl From<SourceError> for Error {
     fn from(e: SourceError) -> Self {
-        Error::Source(Box::new(e))
+        Error::Store(e.into())
+    }
+}
+
+impl From<Box<SourceError>> for Error {
+    fn from(e: Box<SourceError>) -> Self {
+        Error::Store(e.into())
     }
 }
 
@@ -76,7 +71,16 @@ impl Error {
 
     /// Whether the error is a mistake on the command line (the CLI exits 2 for those).
     pub fn is_usage(&self) -> bool {
-        matches!(self, Error::Usage(_) | Error::Coverage(crate::coverage::CoverageError::BadThreshold { .. }))
+        match self {
+            Error::Usage(_) => true,
+            Error::Store(e) => e.is_usage(),
+            Error::Drift(e) => e.is_usage(),
+            Error::Gen(e) => e.is_usage(),
+            Error::Compare(xirang_compare::Error::Store(e)) => e.is_usage(),
+            Error::Compare(xirang_compare::Error::Drift(e)) => e.is_usage(),
+            Error::Compare(xirang_compare::Error::Gen(e)) => e.is_usage(),
+            _ => false,
+        }
     }
 }
 

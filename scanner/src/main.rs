@@ -381,7 +381,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode, Error> {
     let store_flag = cli.store.clone();
-    let store = || Store::discover(store_flag.as_deref());
+    let store = || Store::discover(store_flag.as_deref()).map_err(Error::from);
     match cli.command {
         Command::Ops { target, format, torch_version } => {
             let snap = load_target(&store, &target, torch_version.as_deref())?;
@@ -432,9 +432,10 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             } else {
                 let folder = PathBuf::from(&target);
                 if !folder.is_dir() {
-                    return Err(Error::SourceNotFound(format!(
+                    return Err(xirang_store::Error::SourceNotFound(format!(
                         "`{target}` is neither a {vendor} release in the store nor a folder"
-                    )));
+                    ))
+                    .into());
                 }
                 let v =
                     Version::parse(&folder.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default())
@@ -451,10 +452,11 @@ fn run(cli: Cli) -> Result<ExitCode, Error> {
             let st = store_for_write(store_flag.as_deref())?;
             let entries = release_folders(&folder)?;
             if entries.is_empty() {
-                return Err(Error::SourceNotFound(format!(
+                return Err(xirang_store::Error::SourceNotFound(format!(
                     "{} has no sub-folder named by a version (v2.15.0, ...)",
                     folder.display()
-                )));
+                ))
+                .into());
             }
             for (v, path) in entries {
                 if dry_run {
@@ -861,7 +863,7 @@ fn load_target(
     if looks_like_version {
         let st = store()?;
         let v = st.resolve("pytorch", target)?;
-        return st.load_pytorch(&v);
+        return Ok(st.load_pytorch(&v)?);
     }
     let spec = SourceSpec::parse(target)?;
     let v = match torch_version {
@@ -869,7 +871,7 @@ fn load_target(
         None => guess_version(&spec).unwrap_or_else(|| Version { parts: vec![2, 15, 0], suffix: None }),
     };
     let files = source::read(&spec)?;
-    PytorchSnapshot::build(&files, &v)
+    Ok(PytorchSnapshot::build(&files, &v)?)
 }
 
 /// A version from a folder name (`.../v2.4.0`), a wheel name (`torch-2.4.0-...`) or a ref (`v2.4.0`).
@@ -932,34 +934,34 @@ fn run_diff(a: DiffArgs<'_>) -> Result<ExitCode, Error> {
             if p.is_dir() {
                 let v = Version::parse(&p.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default())
                     .unwrap_or(Version { parts: vec![0], suffix: None });
-                return xirang_scan::cxx_snapshot::CxxSnapshot::scan(p, &v);
+                return Ok(xirang_scan::cxx_snapshot::CxxSnapshot::scan(p, &v)?);
             }
             let v = st.resolve("pytorch-cxx", spec)?;
-            st.load_cxx(&v)
+            Ok(st.load_cxx(&v)?)
         };
         let (old, new) = (load(&a.old)?, load(&a.new)?);
         let root = adapter_root(Some(&st));
-        let dir = a.adapter.clone().unwrap_or_else(|| root.join(diff::committed::ADAPTER_DIR));
+        let dir = a.adapter.clone().unwrap_or_else(|| root.join(diff::pipeline::ADAPTER_DIR));
         // paths relative to the repository, or to the adapter tree when it lies elsewhere
         let base = if dir.canonicalize().ok().zip(root.canonicalize().ok()).is_some_and(|(d, r)| d.starts_with(r)) {
             root.clone()
         } else {
             dir.clone()
         };
-        let index = diff::committed::index_cxx(&dir, &base)?;
+        let index = diff::pipeline::index_cxx(&dir, &base)?;
         for d in index.diagnostics.iter().take(5) {
             warn!("warning: {}:{}:{}: {}", d.file, d.line, d.column, d.message);
         }
-        let autocast = root.join(diff::committed::cxx_autocast_file()).is_file();
-        diff::committed::cxx_report(&old, &new, &index, autocast, allow.as_ref(), &today, &rules)
+        let autocast = root.join(diff::pipeline::cxx_autocast_file()).is_file();
+        diff::pipeline::cxx_report(&old, &new, &index, autocast, allow.as_ref(), &today, &rules)
     } else {
         let st = (a.store)()?;
         let (vo, vn) = (st.resolve(&a.upstream, &a.old)?, st.resolve(&a.upstream, &a.new)?);
         let (old, new) = (st.load_headers(&a.upstream, &vo)?, st.load_headers(&a.upstream, &vn)?);
-        let root = diff::committed::repo_root(&st);
-        let dir = a.adapter.clone().unwrap_or_else(|| root.join(diff::committed::ADAPTER_DIR));
+        let root = diff::pipeline::repo_root(&st);
+        let dir = a.adapter.clone().unwrap_or_else(|| root.join(diff::pipeline::ADAPTER_DIR));
         let uses = diff::header::SymbolUses::index_dir(&dir, &root)?;
-        diff::committed::header_report(&a.upstream, &old, &new, &uses, allow.as_ref(), &today, &rules)
+        diff::pipeline::header_report(&a.upstream, &old, &new, &uses, allow.as_ref(), &today, &rules)
     };
     let text = match a.format {
         DiffFormat::Terminal => {
@@ -1003,7 +1005,7 @@ fn adapter_root(store: Option<&Store>) -> PathBuf {
             }
         }
     }
-    store.map(diff::committed::repo_root).unwrap_or_else(|| PathBuf::from("."))
+    store.map(diff::pipeline::repo_root).unwrap_or_else(|| PathBuf::from("."))
 }
 
 /// Says so when the report will name no hand-written kernel (the wrong folder, most likely).
@@ -1016,7 +1018,7 @@ fn warn_if_no_kernels(
         warn!("warning: {w}");
     }
     if kernels.kernels.is_empty() {
-        let dir = adapter.map(std::path::Path::to_path_buf).unwrap_or_else(|| root.join(diff::committed::ADAPTER_DIR));
+        let dir = adapter.map(std::path::Path::to_path_buf).unwrap_or_else(|| root.join(diff::pipeline::ADAPTER_DIR));
         warn!(
             "warning: no hand-written kernels indexed in {}: the report names no file to edit; \
              run inside the adapter's repository or pass --adapter DIR",
@@ -1046,10 +1048,10 @@ fn pytorch_diff_report(
         };
         let mut kernels = match &a.adapter {
             Some(dir) => {
-                let map = diff::committed::pair_method_map(&pair);
+                let map = diff::pipeline::pair_method_map(&pair);
                 diff::adapter_index::index_dir(dir, dir.parent().unwrap_or(dir), &map)?
             }
-            None => diff::committed::index_adapter_pair(&root, &pair)?,
+            None => diff::pipeline::index_adapter_pair(&root, &pair)?,
         };
         // a C++ adapter (--adapter DIR): its kernels matched to operators by name and C++ signature
         let cxx_kernels = match &a.adapter {
@@ -1093,7 +1095,7 @@ fn pytorch_diff_report(
             _ => None,
         };
         let title = format!("pytorch {} -> {}", pair.old.meta.version, pair.new.meta.version);
-        let d = diff::committed::PairDiff {
+        let d = xirang_scan::compare::PairDiff {
             title,
             kernels: &kernels,
             backends: &backends,
@@ -1103,7 +1105,7 @@ fn pytorch_diff_report(
             states: states.as_ref(),
             custom: custom.as_ref(),
         };
-        let mut report = diff::committed::pytorch_pair_report(&pair, d, rules);
+        let mut report = xirang_scan::compare::pytorch_pair_report(&pair, d, rules);
         if let Some(ck) = &cxx_kernels {
             diff::cxx_kernels::refine(&mut report, ck, &st, &vn)?;
         }
@@ -1119,7 +1121,7 @@ fn pytorch_diff_report(
             );
             diff::adapter_index::index_dir(dir, dir.parent().unwrap_or(dir), &map)?
         }
-        None => diff::committed::index_adapter(&root, &[&old, &new])?,
+        None => diff::pipeline::index_adapter(&root, &[&old, &new])?,
     };
     let all: Vec<String> =
         old.registry.functions.iter().chain(new.registry.functions.iter()).map(|f| f.func.name.to_string()).collect();
@@ -1139,8 +1141,8 @@ fn pytorch_diff_report(
     };
     let title = format!("pytorch {} -> {}", old.meta.version, new.meta.version);
     let custom = diff::custom::CustomOperators::load(&root)?.map(|c| c.resolve(&old.registry.functions));
-    Ok(diff::committed::pytorch_report(
-        diff::committed::PytorchDiff {
+    Ok(xirang_scan::compare::pytorch_report(
+        xirang_scan::compare::PytorchDiff {
             old: &old,
             new: &new,
             title,

@@ -1,0 +1,40 @@
+//! The adapter index's error type: an adapter folder that cannot be walked or read, or a Rust file
+//! that does not lex (positioned, with a snippet).
+
+use std::path::PathBuf;
+
+use miette::Diagnostic;
+pub use xirang_ir::error::{SourceError, SourceFile};
+
+/// Everything indexing an adapter can fail with.
+#[derive(Debug, thiserror::Error, Diagnostic)]
+pub enum Error {
+    /// A Rust file that does not lex.
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Source(#[from] Box<SourceError>),
+    /// Walking the adapter's folder.
+    #[error("{path}: {source}")]
+    #[diagnostic(code(xirang::index))]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Reading a file of the adapter (`xirang_store::fsio`: size limit, not a regular file, UTF-8).
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Store(#[from] xirang_store::Error),
+}
+
+impl From<SourceError> for Error {
+    fn from(e: SourceError) -> Self {
+        Error::Source(Box::new(e))
+    }
+}
+
+impl Error {
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { path: path.into(), source }
+    }
+}
