@@ -1,5 +1,7 @@
 //! Shape arithmetic: strides, broadcasting, dimension wrapping, view
-//! stride computation (PyTorch's `computeStride`), element offsets.
+//! stride computation (PyTorch's `computeStride`), element offsets; the index arithmetic of pooling
+//! windows and grid sampling (ATen's `pooling_output_shape`, `reflect_coordinates`,
+//! `get_cubic_upsample_coefficients`).
 
 use crate::error::{Result, index_err, shape_err};
 
@@ -394,59 +396,103 @@ pub fn storage_extent(sizes: &[usize], strides: &[usize], offset: usize) -> usiz
         .fold(offset.saturating_add(1), |acc, (s, st)| acc.saturating_add((s - 1).saturating_mul(*st)))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
+/// One spatial dimension of a pooling window: kernel size, stride, padding, dilation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// Kernel size.
+    pub k: usize,
+    /// Stride.
+    pub s: usize,
+    /// Padding (each side).
+    pub p: usize,
+    /// Dilation.
+    pub d: usize,
+}
 
-    /// The tiled walk of transposed views writes what the element walk writes: every element
-    /// size, batch dims, sizes that are not multiples of the tile, an offset base.
-    #[test]
-    fn gather_of_transposed_views_matches_the_element_walk() {
-        for es in [1usize, 2, 4, 8] {
-            for (sizes, strides, offset) in [
-                (vec![40, 37], vec![1, 40], 0usize),
-                (vec![16, 16], vec![1, 20], 3),
-                (vec![3, 33, 17], vec![33 * 17 + 5, 1, 33], 2),
-                (vec![17, 100], vec![1, 17], 0),
-            ] {
-                let n: usize = sizes.iter().product();
-                let span = storage_extent(&sizes, &strides, offset);
-                let src: Vec<u8> = (0..span * es).map(|i| (i * 7 % 251) as u8).collect();
-                let mut want = vec![0u8; n * es];
-                for (k, off) in element_offsets(&sizes, &strides, offset).into_iter().enumerate() {
-                    want[k * es..(k + 1) * es].copy_from_slice(&src[off * es..(off + 1) * es]);
-                }
-                let mut got = vec![0u8; n * es];
-                gather_strided(&src[offset * es..], es, &sizes, &strides, &mut got);
-                assert_eq!(got, want, "es {es}, sizes {sizes:?}, strides {strides:?}");
-            }
+impl Window {
+    /// PyTorch's `pooling_output_shape`: the number of windows over an input of `size`;
+    /// `ceil_mode` rounds up, but the last window must start inside the input or its left
+    /// padding. Zero or negative when the input is too small (the caller reports it). In i128:
+    /// no argument can overflow it.
+    pub fn out_len(&self, size: usize, ceil: bool) -> i128 {
+        let (size, k, s, p, d) = (size as i128, self.k as i128, self.s as i128, self.p as i128, self.d as i128);
+        let num = size + 2 * p - d * (k - 1) - 1 + if ceil { s - 1 } else { 0 };
+        let mut len = num.div_euclid(s) + 1;
+        if ceil && (len - 1) * s >= size + p {
+            len -= 1;
         }
+        len
     }
 
-    proptest! {
-        /// The run walker visits exactly the elements `element_offsets` lists, in order, and the
-        /// gather copies them, for any sizes and strides (zero strides and element sizes of 1 to
-        /// 8 bytes and an odd 3 included).
-        #[test]
-        fn runs_and_gather_follow_element_offsets(
-            dims in proptest::collection::vec((0usize..4, 0usize..7), 0..4),
-            offset in 0usize..5,
-            es in prop::sample::select(vec![1usize, 2, 3, 4, 8]),
-        ) {
-            let sizes: Vec<usize> = dims.iter().map(|d| d.0).collect();
-            let strides: Vec<usize> = dims.iter().map(|d| d.1).collect();
-            let want = element_offsets(&sizes, &strides, offset);
-            let mut got = Vec::new();
-            for_each_run(&sizes, &strides, offset, |start, len, st| got.extend((0..len).map(|j| start + j * st)));
-            prop_assert_eq!(&got, &want);
-            let extent = storage_extent(&sizes, &strides, offset);
-            let src: Vec<u8> = (0..extent * es).map(|b| (b * 7 + 3) as u8).collect();
-            let mut dst = vec![0u8; want.len() * es];
-            let base = &src[(offset * es).min(src.len())..];
-            gather_strided(base, es, &sizes, &strides, &mut dst);
-            let expect: Vec<u8> = want.iter().flat_map(|o| src[o * es..o * es + es].to_vec()).collect();
-            prop_assert_eq!(dst, expect);
-        }
+    /// The first input position of window `o` (negative inside the left padding).
+    pub fn start(&self, o: usize) -> i128 {
+        o as i128 * self.s as i128 - self.p as i128
     }
+
+    /// The dilated taps of window `o` that fall inside an input of `size`, and the first tap at
+    /// or past position 0 (PyTorch's starting index, even when it lies past the input).
+    pub fn taps(&self, o: usize, size: usize) -> (Vec<usize>, i128) {
+        let (start, d, k) = (self.start(o), self.d as i128, self.k as i128);
+        let j0 = if start < 0 { (-start + d - 1) / d } else { 0 };
+        let mut taps = Vec::new();
+        let mut j = j0;
+        while j < k && start + j * d < size as i128 {
+            taps.push((start + j * d) as usize);
+            j += 1;
+        }
+        (taps, start + j0 * d)
+    }
+
+    /// Window `o` of an average pool over an input of `size`: (its extent clipped to the input
+    /// plus padding, as counted by `count_include_pad`; the in-bounds range `lo..hi`).
+    pub fn span(&self, o: usize, size: usize) -> (i128, usize, usize) {
+        let start = self.start(o);
+        let end = (start + self.k as i128).min(size as i128 + self.p as i128);
+        let lo = start.max(0);
+        let hi = end.min(size as i128).max(lo);
+        (end - start, lo as usize, hi as usize)
+    }
+}
+
+/// ATen's `reflect_coordinates`: reflects `x` until it lies in [low, high], the bounds given
+/// doubled so that half-integers are exact.
+pub fn reflect_coordinates(x: f64, twice_low: i64, twice_high: i64) -> f64 {
+    if twice_low == twice_high {
+        return 0.0;
+    }
+    let min = twice_low as f64 / 2.0;
+    let span = (twice_high - twice_low) as f64 / 2.0;
+    let x = (x - min).abs();
+    let extra = x % span;
+    let flips = (x / span).floor();
+    if flips % 2.0 == 0.0 { extra + min } else { span - extra + min }
+}
+
+/// The cubic convolution weights (A = -0.75) of the four taps around a fractional offset `t`
+/// (ATen's `get_cubic_upsample_coefficients`).
+pub fn cubic_coefficients(t: f64) -> [f64; 4] {
+    const A: f64 = -0.75;
+    let near = |x: f64| ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0;
+    let far = |x: f64| ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A;
+    [far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)]
+}
+
+/// `std::max(a, b)` (`b` only when `a < b`: a NaN `a` stays).
+pub fn std_max(a: f64, b: f64) -> f64 {
+    if a < b { b } else { a }
+}
+
+/// `std::min(a, b)` (`b` only when `b < a`: a NaN `b` gives `a`).
+pub fn std_min(a: f64, b: f64) -> f64 {
+    if b < a { b } else { a }
+}
+
+/// ATen's `clip_coordinates`: into [0, size - 1].
+pub fn clip_coordinates(x: f64, size: usize) -> f64 {
+    std_min(size as f64 - 1.0, std_max(x, 0.0))
+}
+
+/// An integral pixel position inside `0..size` (NaN and out-of-range positions: `None`).
+pub fn pixel(x: f64, size: usize) -> Option<usize> {
+    (0.0..size as f64).contains(&x).then_some(x as usize)
 }

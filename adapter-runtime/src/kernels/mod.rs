@@ -83,7 +83,7 @@ pub const PAR_MIN: usize = 1 << 18;
 /// `parallel for` does. A parallel iterator started there would instead hand every item to the
 /// pool and put the caller to sleep until the last one is done: one more thread wake-up per kernel
 /// and one core fewer doing the work.
-pub(crate) fn par_items<I: Send>(items: Vec<I>, f: impl Fn(I) + Sync + Send) {
+pub fn par_items<I: Send>(items: Vec<I>, f: impl Fn(I) + Sync + Send) {
     use rayon::prelude::*;
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -431,41 +431,4 @@ pub fn add_f32(a: &Tensor, b: &Tensor, alpha: Scalar) -> Result<Tensor> {
         return Err(Error::Unsupported("add_f32: needs contiguous float32 device tensors of equal shape".into()));
     }
     add_tensor(a, b, alpha)
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    /// Every item runs exactly once, from a thread outside rayon's pool (a stream worker's case)
-    /// and from inside it.
-    #[test]
-    fn par_items_runs_each_item_once() {
-        for n in [0usize, 1, 2, 3, 64, 1000] {
-            let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
-            super::par_items((0..n).collect(), |i| {
-                hits[i].fetch_add(1, Ordering::Relaxed);
-            });
-            assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1), "outside the pool, n = {n}");
-            rayon::scope(|_| {
-                super::par_items((0..n).collect(), |i| {
-                    hits[i].fetch_add(1, Ordering::Relaxed);
-                })
-            });
-            assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 2), "inside the pool, n = {n}");
-        }
-    }
-
-    /// The in-place loops write every chunk.
-    #[test]
-    fn par_items_writes_disjoint_chunks() {
-        let mut out = vec![0u32; 100_000];
-        let x: Vec<u32> = (0..100_000).collect();
-        super::par_items(out.chunks_mut(1000).zip(x.chunks(1000)).collect(), |(o, a): (&mut [u32], &[u32])| {
-            for (o, a) in o.iter_mut().zip(a) {
-                *o = a * 2;
-            }
-        });
-        assert!(out.iter().enumerate().all(|(i, &v)| v == 2 * i as u32));
-    }
 }

@@ -19,7 +19,9 @@
 use super::{on_host, on_host1, require_float};
 use crate::dtype::DType;
 use crate::error::{Error, Result, arg_err, dtype_err, index_err, shape_err};
-use crate::shape::{contiguous_strides, numel};
+use crate::shape::{
+    Window, clip_coordinates, contiguous_strides, cubic_coefficients, numel, pixel, reflect_coordinates,
+};
 use crate::tensor::Tensor;
 
 /// `v` as usizes, `what` naming the argument in the error for a negative value.
@@ -230,60 +232,6 @@ pub fn embedding_bag(
 }
 
 // ------------------------------------------------------------ pooling windows (any rank)
-
-/// One spatial dimension of a pooling window: kernel size, stride, padding, dilation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Window {
-    k: usize,
-    s: usize,
-    p: usize,
-    d: usize,
-}
-
-impl Window {
-    /// PyTorch's `pooling_output_shape`: the number of windows over an input of `size`;
-    /// `ceil_mode` rounds up, but the last window must start inside the input or its left
-    /// padding. Zero or negative when the input is too small (the caller reports it). In i128:
-    /// no argument can overflow it.
-    fn out_len(&self, size: usize, ceil: bool) -> i128 {
-        let (size, k, s, p, d) = (size as i128, self.k as i128, self.s as i128, self.p as i128, self.d as i128);
-        let num = size + 2 * p - d * (k - 1) - 1 + if ceil { s - 1 } else { 0 };
-        let mut len = num.div_euclid(s) + 1;
-        if ceil && (len - 1) * s >= size + p {
-            len -= 1;
-        }
-        len
-    }
-
-    /// The first input position of window `o` (negative inside the left padding).
-    fn start(&self, o: usize) -> i128 {
-        o as i128 * self.s as i128 - self.p as i128
-    }
-
-    /// The dilated taps of window `o` that fall inside an input of `size`, and the first tap at
-    /// or past position 0 (PyTorch's starting index, even when it lies past the input).
-    fn taps(&self, o: usize, size: usize) -> (Vec<usize>, i128) {
-        let (start, d, k) = (self.start(o), self.d as i128, self.k as i128);
-        let j0 = if start < 0 { (-start + d - 1) / d } else { 0 };
-        let mut taps = Vec::new();
-        let mut j = j0;
-        while j < k && start + j * d < size as i128 {
-            taps.push((start + j * d) as usize);
-            j += 1;
-        }
-        (taps, start + j0 * d)
-    }
-
-    /// Window `o` of an average pool over an input of `size`: (its extent clipped to the input
-    /// plus padding, as counted by `count_include_pad`; the in-bounds range `lo..hi`).
-    fn span(&self, o: usize, size: usize) -> (i128, usize, usize) {
-        let start = self.start(o);
-        let end = (start + self.k as i128).min(size as i128 + self.p as i128);
-        let lo = start.max(0);
-        let hi = end.min(size as i128).max(lo);
-        (end - start, lo as usize, hi as usize)
-    }
-}
 
 /// The windows of an `n`-d pooling op from its `int[n]` arguments: `kernel` (one or `n`
 /// values), `stride` (empty: the kernel; one or `n`), `padding` and `dilation` (one or `n`),
@@ -760,40 +708,11 @@ pub fn col2im(
 
 // ------------------------------------------------------------ grid sampling
 
-/// `std::max(a, b)` (`b` only when `a < b`: a NaN `a` stays).
-fn std_max(a: f64, b: f64) -> f64 {
-    if a < b { b } else { a }
-}
-
-/// `std::min(a, b)` (`b` only when `b < a`: a NaN `b` gives `a`).
-fn std_min(a: f64, b: f64) -> f64 {
-    if b < a { b } else { a }
-}
-
 /// ATen's `grid_sampler_unnormalize`: a grid coordinate in [-1, 1] to a pixel position; -1 and
 /// 1 are the corner pixels' centres with `align_corners`, else the image's outer edges.
 fn unnormalize(coord: f64, size: usize, align_corners: bool) -> f64 {
     let size = size as f64;
     if align_corners { (coord + 1.0) / 2.0 * (size - 1.0) } else { ((coord + 1.0) * size - 1.0) / 2.0 }
-}
-
-/// ATen's `clip_coordinates`: into [0, size - 1].
-fn clip_coordinates(x: f64, size: usize) -> f64 {
-    std_min(size as f64 - 1.0, std_max(x, 0.0))
-}
-
-/// ATen's `reflect_coordinates`: reflects `x` until it lies in [low, high], the bounds given
-/// doubled so that half-integers are exact.
-fn reflect_coordinates(x: f64, twice_low: i64, twice_high: i64) -> f64 {
-    if twice_low == twice_high {
-        return 0.0;
-    }
-    let min = twice_low as f64 / 2.0;
-    let span = (twice_high - twice_low) as f64 / 2.0;
-    let x = (x - min).abs();
-    let extra = x % span;
-    let flips = (x / span).floor();
-    if flips % 2.0 == 0.0 { extra + min } else { span - extra + min }
 }
 
 /// ATen's `compute_coordinates`: applies the padding mode (1 border: clip; 2 reflection:
@@ -812,20 +731,6 @@ fn compute_coordinates(x: f64, size: usize, padding_mode: i64, align_corners: bo
         }
         _ => x,
     }
-}
-
-/// An integral pixel position inside `0..size` (NaN and out-of-range positions: `None`).
-fn pixel(x: f64, size: usize) -> Option<usize> {
-    (0.0..size as f64).contains(&x).then_some(x as usize)
-}
-
-/// The cubic convolution weights (A = -0.75) of the four taps around a fractional offset `t`
-/// (ATen's `get_cubic_upsample_coefficients`).
-fn cubic_coefficients(t: f64) -> [f64; 4] {
-    const A: f64 = -0.75;
-    let near = |x: f64| ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0;
-    let far = |x: f64| ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A;
-    [far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)]
 }
 
 /// `grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners)`: samples
@@ -946,247 +851,4 @@ pub fn grid_sampler_2d(
         }
         Tensor::from_f64(&out, &[n, c, oh, ow], d)
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn t(v: &[f64], s: &[usize]) -> Tensor {
-        Tensor::from_f64(v, s, DType::F32).unwrap()
-    }
-    fn ti(v: &[i64], s: &[usize]) -> Tensor {
-        Tensor::from_i64(v, s, DType::I64).unwrap()
-    }
-
-    /// `weight` rows `[2r, 2r + 1]`, r = 0..6.
-    fn bag_weight() -> Tensor {
-        let v: Vec<f64> = (0..12).map(f64::from).collect();
-        t(&v, &[6, 2])
-    }
-
-    #[test]
-    fn embedding_bag_modes() {
-        let (w, idx, off) = (bag_weight(), ti(&[1, 2, 4, 5, 4, 3, 2, 0], &[8]), ti(&[0, 2, 2, 5], &[4]));
-        let (o, o2b, bs, mi) = embedding_bag(&w, &idx, &off, 0, None, false, -1).unwrap();
-        assert_eq!(o.to_f64_vec().unwrap(), [6., 8., 0., 0., 26., 29., 10., 13.]);
-        assert_eq!(o2b.to_i64_vec().unwrap(), [0, 0, 2, 2, 2, 3, 3, 3]);
-        assert_eq!(bs.to_i64_vec().unwrap(), [0, 0, 0, 0]);
-        assert_eq!(mi.to_i64_vec().unwrap(), [0, 0, 0, 0]);
-        // mean with padding_idx 2: padded indices leave the bag sizes
-        let (o, _, bs, mi) = embedding_bag(&w, &idx, &off, 1, None, false, 2).unwrap();
-        assert_eq!(o.to_f64_vec().unwrap(), [2., 3., 0., 0., 26. / 3., 29. / 3., 3., 4.].map(|v: f64| v as f32 as f64));
-        assert_eq!(bs.to_i64_vec().unwrap(), [1, 0, 3, 2]);
-        assert_eq!(mi.to_i64_vec().unwrap(), [1, 0, 3, 2]);
-        // max: the weight row of each maximum, 0 in the empty bag
-        let (o, _, bs, mi) = embedding_bag(&w, &idx, &off, 2, None, false, -1).unwrap();
-        assert_eq!(o.to_f64_vec().unwrap(), [4., 5., 0., 0., 10., 11., 6., 7.]);
-        assert_eq!(bs.to_i64_vec().unwrap(), [2, 0, 3, 3]);
-        assert_eq!(mi.sizes(), &[4, 2]);
-        assert_eq!(mi.to_i64_vec().unwrap(), [2, 2, 0, 0, 5, 5, 3, 3]);
-    }
-
-    #[test]
-    fn embedding_bag_weights_last_offset_and_ties() {
-        let (w, idx) = (bag_weight(), ti(&[1, 2, 4, 5], &[4]));
-        let psw = t(&[1., 2., 3., 4.], &[4]);
-        let (o, ..) = embedding_bag(&w, &idx, &ti(&[0, 2, 4], &[3]), 0, Some(&psw), true, -1).unwrap();
-        assert_eq!(o.sizes(), &[2, 2]);
-        assert_eq!(o.to_f64_vec().unwrap(), [2. + 8., 3. + 10., 24. + 40., 27. + 44.]);
-        // ties keep the first row; a NaN only counts when it comes first
-        let w = t(&[1., 5., 1., 2., f64::NAN, 0., 3., 5.], &[4, 2]);
-        let (o, _, _, mi) =
-            embedding_bag(&w, &ti(&[0, 1, 3, 3, 2, 1], &[6]), &ti(&[0, 3], &[2]), 2, None, false, -1).unwrap();
-        assert_eq!(o.to_f64_vec().unwrap(), [3., 5., 3., 5.]);
-        assert_eq!(mi.to_i64_vec().unwrap(), [3, 0, 3, 3]);
-        // int32 indices and offsets give int32 auxiliaries
-        let i32t = |v: &[i64]| Tensor::from_i64(v, &[v.len()], DType::I32).unwrap();
-        let (_, o2b, ..) = embedding_bag(&bag_weight(), &i32t(&[1, 2]), &i32t(&[0]), 1, None, false, -1).unwrap();
-        assert_eq!(o2b.dtype(), DType::I32);
-    }
-
-    #[test]
-    fn embedding_bag_errors() {
-        let (w, idx) = (bag_weight(), ti(&[1, 2, 4], &[3]));
-        assert!(embedding_bag(&w, &ti(&[1, 6], &[2]), &ti(&[0], &[1]), 0, None, false, -1).is_err());
-        assert!(embedding_bag(&w, &ti(&[1, -1], &[2]), &ti(&[0], &[1]), 0, None, false, -1).is_err());
-        assert!(embedding_bag(&w, &idx, &ti(&[1], &[1]), 0, None, false, -1).is_err());
-        assert!(embedding_bag(&w, &idx, &ti(&[0, 4], &[2]), 0, None, false, -1).is_err());
-        assert!(embedding_bag(&w, &idx, &ti(&[0, 2, 1], &[3]), 1, None, false, -1).is_err());
-        assert!(embedding_bag(&w, &idx, &ti(&[0], &[1]), 3, None, false, -1).is_err());
-        assert!(embedding_bag(&w, &idx, &ti(&[], &[0]), 0, None, true, -1).is_err());
-        assert!(embedding_bag(&w, &idx, &ti(&[0], &[1]), 1, Some(&t(&[1., 1., 1.], &[3])), false, -1).is_err());
-        assert!(embedding_bag(&w, &idx, &ti(&[0], &[1]), 0, Some(&t(&[1., 1.], &[2])), false, -1).is_err());
-        assert!(embedding_bag(&w, &ti(&[1, 2, 3, 4], &[2, 2]), &ti(&[0], &[1]), 0, None, false, -1).is_err());
-        assert!(embedding_bag(&ti(&[1, 2], &[1, 2]), &idx, &ti(&[0], &[1]), 0, None, false, -1).is_err());
-        assert!(embedding_bag(&w, &t(&[1.], &[1]), &ti(&[0], &[1]), 0, None, false, -1).is_err());
-    }
-
-    #[test]
-    fn window_lengths_follow_pytorch() {
-        let w = |k, s, p, d| Window { k, s, p, d };
-        assert_eq!(w(2, 2, 0, 1).out_len(5, false), 2);
-        assert_eq!(w(2, 2, 0, 1).out_len(5, true), 3);
-        // ceil mode: the last window must start inside the input or the left padding
-        assert_eq!(w(3, 2, 1, 1).out_len(5, true), 3);
-        assert_eq!(w(2, 2, 1, 1).out_len(4, true), 3);
-        // a kernel larger than the input with ceil mode still gives one window
-        assert_eq!(w(3, 3, 0, 1).out_len(2, true), 1);
-        assert_eq!(w(3, 1, 0, 1).out_len(2, false), 0);
-        assert_eq!(w(2, 1, 1, 2).taps(0, 1), (Vec::<usize>::new(), 1));
-        assert_eq!(w(3, 1, 1, 2).taps(1, 5), (vec![0, 2, 4], 0));
-    }
-
-    #[test]
-    fn max_pool3d_picks_first_max_and_last_nan() {
-        let x = t(&[1., 3., 3., 2., 0., 1., 3., 1.], &[1, 1, 2, 2, 2]);
-        let (v, i) = max_pool3d_with_indices(&x, &[2], &[], &[0], &[1], false).unwrap();
-        assert_eq!(v.sizes(), &[1, 1, 1, 1, 1]);
-        assert_eq!((v.to_f64_vec().unwrap(), i.to_i64_vec().unwrap()), (vec![3.], vec![1]));
-        let x = t(&[1., f64::NAN, 2., f64::NAN], &[1, 1, 1, 4]);
-        let (v, i) = max_pool3d_with_indices(&x, &[1, 1, 4], &[], &[0], &[1], false).unwrap();
-        assert!(v.to_f64_vec().unwrap()[0].is_nan());
-        assert_eq!(i.to_i64_vec().unwrap(), [3]);
-        // a window with no tap inside the input: -inf and its first tap past the padding
-        let x = t(&[1.], &[1, 1, 1, 1, 1]);
-        let (v, i) = max_pool3d_with_indices(&x, &[2], &[1], &[1], &[2], false).unwrap();
-        assert_eq!((v.to_f64_vec().unwrap(), i.to_i64_vec().unwrap()), (vec![f64::NEG_INFINITY], vec![3]));
-        let x = ti(&[5, -7, 2, 9], &[1, 1, 1, 4]);
-        let (v, i) = max_pool3d_with_indices(&x, &[1, 1, 2], &[], &[0, 0, 1], &[1], true).unwrap();
-        assert_eq!((v.to_i64_vec().unwrap(), i.to_i64_vec().unwrap()), (vec![5, 2, 9], vec![0, 2, 3]));
-    }
-
-    #[test]
-    fn max_pool3d_errors() {
-        let x = t(&[0.; 8], &[1, 1, 2, 2, 2]);
-        assert!(max_pool3d_with_indices(&x, &[2, 2], &[], &[0], &[1], false).is_err());
-        assert!(max_pool3d_with_indices(&x, &[2], &[0], &[0], &[1], false).is_err());
-        assert!(max_pool3d_with_indices(&x, &[2], &[], &[2], &[1], false).is_err());
-        assert!(max_pool3d_with_indices(&x, &[2], &[], &[-1], &[1], false).is_err());
-        assert!(max_pool3d_with_indices(&x, &[2], &[], &[0], &[0], false).is_err());
-        assert!(max_pool3d_with_indices(&x, &[3], &[], &[0], &[1], false).is_err());
-        assert!(max_pool3d_with_indices(&t(&[0.; 4], &[2, 2]), &[1], &[], &[0], &[1], false).is_err());
-        assert!(max_pool3d_with_indices(&t(&[], &[1, 0, 2, 2, 2]), &[1], &[], &[0], &[1], false).is_err());
-        let b = Tensor::from_i64(&[1; 8], &[1, 1, 2, 2, 2], DType::Bool).unwrap();
-        assert!(max_pool3d_with_indices(&b, &[2], &[], &[0], &[1], false).is_err());
-        // an empty batch is fine
-        let (v, _) = max_pool3d_with_indices(&t(&[], &[0, 1, 2, 2, 2]), &[2], &[], &[0], &[1], false).unwrap();
-        assert_eq!(v.sizes(), &[0, 1, 1, 1, 1]);
-    }
-
-    #[test]
-    fn avg_pool3d_divisors() {
-        let x = t(&[0., 1., 2., 3., 4.], &[1, 1, 1, 5]);
-        let ap = |cip, div| avg_pool3d(&x, &[1, 1, 3], &[1, 1, 2], &[0, 0, 1], true, cip, div).unwrap().to_f64_vec();
-        let f = |v: f64| v as f32 as f64;
-        assert_eq!(ap(true, None).unwrap(), [f(1. / 3.), 2., f(7. / 3.)]);
-        assert_eq!(ap(false, None).unwrap(), [0.5, 2., 3.5]);
-        assert_eq!(ap(false, Some(-2)).unwrap(), [-0.5, -3., -3.5]);
-        // int64 divides with truncation toward zero
-        let xi = ti(&[-3, -4, 0, 0, 0, 0, 0, 0], &[1, 2, 2, 2]);
-        let r = |div| avg_pool3d(&xi, &[2], &[], &[0], false, true, div).unwrap().to_i64_vec().unwrap();
-        assert_eq!(r(None), [0]);
-        assert_eq!(r(Some(3)), [-2]);
-    }
-
-    #[test]
-    fn avg_pool3d_errors() {
-        let x = t(&[0.; 8], &[1, 1, 2, 2, 2]);
-        assert!(avg_pool3d(&x, &[2], &[], &[0], false, true, Some(0)).is_err());
-        assert!(avg_pool3d(&x, &[3], &[], &[1], false, true, None).is_err());
-        let xi = Tensor::from_i64(&[0; 8], &[1, 1, 2, 2, 2], DType::I32).unwrap();
-        assert!(avg_pool3d(&xi, &[2], &[], &[0], false, true, None).is_err());
-        assert!(avg_pool3d(&t(&[0.; 8], &[2, 2, 2]), &[2], &[], &[0], false, true, None).is_err());
-    }
-
-    #[test]
-    fn col2im_sums_overlaps() {
-        // one channel, 2x2 kernel, stride 1 over a 2x3 image: 2 blocks
-        let cols = t(&[1., 2., 3., 4., 5., 6., 7., 8.], &[4, 2]);
-        let img = col2im(&cols, &[2, 3], &[2, 2], &[1, 1], &[0, 0], &[1, 1]).unwrap();
-        assert_eq!(img.sizes(), &[1, 2, 3]);
-        assert_eq!(img.to_f64_vec().unwrap(), [1., 2. + 3., 4., 5., 6. + 7., 8.]);
-        // the block count must match; batched input
-        let cols = t(&[1., 2., 3., 4.], &[1, 4, 1]);
-        let img = col2im(&cols, &[1, 1], &[2, 2], &[1, 1], &[1, 1], &[1, 1]);
-        assert!(img.is_err(), "2 x 2 blocks expected, not 1");
-        let img = col2im(&cols, &[1, 1], &[2, 2], &[1, 1], &[0, 0], &[1, 1]);
-        assert!(img.is_err(), "a 2 x 2 kernel has no block in a 1 x 1 image");
-        let cols = t(&[1., 2., 3., 4.], &[1, 4, 1]);
-        let img = col2im(&cols, &[2, 2], &[2, 2], &[1, 1], &[0, 0], &[2, 2]).unwrap();
-        assert_eq!(img.sizes(), &[1, 1, 2, 2]);
-        assert_eq!(img.to_f64_vec().unwrap(), [1., 2., 3., 4.]);
-        // bool ORs; only kernel offset (1, 1) of the single block lands inside
-        let b = Tensor::from_i64(&[0, 1, 0, 1], &[4, 1], DType::Bool).unwrap();
-        let img = col2im(&b, &[1, 1], &[2, 2], &[1, 1], &[1, 1], &[2, 2]).unwrap();
-        assert_eq!((img.dtype(), img.to_i64_vec().unwrap()), (DType::Bool, vec![1]));
-    }
-
-    #[test]
-    fn col2im_errors() {
-        let cols = t(&[0.; 8], &[4, 2]);
-        assert!(col2im(&cols, &[2, 3], &[2, 2], &[1, 1], &[0, 0], &[0, 1]).is_err());
-        assert!(col2im(&cols, &[2, 3], &[2], &[1, 1], &[0, 0], &[1, 1]).is_err());
-        assert!(col2im(&cols, &[2, 3], &[3, 1], &[1, 1], &[0, 0], &[1, 1]).is_err());
-        assert!(col2im(&cols, &[2, 4], &[2, 2], &[1, 1], &[0, 0], &[1, 1]).is_err());
-        assert!(col2im(&cols, &[-2, 3], &[2, 2], &[1, 1], &[0, 0], &[1, 1]).is_err());
-        assert!(col2im(&cols, &[2, 3], &[2, 2], &[1, 1], &[-1, 0], &[1, 1]).is_err());
-        assert!(col2im(&t(&[0.; 8], &[8]), &[2, 3], &[2, 2], &[1, 1], &[0, 0], &[1, 1]).is_err());
-        let ints = ti(&[0; 8], &[4, 2]);
-        assert!(col2im(&ints, &[2, 3], &[2, 2], &[1, 1], &[0, 0], &[1, 1]).is_err());
-    }
-
-    #[test]
-    fn grid_sampler_modes() {
-        // a 1 x 1 x 2 x 4 image, sampled along its first row
-        let img = t(&[0., 10., 20., 30., 40., 50., 60., 70.], &[1, 1, 2, 4]);
-        let xs = [-1.0, -0.5, 0.0, 0.5, 1.0];
-        let grid: Vec<f64> = xs.iter().flat_map(|&x| [x, -0.5]).collect();
-        let grid = t(&grid, &[1, 1, 5, 2]);
-        let run = |mode, pad, ac| grid_sampler_2d(&img, &grid, mode, pad, ac).unwrap().to_f64_vec().unwrap();
-        // align_corners=False: x -> 2x + 1.5 (pixels -0.5, 0.5, 1.5, 2.5, 3.5), row 0
-        assert_eq!(run(0, 0, false), [0., 5., 15., 25., 15.]);
-        assert_eq!(run(0, 1, false), [0., 5., 15., 25., 30.]);
-        // nearest rounds half to even: -0.5 -> 0, 0.5 -> 0, 1.5 -> 2, 2.5 -> 2, 3.5 -> 4 (outside)
-        assert_eq!(run(1, 0, false), [0., 0., 20., 20., 0.]);
-        assert_eq!(run(1, 1, false), [0., 0., 20., 20., 30.]);
-        // align_corners=True: x -> 1.5 (x + 1), y = -0.5 -> 0.25
-        // (pixels 0, 0.75, 1.5, 2.25, 3; a quarter of the way to row 1: 10 x + 10)
-        assert_eq!(run(0, 0, true), [10., 17.5, 25., 32.5, 40.]);
-        // reflection about the edges -0.5 and 3.5 (align_corners=False): 3.5 stays, then clips to 3
-        assert_eq!(run(1, 2, false), [0., 0., 20., 20., 30.]);
-        // bicubic at pixel centres reproduces the image
-        let centres = t(&[-0.75, -0.5, 0.75, -0.5], &[1, 1, 2, 2]);
-        let v = grid_sampler_2d(&img, &centres, 2, 0, false).unwrap().to_f64_vec().unwrap();
-        assert_eq!(v, [0., 30.]);
-    }
-
-    #[test]
-    fn grid_sampler_coordinate_helpers() {
-        assert_eq!(reflect_coordinates(-1.0, 0, 6), 1.0);
-        assert_eq!(reflect_coordinates(4.0, 0, 6), 2.0);
-        assert_eq!(reflect_coordinates(7.5, 0, 6), 1.5);
-        assert_eq!(reflect_coordinates(-2.0, -1, 7), 1.0);
-        assert_eq!(reflect_coordinates(5.0, 0, 0), 0.0);
-        assert_eq!(clip_coordinates(f64::NAN, 4), 3.0);
-        assert_eq!(pixel(f64::NAN, 4), None);
-        assert_eq!(cubic_coefficients(0.0), [0.0, 1.0, 0.0, 0.0]);
-        let c = cubic_coefficients(0.5);
-        assert_eq!(c, [-0.09375, 0.59375, 0.59375, -0.09375]);
-    }
-
-    #[test]
-    fn grid_sampler_errors() {
-        let img = t(&[0.; 8], &[1, 1, 2, 4]);
-        let grid = t(&[0.; 4], &[1, 1, 2, 2]);
-        assert!(grid_sampler_2d(&img, &grid, 3, 0, false).is_err());
-        assert!(grid_sampler_2d(&img, &grid, 0, 3, false).is_err());
-        assert!(grid_sampler_2d(&img, &t(&[0.; 6], &[1, 1, 2, 3]), 0, 0, false).is_err());
-        assert!(grid_sampler_2d(&img, &t(&[0.; 8], &[2, 1, 2, 2]), 0, 0, false).is_err());
-        assert!(grid_sampler_2d(&t(&[], &[1, 1, 0, 4]), &grid, 0, 0, false).is_err());
-        let g64 = Tensor::from_f64(&[0.; 4], &[1, 1, 2, 2], DType::F64).unwrap();
-        assert!(grid_sampler_2d(&img, &g64, 0, 0, false).is_err());
-        let ints = ti(&[0; 8], &[1, 1, 2, 4]);
-        assert!(grid_sampler_2d(&ints, &ti(&[0; 4], &[1, 1, 2, 2]), 0, 0, false).is_err());
-    }
 }

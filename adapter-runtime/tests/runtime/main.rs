@@ -7,14 +7,17 @@
 
 mod autograd_engine;
 mod broadcasting;
+mod core_aten_more;
 /// Custom operators' tests, one module each (`xirang-scan new-op` adds them).
 mod custom;
 mod forward_ad;
 mod generated_autograd;
 mod generated_driver;
+mod index_math;
 mod ops_reference;
 mod precision;
 mod promotion;
+mod readme_counts;
 mod registry_schemas;
 mod view_properties;
 mod views;

@@ -7,6 +7,7 @@ mod autograd_goldens;
 mod autograd_gradcheck;
 mod coverage_truth;
 mod device_tensors;
+mod dispatch_frames;
 mod generated_dispatch;
 mod precision_fallback;
 mod profile;
