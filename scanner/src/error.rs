@@ -38,14 +38,6 @@ pub enum Error {
     #[error("{0}")]
     #[diagnostic(code(xirang::usage))]
     Usage(String),
-    /// Reading the terminal or the working directory.
-    #[error("{path}: {source}")]
-    #[diagnostic(code(xirang::io))]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
     /// A bug of this tool (rendering, serialization).
     #[error("internal error: {0}")]
     #[diagnostic(code(xirang::internal))]
@@ -65,8 +57,9 @@ impl From<Box<SourceError>> for Error {
 }
 
 impl Error {
+    /// An I/O failure on `path`: the store's `Io` error, the one every scanner crate reports.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Store(xirang_store::Error::io(path, source))
     }
 
     /// Whether the error is a mistake on the command line (the CLI exits 2 for those).
@@ -76,9 +69,7 @@ impl Error {
             Error::Store(e) => e.is_usage(),
             Error::Drift(e) => e.is_usage(),
             Error::Gen(e) => e.is_usage(),
-            Error::Compare(xirang_compare::Error::Store(e)) => e.is_usage(),
-            Error::Compare(xirang_compare::Error::Drift(e)) => e.is_usage(),
-            Error::Compare(xirang_compare::Error::Gen(e)) => e.is_usage(),
+            Error::Compare(e) => e.is_usage(),
             _ => false,
         }
     }

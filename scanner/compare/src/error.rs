@@ -34,4 +34,16 @@ impl From<xirang_ir::error::SourceError> for Error {
     }
 }
 
+impl Error {
+    /// Whether the error is a mistake on the command line.
+    pub fn is_usage(&self) -> bool {
+        match self {
+            Error::Store(e) => e.is_usage(),
+            Error::Drift(e) => e.is_usage(),
+            Error::Gen(e) => e.is_usage(),
+            _ => false,
+        }
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;

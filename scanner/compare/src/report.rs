@@ -13,11 +13,18 @@ use xirang_index::adapter_index::AdapterIndex;
 /// Diffs a pair read with [`Store::load_pytorch_pair`] and builds the report: the same report as
 /// [`pytorch_report`] over the two full snapshots.
 pub fn pytorch_pair_report(pair: &PytorchPair, d: PairDiff<'_>, rules: &RuleSet) -> Report {
-    let (changes, custom) = with_custom(pytorch::diff_pair(pair, rules), d.custom, rules);
+    let (old, new) = (pair.old.meta.version.clone(), pair.new.meta.version.clone());
+    assemble(old, new, pytorch::diff_pair(pair, rules), d, rules)
+}
+
+/// The report of `changes` between versions `old` and `new`, joined with the adapter as `d` says: the
+/// one body of [`pytorch_report`] and [`pytorch_pair_report`].
+fn assemble(old: String, new: String, changes: Vec<Change>, d: PairDiff<'_>, rules: &RuleSet) -> Report {
+    let (changes, custom) = with_custom(changes, d.custom, rules);
     build_report(ReportInput {
         title: d.title,
-        old: pair.old.meta.version.clone(),
-        new: pair.new.meta.version.clone(),
+        old,
+        new,
         changes,
         kernels: d.kernels,
         backends: d.backends,
@@ -71,19 +78,8 @@ pub struct PytorchDiff<'a> {
 
 /// Diffs two PyTorch snapshots and builds the report.
 pub fn pytorch_report(d: PytorchDiff<'_>, rules: &RuleSet) -> Report {
-    let (changes, custom) = with_custom(pytorch::diff(d.old, d.new, rules), d.custom, rules);
-    build_report(ReportInput {
-        title: d.title,
-        old: d.old.meta.version.clone(),
-        new: d.new.meta.version.clone(),
-        changes,
-        kernels: d.kernels,
-        backends: d.backends,
-        generated: d.generated,
-        allow: d.allow,
-        today: d.today,
-        states: d.states,
-        rules,
-        custom,
-    })
+    let PytorchDiff { old, new, title, kernels, backends, generated, allow, today, states, custom } = d;
+    let changes = pytorch::diff(old, new, rules);
+    let d = PairDiff { title, kernels, backends, generated, allow, today, states, custom };
+    assemble(old.meta.version.clone(), new.meta.version.clone(), changes, d, rules)
 }

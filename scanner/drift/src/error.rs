@@ -23,14 +23,6 @@ pub enum Error {
     #[error(transparent)]
     #[diagnostic(code(xirang::cxx))]
     Cxx(#[from] xirang_cxx::CxxError),
-    /// Reading the adapter's sources for uses of changed driver symbols.
-    #[error("{path}: {source}")]
-    #[diagnostic(code(xirang::drift))]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
     /// A rule catalogue that does not parse or names a rule twice.
     #[error("rule catalogue {path}: {message}")]
     #[diagnostic(code(xirang::rules))]
@@ -52,8 +44,9 @@ impl From<SourceError> for Error {
 }
 
 impl Error {
+    /// An I/O failure on `path`: the store's `Io` error, the one every scanner crate reports.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Store(xirang_store::Error::io(path, source))
     }
 
     /// Whether the error is a mistake on the command line.

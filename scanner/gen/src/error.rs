@@ -19,13 +19,6 @@ pub enum Error {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Index(#[from] xirang_index::Error),
-    #[error("{path}: {source}")]
-    #[diagnostic(code(xirang::generate))]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
     #[error(transparent)]
     #[diagnostic(transparent)]
     CustomOp(#[from] Box<crate::custom::CustomOpError>),
@@ -54,8 +47,9 @@ impl From<SourceError> for Error {
 }
 
 impl Error {
+    /// An I/O failure on `path`: the store's `Io` error, the one every scanner crate reports.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Store(xirang_store::Error::io(path, source))
     }
 
     /// Whether the error is a mistake on the command line (the CLI exits 2 for those).

@@ -13,14 +13,6 @@ pub enum Error {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Source(#[from] Box<SourceError>),
-    /// Walking the adapter's folder.
-    #[error("{path}: {source}")]
-    #[diagnostic(code(xirang::index))]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
     /// Reading a file of the adapter (`xirang_store::fsio`: size limit, not a regular file, UTF-8).
     #[error(transparent)]
     #[diagnostic(transparent)]
@@ -34,7 +26,8 @@ impl From<SourceError> for Error {
 }
 
 impl Error {
+    /// An I/O failure on `path`: the store's `Io` error, the one every scanner crate reports.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Store(xirang_store::Error::io(path, source))
     }
 }
