@@ -92,10 +92,12 @@ impl Policy {
 fn policy_lock() -> &'static RwLock<Policy> {
     static POLICY: OnceLock<RwLock<Policy>> = OnceLock::new();
     POLICY.get_or_init(|| {
-        RwLock::new(Policy::from_env().unwrap_or_else(|e| {
+        let p = Policy::from_env().unwrap_or_else(|e| {
             eprintln!("xirang: {e}; using the default dispatch policy");
             Policy::default()
-        }))
+        });
+        FORCES_ANY.store(!p.force_fallback.is_empty(), std::sync::atomic::Ordering::Relaxed);
+        RwLock::new(p)
     })
 }
 
@@ -107,13 +109,21 @@ pub fn policy() -> Policy {
 /// Replaces the policy (tests, embedding applications).
 pub fn set_policy(p: Policy) {
     if let Ok(mut g) = policy_lock().write() {
+        FORCES_ANY.store(!p.force_fallback.is_empty(), std::sync::atomic::Ordering::Relaxed);
         *g = p;
     }
 }
 
+/// Whether the policy's force-fallback list is not empty, kept beside it by [`set_policy`] and the
+/// policy's first read (from the environment), so that every call of every operator does not take
+/// the policy's lock to find the usual empty list.
+static FORCES_ANY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Whether `op` is on the force-fallback list.
 pub fn forced_fallback(op: &str) -> bool {
-    HOST_ONLY.get() || policy_lock().read().map(|p| p.forces(op)).unwrap_or(false)
+    let lock = policy_lock();
+    HOST_ONLY.get()
+        || (FORCES_ANY.load(std::sync::atomic::Ordering::Relaxed) && lock.read().map(|p| p.forces(op)).unwrap_or(false))
 }
 
 thread_local! {

@@ -292,19 +292,20 @@ unsafe fn call_at(index: usize, args: *const XrValue, nargs: usize, out: *mut Xr
     let b = get()?;
     // SAFETY: header contract: `args` points at `nargs` values.
     let raw = unsafe { slice(args, nargs) };
-    let mut decoded = Vec::with_capacity(nargs);
+    let mut decoded = smallvec::SmallVec::<[Arg<'_>; 4]>::with_capacity(nargs);
     for v in raw {
         // SAFETY: header contract for each value.
         decoded.push(unsafe { arg(v) }?);
     }
     let wrapped: values::Flags = raw.iter().map(|v| v.flags & FLAG_WRAPPED_NUMBER != 0).collect();
-    let mut ivalues = values::ivalues(b, &decoded)?;
+    let mut ivalues = values::IValues::new();
+    values::ivalues(b, &decoded, &mut ivalues)?;
     values::prepare(b, &mut ivalues, &wrapped)?;
     let results = b.call_at(index, &ivalues)?;
     drop(ivalues);
     let mutable: values::Flags = raw.iter().map(|v| v.flags & FLAG_MUTABLE != 0).collect();
     let inputs = values::input_storages(&decoded, &mutable);
-    let mut r = Box::new(Results::new(b, results, &inputs)?);
+    let mut r = Results::boxed(b, results, &inputs)?;
     let values = r.values.as_mut_ptr();
     let len = r.values.len() as u64;
     // SAFETY: header contract: `out` is a valid, writable `XrResult*`.
@@ -323,8 +324,9 @@ pub unsafe extern "C" fn xirang_result_free(out: *mut XrResult) {
         let owner = std::mem::replace(&mut r.owner, std::ptr::null_mut());
         r.values = std::ptr::null_mut();
         r.len = 0;
-        // SAFETY: see above; dropping `Results` drops storages (no panic: see `xirang_storage_release`).
-        drop(unsafe { Box::from_raw(owner as *mut Results) });
+        // SAFETY: see above; recycling `Results` drops its storages (no panic: see
+        // `xirang_storage_release`) and keeps the box for the next call.
+        Results::recycle(unsafe { Box::from_raw(owner as *mut Results) });
     }
 }
 

@@ -16,6 +16,10 @@ use crate::error::{BridgeError, Result};
 /// A flag per argument (mutable, wrapped number), inline up to 16.
 pub type Flags = smallvec::SmallVec<[bool; 16]>;
 
+/// The runtime's boxed arguments of one call, inline up to 4 (most operators' calls allocate
+/// nothing for them).
+pub type IValues = smallvec::SmallVec<[IValue; 4]>;
+
 /// A tensor argument, borrowed from the shim's [`XrTensor`].
 #[derive(Debug, Clone, Copy)]
 pub struct TensorRef<'a> {
@@ -156,12 +160,14 @@ pub fn tensor(t: &TensorRef<'_>, elements: Elements) -> Result<Tensor> {
 }
 
 /// The runtime's boxed form of the arguments.
-pub fn ivalues(bridge: &Bridge, args: &[Arg<'_>]) -> Result<Vec<IValue>> {
-    let mut v = Vec::with_capacity(args.len());
+/// The runtime's boxed form of the arguments, appended to `out` (filled in place: the inline
+/// vector is not moved through a return value).
+pub fn ivalues(bridge: &Bridge, args: &[Arg<'_>], out: &mut IValues) -> Result<()> {
+    out.reserve(args.len());
     for a in args {
-        v.push(ivalue(bridge, a)?);
+        out.push(ivalue(bridge, a)?);
     }
-    Ok(v)
+    Ok(())
 }
 
 fn ivalue(bridge: &Bridge, a: &Arg<'_>) -> Result<IValue> {
@@ -306,8 +312,11 @@ fn wrapped_dtype(args: &[IValue], wrapped: &[bool], i: usize, value: Scalar) -> 
 }
 
 /// The storages of the tensor arguments: (argument index, storage, written by the operator).
-pub fn input_storages(args: &[Arg<'_>], mutable: &[bool]) -> Vec<(usize, Storage, bool)> {
-    let mut v = Vec::new();
+pub type Inputs = smallvec::SmallVec<[(usize, Storage, bool); 4]>;
+
+/// The storages of the tensor arguments, for [`Results::boxed`].
+pub fn input_storages(args: &[Arg<'_>], mutable: &[bool]) -> Inputs {
+    let mut v = Inputs::new();
     for (i, a) in args.iter().enumerate() {
         let m = mutable.get(i).copied().unwrap_or(false);
         let mut push = |t: &TensorRef<'_>| {
@@ -325,62 +334,129 @@ pub fn input_storages(args: &[Arg<'_>], mutable: &[bool]) -> Vec<(usize, Storage
     v
 }
 
-/// The results of one call, laid out for the shim. Everything the [`XrValue`]s point at lives in
-/// boxed slices owned here (their heap addresses do not move when the vectors grow).
+/// Result boxes a thread keeps for reuse: the shim reads and frees one call's results before the
+/// next, so one is the steady state; a few more cover results held across a nested call.
+const POOL_MAX: usize = 4;
+
+thread_local! {
+    static POOL: std::cell::RefCell<Vec<Box<Results>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// No index (a value that is not a tensor, a tensor with no storage handle).
+const NO: usize = usize::MAX;
+
+/// The results of one call, laid out for the shim in one allocation for the common call (up to two
+/// results, two tensors of up to four dimensions each): the values, tensors, their sizes and
+/// strides and the storage handles sit in inline vectors of the boxed `Results`, and the pointers
+/// between them are set once everything is in place ([`Results::boxed`]), so nothing moves after.
+/// Rarer payloads (lists of numbers, strings, CPU tensors' bytes) are boxed slices, whose heap
+/// addresses never move.
 #[derive(Default)]
 pub struct Results {
-    pub values: Vec<XrValue>,
-    tensors: Vec<Box<[XrTensor]>>,
+    pub values: smallvec::SmallVec<[XrValue; 2]>,
+    /// Per value: the index of its first tensor in `tensors` ([`NO`]: not a tensor value).
+    first: smallvec::SmallVec<[usize; 2]>,
+    tensors: smallvec::SmallVec<[XrTensor; 2]>,
+    /// Per tensor: where its sizes, then its strides, start in `dims`, and its storage's index in
+    /// `storages` ([`NO`]: none, an aliased argument or a CPU result).
+    places: smallvec::SmallVec<[(usize, usize); 2]>,
+    dims: smallvec::SmallVec<[i64; 16]>,
+    /// The storages the result tensors' `storage` fields borrow.
+    storages: smallvec::SmallVec<[Storage; 2]>,
     ints: Vec<Box<[i64]>>,
     floats: Vec<Box<[f64]>>,
     bytes: Vec<Box<[u8]>>,
     scalars: Vec<Box<[XrValue]>>,
-    /// The storages the result tensors' `storage` fields borrow: boxed, because the shim holds
-    /// their addresses while the vector grows.
-    #[allow(clippy::vec_box)]
-    storages: Vec<Box<Storage>>,
 }
 
 impl Results {
     /// Lays out `out`. A result sharing the storage of an argument the operator writes names it in
     /// `alias`; one sharing the storage of any other argument is copied first, because PyTorch's
     /// schema promises fresh memory there (views are never registered with the runtime).
-    pub fn new(bridge: &Bridge, out: Vec<IValue>, inputs: &[(usize, Storage, bool)]) -> Result<Results> {
-        let mut r = Results { values: Vec::with_capacity(out.len()), ..Results::default() };
+    pub fn boxed(bridge: &Bridge, out: Vec<IValue>, inputs: &[(usize, Storage, bool)]) -> Result<Box<Results>> {
+        let mut r = POOL.with(|p| p.borrow_mut().pop()).unwrap_or_default();
         for v in out {
+            r.first.push(NO);
             let x = r.value(bridge, v, inputs)?;
             r.values.push(x);
         }
+        r.link();
         Ok(r)
+    }
+
+    /// Frees `r`'s contents and keeps the box for this thread's next call (up to [`POOL_MAX`]).
+    pub fn recycle(mut r: Box<Results>) {
+        r.values.clear();
+        r.first.clear();
+        r.tensors.clear();
+        r.places.clear();
+        r.dims.clear();
+        r.storages.clear();
+        r.ints.clear();
+        r.floats.clear();
+        r.bytes.clear();
+        r.scalars.clear();
+        // `try_with`: a thread being torn down frees the box instead
+        let _ = POOL.try_with(|p| {
+            let mut p = p.borrow_mut();
+            if p.len() < POOL_MAX {
+                p.push(r);
+            }
+        });
+    }
+
+    /// Points the values at their tensors and the tensors at their dims and storages: after the
+    /// last push, in the box (nothing moves from here until the box is freed).
+    fn link(&mut self) {
+        let dims = self.dims.as_ptr();
+        let storages = self.storages.as_ptr();
+        for (t, &(d, s)) in self.tensors.iter_mut().zip(&self.places) {
+            if d != NO {
+                // in bounds: `tensor` pushed `2 * ndim` dims at `d`
+                t.sizes = dims.wrapping_add(d);
+                t.strides = dims.wrapping_add(d + t.ndim as usize);
+            }
+            if s != NO {
+                t.storage = storages.wrapping_add(s) as *mut c_void;
+            }
+        }
+        let tensors = self.tensors.as_mut_ptr();
+        for (v, &f) in self.values.iter_mut().zip(&self.first) {
+            if f != NO {
+                v.p = tensors.wrapping_add(f) as *mut c_void;
+            }
+        }
     }
 
     fn value(&mut self, bridge: &Bridge, v: IValue, inputs: &[(usize, Storage, bool)]) -> Result<XrValue> {
         let mut x = XrValue::NONE;
+        let first = self.tensors.len();
         match v {
             IValue::None => {}
             IValue::Tensor(t) => {
-                let t = self.tensor(bridge, &t, inputs)?;
-                self.tensors.push(Box::new([t]));
+                self.tensor(bridge, &t, inputs)?;
                 x.tag = TAG_TENSOR;
-                x.p = self.last_tensors();
                 x.len = 1;
             }
             IValue::TensorList(l) => {
-                let ts = l.iter().map(|t| self.tensor(bridge, t, inputs)).collect::<Result<Vec<_>>>()?;
+                for t in &l {
+                    self.tensor(bridge, t, inputs)?;
+                }
                 x.tag = TAG_TENSOR_LIST;
-                x.len = ts.len() as u64;
-                self.tensors.push(ts.into_boxed_slice());
-                x.p = self.last_tensors();
+                x.len = l.len() as u64;
             }
             IValue::OptTensorList(l) => {
-                let ts = l
-                    .iter()
-                    .map(|t| t.as_ref().map_or(Ok(XrTensor::NONE), |t| self.tensor(bridge, t, inputs)))
-                    .collect::<Result<Vec<_>>>()?;
+                for t in &l {
+                    match t {
+                        Some(t) => self.tensor(bridge, t, inputs)?,
+                        None => {
+                            self.tensors.push(XrTensor::NONE);
+                            self.places.push((NO, NO));
+                        }
+                    }
+                }
                 x.tag = TAG_OPT_TENSOR_LIST;
-                x.len = ts.len() as u64;
-                self.tensors.push(ts.into_boxed_slice());
-                x.p = self.last_tensors();
+                x.len = l.len() as u64;
             }
             IValue::Int(i) => {
                 x.tag = TAG_INT;
@@ -455,14 +531,16 @@ impl Results {
                 return Err(BridgeError::Abi(format!("a {} result cannot cross to PyTorch", other.kind())));
             }
         }
+        if matches!(x.tag, TAG_TENSOR | TAG_TENSOR_LIST | TAG_OPT_TENSOR_LIST)
+            && let Some(f) = self.first.last_mut()
+        {
+            *f = first;
+        }
         Ok(x)
     }
 
-    fn last_tensors(&mut self) -> *mut c_void {
-        self.tensors.last_mut().map_or(std::ptr::null_mut(), |b| b.as_mut_ptr() as *mut c_void)
-    }
-
-    fn tensor(&mut self, bridge: &Bridge, t: &Tensor, inputs: &[(usize, Storage, bool)]) -> Result<XrTensor> {
+    /// Appends the tensor `t` (its pointers are set by [`Results::link`]).
+    fn tensor(&mut self, bridge: &Bridge, t: &Tensor, inputs: &[(usize, Storage, bool)]) -> Result<()> {
         let mut st = t.storage();
         let mut t = t.clone();
         let mut alias = -1;
@@ -474,14 +552,13 @@ impl Results {
                 st = t.storage();
             }
         }
-        let dims: Box<[i64]> = t.sizes().iter().chain(t.strides()).map(|&d| d as i64).collect();
         let ndim = t.dim();
         let mut x = XrTensor {
             storage: std::ptr::null_mut(),
             data: 0,
             nbytes: st.nbytes() as u64,
-            sizes: dims.as_ptr(),
-            strides: dims[ndim..].as_ptr(),
+            sizes: std::ptr::null(),
+            strides: std::ptr::null(),
             ndim: ndim as i64,
             offset: t.storage_offset() as i64,
             dtype: dtype_code(t.dtype()),
@@ -489,32 +566,32 @@ impl Results {
             device: -1,
             alias,
         };
-        self.ints.push(dims);
+        let d = self.dims.len();
+        let mut storage = NO;
+        self.dims.extend(t.sizes().iter().map(|&s| s as i64));
         match st.device() {
             Device::Cpu => {
                 // a host result: its contiguous bytes
+                self.dims.extend(shape::contiguous_strides(t.sizes()).into_iter().map(|s| s as i64));
                 let b = t.gather_bytes()?.into_boxed_slice();
                 x.nbytes = b.len() as u64;
                 x.offset = 0;
-                let contiguous: Box<[i64]> =
-                    t.sizes().iter().copied().chain(shape::contiguous_strides(t.sizes())).map(|d| d as i64).collect();
-                x.sizes = contiguous.as_ptr();
-                x.strides = contiguous[ndim..].as_ptr();
-                self.ints.push(contiguous);
                 x.data = b.as_ptr() as u64;
                 self.bytes.push(b);
             }
-            d => {
-                x.device = bridge.torch_index(d)? as i32;
+            dev => {
+                self.dims.extend(t.strides().iter().map(|&s| s as i64));
+                x.device = bridge.torch_index(dev)? as i32;
                 x.data = st.device_ptr().unwrap_or(0);
                 if alias < 0 {
-                    let b = Box::new(st);
-                    x.storage = &*b as *const Storage as *mut c_void;
-                    self.storages.push(b);
+                    storage = self.storages.len();
+                    self.storages.push(st);
                 }
             }
         }
-        Ok(x)
+        self.tensors.push(x);
+        self.places.push((d, storage));
+        Ok(())
     }
 }
 

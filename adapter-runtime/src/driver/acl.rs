@@ -195,8 +195,25 @@ impl AclApi {
 pub struct AclDriver {
     api: AclApi,
     name: String,
-    finished: Arc<Finished>,
+    /// Where finished kernels wait for the launching side. Leaked, one per driver: a kernel that
+    /// finishes after its driver was dropped still has a list to go to, and neither side counts
+    /// references on every launch (a count both threads write bounces between their caches).
+    finished: &'static Finished,
+    /// Launches so far, for [`Driver::collect_finished_batch`] (written by launching threads only).
+    launches: AtomicUsize,
     _lib: Option<Arc<libloading::Library>>,
+}
+
+/// A new list of finished kernels (see `AclDriver::finished`).
+fn finished_list() -> &'static Finished {
+    Box::leak(Box::default())
+}
+
+impl Drop for AclDriver {
+    /// Drops the kernels that have finished (their list outlives the driver).
+    fn drop(&mut self) {
+        self.collect_finished();
+    }
 }
 
 fn vp(p: DevicePtr) -> Vp {
@@ -209,7 +226,8 @@ impl AclDriver {
         AclDriver {
             api: AclApi::linked_simulator(),
             name: "acl-sim (linked)".into(),
-            finished: Arc::default(),
+            finished: finished_list(),
+            launches: AtomicUsize::new(0),
             _lib: None,
         }
     }
@@ -217,7 +235,7 @@ impl AclDriver {
     /// Driver over an explicit table (e.g. one with optional entries
     /// removed, to exercise the fallback chains).
     pub fn from_api(api: AclApi, name: impl Into<String>) -> AclDriver {
-        AclDriver { api, name: name.into(), finished: Arc::default(), _lib: None }
+        AclDriver { api, name: name.into(), finished: finished_list(), launches: AtomicUsize::new(0), _lib: None }
     }
 
     /// Driver over a library opened at run time.
@@ -226,7 +244,8 @@ impl AclDriver {
         Ok(AclDriver {
             api,
             name: format!("acl ({})", path.display()),
-            finished: Arc::default(),
+            finished: finished_list(),
+            launches: AtomicUsize::new(0),
             _lib: Some(Arc::new(lib)),
         })
     }
@@ -384,10 +403,14 @@ struct KernelBox {
     read: unsafe extern "C" fn(*const c_void, *const c_void, Vp, usize) -> AclError,
     write: unsafe extern "C" fn(*const c_void, Vp, *const c_void, usize) -> AclError,
     map: Option<KernelMapFn>,
-    /// Where the worker leaves the box once the kernel has run (taken then, so that the list does
-    /// not keep itself alive through the boxes it holds).
-    finished: Option<Arc<Finished>>,
+    /// Where the worker leaves the box once the kernel has run.
+    finished: Option<&'static Finished>,
 }
+
+/// Launches between two passes over the finished kernels ([`Driver::collect_finished_batch`]): a
+/// tiny operator's launch then takes the list's lock once per this many kernels. What finished
+/// kernels keep alive (only tensors of other streams: see `kernels::launch`) waits as long, at most.
+const COLLECT_BATCH: usize = 16;
 
 /// Kernels that have run, waiting to be dropped on a launching thread
 /// ([`Driver::collect_finished`]).
@@ -414,7 +437,7 @@ unsafe extern "C" fn kernel_trampoline(ctx: *const c_void, user_data: Vp) -> Acl
     };
     // Hand the box (and the tensors its kernel kept alive) back to the launching side instead of
     // freeing it on this worker thread.
-    if let Some(f) = kb.finished.take() {
+    if let Some(f) = kb.finished {
         let mut g = lock(&f.boxes);
         g.push(kb);
         f.count.store(g.len(), Ordering::Release);
@@ -696,7 +719,7 @@ impl Driver for AclDriver {
             read,
             write,
             map: self.api.sim_kernel_map,
-            finished: Some(self.finished.clone()),
+            finished: Some(self.finished),
         }));
         // SAFETY: the trampoline consumes `ud` exactly once if the launch
         // succeeds; it may run on the stream's worker thread (Kernel: Send).
@@ -706,6 +729,14 @@ impl Driver for AclDriver {
             drop(unsafe { Box::from_raw(ud) });
         }
         self.check("xirangSimLaunchKernel", rc)
+    }
+
+    fn collect_finished_batch(&self) {
+        // counted on the launching side: reading `count`, which the worker writes after every
+        // kernel, would cost a cache miss per launch
+        if self.launches.fetch_add(1, Ordering::Relaxed) % COLLECT_BATCH == COLLECT_BATCH - 1 {
+            self.collect_finished();
+        }
     }
 
     fn collect_finished(&self) {

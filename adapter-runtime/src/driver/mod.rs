@@ -144,4 +144,10 @@ pub trait Driver: Send + Sync {
     /// synchronize, device-to-host copy), so a kernel's captures are gone once those return, as
     /// when the worker dropped them. The caller must hold no allocator lock.
     fn collect_finished(&self) {}
+    /// What the runtime calls before each launch: [`Driver::collect_finished`], or nothing until
+    /// enough kernels have finished to be worth a pass (a driver that defers drops pays its lock
+    /// once per batch instead of once per launch). The synchronizing calls still collect everything.
+    fn collect_finished_batch(&self) {
+        self.collect_finished()
+    }
 }

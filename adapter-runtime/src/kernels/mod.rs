@@ -151,11 +151,11 @@ pub(crate) fn device_of(name: &str, ts: &[&Tensor]) -> Result<Arc<DeviceContext>
 /// tensors whose storage the kernel touches until it has run.
 pub(crate) fn launch(
     ctx: &Arc<DeviceContext>,
-    keep: Vec<Tensor>,
+    keep: impl IntoIterator<Item = Tensor>,
     mut body: impl FnMut(&dyn KernelMemory) -> Result<()> + Send + 'static,
 ) -> Result<()> {
-    // Kernels finished since the last launch are dropped here, on the launching thread.
-    ctx.driver.collect_finished();
+    // Finished kernels are dropped here, on the launching thread, a batch at a time.
+    ctx.driver.collect_finished_batch();
     let stream = ctx.current_stream();
     // Stream-ordered reuse, as CUDA's caching allocator: a block of this stream that the host
     // frees goes back to this stream's cache at once, because whatever is allocated from it next
@@ -163,8 +163,8 @@ pub(crate) fn launch(
     // alive with the kernel. Without this, a loop that outruns the device holds one result per
     // queued kernel (up to the queue depth: a working set no cache holds) where PyTorch's CUDA
     // allocator holds one.
-    let mut keep = keep;
-    keep.retain(|t| !t.is_stream_ordered_on(ctx, stream));
+    // collected from an iterator: no allocation when every tensor is stream-ordered (the usual case)
+    let keep: Vec<Tensor> = keep.into_iter().filter(|t| !t.is_stream_ordered_on(ctx, stream)).collect();
     crate::profile::on_launch(ctx, stream);
     ctx.driver.launch_kernel(
         ctx.physical_id(),

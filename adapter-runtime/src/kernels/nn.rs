@@ -46,7 +46,7 @@ fn softmax_fwd(name: &str, x: &Tensor, dim: i64, half_to_float: bool, log: bool)
         return unrows(out, dd);
     }
     let (pr, po) = (r.data_ptr()?, out.data_ptr()?);
-    with_real!(name, d, T => launch(&ctx, vec![r, out.clone()], move |mem| {
+    with_real!(name, d, T => launch(&ctx, [r, out.clone()], move |mem| {
         let mut v = T::load(mem, pr, n, d)?;
         let body = |row: &mut [T]| {
             let m = row.iter().fold(f64::NEG_INFINITY, |m, x| m.max(x.to_f64()));
@@ -89,7 +89,7 @@ fn softmax_bwd(name: &str, g: &Tensor, y: &Tensor, dim: i64, input_dtype: DType,
         return unrows(out, dd);
     }
     let (pg, py, po) = (gr.data_ptr()?, yr.data_ptr()?, out.data_ptr()?);
-    with_real!(name, d, T => launch(&ctx, vec![gr, yr, out.clone()], move |mem| {
+    with_real!(name, d, T => launch(&ctx, [gr, yr, out.clone()], move |mem| {
         let gv = T::load(mem, pg, n, d)?;
         let yv = T::load(mem, py, n, d)?;
         let mut o = vec![T::ZERO; n];
@@ -369,7 +369,7 @@ pub fn embedding_dense_backward(
     let g = super::contiguous(grad_output)?;
     let pg = if k * dm > 0 { g.data_ptr()? } else { 0 };
     let po = out.data_ptr()?;
-    with_real!("embedding_dense_backward", d, T => launch(&ctx, vec![g, out.clone()], move |mem| {
+    with_real!("embedding_dense_backward", d, T => launch(&ctx, [g, out.clone()], move |mem| {
         let gv = T::load(mem, pg, k * dm, d)?;
         let mut acc = vec![0.0f64; nw * dm];
         for (r, &i) in idx.iter().enumerate() {
@@ -538,7 +538,7 @@ pub fn mse_loss(self_: &Tensor, target: &Tensor, reduction: i64) -> Result<Tenso
     }
     let (x, t) = (super::contiguous(self_)?, super::contiguous(target)?);
     let (px, pt, po) = (if n > 0 { x.data_ptr()? } else { 0 }, if n > 0 { t.data_ptr()? } else { 0 }, out.data_ptr()?);
-    with_real!("mse_loss", d, T => launch(&ctx, vec![x, t, out.clone()], move |mem| {
+    with_real!("mse_loss", d, T => launch(&ctx, [x, t, out.clone()], move |mem| {
         let xv = T::load(mem, px, n, d)?;
         let tv = T::load(mem, pt, n, d)?;
         if reduction == 0 {
@@ -573,7 +573,7 @@ pub fn mse_loss_backward(grad_output: &Tensor, self_: &Tensor, target: &Tensor, 
     let (g, x, t) = (super::contiguous(grad_output)?, super::contiguous(self_)?, super::contiguous(target)?);
     let (pg, px, pt, po, ng) = (g.data_ptr()?, x.data_ptr()?, t.data_ptr()?, out.data_ptr()?, g.numel());
     let norm = if reduction == 1 { 2.0 / n as f64 } else { 2.0 };
-    with_real!("mse_loss_backward", d, T => launch(&ctx, vec![g, x, t, out.clone()], move |mem| {
+    with_real!("mse_loss_backward", d, T => launch(&ctx, [g, x, t, out.clone()], move |mem| {
         let gv = T::load(mem, pg, ng, d)?;
         let xv = T::load(mem, px, n, d)?;
         let tv = T::load(mem, pt, n, d)?;

@@ -46,7 +46,7 @@ fn reduce(
         return Ok(out);
     }
     let (pr, po) = (if rows.numel() > 0 { rows.data_ptr()? } else { 0 }, out.data_ptr()?);
-    with_real!(name, d, T => launch(&ctx, vec![rows, out.clone()], move |mem| {
+    with_real!(name, d, T => launch(&ctx, [rows, out.clone()], move |mem| {
         let v = T::load(mem, pr, outer * inner, d)?;
         let row = |i: usize| -> T {
             let r = &v[i * inner..(i + 1) * inner];
