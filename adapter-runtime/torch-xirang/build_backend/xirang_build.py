@@ -3,8 +3,9 @@
 `pip install ./adapter-runtime/torch-xirang` calls `build_wheel`, which
 1. asks the *target* interpreter (`python -I`, so pip's build isolation does not hide the torch
    installed there) for torch's version, headers, libraries and C++ ABI;
-2. builds the Rust C ABI as a shared library: `cargo rustc --release -p xirang-bridge --lib
-   --crate-type cdylib` (the cargo workspace itself never needs torch);
+2. builds the Rust C ABI as a shared library: `cargo build --release -p xirang-bridge --lib` (the
+   cargo workspace itself never needs torch; `XIRANG_BRIDGE_LIB=path/libxirang_bridge.so` takes one
+   already built instead: CI passes the one its `cargo test --workspace` linked);
 3. compiles the thin C++ shim (`csrc/*.cpp`, the generated `generated/bridge_registrations.cpp` and
    `generated/autocast.cpp`)
    against that torch, one `c++` per file, in parallel, and links `libxirang_shim.so`;
@@ -88,13 +89,20 @@ def generated_pytorch_version() -> str:
 
 
 def cargo_build() -> Path:
-    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
-    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-    _run([cargo, "rustc", "--release", "--locked", "-p", "xirang-bridge", "--lib", "--crate-type", "cdylib"],
-         cwd=ROOT)
-    lib = target / "release" / "libxirang_bridge.so"
+    """The bridge's shared library: `cargo build --release -p xirang-bridge --lib`, or the library
+    `XIRANG_BRIDGE_LIB` names, already built (CI: the one `cargo test --workspace` just linked, so the
+    runtime is not compiled a second time; the bridge's tests do not measure speed)."""
+    prebuilt = os.environ.get("XIRANG_BRIDGE_LIB")
+    if prebuilt:
+        lib = (ROOT / prebuilt).resolve()  # a relative path is the workspace's (pip builds elsewhere)
+        _log(f"XIRANG_BRIDGE_LIB: using {lib} (not built here)")
+    else:
+        cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+        target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+        _run([cargo, "build", "--release", "--locked", "-p", "xirang-bridge", "--lib"], cwd=ROOT)
+        lib = target / "release" / "libxirang_bridge.so"
     if not lib.is_file():
-        raise BuildError(f"cargo built no {lib}")
+        raise BuildError(f"no {lib}" + (" (XIRANG_BRIDGE_LIB)" if prebuilt else ": cargo built none"))
     return lib
 
 

@@ -1,3 +1,4 @@
+//! Prints tree-sitter-cpp's S-expression of one masked C++ header (a debugging aid).
 fn main() {
     let src = std::fs::read_to_string(std::env::args().nth(1).unwrap()).unwrap();
     let m = xirang_cxx::text::mask(&src);
