@@ -339,6 +339,8 @@ pub fn input_storages(args: &[Arg<'_>], mutable: &[bool]) -> Inputs {
 const POOL_MAX: usize = 4;
 
 thread_local! {
+    // boxes, not values: each is an allocation handed to the shim as is (`Results` is large)
+    #[allow(clippy::vec_box)]
     static POOL: std::cell::RefCell<Vec<Box<Results>>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
