@@ -17,6 +17,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -464,7 +465,13 @@ void boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     run_fallback(op, stack, name);
     return;
   }
-  c10::DeviceGuard guard(c10::Device(kDevice, device_of(op, stack)));
+  // The operator runs on its tensors' device. A guard only when that is not already the current
+  // one: constructing and destroying c10::DeviceGuard costs two calls into Rust on every operator.
+  const auto device = device_of(op, stack);
+  std::optional<c10::DeviceGuard> guard;
+  if (device != current_device()) {
+    guard.emplace(c10::Device(kDevice, device));
+  }
   XrResult out{};
   auto status = xirang_call_at(info.index, values.data(), values.size(), &out);
   if (status == XR_DECLINED) {
