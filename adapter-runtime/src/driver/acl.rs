@@ -195,8 +195,9 @@ impl AclApi {
 pub struct AclDriver {
     api: AclApi,
     name: String,
-    /// Where finished kernels wait for the launching side. Leaked, one per driver: a kernel that
-    /// finishes after its driver was dropped still has a list to go to, and neither side counts
+    /// Where finished kernels wait for the launching side. Leaked, one small list per driver: a
+    /// kernel that finishes after its driver was dropped still has a list to go to (and stays
+    /// there: drivers live as long as their runtime, usually the program), and neither side counts
     /// references on every launch (a count both threads write bounces between their caches).
     finished: &'static Finished,
     /// Launches so far, for [`Driver::collect_finished_batch`] (written by launching threads only).
