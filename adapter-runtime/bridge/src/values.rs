@@ -436,19 +436,21 @@ impl Results {
         match v {
             IValue::None => {}
             IValue::Tensor(t) => {
-                self.tensor(bridge, &t, inputs)?;
+                self.tensor(bridge, t, inputs)?;
                 x.tag = TAG_TENSOR;
                 x.len = 1;
             }
             IValue::TensorList(l) => {
-                for t in &l {
-                    self.tensor(bridge, t, inputs)?;
-                }
                 x.tag = TAG_TENSOR_LIST;
                 x.len = l.len() as u64;
+                for t in l {
+                    self.tensor(bridge, t, inputs)?;
+                }
             }
             IValue::OptTensorList(l) => {
-                for t in &l {
+                x.tag = TAG_OPT_TENSOR_LIST;
+                x.len = l.len() as u64;
+                for t in l {
                     match t {
                         Some(t) => self.tensor(bridge, t, inputs)?,
                         None => {
@@ -457,8 +459,6 @@ impl Results {
                         }
                     }
                 }
-                x.tag = TAG_OPT_TENSOR_LIST;
-                x.len = l.len() as u64;
             }
             IValue::Int(i) => {
                 x.tag = TAG_INT;
@@ -542,9 +542,8 @@ impl Results {
     }
 
     /// Appends the tensor `t` (its pointers are set by [`Results::link`]).
-    fn tensor(&mut self, bridge: &Bridge, t: &Tensor, inputs: &[(usize, Storage, bool)]) -> Result<()> {
+    fn tensor(&mut self, bridge: &Bridge, mut t: Tensor, inputs: &[(usize, Storage, bool)]) -> Result<()> {
         let mut st = t.storage();
-        let mut t = t.clone();
         let mut alias = -1;
         if let Some((i, _, mutable)) = inputs.iter().find(|(_, s, _)| s.ptr_eq(&st)) {
             if *mutable {
