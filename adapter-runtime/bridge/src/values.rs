@@ -388,16 +388,18 @@ impl Results {
 
     /// Frees `r`'s contents and keeps the box for this thread's next call (up to [`POOL_MAX`]).
     pub fn recycle(mut r: Box<Results>) {
-        r.values.clear();
-        r.first.clear();
-        r.tensors.clear();
-        r.places.clear();
-        r.dims.clear();
-        r.storages.clear();
-        r.ints.clear();
-        r.floats.clear();
-        r.bytes.clear();
-        r.scalars.clear();
+        // every field named (no `..`): a field added later fails to compile here until it is cleared
+        let Results { values, first, tensors, places, dims, storages, ints, floats, bytes, scalars } = &mut *r;
+        values.clear();
+        first.clear();
+        tensors.clear();
+        places.clear();
+        dims.clear();
+        storages.clear();
+        ints.clear();
+        floats.clear();
+        bytes.clear();
+        scalars.clear();
         // `try_with`: a thread being torn down frees the box instead
         let _ = POOL.try_with(|p| {
             let mut p = p.borrow_mut();
