@@ -55,7 +55,22 @@ thread_local! {
     /// at `aclInit` / `aclFinalize`, which start a new epoch.
     static CURRENT_PHYS: Cell<Option<(u64, i32)>> = const { Cell::new(None) };
     static LAST_ERROR: RefCell<Option<CString>> = const { RefCell::new(None) };
+    /// The streams this thread looked up lately, so that a kernel launch does not take the state
+    /// lock (which the stream workers take too, to find the memory their kernels touch):
+    /// ([`STREAM_GEN`] when filled, [(handle, current slot for the null handle, stream)]).
+    static STREAM_CACHE: RefCell<(u64, Vec<CachedStream>)> = const { RefCell::new((0, Vec::new())) };
 }
+
+/// A [`STREAM_CACHE`] entry: (handle, the current slot when the handle is null, the stream).
+type CachedStream = (usize, Option<usize>, Arc<Stream>);
+
+/// Bumped (under the state lock, after the change) whenever a stream handle may stop naming the
+/// stream it named: `aclInit`, `aclFinalize`, `aclrtResetDevice`, `aclrtDestroyStream`. A thread's
+/// [`STREAM_CACHE`] from another generation is dropped. Starts at 1: an empty cache is stale.
+static STREAM_GEN: AtomicU64 = AtomicU64::new(1);
+
+/// Streams a thread keeps in [`STREAM_CACHE`] (the oldest is dropped first).
+const STREAM_CACHE_LEN: usize = 8;
 
 pub(crate) fn set_last_error(msg: &str) {
     let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
@@ -209,6 +224,7 @@ pub(crate) fn init() -> R<()> {
         .collect();
     s.initialized = true;
     EPOCH.fetch_add(1, Ordering::SeqCst);
+    STREAM_GEN.fetch_add(1, Ordering::SeqCst);
     Ok(())
 }
 
@@ -223,6 +239,7 @@ pub(crate) fn finalize() -> R<()> {
         let defaults: Vec<_> = s.devices.iter_mut().filter_map(|d| d.default_stream.take()).collect();
         s.devices.clear();
         EPOCH.fetch_add(1, Ordering::SeqCst);
+        STREAM_GEN.fetch_add(1, Ordering::SeqCst);
         bump_unmap_generation();
         s.events.clear();
         (streams, defaults)
@@ -288,6 +305,7 @@ pub(crate) fn reset_device(phys_id: i32) -> R<()> {
         let mut v: Vec<Arc<Stream>> = ids.iter().filter_map(|k| s.streams.remove(k)).collect();
         let d = &mut s.devices[slot];
         v.extend(d.default_stream.take());
+        STREAM_GEN.fetch_add(1, Ordering::SeqCst);
         d.allocs.clear();
         bump_unmap_generation();
         d.used = 0;
@@ -824,8 +842,38 @@ pub(crate) fn create_stream() -> R<usize> {
     Ok(h)
 }
 
-/// Look up a stream handle; 0 (null) is the current device's default stream.
+/// Look up a stream handle; 0 (null) is the current device's default stream. Every kernel launch
+/// does: the thread's [`STREAM_CACHE`] answers without the state lock while no handle changed.
 pub(crate) fn get_stream(handle: usize) -> R<Arc<Stream>> {
+    // Read before the lookup: a change after it bumps the generation past this one.
+    let generation = STREAM_GEN.load(Ordering::SeqCst);
+    let slot = if handle == 0 { CURRENT_DEVICE.with(|c| c.get()) } else { None };
+    let hit = STREAM_CACHE.with(|c| {
+        let c = c.borrow();
+        if c.0 != generation {
+            return None;
+        }
+        c.1.iter().find(|e| e.0 == handle && e.1 == slot).map(|e| e.2.clone())
+    });
+    if let Some(st) = hit {
+        return Ok(st);
+    }
+    let st = lookup_stream(handle)?;
+    STREAM_CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.0 != generation {
+            *c = (generation, Vec::new());
+        }
+        if c.1.len() == STREAM_CACHE_LEN {
+            c.1.remove(0);
+        }
+        c.1.push((handle, slot, st.clone()));
+    });
+    Ok(st)
+}
+
+/// [`get_stream`] under the state lock.
+fn lookup_stream(handle: usize) -> R<Arc<Stream>> {
     let s = state();
     if handle == 0 {
         let slot = current_slot(&s)?;
@@ -851,7 +899,10 @@ pub(crate) fn destroy_stream(handle: usize) -> R<()> {
         initialized(&s)?;
         let id = handle.checked_sub(STREAM_TAG).map(|v| v as u64);
         match id.and_then(|id| s.streams.remove(&id)) {
-            Some(st) => st,
+            Some(st) => {
+                STREAM_GEN.fetch_add(1, Ordering::SeqCst);
+                st
+            }
             None => {
                 return fail(ACL_ERROR_RT_INVALID_HANDLE, format!("invalid stream handle {handle:#x}"));
             }
