@@ -434,7 +434,8 @@ pub fn with_defaults<'a>(
     op: &str,
     args: &'a [IValue],
     n: usize,
-    default: impl Fn(usize) -> Option<IValue>,
+    // a function, not a generic closure: one copy of this function, not one per operator
+    default: fn(usize) -> Option<IValue>,
 ) -> Result<std::borrow::Cow<'a, [IValue]>> {
     if args.len() > n {
         return Err(Error::InvalidArgument(format!("{op}: expected at most {n} arguments, got {}", args.len())));
