@@ -17,8 +17,8 @@ pub(crate) enum StorageData {
     Device(Block),
 }
 
-/// Reference-counted untyped storage.
-pub(crate) struct StorageImpl {
+/// Reference-counted untyped storage (opaque outside the runtime: see [`Storage::into_arc`]).
+pub struct StorageImpl {
     pub(crate) data: StorageData,
     pub(crate) nbytes: usize,
     /// Version counter shared by every view of the storage: bumped by in-place writes, read by
@@ -91,6 +91,19 @@ impl Storage {
     /// Whether two handles name the same storage.
     pub fn ptr_eq(&self, other: &Storage) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
+    }
+    /// The reference-counted allocation behind the handle, for a C ABI that passes storages as
+    /// one pointer (`Arc::into_raw`) instead of boxing a `Storage`: `xirang-bridge`'s handles.
+    pub fn into_arc(self) -> Arc<StorageImpl> {
+        self.0
+    }
+    /// The handle of an allocation [`Storage::into_arc`] gave out.
+    pub fn from_arc(a: Arc<StorageImpl>) -> Storage {
+        Storage(a)
+    }
+    /// The allocation behind the handle, borrowed.
+    pub fn as_arc(&self) -> &Arc<StorageImpl> {
+        &self.0
     }
 }
 

@@ -11,10 +11,11 @@
 use std::cell::RefCell;
 use std::ffi::{CString, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 
 use xirang_runtime::dispatch::{self, FallbackMode};
 use xirang_runtime::driver::{EventId, StreamId};
-use xirang_runtime::tensor::{Storage, Tensor};
+use xirang_runtime::tensor::{Storage, StorageImpl, Tensor};
 
 use crate::abi::*;
 use crate::bridge::{self, Bridge};
@@ -102,7 +103,7 @@ pub unsafe extern "C" fn xirang_storage_alloc(
         let n = usize::try_from(nbytes).map_err(|_| BridgeError::Abi(format!("{nbytes} bytes")))?;
         let s = get()?.allocate(device(index), n)?;
         let ptr = s.device_ptr().unwrap_or(0);
-        let h = Box::into_raw(Box::new(s)) as *mut c_void;
+        let h = into_handle(s);
         // SAFETY: the caller passes valid, writable out-pointers (header contract).
         unsafe {
             handle.write(h);
@@ -112,14 +113,58 @@ pub unsafe extern "C" fn xirang_storage_alloc(
     })
 }
 
+/// A storage handle of the C ABI: `Arc::into_raw` of the storage's allocation. Owned handles
+/// (`xirang_storage_alloc`, `xirang_storage_retain`) hold one count; a result's borrowed handle
+/// points at a storage its `Results` holds. A handle the shim passes in is borrowed for the call.
+#[derive(Clone, Copy)]
+pub struct StorageRef<'a> {
+    ptr: std::ptr::NonNull<StorageImpl>,
+    _live: std::marker::PhantomData<&'a Storage>,
+}
+
+impl std::fmt::Debug for StorageRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.with(|s| s.fmt(f))
+    }
+}
+
+impl<'a> StorageRef<'a> {
+    /// The handle `h` (`None` for null).
+    ///
+    /// # Safety
+    /// `h` is null or a live handle (see the type) that stays live for `'a`.
+    pub unsafe fn new(h: *mut c_void) -> Option<StorageRef<'a>> {
+        std::ptr::NonNull::new(h as *mut StorageImpl).map(|ptr| StorageRef { ptr, _live: std::marker::PhantomData })
+    }
+
+    /// Runs `f` with the storage, without touching its count.
+    pub fn with<R>(&self, f: impl FnOnce(&Storage) -> R) -> R {
+        // SAFETY: `ptr` came from `Arc::into_raw` and the allocation is live for `'a` (contract of
+        // `new`); the `Arc` made here is never dropped (`ManuallyDrop`), so the count the handle
+        // holds is untouched, and `f` gets only a borrow of it.
+        let s = std::mem::ManuallyDrop::new(Storage::from_arc(unsafe { Arc::from_raw(self.ptr.as_ptr()) }));
+        f(&s)
+    }
+
+    /// A counted handle on the storage.
+    pub fn to_storage(&self) -> Storage {
+        self.with(Storage::clone)
+    }
+}
+
+/// The handle of `s` for the C ABI, holding one count (freed by `xirang_storage_release`).
+pub fn into_handle(s: Storage) -> *mut c_void {
+    Arc::into_raw(s.into_arc()) as *mut c_void
+}
+
 /// Borrows the storage a handle names.
 ///
 /// # Safety
 /// `h` is null or a live handle from `xirang_storage_alloc` / `xirang_storage_retain`, or a result
-/// tensor's borrowed handle before `xirang_result_free`.
-unsafe fn storage_ref<'a>(h: *mut c_void) -> Option<&'a Storage> {
-    // SAFETY: the caller's contract: `h` points at a live `Storage` (boxed by this crate).
-    unsafe { (h as *const Storage).as_ref() }
+/// tensor's borrowed handle before `xirang_result_free`, live for `'a`.
+unsafe fn storage_ref<'a>(h: *mut c_void) -> Option<StorageRef<'a>> {
+    // SAFETY: the caller's contract, which is `StorageRef::new`'s.
+    unsafe { StorageRef::new(h) }
 }
 
 /// A new handle on the storage `h` names (null for null).
@@ -127,7 +172,7 @@ unsafe fn storage_ref<'a>(h: *mut c_void) -> Option<&'a Storage> {
 pub unsafe extern "C" fn xirang_storage_retain(h: *mut c_void) -> *mut c_void {
     // SAFETY: header contract (see `storage_ref`).
     match unsafe { storage_ref(h) } {
-        Some(s) => Box::into_raw(Box::new(s.clone())) as *mut c_void,
+        Some(s) => into_handle(s.to_storage()),
         None => std::ptr::null_mut(),
     }
 }
@@ -136,10 +181,11 @@ pub unsafe extern "C" fn xirang_storage_retain(h: *mut c_void) -> *mut c_void {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn xirang_storage_release(h: *mut c_void) {
     if !h.is_null() {
-        // SAFETY: `h` came from `Box::into_raw` in `xirang_storage_alloc` / `xirang_storage_retain`
-        // and the caller gives up its only use of it (header contract). Dropping a storage cannot
-        // panic (the block's drop only takes a lock that recovers from poisoning).
-        drop(unsafe { Box::from_raw(h as *mut Storage) });
+        // SAFETY: `h` came from `Arc::into_raw` in `into_handle` (`xirang_storage_alloc`,
+        // `xirang_storage_retain`) and the caller gives up its only use of it, with the count it
+        // holds (header contract). Dropping a storage cannot panic (the block's drop only takes a
+        // lock that recovers from poisoning).
+        drop(Storage::from_arc(unsafe { Arc::from_raw(h as *const StorageImpl) }));
     }
 }
 

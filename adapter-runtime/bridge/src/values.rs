@@ -4,9 +4,13 @@
 
 use std::ffi::c_void;
 
+use std::sync::Arc;
 use xirang_runtime::dtype::{DType, Operand, Scalar, result_type};
 use xirang_runtime::ivalue::{IValue, Layout, MemoryFormat};
+
 use xirang_runtime::tensor::{Storage, Tensor};
+
+pub use crate::ffi::StorageRef;
 use xirang_runtime::{Device, shape};
 
 use crate::abi::*;
@@ -24,7 +28,7 @@ pub type IValues = smallvec::SmallVec<[IValue; 4]>;
 #[derive(Debug, Clone, Copy)]
 pub struct TensorRef<'a> {
     /// The storage of a `xirang` tensor.
-    pub storage: Option<&'a Storage>,
+    pub storage: Option<StorageRef<'a>>,
     /// The whole storage of a CPU tensor.
     pub host: Option<&'a [u8]>,
     pub sizes: &'a [i64],
@@ -143,7 +147,7 @@ pub fn tensor(t: &TensorRef<'_>, elements: Elements) -> Result<Tensor> {
         },
     };
     if let Some(s) = t.storage {
-        return Ok(Tensor::from_storage(s, &sizes, &strides, offset, dt)?);
+        return Ok(s.with(|s| Tensor::from_storage(s, &sizes, &strides, offset, dt))?);
     }
     let Some(host) = t.host else {
         return Err(BridgeError::Abi("a tensor with neither a xirang storage nor host memory".into()));
@@ -321,7 +325,7 @@ pub fn input_storages(args: &[Arg<'_>], mutable: &[bool]) -> Inputs {
         let m = mutable.get(i).copied().unwrap_or(false);
         let mut push = |t: &TensorRef<'_>| {
             if let Some(s) = t.storage {
-                v.push((i, s.clone(), m));
+                v.push((i, s.to_storage(), m));
             }
         };
         match a {
@@ -413,7 +417,6 @@ impl Results {
     /// last push, in the box (nothing moves from here until the box is freed).
     fn link(&mut self) {
         let dims = self.dims.as_ptr();
-        let storages = self.storages.as_ptr();
         for (t, &(d, s)) in self.tensors.iter_mut().zip(&self.places) {
             if d != NO {
                 // in bounds: `tensor` pushed `2 * ndim` dims at `d`
@@ -421,7 +424,8 @@ impl Results {
                 t.strides = dims.wrapping_add(d + t.ndim as usize);
             }
             if s != NO {
-                t.storage = storages.wrapping_add(s) as *mut c_void;
+                // a borrowed handle (see `StorageRef`): the storage this box holds
+                t.storage = Arc::as_ptr(self.storages[s].as_arc()) as *mut c_void;
             }
         }
         let tensors = self.tensors.as_mut_ptr();
