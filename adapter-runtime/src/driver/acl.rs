@@ -400,12 +400,35 @@ impl KernelMemory for CtxMemory {
 }
 
 struct KernelBox {
-    kernel: Kernel,
+    /// `None` once a launching thread has dropped the finished kernel and kept the box for the
+    /// next launch ([`kernel_box`]).
+    kernel: Option<Kernel>,
     read: unsafe extern "C" fn(*const c_void, *const c_void, Vp, usize) -> AclError,
     write: unsafe extern "C" fn(*const c_void, Vp, *const c_void, usize) -> AclError,
     map: Option<KernelMapFn>,
     /// Where the worker leaves the box once the kernel has run.
     finished: Option<&'static Finished>,
+}
+
+/// Boxes a launching thread keeps for its next launches (at most this many).
+const FREE_BOXES_MAX: usize = 64;
+
+thread_local! {
+    /// Boxes of kernels this thread collected ([`Driver::collect_finished`]), emptied, for
+    /// [`kernel_box`]: a launch in a loop reuses them instead of allocating one per kernel.
+    #[allow(clippy::vec_box)]
+    static FREE_BOXES: std::cell::RefCell<Vec<Box<KernelBox>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `kb` in a box this thread kept from a finished kernel, else in a new one.
+fn kernel_box(kb: KernelBox) -> Box<KernelBox> {
+    match FREE_BOXES.try_with(|f| f.borrow_mut().pop()) {
+        Ok(Some(mut b)) => {
+            *b = kb;
+            b
+        }
+        _ => Box::new(kb),
+    }
 }
 
 /// Launches between two passes over the finished kernels ([`Driver::collect_finished_batch`]): a
@@ -431,7 +454,10 @@ unsafe extern "C" fn kernel_trampoline(ctx: *const c_void, user_data: Vp) -> Acl
     let mem = CtxMemory { ctx, read: kb.read, write: kb.write, map: kb.map };
     // A panic must not unwind through this `extern "C"` frame (that aborts the process): a kernel
     // that panics fails like one that returns an error, with the stream's sticky error.
-    let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (kb.kernel)(&mem))) {
+    let code = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match kb.kernel.as_mut() {
+        Some(k) => k(&mem),
+        None => Err(Error::Unsupported("a launched kernel box without its kernel".into())),
+    })) {
         Ok(Ok(())) => 0,
         Ok(Err(Error::Driver { code, .. })) => code,
         Ok(Err(_)) | Err(_) => sim::ACL_ERROR_RT_AICORE_EXCEPTION,
@@ -715,8 +741,8 @@ impl Driver for AclDriver {
             return Err(Error::Unsupported(format!("{}: no kernel launch entry point", self.name)));
         };
         self.ensure(device)?;
-        let ud = Box::into_raw(Box::new(KernelBox {
-            kernel,
+        let ud = Box::into_raw(kernel_box(KernelBox {
+            kernel: Some(kernel),
             read,
             write,
             map: self.api.sim_kernel_map,
@@ -757,6 +783,17 @@ impl Driver for AclDriver {
             self.finished.count.store(0, Ordering::Release);
             std::mem::swap(&mut *g, &mut done);
         }
+        // the kernels (and what they kept alive) are dropped here; the boxes are kept for the
+        // next launches, up to `FREE_BOXES_MAX`
+        // (dropped before the free list is borrowed: a drop may free memory, which may launch)
+        for b in done.iter_mut() {
+            b.kernel = None;
+        }
+        let _ = FREE_BOXES.try_with(|f| {
+            let mut free = f.borrow_mut();
+            let room = FREE_BOXES_MAX.saturating_sub(free.len());
+            free.extend(done.drain(..).take(room));
+        });
         done.clear();
         SPARE.set(done);
     }
