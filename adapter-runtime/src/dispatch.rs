@@ -183,7 +183,7 @@ impl TierCounts {
 
 /// The hash of the counters' operator names: every call of every operator counts itself, and
 /// std's default (SipHash, built against collision attacks the fixed operator names cannot mount)
-/// cost more than the rest of the count. The multiply-rotate step of rustc's `FxHasher`.
+/// showed in the profile of a tiny operator's call. The multiply-rotate step of rustc's `FxHasher`.
 #[derive(Default)]
 struct OpNameHasher(u64);
 

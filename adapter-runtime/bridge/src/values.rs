@@ -3,19 +3,17 @@
 //! [`Results`] buffer the shim reads.
 
 use std::ffi::c_void;
-
 use std::sync::Arc;
+
 use xirang_runtime::dtype::{DType, Operand, Scalar, result_type};
 use xirang_runtime::ivalue::{IValue, Layout, MemoryFormat};
-
 use xirang_runtime::tensor::{Storage, Tensor};
-
-pub use crate::ffi::StorageRef;
 use xirang_runtime::{Device, shape};
 
 use crate::abi::*;
 use crate::bridge::Bridge;
 use crate::error::{BridgeError, Result};
+pub use crate::ffi::StorageRef;
 
 /// A flag per argument (mutable, wrapped number), inline up to 16.
 pub type Flags = smallvec::SmallVec<[bool; 16]>;

@@ -35,8 +35,9 @@ pub(crate) struct Fail {
 
 pub(crate) type R<T> = Result<T, Fail>;
 
-/// Bumped by `aclInit` and `aclFinalize` (under the state lock): a thread's [`CURRENT_PHYS`]
-/// from an older epoch is stale.
+/// Bumped (under the state lock, after the change) by `aclInit`, `aclFinalize`, `aclrtResetDevice`
+/// and `aclrtDestroyStream`: a thread's [`CURRENT_PHYS`] and [`STREAM_CACHE`] from an older epoch
+/// are stale (the devices changed, or a stream handle may no longer name the stream it named).
 static EPOCH: AtomicU64 = AtomicU64::new(0);
 
 fn set_current(slot: Option<(usize, i32)>) {
@@ -51,23 +52,18 @@ pub(crate) fn fail<T>(code: AclError, msg: impl Into<String>) -> R<T> {
 thread_local! {
     static CURRENT_DEVICE: Cell<Option<usize>> = const { Cell::new(None) };
     /// `aclrtGetDevice`'s answer without the state lock (it is called on every kernel launch):
-    /// (the [`EPOCH`] it was set in, the current device's physical id). The devices only change
-    /// at `aclInit` / `aclFinalize`, which start a new epoch.
+    /// (the [`EPOCH`] it was read in, the current device's physical id). The devices only change
+    /// at `aclInit` / `aclFinalize` / `aclrtResetDevice`, which start a new epoch.
     static CURRENT_PHYS: Cell<Option<(u64, i32)>> = const { Cell::new(None) };
     static LAST_ERROR: RefCell<Option<CString>> = const { RefCell::new(None) };
     /// The streams this thread looked up lately, so that a kernel launch does not take the state
     /// lock (which the stream workers take too, to find the memory their kernels touch):
-    /// ([`STREAM_GEN`] when filled, [(handle, current slot for the null handle, stream)]).
+    /// ([`EPOCH`] when filled, [(handle, current slot for the null handle, stream)]).
     static STREAM_CACHE: RefCell<(u64, Vec<CachedStream>)> = const { RefCell::new((0, Vec::new())) };
 }
 
 /// A [`STREAM_CACHE`] entry: (handle, the current slot when the handle is null, the stream).
 type CachedStream = (usize, Option<usize>, Arc<Stream>);
-
-/// Bumped (under the state lock, after the change) whenever a stream handle may stop naming the
-/// stream it named: `aclInit`, `aclFinalize`, `aclrtResetDevice`, `aclrtDestroyStream`. A thread's
-/// [`STREAM_CACHE`] from another generation is dropped. Starts at 1: an empty cache is stale.
-static STREAM_GEN: AtomicU64 = AtomicU64::new(1);
 
 /// Streams a thread keeps in [`STREAM_CACHE`] (the oldest is dropped first).
 const STREAM_CACHE_LEN: usize = 8;
@@ -224,7 +220,6 @@ pub(crate) fn init() -> R<()> {
         .collect();
     s.initialized = true;
     EPOCH.fetch_add(1, Ordering::SeqCst);
-    STREAM_GEN.fetch_add(1, Ordering::SeqCst);
     Ok(())
 }
 
@@ -239,7 +234,6 @@ pub(crate) fn finalize() -> R<()> {
         let defaults: Vec<_> = s.devices.iter_mut().filter_map(|d| d.default_stream.take()).collect();
         s.devices.clear();
         EPOCH.fetch_add(1, Ordering::SeqCst);
-        STREAM_GEN.fetch_add(1, Ordering::SeqCst);
         bump_unmap_generation();
         s.events.clear();
         (streams, defaults)
@@ -286,14 +280,18 @@ fn current_slot(s: &Inner) -> R<usize> {
 }
 
 pub(crate) fn get_device() -> R<i32> {
-    if let Some((epoch, phys)) = CURRENT_PHYS.with(|c| c.get())
-        && epoch == EPOCH.load(Ordering::SeqCst)
+    // read before the lookup: a change after it bumps the epoch past this one
+    let epoch = EPOCH.load(Ordering::SeqCst);
+    if let Some((e, phys)) = CURRENT_PHYS.with(|c| c.get())
+        && e == epoch
     {
         return Ok(phys);
     }
     let s = state();
     let slot = current_slot(&s)?;
-    Ok(s.devices[slot].phys_id)
+    let phys = s.devices[slot].phys_id;
+    CURRENT_PHYS.with(|c| c.set(Some((epoch, phys))));
+    Ok(phys)
 }
 
 pub(crate) fn reset_device(phys_id: i32) -> R<()> {
@@ -305,7 +303,7 @@ pub(crate) fn reset_device(phys_id: i32) -> R<()> {
         let mut v: Vec<Arc<Stream>> = ids.iter().filter_map(|k| s.streams.remove(k)).collect();
         let d = &mut s.devices[slot];
         v.extend(d.default_stream.take());
-        STREAM_GEN.fetch_add(1, Ordering::SeqCst);
+        EPOCH.fetch_add(1, Ordering::SeqCst);
         d.allocs.clear();
         bump_unmap_generation();
         d.used = 0;
@@ -845,8 +843,8 @@ pub(crate) fn create_stream() -> R<usize> {
 /// Look up a stream handle; 0 (null) is the current device's default stream. Every kernel launch
 /// does: the thread's [`STREAM_CACHE`] answers without the state lock while no handle changed.
 pub(crate) fn get_stream(handle: usize) -> R<Arc<Stream>> {
-    // Read before the lookup: a change after it bumps the generation past this one.
-    let generation = STREAM_GEN.load(Ordering::SeqCst);
+    // Read before the lookup: a change after it bumps the epoch past this one.
+    let generation = EPOCH.load(Ordering::SeqCst);
     let slot = if handle == 0 { CURRENT_DEVICE.with(|c| c.get()) } else { None };
     let hit = STREAM_CACHE.with(|c| {
         let c = c.borrow();
@@ -900,7 +898,7 @@ pub(crate) fn destroy_stream(handle: usize) -> R<()> {
         let id = handle.checked_sub(STREAM_TAG).map(|v| v as u64);
         match id.and_then(|id| s.streams.remove(&id)) {
             Some(st) => {
-                STREAM_GEN.fetch_add(1, Ordering::SeqCst);
+                EPOCH.fetch_add(1, Ordering::SeqCst);
                 st
             }
             None => {
