@@ -48,3 +48,35 @@ fn init_finalize_reconfigure() {
         assert_eq!(sim::aclFinalize(), 0);
     }
 }
+
+/// A launch on the null stream after `aclrtResetDevice` runs on the device's new default stream,
+/// not on the one the reset stopped: launches find their stream in a per-thread cache, which the
+/// reset must invalidate.
+#[test]
+fn null_stream_launches_survive_a_device_reset() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let _g = sim::exclusive();
+    sim::configure(SimConfig { devices: vec![4], capacity_bytes: 4096 }).unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let launch = || {
+        let r = ran.clone();
+        sim::launch_kernel(0, move |_| {
+            r.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+    };
+    // SAFETY: null config path and null (default) stream handles are allowed.
+    unsafe {
+        assert_eq!(sim::aclInit(std::ptr::null()), 0);
+        assert_eq!(sim::aclrtSetDevice(4), 0);
+        assert_eq!(launch(), Ok(()));
+        assert_eq!(sim::aclrtSynchronizeStream(std::ptr::null_mut()), 0);
+        assert_eq!(sim::aclrtResetDevice(4), 0);
+        assert_eq!(sim::aclrtSetDevice(4), 0);
+        assert_eq!(launch(), Ok(()));
+        assert_eq!(sim::aclrtSynchronizeStream(std::ptr::null_mut()), 0);
+        assert_eq!(sim::aclFinalize(), 0);
+    }
+    assert_eq!(ran.load(Ordering::SeqCst), 2);
+}
