@@ -10267,9 +10267,6 @@ pub fn addmm<O: AtenOps + ?Sized>(o: &O, self_: &Tensor, mat1: &Tensor, mat2: &T
         if dispatch::forced_fallback(OP) {
             return fallback::addmm(self_, mat1, mat2, beta, alpha);
         }
-        let self_ = &self_.contiguous()?;
-        let mat1 = &mat1.contiguous()?;
-        let mat2 = &mat2.contiguous()?;
         dispatch::native_or(o.addmm(self_, mat1, mat2, beta, alpha), || fallback::addmm(self_, mat1, mat2, beta, alpha))
     });
     r
@@ -12452,8 +12449,6 @@ pub fn bmm<O: AtenOps + ?Sized>(o: &O, self_: &Tensor, mat2: &Tensor) -> Result<
         if dispatch::forced_fallback(OP) {
             return fallback::bmm(self_, mat2);
         }
-        let self_ = &self_.contiguous()?;
-        let mat2 = &mat2.contiguous()?;
         dispatch::native_or(o.bmm(self_, mat2), || fallback::bmm(self_, mat2))
     });
     r
@@ -21394,8 +21389,6 @@ pub fn mm<O: AtenOps + ?Sized>(o: &O, self_: &Tensor, mat2: &Tensor) -> Result<T
         if dispatch::forced_fallback(OP) {
             return fallback::mm(self_, mat2);
         }
-        let self_ = &self_.contiguous()?;
-        let mat2 = &mat2.contiguous()?;
         dispatch::native_or(o.mm(self_, mat2), || fallback::mm(self_, mat2))
     });
     r

@@ -16,6 +16,10 @@ pub(crate) struct ReduceLayout {
     pub out_shape: Vec<usize>,
     pub outer: usize,
     pub inner: usize,
+    /// The input is contiguous and the reduced dims are its leading ones (a bias gradient's
+    /// `sum(0)`): as stored, it is `[inner, outer]` row-major, so a kernel can sum its rows into
+    /// the output columns without moving the reduced dims last.
+    pub leading: bool,
 }
 
 /// `dims = None` or empty reduces everything (PyTorch's `dim=[]` quirk).
@@ -54,7 +58,9 @@ pub(crate) fn layout(t: &Tensor, dims: Option<&[i64]>, keepdim: bool) -> Result<
             }
         })
         .collect();
-    Ok(ReduceLayout { permuted, out_shape, outer, inner })
+    let k = red.iter().take_while(|&&r| r).count();
+    let leading = t.is_contiguous() && red[k..].iter().all(|&r| !r);
+    Ok(ReduceLayout { permuted, out_shape, outer, inner, leading })
 }
 
 fn chunks_map<T: Send + Sync, U: Send>(
