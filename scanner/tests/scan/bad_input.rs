@@ -699,7 +699,7 @@ fn row16_duplicates_tags_and_unknown_names() {
     for (from, to, what) in [
         ("include = []", "include = [\"add.Tensr\"]", "did you mean `add.Tensor`"),
         ("exclude = []", "exclude = [\"nonexistent_op\"]", "`nonexistent_op`, which is no operator"),
-        ("contiguous = [\"mm\"", "contiguous = [\"mnm\"", "did you mean `mm`"),
+        ("contiguous = [\"_softmax\"", "contiguous = [\"_sofmax\"", "did you mean `_softmax`"),
         ("free = [\"aclrtFree\"]", "free = []", "lists no driver function"),
     ] {
         assert!(toml.contains(from), "{from}");
