@@ -102,6 +102,12 @@ pub fn broadcast_all(shapes: &[&[usize]]) -> Result<Vec<usize>> {
 
 /// [`broadcast_all`] as [`Dims`] (no allocation up to 5 dims).
 pub fn broadcast_dims(shapes: &[&[usize]]) -> Result<Dims> {
+    // equal shapes (the common case) broadcast to themselves
+    if let Some((first, rest)) = shapes.split_first()
+        && rest.iter().all(|s| s == first)
+    {
+        return Ok(Dims::from_slice(first));
+    }
     let mut out = Dims::new();
     for s in shapes {
         out = broadcast_pair(&out, s)?;

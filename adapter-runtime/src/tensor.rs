@@ -436,11 +436,18 @@ impl Tensor {
             autograd: None,
             tangent: None,
         };
-        base.as_strided(sizes, strides, offset)
+        base.check_view(sizes, strides, offset)?;
+        Ok(Tensor { sizes: shape::Dims::from_slice(sizes), strides: shape::Dims::from_slice(strides), offset, ..base })
     }
 
     /// `Tensor.as_strided`: checks that the view stays inside the storage.
     pub fn as_strided(&self, sizes: &[usize], strides: &[usize], offset: usize) -> Result<Tensor> {
+        self.check_view(sizes, strides, offset)?;
+        Ok(self.with_meta(shape::Dims::from_slice(sizes), shape::Dims::from_slice(strides), offset))
+    }
+
+    /// Whether a view with this geometry stays inside this tensor's storage.
+    fn check_view(&self, sizes: &[usize], strides: &[usize], offset: usize) -> Result<()> {
         if sizes.len() != strides.len() {
             return shape_err(format!(
                 "mismatch in length of strides and shape ({} vs {})",
@@ -457,7 +464,7 @@ impl Tensor {
                 self.storage.nbytes
             ));
         }
-        Ok(self.with_meta(shape::Dims::from_slice(sizes), shape::Dims::from_slice(strides), offset))
+        Ok(())
     }
 
     /// `Tensor.view`: never copies; fails when strides do not allow it.

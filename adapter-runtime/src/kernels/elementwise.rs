@@ -187,7 +187,7 @@ pub(crate) fn binary_real<T: Real>(
     }
     let (pa, pb, po, na, nb) = (a.data_ptr()?, b.data_ptr()?, out.data_ptr()?, a.numel(), b.numel());
     let no = bc.numel();
-    launch(&ctx, [a, b, out.clone()], move |mem| {
+    launch(&ctx, [&*a, &*b, &out], move |mem| {
         // stored in the compute type (f32, f64): in place on device memory
         if d.size() == std::mem::size_of::<T>()
             && super::mapped::<T>(mem, &[(pa, na), (pb, nb)], (po, no), |xs, o| bc.map2_into(xs[0], xs[1], o, f))?
@@ -217,7 +217,7 @@ fn compare_real<T: Real>(
         return Ok(out);
     }
     let (pa, pb, po, na, nb) = (a.data_ptr()?, b.data_ptr()?, out.data_ptr()?, a.numel(), b.numel());
-    launch(&ctx, [a, b, out.clone()], move |mem| {
+    launch(&ctx, [&*a, &*b, &out], move |mem| {
         let x = T::load(mem, pa, na, d)?;
         let y = T::load(mem, pb, nb, d)?;
         super::write_slice(mem, po, &bc.map2(&x, &y, |p, q| u8::from(f(p, q))))
@@ -243,7 +243,7 @@ fn binary_int(
         return Ok(out);
     }
     let (pa, pb, po, na, nb) = (a.data_ptr()?, b.data_ptr()?, out.data_ptr()?, a.numel(), b.numel());
-    launch(&ctx, [a, b, out.clone()], move |mem| {
+    launch(&ctx, [&*a, &*b, &out], move |mem| {
         let x = load_int(mem, pa, na, d)?;
         let y = load_int(mem, pb, nb, d)?;
         store_int(mem, po, &bc.map2(&x, &y, f), od)
@@ -266,7 +266,7 @@ pub(crate) fn unary_real<T: Real>(
         return Ok(out);
     }
     let (pa, po) = (a.data_ptr()?, out.data_ptr()?);
-    launch(&ctx, [a, out.clone()], move |mem| {
+    launch(&ctx, [&*a, &out], move |mem| {
         if d.size() == std::mem::size_of::<T>()
             && super::mapped::<T>(mem, &[(pa, n)], (po, n), |xs, o| map1_into(xs[0], o, f))?
         {
@@ -288,7 +288,7 @@ fn unary_int(name: &str, a: &Tensor, f: impl Fn(i64) -> i64 + Send + Sync + Copy
         return Ok(out);
     }
     let (pa, po) = (a.data_ptr()?, out.data_ptr()?);
-    launch(&ctx, [a, out.clone()], move |mem| {
+    launch(&ctx, [&*a, &out], move |mem| {
         let x = load_int(mem, pa, n, d)?;
         store_int(mem, po, &map1(&x, f), d)
     })?;
@@ -466,7 +466,7 @@ pub(crate) fn copy_into(src: &Tensor, dst: &Tensor) -> Result<()> {
         return Ok(());
     }
     let (ps, pd) = (src.data_ptr()?, dst.data_ptr()?);
-    launch(&ctx, [src.clone(), dst.clone()], move |mem| {
+    launch(&ctx, [src, dst], move |mem| {
         // device to device in place when the driver maps the ranges, else through a host buffer
         if super::mapped::<u8>(mem, &[(ps, n)], (pd, n), |xs, o| o.copy_from_slice(xs[0]))? {
             return Ok(());
@@ -509,7 +509,7 @@ pub fn copy_strided(dst: &Tensor, src: &Tensor) -> Result<()> {
     let sspan = shape::storage_extent(&ssz, &sst, 0);
     let dspan = shape::storage_extent(&dsz, &dst_st, 0);
     let (ps, pd) = (src.data_ptr()?, dst.data_ptr()?);
-    launch(&ctx, [src.clone(), dst.clone()], move |mem| {
+    launch(&ctx, [&src, dst], move |mem| {
         // src's elements in logical order, then cast to dst's dtype
         let sb = super::read_vec::<u8>(mem, ps, sspan * ses)?;
         let mut vals = vec![0u8; n * ses];
@@ -923,7 +923,7 @@ pub fn where_self(condition: &Tensor, self_: &Tensor, other: &Tensor) -> Result<
     let es = d.size();
     let (pc, pa, pb, po) = (c.data_ptr()?, a.data_ptr()?, b.data_ptr()?, out.data_ptr()?);
     let (nc, na, nb) = (c.numel(), a.numel(), b.numel());
-    launch(&ctx, [c, a, b, out.clone()], move |mem| {
+    launch(&ctx, [&*c, &*a, &*b, &out], move |mem| {
         let cv = super::read_vec::<u8>(mem, pc, nc)?;
         let av = super::read_vec::<u8>(mem, pa, na * es)?;
         let bv = super::read_vec::<u8>(mem, pb, nb * es)?;
@@ -966,7 +966,7 @@ pub fn masked_fill_scalar(self_: &Tensor, mask: &Tensor, value: Scalar) -> Resul
     let es = d.size();
     let fill = Tensor::scalar_of(value, d).gather_bytes()?;
     let (px, pm, po, nm) = (x.data_ptr()?, m.data_ptr()?, out.data_ptr()?, m.numel());
-    launch(&ctx, [x, m, out.clone()], move |mem| {
+    launch(&ctx, [&*x, &*m, &out], move |mem| {
         let mut xv = super::read_vec::<u8>(mem, px, n * es)?;
         let mv = super::read_vec::<u8>(mem, pm, nm)?;
         for (i, dst) in xv.chunks_mut(es).enumerate() {
@@ -1023,7 +1023,7 @@ pub fn native_dropout_seeded(input: &Tensor, p: f64, train: Option<bool>, seed: 
     let (px, po, pm) = (x.data_ptr()?, out.data_ptr()?, mask.data_ptr()?);
     with_real!("native_dropout", d, T => {
         let scale = if p >= 1.0 { T::ZERO } else { T::from_f64(1.0 / (1.0 - p)) };
-        launch(&ctx, [x, out.clone(), mask.clone()], move |mem| {
+        launch(&ctx, [&*x, &out, &mask], move |mem| {
             let v = T::load(mem, px, n, d)?;
             if !train {
                 super::write_slice(mem, pm, &vec![1u8; n])?;
@@ -1055,7 +1055,7 @@ pub fn native_dropout_backward(grad_output: &Tensor, mask: &Tensor, scale: f64) 
     let (pg, pm, po) = (g.data_ptr()?, m.data_ptr()?, out.data_ptr()?);
     with_real!("native_dropout_backward", d, T => {
         let s = T::from_f64(scale);
-        launch(&ctx, [g, m, out.clone()], move |mem| {
+        launch(&ctx, [&*g, &*m, &out], move |mem| {
             let gv = T::load(mem, pg, n, d)?;
             let mv = super::read_vec::<u8>(mem, pm, n)?;
             let o: Vec<T> = gv.iter().zip(&mv).map(|(g, k)| if *k != 0 { *g * s } else { T::ZERO }).collect();
@@ -1110,7 +1110,7 @@ fn predicate(name: &str, a: &Tensor, f: fn(f64) -> bool) -> Result<Tensor> {
         return Ok(out);
     }
     let (pa, po) = (a.data_ptr()?, out.data_ptr()?);
-    launch(&ctx, [a, out.clone()], move |mem| {
+    launch(&ctx, [&*a, &out], move |mem| {
         let x = load_f64(mem, pa, n, d)?;
         super::write_slice(mem, po, &map1(&x, move |v| u8::from(f(v))))
     })?;
@@ -1128,7 +1128,7 @@ fn logical(name: &str, a: &Tensor, b: &Tensor, f: fn(bool, bool) -> bool) -> Res
         return Ok(out);
     }
     let (pa, pb, po, na, nb) = (a.data_ptr()?, b.data_ptr()?, out.data_ptr()?, a.numel(), b.numel());
-    launch(&ctx, [a, b, out.clone()], move |mem| {
+    launch(&ctx, [&*a, &*b, &out], move |mem| {
         let x = load_f64(mem, pa, na, da)?;
         let y = load_f64(mem, pb, nb, db)?;
         super::write_slice(mem, po, &bc.map2(&x, &y, move |p, q| u8::from(f(p != 0.0, q != 0.0))))

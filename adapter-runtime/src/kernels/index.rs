@@ -25,7 +25,7 @@ pub fn strided_copy(t: &Tensor) -> Result<Tensor> {
     let (sizes, strides) = (t.sizes().to_vec(), t.strides().to_vec());
     let span = shape::storage_extent(&sizes, &strides, 0);
     let (pt, po) = (t.data_ptr()?, out.data_ptr()?);
-    launch(&ctx, [t.clone(), out.clone()], move |mem| {
+    launch(&ctx, [t, &out], move |mem| {
         // the walk over the view runs on the device, one inner-dimension run at a time
         if super::mapped::<u8>(mem, &[(pt, span * es)], (po, n * es), |xs, o| {
             shape::gather_strided(xs[0], es, &sizes, &strides, o)
@@ -105,7 +105,7 @@ pub fn cat(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
         }
         let c = super::contiguous(t)?;
         srcs.push((c.data_ptr()?, t.sizes()[dd] * inner * es));
-        keep.push(c);
+        keep.push(c.into_owned());
     }
     let po = out.data_ptr()?;
     let row = total * inner * es;
@@ -151,7 +151,7 @@ pub fn index_select(self_: &Tensor, dim: i64, index: &Tensor) -> Result<Tensor> 
     let inner: usize = sizes[dd + 1..].iter().product();
     let (len, k) = (sizes[dd], idx.len());
     let (px, po, nx) = (x.data_ptr()?, out.data_ptr()?, x.numel());
-    launch(&ctx, [x, out.clone()], move |mem| {
+    launch(&ctx, [&*x, &out], move |mem| {
         let src = read_vec::<u8>(mem, px, nx * es)?;
         let o = pick_bytes(&src, es, n, |i| {
             let (o, rest) = (i / (k * inner), i % (k * inner));
@@ -196,7 +196,7 @@ pub fn gather(self_: &Tensor, dim: i64, index: &Tensor, sparse_grad: bool) -> Re
     let base = shape::element_offsets(index.sizes(), &cs, 0);
     let es = d.size();
     let (px, po, nx) = (x.data_ptr()?, out.data_ptr()?, x.numel());
-    launch(&ctx, [x, out.clone()], move |mem| {
+    launch(&ctx, [&*x, &out], move |mem| {
         let src = read_vec::<u8>(mem, px, nx * es)?;
         mem.write(po, &pick_bytes(&src, es, n, |i| base[i] + idx[i] * sd))
     })?;

@@ -42,7 +42,7 @@ fn operand(t: &Tensor) -> Result<(Tensor, bool)> {
     if (c <= 1 || st[nd - 2] == 1) && (r <= 1 || st[nd - 1] == r) && batch_ok(r * c) {
         return Ok((t.clone(), true));
     }
-    Ok((super::contiguous(t)?, false))
+    Ok((super::contiguous(t)?.into_owned(), false))
 }
 
 fn load_matrix<T: Real>(mem: &dyn KernelMemory, op: Operand, batch: usize, d: DType) -> Result<Vec<T>> {

@@ -149,9 +149,9 @@ pub(crate) fn device_of(name: &str, ts: &[&Tensor]) -> Result<Arc<DeviceContext>
 
 /// Launches `body` on the device's current stream. `keep` holds the
 /// tensors whose storage the kernel touches until it has run.
-pub(crate) fn launch(
+pub(crate) fn launch<K: std::borrow::Borrow<Tensor>>(
     ctx: &Arc<DeviceContext>,
-    keep: impl IntoIterator<Item = Tensor>,
+    keep: impl IntoIterator<Item = K>,
     mut body: impl FnMut(&dyn KernelMemory) -> Result<()> + Send + 'static,
 ) -> Result<()> {
     // Finished kernels are dropped here, on the launching thread, a batch at a time.
@@ -163,8 +163,13 @@ pub(crate) fn launch(
     // alive with the kernel. Without this, a loop that outruns the device holds one result per
     // queued kernel (up to the queue depth: a working set no cache holds) where PyTorch's CUDA
     // allocator holds one.
-    // collected from an iterator: no allocation when every tensor is stream-ordered (the usual case)
-    let keep: Vec<Tensor> = keep.into_iter().filter(|t| !t.is_stream_ordered_on(ctx, stream)).collect();
+    // collected from an iterator of handles or borrows: no allocation, and no handle cloned, when
+    // every tensor is stream-ordered (the usual case)
+    let keep: Vec<Tensor> = keep
+        .into_iter()
+        .filter(|t| !t.borrow().is_stream_ordered_on(ctx, stream))
+        .map(|t| t.borrow().clone())
+        .collect();
     crate::profile::on_launch(ctx, stream);
     ctx.driver.launch_kernel(
         ctx.physical_id(),
@@ -406,11 +411,12 @@ pub(crate) fn store_int(mem: &dyn KernelMemory, ptr: DevicePtr, v: &[i64], dtype
     }
 }
 
-/// A contiguous device tensor with `t`'s values: `t` itself when it is
-/// already contiguous, else a copy made by the device's strided-copy
-/// kernel ([`index::strided_copy`]).
-pub fn contiguous(t: &Tensor) -> Result<Tensor> {
-    if t.is_contiguous() { Ok(t.clone()) } else { index::strided_copy(t) }
+/// A contiguous device tensor with `t`'s values: `t` itself (borrowed, no new handle) when it is
+/// already contiguous, else a copy made by the device's strided-copy kernel
+/// ([`index::strided_copy`]).
+pub fn contiguous(t: &Tensor) -> Result<std::borrow::Cow<'_, Tensor>> {
+    use std::borrow::Cow;
+    if t.is_contiguous() { Ok(Cow::Borrowed(t)) } else { index::strided_copy(t).map(Cow::Owned) }
 }
 
 /// Whether `add_f32` can run natively on these inputs.

@@ -2,6 +2,8 @@
 //! norm and its backward, embedding dense backward, nll_loss and mse_loss
 //! forward and backward. Row statistics accumulate in f64 and round once.
 
+use std::borrow::Cow;
+
 use rayon::prelude::*;
 
 use super::{PAR_MIN, Real, device_of, launch, unsupported, with_real};
@@ -16,7 +18,7 @@ fn rows_of(t: &Tensor, dim: usize) -> Result<Tensor> {
     if t.dim() == 0 {
         return Ok(t.clone());
     }
-    super::contiguous(&t.transpose(dim as i64, last)?)
+    Ok(super::contiguous(&t.transpose(dim as i64, last)?)?.into_owned())
 }
 
 /// Undoes [`rows_of`]'s transpose on a result laid out like the rows.
@@ -46,7 +48,7 @@ fn softmax_fwd(name: &str, x: &Tensor, dim: i64, half_to_float: bool, log: bool)
         return unrows(out, dd);
     }
     let (pr, po) = (r.data_ptr()?, out.data_ptr()?);
-    with_real!(name, d, T => launch(&ctx, [r, out.clone()], move |mem| {
+    with_real!(name, d, T => launch(&ctx, [&r, &out], move |mem| {
         let mut v = T::load(mem, pr, n, d)?;
         let body = |row: &mut [T]| {
             let m = row.iter().fold(f64::NEG_INFINITY, |m, x| m.max(x.to_f64()));
@@ -89,7 +91,7 @@ fn softmax_bwd(name: &str, g: &Tensor, y: &Tensor, dim: i64, input_dtype: DType,
         return unrows(out, dd);
     }
     let (pg, py, po) = (gr.data_ptr()?, yr.data_ptr()?, out.data_ptr()?);
-    with_real!(name, d, T => launch(&ctx, [gr, yr, out.clone()], move |mem| {
+    with_real!(name, d, T => launch(&ctx, [&gr, &yr, &out], move |mem| {
         let gv = T::load(mem, pg, n, d)?;
         let yv = T::load(mem, py, n, d)?;
         let mut o = vec![T::ZERO; n];
@@ -188,9 +190,9 @@ pub fn native_layer_norm(
     let (px, po, pm, pr) = (x.data_ptr()?, out.data_ptr()?, mean.data_ptr()?, rstd.data_ptr()?);
     let pw = w.as_ref().map(|t| t.data_ptr()).transpose()?;
     let pb = b.as_ref().map(|t| t.data_ptr()).transpose()?;
-    let mut keep = vec![x, out.clone(), mean.clone(), rstd.clone()];
-    keep.extend(w);
-    keep.extend(b);
+    let mut keep = vec![x.into_owned(), out.clone(), mean.clone(), rstd.clone()];
+    keep.extend(w.map(Cow::into_owned));
+    keep.extend(b.map(Cow::into_owned));
     with_real!("native_layer_norm", d, T => launch(&ctx, keep, move |mem| {
         let xv = T::load(mem, px, m * n, d)?;
         let wv = pw.map(|p| T::load(mem, p, n, d)).transpose()?;
@@ -297,8 +299,9 @@ pub fn layer_norm_backward_masked(
     let (pg, px, pmu, prs) = (g.data_ptr()?, x.data_ptr()?, mu.data_ptr()?, rs.data_ptr()?);
     let pw = w.as_ref().map(|t| t.data_ptr()).transpose()?;
     let (pgx, pgw, pgb) = (gx.data_ptr()?, gw.data_ptr()?, gb.data_ptr()?);
-    let mut keep = vec![g, x, mu, rs, gx.clone(), gw.clone(), gb.clone()];
-    keep.extend(w);
+    let mut keep =
+        vec![g.into_owned(), x.into_owned(), mu.into_owned(), rs.into_owned(), gx.clone(), gw.clone(), gb.clone()];
+    keep.extend(w.map(Cow::into_owned));
     with_real!("native_layer_norm_backward", d, T => launch(&ctx, keep, move |mem| {
         let dy = T::load(mem, pg, m * n, d)?;
         let xv = T::load(mem, px, m * n, d)?;
@@ -369,7 +372,7 @@ pub fn embedding_dense_backward(
     let g = super::contiguous(grad_output)?;
     let pg = if k * dm > 0 { g.data_ptr()? } else { 0 };
     let po = out.data_ptr()?;
-    with_real!("embedding_dense_backward", d, T => launch(&ctx, [g, out.clone()], move |mem| {
+    with_real!("embedding_dense_backward", d, T => launch(&ctx, [&*g, &out], move |mem| {
         let gv = T::load(mem, pg, k * dm, d)?;
         let mut acc = vec![0.0f64; nw * dm];
         for (r, &i) in idx.iter().enumerate() {
@@ -426,8 +429,8 @@ pub fn nll_loss_forward(
     let px = if x.numel() > 0 { x.data_ptr()? } else { 0 };
     let pw = w.as_ref().map(|t| t.data_ptr()).transpose()?;
     let (po, ptw) = (if out.numel() > 0 { out.data_ptr()? } else { 0 }, tw.data_ptr()?);
-    let mut keep = vec![x, out.clone(), tw.clone()];
-    keep.extend(w);
+    let mut keep = vec![x.into_owned(), out.clone(), tw.clone()];
+    keep.extend(w.map(Cow::into_owned));
     with_real!("nll_loss_forward", d, T => launch(&ctx, keep, move |mem| {
         let xv = T::load(mem, px, n * c, d)?;
         let wv: Vec<f64> = match pw {
@@ -497,8 +500,8 @@ pub fn nll_loss_backward(
     let (pg, ptw, po) = (g.data_ptr()?, tw.data_ptr()?, out.data_ptr()?);
     let pw = w.as_ref().map(|t| t.data_ptr()).transpose()?;
     let ng = g.numel();
-    let mut keep = vec![g, tw, out.clone()];
-    keep.extend(w);
+    let mut keep = vec![g.into_owned(), tw.into_owned(), out.clone()];
+    keep.extend(w.map(Cow::into_owned));
     with_real!("nll_loss_backward", d, T => launch(&ctx, keep, move |mem| {
         let gv = T::load(mem, pg, ng, d)?;
         let total = T::load(mem, ptw, 1, d)?[0].to_f64();
@@ -538,7 +541,7 @@ pub fn mse_loss(self_: &Tensor, target: &Tensor, reduction: i64) -> Result<Tenso
     }
     let (x, t) = (super::contiguous(self_)?, super::contiguous(target)?);
     let (px, pt, po) = (if n > 0 { x.data_ptr()? } else { 0 }, if n > 0 { t.data_ptr()? } else { 0 }, out.data_ptr()?);
-    with_real!("mse_loss", d, T => launch(&ctx, [x, t, out.clone()], move |mem| {
+    with_real!("mse_loss", d, T => launch(&ctx, [&*x, &*t, &out], move |mem| {
         let xv = T::load(mem, px, n, d)?;
         let tv = T::load(mem, pt, n, d)?;
         if reduction == 0 {
@@ -573,7 +576,7 @@ pub fn mse_loss_backward(grad_output: &Tensor, self_: &Tensor, target: &Tensor, 
     let (g, x, t) = (super::contiguous(grad_output)?, super::contiguous(self_)?, super::contiguous(target)?);
     let (pg, px, pt, po, ng) = (g.data_ptr()?, x.data_ptr()?, t.data_ptr()?, out.data_ptr()?, g.numel());
     let norm = if reduction == 1 { 2.0 / n as f64 } else { 2.0 };
-    with_real!("mse_loss_backward", d, T => launch(&ctx, [g, x, t, out.clone()], move |mem| {
+    with_real!("mse_loss_backward", d, T => launch(&ctx, [&*g, &*x, &*t, &out], move |mem| {
         let gv = T::load(mem, pg, ng, d)?;
         let xv = T::load(mem, px, n, d)?;
         let tv = T::load(mem, pt, n, d)?;

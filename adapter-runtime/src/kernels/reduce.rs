@@ -44,14 +44,14 @@ fn reduce(
     // leading reduced dims of a contiguous input: read as stored, `[inner, outer]`, and reduce
     // its rows into the output columns (no transposing copy of the input first)
     let leading = l.leading && l.outer > 1;
-    let rows = if leading { x.clone() } else { super::contiguous(&l.permuted)? };
+    let rows = if leading { std::borrow::Cow::Borrowed(x) } else { super::contiguous(&l.permuted)? };
     let out = Tensor::empty_on(&ctx, &l.out_shape, d)?;
     let (outer, inner) = (l.outer, l.inner);
     if outer == 0 {
         return Ok(out);
     }
     let (pr, po) = (if rows.numel() > 0 { rows.data_ptr()? } else { 0 }, out.data_ptr()?);
-    with_real!(name, d, T => launch(&ctx, [rows, out.clone()], move |mem| {
+    with_real!(name, d, T => launch(&ctx, [&*rows, &out], move |mem| {
         let v = T::load(mem, pr, outer * inner, d)?;
         let o: Vec<T> = if leading {
             columns(&v, outer, inner, red)
