@@ -21,8 +21,10 @@
 //!   native kernels and recipes and always take the CPU fallback, as DIPU's
 //!   force-fallback list does; useful to bisect a wrong kernel.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Mutex, OnceLock, RwLock};
 
 use crate::error::{Error, Result};
@@ -181,41 +183,22 @@ impl TierCounts {
     }
 }
 
-/// The hash of the counters' operator names: every call of every operator counts itself, and
-/// std's default (SipHash, built against collision attacks the fixed operator names cannot mount)
-/// showed in the profile of a tiny operator's call. The multiply-rotate step of rustc's `FxHasher`.
+/// One operator's counters: atomics, so that counting a call takes no lock.
 #[derive(Default)]
-struct OpNameHasher(u64);
+struct Counts([AtomicU64; 3]);
 
-impl std::hash::Hasher for OpNameHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.add(u64::from_le_bytes(w));
-        }
-        let mut w = [0u8; 8];
-        w[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
-        self.add(u64::from_le_bytes(w) ^ bytes.len() as u64);
-    }
-    fn write_u8(&mut self, b: u8) {
-        self.add(u64::from(b));
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl OpNameHasher {
-    fn add(&mut self, w: u64) {
-        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+impl Counts {
+    fn get(&self) -> TierCounts {
+        let [n, r, f] = &self.0;
+        TierCounts { native: n.load(Relaxed), recipe: r.load(Relaxed), fallback: f.load(Relaxed) }
     }
 }
 
 #[derive(Default)]
 struct Stats {
-    counts: HashMap<&'static str, TierCounts, std::hash::BuildHasherDefault<OpNameHasher>>,
+    /// One entry per distinct operator name, created on its first call and kept for the process
+    /// (PyTorch has about 3,000 overloads): threads cache the references ([`counts_of`]).
+    counts: HashMap<&'static str, &'static Counts>,
     warned: BTreeSet<&'static str>,
     alerts: BTreeSet<&'static str>,
 }
@@ -230,21 +213,63 @@ fn with_stats<R>(f: impl FnOnce(&mut Stats) -> R) -> R {
     f(g.get_or_insert_with(Stats::default))
 }
 
-/// Counts one call of `op` on `tier`.
-pub fn record(op: &'static str, tier: Tier) {
-    with_stats(|s| {
-        let c = s.counts.entry(op).or_default();
-        match tier {
-            Tier::Native => c.native += 1,
-            Tier::Recipe => c.recipe += 1,
-            Tier::Fallback => c.fallback += 1,
-        }
-    })
+/// Entries of a thread's cache of counters: the operator name's address and length, its counters.
+type CacheEntry = Option<(usize, usize, &'static Counts)>;
+const CACHE_SLOTS: usize = 64;
+
+/// What a thread keeps of the dispatcher's state (one thread-local: one lookup per access).
+struct ThreadState {
+    frames: RefCell<Vec<Tier>>,
+    /// Why the last native kernel on this thread declined its arguments (for the fallback
+    /// warning: "runs on the CPU fallback ... because ...").
+    declined: RefCell<Option<String>>,
+    /// The tier that served the last top-level call on this thread.
+    last: Cell<Tier>,
+    /// Counters by the address of the operator name (direct-mapped): a call counts itself without
+    /// taking the stats lock or hashing its name.
+    cache: RefCell<[CacheEntry; CACHE_SLOTS]>,
 }
 
-/// A snapshot of the per-operator tier counters, sorted by operator.
+thread_local! {
+    static STATE: ThreadState = const {
+        ThreadState {
+            frames: RefCell::new(Vec::new()),
+            declined: RefCell::new(None),
+            last: Cell::new(Tier::Native),
+            cache: RefCell::new([None; CACHE_SLOTS]),
+        }
+    };
+}
+
+/// The counters of `op`, from the thread's cache or, on a miss, the shared table.
+fn counts_of(st: &ThreadState, op: &'static str) -> &'static Counts {
+    let (addr, len) = (op.as_ptr() as usize, op.len());
+    let slot = (addr >> 3 ^ addr >> 11) % CACHE_SLOTS;
+    let mut cache = st.cache.borrow_mut();
+    if let Some((a, l, c)) = cache[slot]
+        && a == addr
+        && l == len
+    {
+        return c;
+    }
+    let c = with_stats(|s| *s.counts.entry(op).or_insert_with(|| Box::leak(Box::default())));
+    cache[slot] = Some((addr, len, c));
+    c
+}
+
+fn count(c: &Counts, tier: Tier) {
+    c.0[tier as usize].fetch_add(1, Relaxed);
+}
+
+/// Counts one call of `op` on `tier`.
+pub fn record(op: &'static str, tier: Tier) {
+    STATE.with(|st| count(counts_of(st, op), tier))
+}
+
+/// A snapshot of the per-operator tier counters, sorted by operator (operators not called since
+/// the last reset are left out).
 pub fn counters() -> BTreeMap<&'static str, TierCounts> {
-    with_stats(|s| s.counts.iter().map(|(k, v)| (*k, *v)).collect())
+    with_stats(|s| s.counts.iter().map(|(k, v)| (*k, v.get())).filter(|(_, c)| c.total() > 0).collect())
 }
 
 /// Operators that crossed the fallback alert threshold.
@@ -254,32 +279,27 @@ pub fn alerts() -> Vec<&'static str> {
 
 /// Clears counters, warnings and alerts.
 pub fn reset_counters() {
-    with_stats(|s| *s = Stats::default())
-}
-
-thread_local! {
-    static FRAMES: RefCell<Vec<Tier>> = const { RefCell::new(Vec::new()) };
-    /// Why the last native kernel on this thread declined its arguments (for the fallback
-    /// warning: "runs on the CPU fallback ... because ...").
-    static DECLINED: RefCell<Option<String>> = const { RefCell::new(None) };
-    /// The tier that served the last top-level call on this thread.
-    static LAST: std::cell::Cell<Tier> = const { std::cell::Cell::new(Tier::Native) };
+    with_stats(|s| {
+        s.counts.values().flat_map(|c| &c.0).for_each(|a| a.store(0, Relaxed));
+        s.warned.clear();
+        s.alerts.clear();
+    })
 }
 
 /// The tier that served the last top-level operator call on this thread (for boxed callers that
 /// report it, such as the precision suite).
 pub fn last_tier() -> Tier {
-    LAST.with(|l| l.get())
+    STATE.with(|st| st.last.get())
 }
 
 /// Records why a native kernel declined its arguments (its `Unsupported` message); the next
 /// fallback warning on this thread names it.
 pub fn note_declined(why: String) {
-    DECLINED.with(|d| *d.borrow_mut() = Some(why));
+    STATE.with(|st| *st.declined.borrow_mut() = Some(why));
 }
 
 fn take_declined() -> Option<String> {
-    DECLINED.with(|d| d.borrow_mut().take())
+    STATE.with(|st| st.declined.borrow_mut().take())
 }
 
 /// Runs one operator call through the dispatcher: the frame starts as
@@ -288,30 +308,34 @@ fn take_declined() -> Option<String> {
 /// The frame is reported to the observation points ([`crate::observe`]): while a profiling
 /// session listens the call is recorded there; otherwise that costs one relaxed atomic load.
 pub fn call<R>(op: &'static str, f: impl FnOnce() -> Result<R>) -> Result<R> {
-    FRAMES.with(|fr| {
-        let mut fr = fr.borrow_mut();
+    STATE.with(|st| {
+        let mut fr = st.frames.borrow_mut();
         if fr.is_empty() {
             // a new top-level call: an earlier decline's reason is stale
-            DECLINED.with(|d| d.borrow_mut().take());
+            st.declined.borrow_mut().take();
         }
         fr.push(Tier::Native)
     });
     let observed = crate::observe::enter(op);
     let out = f();
-    let tier = FRAMES.with(|fr| {
-        let mut fr = fr.borrow_mut();
-        let t = fr.pop().unwrap_or(Tier::Native);
-        if fr.is_empty() {
-            LAST.with(|l| l.set(t));
+    // a declined call ran on no tier: the embedding application's CPU fallback counts it
+    let counted = !matches!(out, Err(Error::Declined(_)));
+    let tier = STATE.with(|st| {
+        let t = {
+            let mut fr = st.frames.borrow_mut();
+            let t = fr.pop().unwrap_or(Tier::Native);
+            if fr.is_empty() {
+                st.last.set(t);
+            }
+            t
+        };
+        if counted {
+            count(counts_of(st, op), t);
         }
         t
     });
     if observed {
         crate::observe::exit(tier);
-    }
-    // a declined call ran on no tier: the embedding application's CPU fallback counts it
-    if !matches!(out, Err(Error::Declined(_))) {
-        record(op, tier);
     }
     out
 }
@@ -321,7 +345,7 @@ pub fn call<R>(op: &'static str, f: impl FnOnce() -> Result<R>) -> Result<R> {
 /// fallback has re-marked it, and its error stands). Records the reason for the fallback warning
 /// and marks the fallback tier; the generated front-end then runs the CPU fallback.
 pub fn declined(why: &str) -> bool {
-    let native = FRAMES.with(|fr| fr.borrow().last().is_some_and(|t| *t == Tier::Native));
+    let native = STATE.with(|st| st.frames.borrow().last().is_some_and(|t| *t == Tier::Native));
     if native {
         note_declined(why.to_string());
         mark(Tier::Fallback);
@@ -368,8 +392,8 @@ pub fn kernel_devices(
 
 /// Marks the innermost frame (called by generated default bodies).
 pub fn mark(tier: Tier) {
-    FRAMES.with(|fr| {
-        if let Some(top) = fr.borrow_mut().last_mut() {
+    STATE.with(|st| {
+        if let Some(top) = st.frames.borrow_mut().last_mut() {
             *top = tier;
         }
     })
@@ -387,7 +411,7 @@ pub fn admit_fallback(op: &'static str) -> Result<()> {
         )));
     }
     let (first, alert) = with_stats(|s| {
-        let n = s.counts.get(op).map_or(0, |c| c.fallback) + 1;
+        let n = s.counts.get(op).map_or(0, |c| c.get().fallback) + 1;
         let first = s.warned.insert(op);
         let alert = n >= threshold && s.alerts.insert(op);
         (first, alert)

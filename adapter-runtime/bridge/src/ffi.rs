@@ -146,6 +146,11 @@ impl<'a> StorageRef<'a> {
         f(&s)
     }
 
+    /// The storage's address: equal for handles of one storage (compared, never dereferenced).
+    pub fn addr(&self) -> usize {
+        self.ptr.as_ptr() as usize
+    }
+
     /// A counted handle on the storage.
     pub fn to_storage(&self) -> Storage {
         self.with(Storage::clone)

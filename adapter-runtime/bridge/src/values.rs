@@ -213,35 +213,17 @@ fn ivalue(bridge: &Bridge, a: &Arg<'_>) -> Result<IValue> {
 /// (`x + 1`, flagged in `wrapped`) becomes a zero-dim tensor of the dtype that leaves the
 /// operator PyTorch's result type (the runtime has no wrapped numbers: only scalars).
 pub fn prepare(bridge: &Bridge, args: &mut [IValue], wrapped: &[bool]) -> Result<()> {
-    let mut device: Option<Tensor> = None;
-    {
-        let mut check = |t: &Tensor| -> Result<()> {
-            if t.is_cpu() {
-                return Ok(());
-            }
-            match &device {
-                None => device = Some(t.clone()),
-                Some(d) if d.device() != t.device() => {
-                    return Err(BridgeError::DeviceMismatch(format!(
-                        "Expected all tensors to be on the same device, but found at least two devices, {} and {}!",
-                        name(bridge, d.device()),
-                        name(bridge, t.device())
-                    )));
-                }
-                Some(_) => {}
-            }
-            Ok(())
-        };
-        for a in args.iter() {
-            match a {
-                IValue::Tensor(t) => check(t)?,
-                IValue::TensorList(l) => l.iter().try_for_each(&mut check)?,
-                IValue::OptTensorList(l) => l.iter().flatten().try_for_each(&mut check)?,
-                _ => {}
-            }
+    // the first device tensor, borrowed (no handle cloned per call)
+    let mut device: Option<&Tensor> = None;
+    for a in args.iter() {
+        match a {
+            IValue::Tensor(t) => same_device(bridge, &mut device, t)?,
+            IValue::TensorList(l) => l.iter().try_for_each(|t| same_device(bridge, &mut device, t))?,
+            IValue::OptTensorList(l) => l.iter().flatten().try_for_each(|t| same_device(bridge, &mut device, t))?,
+            _ => {}
         }
     }
-    let Some(d) = device.as_ref() else { return Ok(()) };
+    let Some(d) = device else { return Ok(()) };
     // PyTorch's rule: a CPU tensor joins a device computation only as a zero-dim tensor
     let cpu_with_dims = |t: &Tensor| t.is_cpu() && t.dim() != 0;
     let mixed = args.iter().any(|a| match a {
@@ -269,6 +251,26 @@ pub fn prepare(bridge: &Bridge, args: &mut [IValue], wrapped: &[bool]) -> Result
             t.to_ctx(&ctx)?
         };
         args[i] = IValue::Tensor(moved);
+    }
+    Ok(())
+}
+
+/// Records the first device tensor in `device`; a tensor on another `xirang` device is PyTorch's
+/// error. CPU tensors are checked by the caller.
+fn same_device<'a>(bridge: &Bridge, device: &mut Option<&'a Tensor>, t: &'a Tensor) -> Result<()> {
+    if t.is_cpu() {
+        return Ok(());
+    }
+    match device {
+        None => *device = Some(t),
+        Some(d) if d.device() != t.device() => {
+            return Err(BridgeError::DeviceMismatch(format!(
+                "Expected all tensors to be on the same device, but found at least two devices, {} and {}!",
+                name(bridge, d.device()),
+                name(bridge, t.device())
+            )));
+        }
+        Some(_) => {}
     }
     Ok(())
 }
@@ -313,8 +315,9 @@ fn wrapped_dtype(args: &[IValue], wrapped: &[bool], i: usize, value: Scalar) -> 
     })
 }
 
-/// The storages of the tensor arguments: (argument index, storage, written by the operator).
-pub type Inputs = smallvec::SmallVec<[(usize, Storage, bool); 4]>;
+/// The storages of the tensor arguments: (argument index, storage address ([`StorageRef::addr`]),
+/// written by the operator).
+pub type Inputs = smallvec::SmallVec<[(usize, usize, bool); 4]>;
 
 /// The storages of the tensor arguments, for [`Results::boxed`].
 pub fn input_storages(args: &[Arg<'_>], mutable: &[bool]) -> Inputs {
@@ -323,7 +326,7 @@ pub fn input_storages(args: &[Arg<'_>], mutable: &[bool]) -> Inputs {
         let m = mutable.get(i).copied().unwrap_or(false);
         let mut push = |t: &TensorRef<'_>| {
             if let Some(s) = t.storage {
-                v.push((i, s.to_storage(), m));
+                v.push((i, s.addr(), m));
             }
         };
         match a {
@@ -377,7 +380,7 @@ impl Results {
     /// Lays out `out`. A result sharing the storage of an argument the operator writes names it in
     /// `alias`; one sharing the storage of any other argument is copied first, because PyTorch's
     /// schema promises fresh memory there (views are never registered with the runtime).
-    pub fn boxed(bridge: &Bridge, out: Vec<IValue>, inputs: &[(usize, Storage, bool)]) -> Result<Box<Results>> {
+    pub fn boxed(bridge: &Bridge, out: Vec<IValue>, inputs: &[(usize, usize, bool)]) -> Result<Box<Results>> {
         let mut r = POOL.with(|p| p.borrow_mut().pop()).unwrap_or_default();
         for v in out {
             r.first.push(NO);
@@ -434,7 +437,7 @@ impl Results {
         }
     }
 
-    fn value(&mut self, bridge: &Bridge, v: IValue, inputs: &[(usize, Storage, bool)]) -> Result<XrValue> {
+    fn value(&mut self, bridge: &Bridge, v: IValue, inputs: &[(usize, usize, bool)]) -> Result<XrValue> {
         let mut x = XrValue::NONE;
         let first = self.tensors.len();
         match v {
@@ -546,10 +549,11 @@ impl Results {
     }
 
     /// Appends the tensor `t` (its pointers are set by [`Results::link`]).
-    fn tensor(&mut self, bridge: &Bridge, mut t: Tensor, inputs: &[(usize, Storage, bool)]) -> Result<()> {
+    fn tensor(&mut self, bridge: &Bridge, mut t: Tensor, inputs: &[(usize, usize, bool)]) -> Result<()> {
         let mut st = t.storage();
         let mut alias = -1;
-        if let Some((i, _, mutable)) = inputs.iter().find(|(_, s, _)| s.ptr_eq(&st)) {
+        let addr = Arc::as_ptr(st.as_arc()) as usize;
+        if let Some((i, _, mutable)) = inputs.iter().find(|(_, a, _)| *a == addr) {
             if *mutable {
                 alias = *i as i32;
             } else {

@@ -50,19 +50,30 @@ struct OpInfo {
 
 const OpInfo& op_info(const c10::OperatorHandle& op) {
   thread_local std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<OpInfo>> cache;
+  // in front of the map, a direct-mapped table of recent operators: no hashing, no division
+  struct Recent {
+    const c10::FunctionSchema* schema;
+    const OpInfo* info;
+  };
+  constexpr size_t kRecent = 64;
+  thread_local Recent recent[kRecent] = {};
   const auto& schema = op.schema();
-  auto it = cache.find(&schema);
+  auto& r = recent[(reinterpret_cast<uintptr_t>(&schema) >> 4) % kRecent];
   // keyed by the schema's address; the name is compared too, in case an operator was
   // deregistered and another registered at the same address
-  if (it != cache.end() && it->second->name == schema.operator_name()) {
-    return *it->second;
+  if (r.schema == &schema && r.info->name == schema.operator_name()) {
+    return *r.info;
   }
-  auto q = qualified_name(schema.operator_name());
-  auto index = xirang_op_index(reinterpret_cast<const uint8_t*>(q.data()), q.size());
-  auto info = std::make_unique<OpInfo>(OpInfo{schema.operator_name(), std::move(q), index});
-  auto& slot = cache[&schema];
-  slot = std::move(info);
-  return *slot;
+  auto it = cache.find(&schema);
+  if (it == cache.end() || it->second->name != schema.operator_name()) {
+    auto q = qualified_name(schema.operator_name());
+    auto index = xirang_op_index(reinterpret_cast<const uint8_t*>(q.data()), q.size());
+    auto& slot = cache[&schema];
+    slot = std::make_unique<OpInfo>(OpInfo{schema.operator_name(), std::move(q), index});
+    it = cache.find(&schema);
+  }
+  r = Recent{&schema, it->second.get()};
+  return *it->second;
 }
 
 XrValue unsupported() {
