@@ -2,7 +2,7 @@
 // Source: PyTorch v2.15.0 derivatives.yaml (dispatch key `Default`) of the selected operators.
 //! Autograd skeletons for PyTorch v2.15.0: 718 backward nodes.
 //!
-//! Backward formulas: 421 inputs translated into front-end calls, 505 left to hooks,
+//! Backward formulas: 447 inputs translated into front-end calls, 479 left to hooks,
 //! 32 that PyTorch itself does not implement (`not_implemented(..)`: the
 //! node raises the same error; see [`BACKWARD_COVERAGE`]).
 //!
@@ -17,7 +17,7 @@
 //!   implements the ones it needs; the default returns `Error::Unsupported`.
 #![allow(unused_variables, unused_imports, unused_mut, unused_parens, non_camel_case_types, non_snake_case)]
 #![allow(clippy::vec_init_then_push, clippy::redundant_clone, clippy::unnecessary_cast, clippy::needless_borrow)]
-#![allow(clippy::too_many_arguments, clippy::let_and_return, clippy::double_parens, unreachable_code, dead_code, clippy::approx_constant)]
+#![allow(clippy::too_many_arguments, clippy::let_and_return, clippy::double_parens, unreachable_code, dead_code, clippy::approx_constant, clippy::nonminimal_bool)]
 
 use super::ops::{AtenOps, aten};
 use crate::autograd::{self as engine, BackwardFn, NodeInfo, cap};
@@ -104,7 +104,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 958] = [
     ("_fake_quantize_learnable_per_tensor_affine", "scale", "hook"),
     ("_fake_quantize_learnable_per_tensor_affine", "zero_point", "hook"),
     ("_fake_quantize_per_tensor_affine_cachemask_tensor_qparams", "self", "hook"),
-    ("_fft_c2c", "self", "hook"),
+    ("_fft_c2c", "self", "translated"),
     ("_fft_c2r", "self", "hook"),
     ("_fft_r2c", "self", "hook"),
     ("_flash_attention_forward", "query", "hook"),
@@ -360,7 +360,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 958] = [
     ("block_diag", "tensors", "hook"),
     ("bmm", "mat2", "translated"),
     ("bmm", "self", "translated"),
-    ("cat", "tensors", "hook"),
+    ("cat", "tensors", "translated"),
     ("cauchy_", "self", "translated"),
     ("ceil", "self", "translated"),
     ("celu", "self", "translated"),
@@ -373,12 +373,12 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 958] = [
     ("clamp.Tensor", "min", "hook"),
     ("clamp.Tensor", "max", "hook"),
     ("clamp.Tensor", "self", "hook"),
-    ("clamp_max", "self", "hook"),
-    ("clamp_max.Tensor", "max", "hook"),
-    ("clamp_max.Tensor", "self", "hook"),
-    ("clamp_min", "self", "hook"),
-    ("clamp_min.Tensor", "min", "hook"),
-    ("clamp_min.Tensor", "self", "hook"),
+    ("clamp_max", "self", "translated"),
+    ("clamp_max.Tensor", "max", "translated"),
+    ("clamp_max.Tensor", "self", "translated"),
+    ("clamp_min", "self", "translated"),
+    ("clamp_min.Tensor", "min", "translated"),
+    ("clamp_min.Tensor", "self", "translated"),
     ("clone", "self", "translated"),
     ("col2im", "self", "translated"),
     ("complex", "imag", "hook"),
@@ -478,10 +478,10 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 958] = [
     ("fill_.Tensor", "value", "translated"),
     ("flip", "self", "translated"),
     ("floor", "self", "translated"),
-    ("fmax", "other", "hook"),
-    ("fmax", "self", "hook"),
-    ("fmin", "other", "hook"),
-    ("fmin", "self", "hook"),
+    ("fmax", "other", "translated"),
+    ("fmax", "self", "translated"),
+    ("fmin", "other", "translated"),
+    ("fmin", "self", "translated"),
     ("fmod.Scalar", "self", "translated"),
     ("fmod.Tensor", "other", "translated"),
     ("fmod.Tensor", "self", "translated"),
@@ -584,7 +584,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 958] = [
     ("linalg_lstsq", "b", "hook"),
     ("linalg_lu", "A", "hook"),
     ("linalg_lu_factor_ex", "A", "hook"),
-    ("linalg_lu_solve", "B", "hook"),
+    ("linalg_lu_solve", "B", "translated"),
     ("linalg_lu_solve", "LU", "hook"),
     ("linalg_matrix_exp", "self", "hook"),
     ("linalg_matrix_sqrth", "self", "hook"),
@@ -599,7 +599,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 958] = [
     ("linear_backward", "weight", "hook"),
     ("log", "self", "translated"),
     ("log10", "self", "translated"),
-    ("log1p", "self", "hook"),
+    ("log1p", "self", "translated"),
     ("log2", "self", "translated"),
     ("log_normal_", "self", "translated"),
     ("log_sigmoid_backward", "grad_output", "translated"),
@@ -635,16 +635,16 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 958] = [
     ("max_pool3d_with_indices_backward", "self", "translated"),
     ("max_unpool2d", "self", "hook"),
     ("max_unpool3d", "self", "hook"),
-    ("maximum", "other", "hook"),
-    ("maximum", "self", "hook"),
+    ("maximum", "other", "translated"),
+    ("maximum", "self", "translated"),
     ("mean", "self", "translated"),
     ("mean.dim", "self", "translated"),
     ("median", "self", "hook"),
     ("median.dim", "self", "hook"),
     ("min", "self", "hook"),
     ("min.dim", "self", "hook"),
-    ("minimum", "other", "hook"),
-    ("minimum", "self", "hook"),
+    ("minimum", "other", "translated"),
+    ("minimum", "self", "translated"),
     ("miopen_batch_norm", "input", "hook"),
     ("miopen_batch_norm", "weight", "hook"),
     ("miopen_batch_norm", "bias", "hook"),
@@ -717,7 +717,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 958] = [
     ("native_batch_norm_backward", "grad_out", "hook"),
     ("native_batch_norm_backward", "save_invstd", "not_implemented"),
     ("native_batch_norm_backward", "save_mean", "not_implemented"),
-    ("native_dropout", "input", "hook"),
+    ("native_dropout", "input", "translated"),
     ("native_dropout_backward", "grad_output", "translated"),
     ("native_dropout_backward", "mask", "not_implemented"),
     ("native_group_norm", "input", "hook"),
@@ -737,7 +737,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 958] = [
     ("ne_.Tensor", "self", "translated"),
     ("neg", "self", "translated"),
     ("nextafter", "other", "translated"),
-    ("nextafter", "self", "hook"),
+    ("nextafter", "self", "translated"),
     ("nll_loss2d_backward", "grad_output", "hook"),
     ("nll_loss2d_backward", "self", "translated"),
     ("nll_loss2d_forward", "self", "translated"),
@@ -771,7 +771,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 958] = [
     ("pow.Tensor_Tensor", "self", "translated"),
     ("prod", "self", "hook"),
     ("prod.dim_int", "self", "hook"),
-    ("put", "self", "hook"),
+    ("put", "self", "translated"),
     ("put", "source", "hook"),
     ("rad2deg", "self", "hook"),
     ("random_", "self", "translated"),
@@ -833,7 +833,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 958] = [
     ("sigmoid_backward", "grad_output", "translated"),
     ("sigmoid_backward", "output", "translated"),
     ("sign", "self", "translated"),
-    ("silu", "self", "hook"),
+    ("silu", "self", "translated"),
     ("sin", "self", "translated"),
     ("sinc", "self", "hook"),
     ("sinh", "self", "translated"),
@@ -897,7 +897,7 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 958] = [
     ("special_ndtri", "self", "hook"),
     ("special_xlog1py", "other", "translated"),
     ("special_xlog1py", "self", "hook"),
-    ("special_xlog1py.other_scalar", "self", "hook"),
+    ("special_xlog1py.other_scalar", "self", "translated"),
     ("special_xlog1py.self_scalar", "other", "translated"),
     ("special_zeta", "other", "translated"),
     ("special_zeta", "self", "not_implemented"),
@@ -989,9 +989,9 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 958] = [
     ("view_as_real", "self", "hook"),
     ("view_as_real_copy", "self", "hook"),
     ("view_copy", "self", "translated"),
-    ("where.self", "other", "hook"),
-    ("where.self", "self", "hook"),
-    ("xlogy.Scalar_Other", "self", "hook"),
+    ("where.self", "other", "translated"),
+    ("where.self", "self", "translated"),
+    ("xlogy.Scalar_Other", "self", "translated"),
     ("xlogy.Scalar_Self", "other", "translated"),
     ("xlogy.Tensor", "other", "translated"),
     ("xlogy.Tensor", "self", "hook"),
@@ -1000,11 +1000,11 @@ pub static BACKWARD_COVERAGE: [(&str, &str, &str); 958] = [
 
 /// Hand-written backward formulas: one method per formula the generator did not translate.
 pub trait BackwardHooks {
-    /// `BatchNormNoUpdateBackward`: `grad.defined() ? batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, /*update*/false, eps, grad_input_mask, retain_variables ? result3.clone() : result3) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: a `conditional_expression`).
+    /// `BatchNormNoUpdateBackward`: `grad.defined() ? batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, /*update*/false, eps, grad_input_mask, retain_variables ? result3.clone() : result3) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: unknown name `retain_variables`).
     fn hook__batch_norm_no_update_input_weight_bias(&self, node: &BatchNormNoUpdateBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `BatchNormNoUpdateBackward::input, weight, bias` not implemented: formula `grad.defined() ? batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, /*update*/false, eps, grad_input_mask, retain_variables ? result3.clone() : result3) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
-    /// `BatchNormWithUpdateBackward`: `grad.defined() ? batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, /*update*/true, eps, grad_input_mask, retain_variables ? result3.clone() : result3) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: a `conditional_expression`).
+    /// `BatchNormWithUpdateBackward`: `grad.defined() ? batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, /*update*/true, eps, grad_input_mask, retain_variables ? result3.clone() : result3) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: unknown name `retain_variables`).
     fn hook__batch_norm_with_update_input_weight_bias(&self, node: &BatchNormWithUpdateBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `BatchNormWithUpdateBackward::input, weight, bias` not implemented: formula `grad.defined() ? batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, /*update*/true, eps, grad_input_mask, retain_variables ? result3.clone() : result3) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
@@ -1076,7 +1076,7 @@ pub trait BackwardHooks {
     fn hook__cudnn_rnn_backward_output(&self, node: &CudnnRnnBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `CudnnRnnBackwardBackward::output` not implemented: formula `not_implemented(\"_cudnn_rnn_backward\", kCudnnDoubleBackwardMsg)`".to_string()))
     }
-    /// `CudnnRnnBackwardBackward`: `not_implemented_list("_cudnn_rnn_backward", kCudnnDoubleBackwardMsg)` (not translated: several inputs).
+    /// `CudnnRnnBackwardBackward`: `not_implemented_list("_cudnn_rnn_backward", kCudnnDoubleBackwardMsg)` (not translated: unknown name `kCudnnDoubleBackwardMsg`).
     fn hook__cudnn_rnn_backward_weight(&self, node: &CudnnRnnBackwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `CudnnRnnBackwardBackward::weight` not implemented: formula `not_implemented_list(\"_cudnn_rnn_backward\", kCudnnDoubleBackwardMsg)`".to_string()))
     }
@@ -1100,10 +1100,6 @@ pub trait BackwardHooks {
     fn hook__fake_quantize_per_tensor_affine_cachemask_tensor_qparams_self(&self, node: &FakeQuantizePerTensorAffineCachemaskTensorQparamsBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `FakeQuantizePerTensorAffineCachemaskTensorQparamsBackward::self` not implemented: formula `fake_quantize_per_tensor_affine_cachemask_backward(grad, mask)`".to_string()))
     }
-    /// `FftC2cBackward`: `_fft_c2c_symint(grad, dim, normalization, !forward)` (not translated: unary `!`).
-    fn hook__fft_c2c_self(&self, node: &FftC2cBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `FftC2cBackward::self` not implemented: formula `_fft_c2c_symint(grad, dim, normalization, !forward)`".to_string()))
-    }
     /// `FftC2rBackward`: `fft_c2r_backward(grad, dim, normalization)` (not translated: no operator or helper `fft_c2r_backward`).
     fn hook__fft_c2r_self(&self, node: &FftC2rBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `FftC2rBackward::self` not implemented: formula `fft_c2r_backward(grad, dim, normalization)`".to_string()))
@@ -1116,55 +1112,55 @@ pub trait BackwardHooks {
     fn hook__flash_attention_forward_query_key_value(&self, node: &FlashAttentionForwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `FlashAttentionForwardBackward::query, key, value` not implemented: formula `_flash_attention_backward_symint(grad, query, key, value, output, softmax_logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, rng_state, unused, scale, window_size_left, window_size_right)`".to_string()))
     }
-    /// `ForeachDivListBackward`: `div_tensor_other_backward(grads[i], self[i], other[i])` (not translated: several inputs).
+    /// `ForeachDivListBackward`: `div_tensor_other_backward(grads[i], self[i], other[i])` (not translated: a subscript `grads[i]`).
     fn hook__foreach_div_list_other(&self, node: &ForeachDivListBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ForeachDivListBackward::other` not implemented: formula `div_tensor_other_backward(grads[i], self[i], other[i])`".to_string()))
     }
-    /// `ForeachDivListBackward`: `div_tensor_self_backward(grads[i], other[i], self[i].scalar_type())` (not translated: several inputs).
+    /// `ForeachDivListBackward`: `div_tensor_self_backward(grads[i], other[i], self[i].scalar_type())` (not translated: a subscript `grads[i]`).
     fn hook__foreach_div_list_self(&self, node: &ForeachDivListBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ForeachDivListBackward::self` not implemented: formula `div_tensor_self_backward(grads[i], other[i], self[i].scalar_type())`".to_string()))
     }
-    /// `ForeachMaximumScalarBackward`: `at::where(self[i] == scalar, grads[i] / 2, grads[i]).masked_fill_(self[i] < scalar, 0)` (not translated: several inputs).
+    /// `ForeachMaximumScalarBackward`: `at::where(self[i] == scalar, grads[i] / 2, grads[i]).masked_fill_(self[i] < scalar, 0)` (not translated: a subscript `self[i]`).
     fn hook__foreach_maximum_scalar_self(&self, node: &ForeachMaximumScalarBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ForeachMaximumScalarBackward::self` not implemented: formula `at::where(self[i] == scalar, grads[i] / 2, grads[i]).masked_fill_(self[i] < scalar, 0)`".to_string()))
     }
-    /// `ForeachMaximumScalarlistBackward`: `at::where(self[i] == scalars[i], grads[i] / 2, grads[i]).masked_fill_(self[i] < scalars[i], 0)` (not translated: several inputs).
+    /// `ForeachMaximumScalarlistBackward`: `at::where(self[i] == scalars[i], grads[i] / 2, grads[i]).masked_fill_(self[i] < scalars[i], 0)` (not translated: a subscript `self[i]`).
     fn hook__foreach_maximum_scalarlist_self(&self, node: &ForeachMaximumScalarlistBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ForeachMaximumScalarlistBackward::self` not implemented: formula `at::where(self[i] == scalars[i], grads[i] / 2, grads[i]).masked_fill_(self[i] < scalars[i], 0)`".to_string()))
     }
-    /// `ForeachMinimumScalarBackward`: `at::where(self[i] == scalar, grads[i] / 2, grads[i]).masked_fill_(self[i] > scalar, 0)` (not translated: several inputs).
+    /// `ForeachMinimumScalarBackward`: `at::where(self[i] == scalar, grads[i] / 2, grads[i]).masked_fill_(self[i] > scalar, 0)` (not translated: a subscript `self[i]`).
     fn hook__foreach_minimum_scalar_self(&self, node: &ForeachMinimumScalarBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ForeachMinimumScalarBackward::self` not implemented: formula `at::where(self[i] == scalar, grads[i] / 2, grads[i]).masked_fill_(self[i] > scalar, 0)`".to_string()))
     }
-    /// `ForeachMinimumScalarlistBackward`: `at::where(self[i] == scalars[i], grads[i] / 2, grads[i]).masked_fill_(self[i] > scalars[i], 0)` (not translated: several inputs).
+    /// `ForeachMinimumScalarlistBackward`: `at::where(self[i] == scalars[i], grads[i] / 2, grads[i]).masked_fill_(self[i] > scalars[i], 0)` (not translated: a subscript `self[i]`).
     fn hook__foreach_minimum_scalarlist_self(&self, node: &ForeachMinimumScalarlistBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ForeachMinimumScalarlistBackward::self` not implemented: formula `at::where(self[i] == scalars[i], grads[i] / 2, grads[i]).masked_fill_(self[i] > scalars[i], 0)`".to_string()))
     }
-    /// `ForeachMmBackward`: `mm_mat2_backward(grads[i], self[i], mat2[i].sym_sizes(), mat2[i].sym_strides(), mat2[i].layout(), 1)` (not translated: several inputs).
+    /// `ForeachMmBackward`: `mm_mat2_backward(grads[i], self[i], mat2[i].sym_sizes(), mat2[i].sym_strides(), mat2[i].layout(), 1)` (not translated: a subscript `grads[i]`).
     fn hook__foreach_mm_mat2(&self, node: &ForeachMmBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ForeachMmBackward::mat2` not implemented: formula `mm_mat2_backward(grads[i], self[i], mat2[i].sym_sizes(), mat2[i].sym_strides(), mat2[i].layout(), 1)`".to_string()))
     }
-    /// `ForeachMmBackward`: `mm_mat1_backward(grads[i], mat2[i], self[i].sym_sizes(), self[i].sym_strides(), self[i].layout(), 1)` (not translated: several inputs).
+    /// `ForeachMmBackward`: `mm_mat1_backward(grads[i], mat2[i], self[i].sym_sizes(), self[i].sym_strides(), self[i].layout(), 1)` (not translated: a subscript `grads[i]`).
     fn hook__foreach_mm_self(&self, node: &ForeachMmBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ForeachMmBackward::self` not implemented: formula `mm_mat1_backward(grads[i], mat2[i], self[i].sym_sizes(), self[i].sym_strides(), self[i].layout(), 1)`".to_string()))
     }
-    /// `ForeachNormScalarBackward`: `norm_backward(grads[i], self[i], ord, result[i])` (not translated: several inputs).
+    /// `ForeachNormScalarBackward`: `norm_backward(grads[i], self[i], ord, result[i])` (not translated: a subscript `grads[i]`).
     fn hook__foreach_norm_scalar_self(&self, node: &ForeachNormScalarBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ForeachNormScalarBackward::self` not implemented: formula `norm_backward(grads[i], self[i], ord, result[i])`".to_string()))
     }
-    /// `ForeachPowListBackward`: `pow_backward_exponent(grads[i], self[i], exponent[i], result[i])` (not translated: several inputs).
+    /// `ForeachPowListBackward`: `pow_backward_exponent(grads[i], self[i], exponent[i], result[i])` (not translated: a subscript `grads[i]`).
     fn hook__foreach_pow_list_exponent(&self, node: &ForeachPowListBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ForeachPowListBackward::exponent` not implemented: formula `pow_backward_exponent(grads[i], self[i], exponent[i], result[i])`".to_string()))
     }
-    /// `ForeachPowListBackward`: `pow_backward_self(grads[i], self[i], exponent[i])` (not translated: several inputs).
+    /// `ForeachPowListBackward`: `pow_backward_self(grads[i], self[i], exponent[i])` (not translated: a subscript `grads[i]`).
     fn hook__foreach_pow_list_self(&self, node: &ForeachPowListBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ForeachPowListBackward::self` not implemented: formula `pow_backward_self(grads[i], self[i], exponent[i])`".to_string()))
     }
-    /// `ForeachPowScalarandtensorBackward`: `pow_backward_exponent(grads[i], self, exponent[i], result[i])` (not translated: several inputs).
+    /// `ForeachPowScalarandtensorBackward`: `pow_backward_exponent(grads[i], self, exponent[i], result[i])` (not translated: a subscript `grads[i]`).
     fn hook__foreach_pow_scalarandtensor_exponent(&self, node: &ForeachPowScalarandtensorBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ForeachPowScalarandtensorBackward::exponent` not implemented: formula `pow_backward_exponent(grads[i], self, exponent[i], result[i])`".to_string()))
     }
-    /// `ForeachPowScalarlistBackward`: `pow_backward(grads[i], self[i], exponent[i])` (not translated: several inputs).
+    /// `ForeachPowScalarlistBackward`: `pow_backward(grads[i], self[i], exponent[i])` (not translated: a subscript `grads[i]`).
     fn hook__foreach_pow_scalarlist_self(&self, node: &ForeachPowScalarlistBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ForeachPowScalarlistBackward::self` not implemented: formula `pow_backward(grads[i], self[i], exponent[i])`".to_string()))
     }
@@ -1192,7 +1188,7 @@ pub trait BackwardHooks {
     fn hook__grouped_mm_self(&self, node: &GroupedMmBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `GroupedMmBackward::self` not implemented: formula `_grouped_mm_mat1_backward(grad, mat2, self.sym_sizes(), self.sym_strides(), self.layout(), offs, 1)`".to_string()))
     }
-    /// `IndexPutImplBackward`: `accumulate ? grad : grad.index_put(indices, zeros_like(values), false)` (not translated: a `conditional_expression`).
+    /// `IndexPutImplBackward`: `accumulate ? grad : grad.index_put(indices, zeros_like(values), false)` (not translated: no overload of `index_put` takes (Tensor, Other, Tensor, Bool)).
     fn hook__index_put_impl__self(&self, node: &IndexPutImplBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `IndexPutImplBackward::self` not implemented: formula `accumulate ? grad : grad.index_put(indices, zeros_like(values), false)`".to_string()))
     }
@@ -1216,7 +1212,7 @@ pub trait BackwardHooks {
     fn hook__linalg_solve_ex_A_B(&self, node: &LinalgSolveExBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `LinalgSolveExBackward::A, B` not implemented: formula `linalg_solve_backward(grad, result, A, LU, pivots, left, grad_input_mask[1])`".to_string()))
     }
-    /// `LinalgSvdBackward`: `svd_backward(full_matrices && grad_U.defined() ? grad_U.narrow_symint(-1, 0, S.sym_size(-1)) : grad_U, grad_S, full_matrices && grad_Vh.defined() ? grad_Vh.narrow_symint(-2, 0, S.sym_size(-1)) : grad_Vh, full_matrices ? U.narrow_symint(-1, 0, S.sym_size(-1)) : U, S, full_matrices ? Vh.narrow_symint(-2, 0, S.sym_size(-1)) : Vh)` (not translated: a `conditional_expression`).
+    /// `LinalgSvdBackward`: `svd_backward(full_matrices && grad_U.defined() ? grad_U.narrow_symint(-1, 0, S.sym_size(-1)) : grad_U, grad_S, full_matrices && grad_Vh.defined() ? grad_Vh.narrow_symint(-2, 0, S.sym_size(-1)) : grad_Vh, full_matrices ? U.narrow_symint(-1, 0, S.sym_size(-1)) : U, S, full_matrices ? Vh.narrow_symint(-2, 0, S.sym_size(-1)) : Vh)` (not translated: unknown name `grad_U`).
     fn hook__linalg_svd_A(&self, node: &LinalgSvdBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `LinalgSvdBackward::A` not implemented: formula `svd_backward(full_matrices && grad_U.defined() ? grad_U.narrow_symint(-1, 0, S.sym_size(-1)) : grad_U, grad_S, full_matrices && grad_Vh.defined() ? grad_Vh.narrow_symint(-2, 0, S.sym_size(-1)) : grad_Vh, full_matrices ? U.narrow_symint(-1, 0, S.sym_size(-1)) : U, S, full_matrices ? Vh.narrow_symint(-2, 0, S.sym_size(-1)) : Vh)`".to_string()))
     }
@@ -1260,7 +1256,7 @@ pub trait BackwardHooks {
     fn hook__nested_get_values_copy_self(&self, node: &NestedGetValuesCopyBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `NestedGetValuesCopyBackward::self` not implemented: formula `_nested_view_from_jagged(grad, at::_nested_get_offsets(self), at::_nested_get_jagged_dummy(self), at::_nested_get_lengths(self), at::_nested_get_ragged_idx(self), at::_nested_get_min_seqlen(self).defined() ? std::optional<Tensor>(at::_nested_get_min_seqlen(self)) : ::std::nullopt, at::_nested_get_max_seqlen(self).defined() ? std::optional<Tensor>(at::_nested_get_max_seqlen(self)) : ::std::nullopt)`".to_string()))
     }
-    /// `NestedTensorFromTensorListBackward`: `grad.defined()? at::unbind(grad) : std::vector<Tensor>(list.size())` (not translated: several inputs).
+    /// `NestedTensorFromTensorListBackward`: `grad.defined()? at::unbind(grad) : std::vector<Tensor>(list.size())` (not translated: no overload of `unbind` takes (Tensor)).
     fn hook__nested_tensor_from_tensor_list_list(&self, node: &NestedTensorFromTensorListBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `NestedTensorFromTensorListBackward::list` not implemented: formula `grad.defined()? at::unbind(grad) : std::vector<Tensor>(list.size())`".to_string()))
     }
@@ -1280,15 +1276,15 @@ pub trait BackwardHooks {
     fn hook__prelu_kernel_self_weight(&self, node: &PreluKernelBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `PreluKernelBackward::self, weight` not implemented: formula `grad.defined() ? _prelu_kernel_backward(grad, self, weight) : std::tuple<Tensor, Tensor>()`".to_string()))
     }
-    /// `PreluKernelBackwardBackward`: `grads[0].defined() ? (grads[1].defined() ? at::where(self >= 0, grads[0], grads[0] * weight + grads[1] * self) : at::where(self >= 0, grads[0], grads[0] * weight)) : at::where(self >= 0, at::zeros({}, grad_output.options()), grads[1] * self)` (not translated: a `conditional_expression`).
+    /// `PreluKernelBackwardBackward`: `grads[0].defined() ? (grads[1].defined() ? at::where(self >= 0, grads[0], grads[0] * weight + grads[1] * self) : at::where(self >= 0, grads[0], grads[0] * weight)) : at::where(self >= 0, at::zeros({}, grad_output.options()), grads[1] * self)` (not translated: no operator or helper `defined`).
     fn hook__prelu_kernel_backward_grad_output(&self, node: &PreluKernelBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `PreluKernelBackwardBackward::grad_output` not implemented: formula `grads[0].defined() ? (grads[1].defined() ? at::where(self >= 0, grads[0], grads[0] * weight + grads[1] * self) : at::where(self >= 0, grads[0], grads[0] * weight)) : at::where(self >= 0, at::zeros({}, grad_output.options()), grads[1] * self)`".to_string()))
     }
-    /// `PreluKernelBackwardBackward`: `grads[1].defined() ? at::where(self >= 0, at::zeros({}, self.options()), grad_output * grads[1]) : zeros_like(self)` (not translated: a `conditional_expression`).
+    /// `PreluKernelBackwardBackward`: `grads[1].defined() ? at::where(self >= 0, at::zeros({}, self.options()), grad_output * grads[1]) : zeros_like(self)` (not translated: no operator or helper `defined`).
     fn hook__prelu_kernel_backward_self(&self, node: &PreluKernelBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `PreluKernelBackwardBackward::self` not implemented: formula `grads[1].defined() ? at::where(self >= 0, at::zeros({}, self.options()), grad_output * grads[1]) : zeros_like(self)`".to_string()))
     }
-    /// `PreluKernelBackwardBackward`: `grads[0].defined() ? at::where(self >= 0, at::zeros({}, weight.options()), grad_output * grads[0]) : zeros_like(self)` (not translated: a `conditional_expression`).
+    /// `PreluKernelBackwardBackward`: `grads[0].defined() ? at::where(self >= 0, at::zeros({}, weight.options()), grad_output * grads[0]) : zeros_like(self)` (not translated: no operator or helper `defined`).
     fn hook__prelu_kernel_backward_weight(&self, node: &PreluKernelBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `PreluKernelBackwardBackward::weight` not implemented: formula `grads[0].defined() ? at::where(self >= 0, at::zeros({}, weight.options()), grad_output * grads[0]) : zeros_like(self)`".to_string()))
     }
@@ -1392,7 +1388,7 @@ pub trait BackwardHooks {
     fn hook__unsafe_index_tensor_self(&self, node: &UnsafeIndexTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `UnsafeIndexTensorBackward::self` not implemented: formula `at::_unsafe_index_put(grad.new_zeros_symint(self.sym_sizes(), self.options()), indices, grad, true)`".to_string()))
     }
-    /// `UnsafeIndexPutBackward`: `accumulate ? grad : at::_unsafe_index_put(grad, indices, zeros_like(values), false)` (not translated: a `conditional_expression`).
+    /// `UnsafeIndexPutBackward`: `accumulate ? grad : at::_unsafe_index_put(grad, indices, zeros_like(values), false)` (not translated: no overload of `_unsafe_index_put` takes (Tensor, Other, Tensor, Bool)).
     fn hook__unsafe_index_put_self(&self, node: &UnsafeIndexPutBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `UnsafeIndexPutBackward::self` not implemented: formula `accumulate ? grad : at::_unsafe_index_put(grad, indices, zeros_like(values), false)`".to_string()))
     }
@@ -1516,13 +1512,9 @@ pub trait BackwardHooks {
     fn hook_binary_cross_entropy_with_logits_target(&self, node: &BinaryCrossEntropyWithLogitsBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `BinaryCrossEntropyWithLogitsBackward::target` not implemented: formula `binary_cross_entropy_with_logits_target_backward(grad, self, target, weight, pos_weight, reduction)`".to_string()))
     }
-    /// `BlockDiagBackward`: `block_diag_backward(grad, to_args_sizes(tensors), to_args_scalartypes(tensors))` (not translated: several inputs).
+    /// `BlockDiagBackward`: `block_diag_backward(grad, to_args_sizes(tensors), to_args_scalartypes(tensors))` (not translated: no operator or helper `block_diag_backward`).
     fn hook_block_diag_tensors(&self, node: &BlockDiagBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `BlockDiagBackward::tensors` not implemented: formula `block_diag_backward(grad, to_args_sizes(tensors), to_args_scalartypes(tensors))`".to_string()))
-    }
-    /// `CatBackward`: `cat_tensors_backward(grad, to_args_sizes_symint(tensors), to_args_scalartypes(tensors), dim)` (not translated: several inputs).
-    fn hook_cat_tensors(&self, node: &CatBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
-        Err(Error::Unsupported("backward hook `CatBackward::tensors` not implemented: formula `cat_tensors_backward(grad, to_args_sizes_symint(tensors), to_args_scalartypes(tensors), dim)`".to_string()))
     }
     /// `ChannelShuffleBackward`: `channel_shuffle_symint(grad, grad.sym_size(1) / groups)` (not translated: no overload of `sym_size` takes (Tensor, Int)).
     fn hook_channel_shuffle_self(&self, node: &ChannelShuffleBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -1543,30 +1535,6 @@ pub trait BackwardHooks {
     /// `ClampTensorBackward`: `clamp_backward(grad, self, min, max)` (not translated: `clamp_backward`: a OptTensor for a OptScalar).
     fn hook_clamp_tensor_self(&self, node: &ClampTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `ClampTensorBackward::self` not implemented: formula `clamp_backward(grad, self, min, max)`".to_string()))
-    }
-    /// `ClampMaxBackward`: `where(self < max, grad, at::scalar_tensor(0., grad.options()))` (not translated: no overload of `scalar_tensor` takes (Float, Options)).
-    fn hook_clamp_max_self(&self, node: &ClampMaxBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `ClampMaxBackward::self` not implemented: formula `where(self < max, grad, at::scalar_tensor(0., grad.options()))`".to_string()))
-    }
-    /// `ClampMaxTensorBackward`: `masked_fill_inplace_if_safe(at::where(self == max, grad / 2, grad), self < max, 0)` (not translated: no operator or helper `masked_fill_inplace_if_safe`).
-    fn hook_clamp_max_tensor_max(&self, node: &ClampMaxTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `ClampMaxTensorBackward::max` not implemented: formula `masked_fill_inplace_if_safe(at::where(self == max, grad / 2, grad), self < max, 0)`".to_string()))
-    }
-    /// `ClampMaxTensorBackward`: `masked_fill_inplace_if_safe(at::where(self == max, grad / 2, grad), self > max, 0)` (not translated: no operator or helper `masked_fill_inplace_if_safe`).
-    fn hook_clamp_max_tensor_self(&self, node: &ClampMaxTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `ClampMaxTensorBackward::self` not implemented: formula `masked_fill_inplace_if_safe(at::where(self == max, grad / 2, grad), self > max, 0)`".to_string()))
-    }
-    /// `ClampMinBackward`: `where(self > min, grad, at::scalar_tensor(0., grad.options()))` (not translated: no overload of `scalar_tensor` takes (Float, Options)).
-    fn hook_clamp_min_self(&self, node: &ClampMinBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `ClampMinBackward::self` not implemented: formula `where(self > min, grad, at::scalar_tensor(0., grad.options()))`".to_string()))
-    }
-    /// `ClampMinTensorBackward`: `masked_fill_inplace_if_safe(at::where(self == min, grad / 2, grad), self > min, 0)` (not translated: no operator or helper `masked_fill_inplace_if_safe`).
-    fn hook_clamp_min_tensor_min(&self, node: &ClampMinTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `ClampMinTensorBackward::min` not implemented: formula `masked_fill_inplace_if_safe(at::where(self == min, grad / 2, grad), self > min, 0)`".to_string()))
-    }
-    /// `ClampMinTensorBackward`: `masked_fill_inplace_if_safe(at::where(self == min, grad / 2, grad), self < min, 0)` (not translated: no operator or helper `masked_fill_inplace_if_safe`).
-    fn hook_clamp_min_tensor_self(&self, node: &ClampMinTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `ClampMinTensorBackward::self` not implemented: formula `masked_fill_inplace_if_safe(at::where(self == min, grad / 2, grad), self < min, 0)`".to_string()))
     }
     /// `ComplexBackward`: `at::imag(grad)` (not translated: no operator or helper `imag`).
     fn hook_complex_imag(&self, node: &ComplexBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -1616,7 +1584,7 @@ pub trait BackwardHooks {
     fn hook_copysign_tensor_self(&self, node: &CopysignTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `CopysignTensorBackward::self` not implemented: formula `copysign_tensor_self_backward(grad, self, result)`".to_string()))
     }
-    /// `CudnnBatchNormBackward`: `grad.defined() ? (training ? cudnn_batch_norm_backward(input, grad.contiguous(input.suggest_memory_format()), weight, running_mean, running_var, result1, result2, epsilon, retain_variables ? result3.clone() : result3) : native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, epsilon, grad_input_mask)) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: a `conditional_expression`).
+    /// `CudnnBatchNormBackward`: `grad.defined() ? (training ? cudnn_batch_norm_backward(input, grad.contiguous(input.suggest_memory_format()), weight, running_mean, running_var, result1, result2, epsilon, retain_variables ? result3.clone() : result3) : native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, epsilon, grad_input_mask)) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: no operator or helper `suggest_memory_format`).
     fn hook_cudnn_batch_norm_input_weight_bias(&self, node: &CudnnBatchNormBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `CudnnBatchNormBackward::input, weight, bias` not implemented: formula `grad.defined() ? (training ? cudnn_batch_norm_backward(input, grad.contiguous(input.suggest_memory_format()), weight, running_mean, running_var, result1, result2, epsilon, retain_variables ? result3.clone() : result3) : native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, epsilon, grad_input_mask)) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
@@ -1668,15 +1636,15 @@ pub trait BackwardHooks {
     fn hook_dist_self(&self, node: &DistBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `DistBackward::self` not implemented: formula `norm_backward(grad, self - other, p, result)`".to_string()))
     }
-    /// `DivScalarModeBackward`: `div_tensor_self_backward(grad, other, self.scalar_type(), rounding_mode)` (not translated: a `conditional_expression`).
+    /// `DivScalarModeBackward`: `div_tensor_self_backward(grad, other, self.scalar_type(), rounding_mode)` (not translated: no operator or helper `has_value`).
     fn hook_div_scalar_mode_self(&self, node: &DivScalarModeBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `DivScalarModeBackward::self` not implemented: formula `div_tensor_self_backward(grad, other, self.scalar_type(), rounding_mode)`".to_string()))
     }
-    /// `DivTensorModeBackward`: `div_tensor_other_backward(grad, self, other, rounding_mode)` (not translated: a `conditional_expression`).
+    /// `DivTensorModeBackward`: `div_tensor_other_backward(grad, self, other, rounding_mode)` (not translated: no operator or helper `has_value`).
     fn hook_div_tensor_mode_other(&self, node: &DivTensorModeBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `DivTensorModeBackward::other` not implemented: formula `div_tensor_other_backward(grad, self, other, rounding_mode)`".to_string()))
     }
-    /// `DivTensorModeBackward`: `div_tensor_self_backward(grad, other, self.scalar_type(), rounding_mode)` (not translated: a `conditional_expression`).
+    /// `DivTensorModeBackward`: `div_tensor_self_backward(grad, other, self.scalar_type(), rounding_mode)` (not translated: no operator or helper `has_value`).
     fn hook_div_tensor_mode_self(&self, node: &DivTensorModeBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `DivTensorModeBackward::self` not implemented: formula `div_tensor_self_backward(grad, other, self.scalar_type(), rounding_mode)`".to_string()))
     }
@@ -1687,22 +1655,6 @@ pub trait BackwardHooks {
     /// `FakeQuantizePerTensorAffineCachemaskBackward`: `fake_quantize_per_tensor_affine_cachemask_backward(grad, mask)` (not translated: no operator or helper `fake_quantize_per_tensor_affine_cachemask_backward`).
     fn hook_fake_quantize_per_tensor_affine_cachemask_self(&self, node: &FakeQuantizePerTensorAffineCachemaskBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `FakeQuantizePerTensorAffineCachemaskBackward::self` not implemented: formula `fake_quantize_per_tensor_affine_cachemask_backward(grad, mask)`".to_string()))
-    }
-    /// `FmaxBackward`: `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), (self > other).logical_or_(other.isnan()), 0)` (not translated: no operator or helper `logical_or_`).
-    fn hook_fmax_other(&self, node: &FmaxBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `FmaxBackward::other` not implemented: formula `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), (self > other).logical_or_(other.isnan()), 0)`".to_string()))
-    }
-    /// `FmaxBackward`: `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), (self >= other).logical_or_(other.isnan()).logical_not_(), 0)` (not translated: no operator or helper `logical_or_`).
-    fn hook_fmax_self(&self, node: &FmaxBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `FmaxBackward::self` not implemented: formula `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), (self >= other).logical_or_(other.isnan()).logical_not_(), 0)`".to_string()))
-    }
-    /// `FminBackward`: `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), (self < other).logical_or_(other.isnan()), 0)` (not translated: no operator or helper `logical_or_`).
-    fn hook_fmin_other(&self, node: &FminBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `FminBackward::other` not implemented: formula `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), (self < other).logical_or_(other.isnan()), 0)`".to_string()))
-    }
-    /// `FminBackward`: `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), (self <= other).logical_or_(other.isnan()).logical_not_(), 0)` (not translated: no operator or helper `logical_or_`).
-    fn hook_fmin_self(&self, node: &FminBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `FminBackward::self` not implemented: formula `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), (self <= other).logical_or_(other.isnan()).logical_not_(), 0)`".to_string()))
     }
     /// `FractionalMaxPool2dBackwardBackward`: `max_pool_double_backward(grad, indices, 2)` (not translated: no operator or helper `max_pool_double_backward`).
     fn hook_fractional_max_pool2d_backward_grad_output(&self, node: &FractionalMaxPool2dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -1752,11 +1704,11 @@ pub trait BackwardHooks {
     fn hook_index_tensor_self(&self, node: &IndexTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `IndexTensorBackward::self` not implemented: formula `index_backward(grad.new_zeros_symint(self.sym_sizes(), self.options()), indices, grad)`".to_string()))
     }
-    /// `IndexAddBackward`: `maybe_multiply(source.dim() > 0 ? grad.index_select(dim, index).expand_as(source) : grad.index_select(dim, index.squeeze(0)), alpha)` (not translated: a `conditional_expression`).
+    /// `IndexAddBackward`: `maybe_multiply(source.dim() > 0 ? grad.index_select(dim, index).expand_as(source) : grad.index_select(dim, index.squeeze(0)), alpha)` (not translated: no operator or helper `expand_as`).
     fn hook_index_add_source(&self, node: &IndexAddBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `IndexAddBackward::source` not implemented: formula `maybe_multiply(source.dim() > 0 ? grad.index_select(dim, index).expand_as(source) : grad.index_select(dim, index.squeeze(0)), alpha)`".to_string()))
     }
-    /// `IndexCopyBackward`: `source.dim() > 0 ? grad.index_select(dim, index).expand_as(source) : grad.index_select(dim, index.squeeze(0))` (not translated: a `conditional_expression`).
+    /// `IndexCopyBackward`: `source.dim() > 0 ? grad.index_select(dim, index).expand_as(source) : grad.index_select(dim, index.squeeze(0))` (not translated: no operator or helper `expand_as`).
     fn hook_index_copy_source(&self, node: &IndexCopyBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `IndexCopyBackward::source` not implemented: formula `source.dim() > 0 ? grad.index_select(dim, index).expand_as(source) : grad.index_select(dim, index.squeeze(0))`".to_string()))
     }
@@ -1764,7 +1716,7 @@ pub trait BackwardHooks {
     fn hook_index_fill_int_tensor_value(&self, node: &IndexFillIntTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `IndexFillIntTensorBackward::value` not implemented: formula `grad.index_select(dim, std::get<0>(at::_unique(index, /*sorted=*/false))).sum()`".to_string()))
     }
-    /// `IndexPutBackward`: `accumulate ? grad : grad.index_put(indices, zeros_like(values), false)` (not translated: a `conditional_expression`).
+    /// `IndexPutBackward`: `accumulate ? grad : grad.index_put(indices, zeros_like(values), false)` (not translated: no overload of `index_put` takes (Tensor, Other, Tensor, Bool)).
     fn hook_index_put_self(&self, node: &IndexPutBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `IndexPutBackward::self` not implemented: formula `accumulate ? grad : grad.index_put(indices, zeros_like(values), false)`".to_string()))
     }
@@ -1808,10 +1760,6 @@ pub trait BackwardHooks {
     fn hook_linalg_lu_factor_ex_A(&self, node: &LinalgLuFactorExBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `LinalgLuFactorExBackward::A` not implemented: formula `lu_factor_ex_backward(grad, LU, pivots, pivot)`".to_string()))
     }
-    /// `LinalgLuSolveBackward`: `at::linalg_lu_solve(LU, pivots, grad, left, !adjoint)` (not translated: unary `!`).
-    fn hook_linalg_lu_solve_B(&self, node: &LinalgLuSolveBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `LinalgLuSolveBackward::B` not implemented: formula `at::linalg_lu_solve(LU, pivots, grad, left, !adjoint)`".to_string()))
-    }
     /// `LinalgLuSolveBackward`: `linalg_lu_solve_LU(grad, LU, pivots, result, left, adjoint)` (not translated: no operator or helper `linalg_lu_solve_LU`).
     fn hook_linalg_lu_solve_LU(&self, node: &LinalgLuSolveBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `LinalgLuSolveBackward::LU` not implemented: formula `linalg_lu_solve_LU(grad, LU, pivots, result, left, adjoint)`".to_string()))
@@ -1847,10 +1795,6 @@ pub trait BackwardHooks {
     /// `LinearBackwardBackward`: `linear_double_backward(grads, self, grad_output, weight)` (not translated: unknown name `grads`).
     fn hook_linear_backward_self_grad_output_weight(&self, node: &LinearBackwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `LinearBackwardBackward::self, grad_output, weight` not implemented: formula `linear_double_backward(grads, self, grad_output, weight)`".to_string()))
-    }
-    /// `Log1pBackward`: `log1p_backward(grad, self)` (not translated: no operator or helper `log1p_backward`).
-    fn hook_log1p_self(&self, node: &Log1pBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `Log1pBackward::self` not implemented: formula `log1p_backward(grad, self)`".to_string()))
     }
     /// `LogSigmoidBackwardBackward`: `log_sigmoid_double_backward(grad * grad_output, self)` (not translated: no operator or helper `log_sigmoid_double_backward`).
     fn hook_log_sigmoid_backward_self(&self, node: &LogSigmoidBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -1904,14 +1848,6 @@ pub trait BackwardHooks {
     fn hook_max_unpool3d_self(&self, node: &MaxUnpool3dBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `MaxUnpool3dBackward::self` not implemented: formula `max_pool_double_backward(grad, indices, 3)`".to_string()))
     }
-    /// `MaximumBackward`: `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), self > other, 0)` (not translated: no operator or helper `masked_fill_inplace_if_safe`).
-    fn hook_maximum_other(&self, node: &MaximumBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `MaximumBackward::other` not implemented: formula `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), self > other, 0)`".to_string()))
-    }
-    /// `MaximumBackward`: `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), self < other, 0)` (not translated: no operator or helper `masked_fill_inplace_if_safe`).
-    fn hook_maximum_self(&self, node: &MaximumBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `MaximumBackward::self` not implemented: formula `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), self < other, 0)`".to_string()))
-    }
     /// `MedianBackward`: `evenly_distribute_backward(grad, self, result)` (not translated: no operator or helper `evenly_distribute_backward`).
     fn hook_median_self(&self, node: &MedianBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `MedianBackward::self` not implemented: formula `evenly_distribute_backward(grad, self, result)`".to_string()))
@@ -1928,15 +1864,7 @@ pub trait BackwardHooks {
     fn hook_min_dim_self(&self, node: &MinDimBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `MinDimBackward::self` not implemented: formula `value_selecting_reduction_backward_symint(grad, dim, indices, self.sym_sizes(), keepdim)`".to_string()))
     }
-    /// `MinimumBackward`: `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), self < other, 0)` (not translated: no operator or helper `masked_fill_inplace_if_safe`).
-    fn hook_minimum_other(&self, node: &MinimumBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `MinimumBackward::other` not implemented: formula `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), self < other, 0)`".to_string()))
-    }
-    /// `MinimumBackward`: `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), self > other, 0)` (not translated: no operator or helper `masked_fill_inplace_if_safe`).
-    fn hook_minimum_self(&self, node: &MinimumBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `MinimumBackward::self` not implemented: formula `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), self > other, 0)`".to_string()))
-    }
-    /// `MiopenBatchNormBackward`: `grad.defined() ? (training ? miopen_batch_norm_backward(input, grad.contiguous(input.suggest_memory_format()), weight, running_mean, running_var, result1, result2, epsilon) : native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, epsilon, grad_input_mask)) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: a `conditional_expression`).
+    /// `MiopenBatchNormBackward`: `grad.defined() ? (training ? miopen_batch_norm_backward(input, grad.contiguous(input.suggest_memory_format()), weight, running_mean, running_var, result1, result2, epsilon) : native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, epsilon, grad_input_mask)) : std::tuple<Tensor, Tensor, Tensor>()` (not translated: no operator or helper `suggest_memory_format`).
     fn hook_miopen_batch_norm_input_weight_bias(&self, node: &MiopenBatchNormBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `MiopenBatchNormBackward::input, weight, bias` not implemented: formula `grad.defined() ? (training ? miopen_batch_norm_backward(input, grad.contiguous(input.suggest_memory_format()), weight, running_mean, running_var, result1, result2, epsilon) : native_batch_norm_backward(grad, input, weight, running_mean, running_var, result1, result2, training, epsilon, grad_input_mask)) : std::tuple<Tensor, Tensor, Tensor>()`".to_string()))
     }
@@ -2020,17 +1948,9 @@ pub trait BackwardHooks {
     fn hook_native_batch_norm_backward_input_weight_grad_out(&self, node: &NativeBatchNormBackwardBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `NativeBatchNormBackwardBackward::input, weight, grad_out` not implemented: formula `batchnorm_double_backward(input, weight, grads[0], grads[1], grads[2], grad_out, running_mean, running_var, train, eps, save_mean, save_invstd, grad_input_mask)`".to_string()))
     }
-    /// `NativeDropoutBackward`: `GradMode::is_enabled() ? infinitely_differentiable_native_dropout_backward(grad, result1, (!train.has_value() || !train.value() ? 1 : (p == 1 ? 0.0 : 1.0 / (1.0 - p)))) : native_dropout_backward(grad, result1, (!train.has_value() || !train.value() ? 1 : (p == 1 ? 0.0 : 1.0 / (1.0 - p))))` (not translated: a `conditional_expression`).
-    fn hook_native_dropout_input(&self, node: &NativeDropoutBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `NativeDropoutBackward::input` not implemented: formula `GradMode::is_enabled() ? infinitely_differentiable_native_dropout_backward(grad, result1, (!train.has_value() || !train.value() ? 1 : (p == 1 ? 0.0 : 1.0 / (1.0 - p)))) : native_dropout_backward(grad, result1, (!train.has_value() || !train.value() ? 1 : (p == 1 ? 0.0 : 1.0 / (1.0 - p))))`".to_string()))
-    }
-    /// `NativeGroupNormBackward`: `GradMode::is_enabled() || grads[1].defined() || grads[2].defined() ? native_group_norm_backward_dispatcher(grads[0], grads[1], grads[2], input, result1, result2, weight, N, C, HxW, group, grad_input_mask) : (grads[0].defined() ? native_group_norm_backward_symint(grads[0], input, result1, result2, weight, N, C, HxW, group, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>())` (not translated: a `conditional_expression`).
+    /// `NativeGroupNormBackward`: `GradMode::is_enabled() || grads[1].defined() || grads[2].defined() ? native_group_norm_backward_dispatcher(grads[0], grads[1], grads[2], input, result1, result2, weight, N, C, HxW, group, grad_input_mask) : (grads[0].defined() ? native_group_norm_backward_symint(grads[0], input, result1, result2, weight, N, C, HxW, group, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>())` (not translated: function `GradMode::is_enabled`).
     fn hook_native_group_norm_input_weight_bias(&self, node: &NativeGroupNormBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `NativeGroupNormBackward::input, weight, bias` not implemented: formula `GradMode::is_enabled() || grads[1].defined() || grads[2].defined() ? native_group_norm_backward_dispatcher(grads[0], grads[1], grads[2], input, result1, result2, weight, N, C, HxW, group, grad_input_mask) : (grads[0].defined() ? native_group_norm_backward_symint(grads[0], input, result1, result2, weight, N, C, HxW, group, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>())`".to_string()))
-    }
-    /// `NextafterBackward`: `at::where(self != other, grad, 0)` (not translated: no overload of `where` takes (Tensor, Tensor, Int)).
-    fn hook_nextafter_self(&self, node: &NextafterBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `NextafterBackward::self` not implemented: formula `at::where(self != other, grad, 0)`".to_string()))
     }
     /// `NllLoss2dBackwardBackward`: `nll_loss2d_symint(grad, target, weight, reduction, ignore_index)` (not translated: no operator or helper `nll_loss2d`).
     fn hook_nll_loss2d_backward_grad_output(&self, node: &NllLoss2dBackwardBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -2068,10 +1988,6 @@ pub trait BackwardHooks {
     fn hook_prod_dim_int_self(&self, node: &ProdDimIntBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `ProdDimIntBackward::self` not implemented: formula `prod_backward(grad, self.to(grad.scalar_type()), result, dim, keepdim)`".to_string()))
     }
-    /// `PutBackward`: `accumulate ? grad : grad.put(index, zeros_like(source), false)` (not translated: a `conditional_expression`).
-    fn hook_put_self(&self, node: &PutBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `PutBackward::self` not implemented: formula `accumulate ? grad : grad.put(index, zeros_like(source), false)`".to_string()))
-    }
     /// `PutBackward`: `grad.take(index).reshape_as(source)` (not translated: no operator or helper `reshape_as`).
     fn hook_put_source(&self, node: &PutBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `PutBackward::source` not implemented: formula `grad.take(index).reshape_as(source)`".to_string()))
@@ -2095,10 +2011,6 @@ pub trait BackwardHooks {
     /// `ScatterReduceTwoBackward`: `scatter_reduce_backward(grad, self, dim, index, src, reduce, include_self, result)` (not translated: no operator or helper `scatter_reduce_backward`).
     fn hook_scatter_reduce_two_self_src(&self, node: &ScatterReduceTwoBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `ScatterReduceTwoBackward::self, src` not implemented: formula `scatter_reduce_backward(grad, self, dim, index, src, reduce, include_self, result)`".to_string()))
-    }
-    /// `SiluBackward`: `GradMode::is_enabled() ? infinitely_differentiable_silu_backward(grad, self) : silu_backward(grad, self)` (not translated: no operator or helper `silu_backward`).
-    fn hook_silu_self(&self, node: &SiluBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `SiluBackward::self` not implemented: formula `GradMode::is_enabled() ? infinitely_differentiable_silu_backward(grad, self) : silu_backward(grad, self)`".to_string()))
     }
     /// `SincBackward`: `sinc_backward(grad, self)` (not translated: no operator or helper `sinc_backward`).
     fn hook_sinc_self(&self, node: &SincBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -2192,10 +2104,6 @@ pub trait BackwardHooks {
     fn hook_special_xlog1py_self(&self, node: &SpecialXlog1pyBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SpecialXlog1pyBackward::self` not implemented: formula `at::special_xlog1py(grad, other).masked_fill((self == 0.) & (other <= -1.), 0.)`".to_string()))
     }
-    /// `SpecialXlog1pyOtherScalarBackward`: `other.toDouble() > -1. ? at::special_xlog1py(grad, other) : at::special_xlog1py(grad, other).masked_fill(self == 0., 0.)` (not translated: a `conditional_expression`).
-    fn hook_special_xlog1py_other_scalar_self(&self, node: &SpecialXlog1pyOtherScalarBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `SpecialXlog1pyOtherScalarBackward::self` not implemented: formula `other.toDouble() > -1. ? at::special_xlog1py(grad, other) : at::special_xlog1py(grad, other).masked_fill(self == 0., 0.)`".to_string()))
-    }
     /// `SpecialZetaSelfScalarBackward`: `grad * -self * special_zeta(self.toDouble() + 1., other)` (not translated: unary `-`).
     fn hook_special_zeta_self_scalar_other(&self, node: &SpecialZetaSelfScalarBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SpecialZetaSelfScalarBackward::other` not implemented: formula `grad * -self * special_zeta(self.toDouble() + 1., other)`".to_string()))
@@ -2228,7 +2136,7 @@ pub trait BackwardHooks {
     fn hook_squeeze_copy_dims_self(&self, node: &SqueezeCopyDimsBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `SqueezeCopyDimsBackward::self` not implemented: formula `unsqueeze_to(grad, dim, self.sym_sizes())`".to_string()))
     }
-    /// `StackBackward`: `stack_tensors_backward(grad, dim, to_args_scalartypes(tensors))` (not translated: several inputs).
+    /// `StackBackward`: `stack_tensors_backward(grad, dim, to_args_scalartypes(tensors))` (not translated: no operator or helper `stack_tensors_backward`).
     fn hook_stack_tensors(&self, node: &StackBackward, grads: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
         Err(Error::Unsupported("backward hook `StackBackward::tensors` not implemented: formula `stack_tensors_backward(grad, dim, to_args_scalartypes(tensors))`".to_string()))
     }
@@ -2248,7 +2156,7 @@ pub trait BackwardHooks {
     fn hook_to_mkldnn_self(&self, node: &ToMkldnnBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `ToMkldnnBackward::self` not implemented: formula `to_mkldnn_backward(grad, self)`".to_string()))
     }
-    /// `ToPaddedTensorBackward`: `self.layout() == c10::kJagged ? at::_nested_from_padded_tensor_symint(grad, at::_nested_get_offsets(self), at::_nested_get_jagged_dummy(self), at::_nested_get_ragged_idx(self), at::_nested_get_min_seqlen(self).defined() ? std::optional<Tensor>(at::_nested_get_min_seqlen(self)) : ::std::nullopt, at::_nested_get_max_seqlen(self).defined() ? std::optional<Tensor>(at::_nested_get_max_seqlen(self)) : ::std::nullopt, std::optional<c10::SymInt>(at::_nested_get_values(self).sym_size(0))) : at::_nested_from_padded(grad, self._nested_tensor_size())` (not translated: a `conditional_expression`).
+    /// `ToPaddedTensorBackward`: `self.layout() == c10::kJagged ? at::_nested_from_padded_tensor_symint(grad, at::_nested_get_offsets(self), at::_nested_get_jagged_dummy(self), at::_nested_get_ragged_idx(self), at::_nested_get_min_seqlen(self).defined() ? std::optional<Tensor>(at::_nested_get_min_seqlen(self)) : ::std::nullopt, at::_nested_get_max_seqlen(self).defined() ? std::optional<Tensor>(at::_nested_get_max_seqlen(self)) : ::std::nullopt, std::optional<c10::SymInt>(at::_nested_get_values(self).sym_size(0))) : at::_nested_from_padded(grad, self._nested_tensor_size())` (not translated: unknown name `c10::kJagged`).
     fn hook_to_padded_tensor_self(&self, node: &ToPaddedTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `ToPaddedTensorBackward::self` not implemented: formula `self.layout() == c10::kJagged ? at::_nested_from_padded_tensor_symint(grad, at::_nested_get_offsets(self), at::_nested_get_jagged_dummy(self), at::_nested_get_ragged_idx(self), at::_nested_get_min_seqlen(self).defined() ? std::optional<Tensor>(at::_nested_get_min_seqlen(self)) : ::std::nullopt, at::_nested_get_max_seqlen(self).defined() ? std::optional<Tensor>(at::_nested_get_max_seqlen(self)) : ::std::nullopt, std::optional<c10::SymInt>(at::_nested_get_values(self).sym_size(0))) : at::_nested_from_padded(grad, self._nested_tensor_size())`".to_string()))
     }
@@ -2367,18 +2275,6 @@ pub trait BackwardHooks {
     /// `ViewAsRealCopyBackward`: `at::view_as_complex(grad.contiguous())` (not translated: no operator or helper `contiguous`).
     fn hook_view_as_real_copy_self(&self, node: &ViewAsRealCopyBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         Err(Error::Unsupported("backward hook `ViewAsRealCopyBackward::self` not implemented: formula `at::view_as_complex(grad.contiguous())`".to_string()))
-    }
-    /// `WhereSelfBackward`: `where(condition, 0, grad)` (not translated: no overload of `where` takes (Tensor, Int, Tensor)).
-    fn hook_where_self_other(&self, node: &WhereSelfBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `WhereSelfBackward::other` not implemented: formula `where(condition, 0, grad)`".to_string()))
-    }
-    /// `WhereSelfBackward`: `where(condition, grad, 0)` (not translated: no overload of `where` takes (Tensor, Tensor, Int)).
-    fn hook_where_self_self(&self, node: &WhereSelfBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `WhereSelfBackward::self` not implemented: formula `where(condition, grad, 0)`".to_string()))
-    }
-    /// `XlogyScalarOtherBackward`: `other.toDouble() > 0. ? at::xlogy(grad, other) : at::xlogy(grad, other).masked_fill(self == 0., 0.)` (not translated: a `conditional_expression`).
-    fn hook_xlogy_scalar_other_self(&self, node: &XlogyScalarOtherBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        Err(Error::Unsupported("backward hook `XlogyScalarOtherBackward::self` not implemented: formula `other.toDouble() > 0. ? at::xlogy(grad, other) : at::xlogy(grad, other).masked_fill(self == 0., 0.)`".to_string()))
     }
     /// `XlogyTensorBackward`: `at::xlogy(grad, other).masked_fill((self == 0.) & (other <= 0.), 0.)` (not translated: operator `&`).
     fn hook_xlogy_tensor_self(&self, node: &XlogyTensorBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
@@ -4376,8 +4272,10 @@ impl FftC2cBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `_fft_c2c_symint(grad, dim, normalization, !forward)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook__fft_c2c_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::_fft_c2c(o, &grad, &self.dim, self.normalization, !self.forward)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -14234,8 +14132,10 @@ impl CatBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_tensors: `cat_tensors_backward(grad, to_args_sizes_symint(tensors), to_args_scalartypes(tensors), dim)`
-        let g_tensors = BackwardHooks::hook_cat_tensors(o, self, grads)?;
+        let g_tensors = autograd_helpers::cat_tensors_backward(o, &grad, &self.tensors_args_sizes_symint, &self.tensors_args_scalartypes, self.dim)?;
         let mut out = Vec::new();
         out.extend(g_tensors);
         Ok(out)
@@ -14847,8 +14747,10 @@ impl ClampMaxBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `where(self < max, grad, at::scalar_tensor(0., grad.options()))`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_clamp_max_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::masked_fill_scalar(o, &grad, &aten::logical_not(o, &aten::lt_scalar(o, &self.self_, self.max)?)?, Scalar::Float(0.0))?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -14898,10 +14800,12 @@ impl ClampMaxTensorBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_max: `masked_fill_inplace_if_safe(at::where(self == max, grad / 2, grad), self < max, 0)`
-        let g_max = if need(needs, 1) { BackwardHooks::hook_clamp_max_tensor_max(o, self, grads)? } else { None };
+        let g_max = if need(needs, 1) { Some(aten::masked_fill_scalar(o, &aten::where_self(o, &aten::eq_tensor(o, &self.self_, &self.max)?, &aten::div_scalar(o, &grad, Scalar::Int(2))?, &grad)?, &aten::lt_tensor(o, &self.self_, &self.max)?, Scalar::Int(0))?) } else { None };
         // g_self: `masked_fill_inplace_if_safe(at::where(self == max, grad / 2, grad), self > max, 0)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_clamp_max_tensor_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::masked_fill_scalar(o, &aten::where_self(o, &aten::eq_tensor(o, &self.self_, &self.max)?, &aten::div_scalar(o, &grad, Scalar::Int(2))?, &grad)?, &aten::gt_tensor(o, &self.self_, &self.max)?, Scalar::Int(0))?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         out.push(g_max);
@@ -14953,8 +14857,10 @@ impl ClampMinBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `where(self > min, grad, at::scalar_tensor(0., grad.options()))`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_clamp_min_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::masked_fill_scalar(o, &grad, &aten::logical_not(o, &aten::gt_scalar(o, &self.self_, self.min)?)?, Scalar::Float(0.0))?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -15004,10 +14910,12 @@ impl ClampMinTensorBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_min: `masked_fill_inplace_if_safe(at::where(self == min, grad / 2, grad), self > min, 0)`
-        let g_min = if need(needs, 1) { BackwardHooks::hook_clamp_min_tensor_min(o, self, grads)? } else { None };
+        let g_min = if need(needs, 1) { Some(aten::masked_fill_scalar(o, &aten::where_self(o, &aten::eq_tensor(o, &self.self_, &self.min)?, &aten::div_scalar(o, &grad, Scalar::Int(2))?, &grad)?, &aten::gt_tensor(o, &self.self_, &self.min)?, Scalar::Int(0))?) } else { None };
         // g_self: `masked_fill_inplace_if_safe(at::where(self == min, grad / 2, grad), self < min, 0)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_clamp_min_tensor_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::masked_fill_scalar(o, &aten::where_self(o, &aten::eq_tensor(o, &self.self_, &self.min)?, &aten::div_scalar(o, &grad, Scalar::Int(2))?, &grad)?, &aten::lt_tensor(o, &self.self_, &self.min)?, Scalar::Int(0))?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         out.push(g_min);
@@ -18993,10 +18901,12 @@ impl FmaxBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_other: `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), (self > other).logical_or_(other.isnan()), 0)`
-        let g_other = if need(needs, 1) { BackwardHooks::hook_fmax_other(o, self, grads)? } else { None };
+        let g_other = if need(needs, 1) { Some(aten::masked_fill_scalar(o, &aten::where_self(o, &aten::eq_tensor(o, &self.self_, &self.other)?, &aten::div_scalar(o, &grad, Scalar::Int(2))?, &grad)?, &aten::logical_or(o, &aten::gt_tensor(o, &self.self_, &self.other)?, &aten::isnan(o, &self.other)?)?, Scalar::Int(0))?) } else { None };
         // g_self: `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), (self >= other).logical_or_(other.isnan()).logical_not_(), 0)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_fmax_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::masked_fill_scalar(o, &aten::where_self(o, &aten::eq_tensor(o, &self.self_, &self.other)?, &aten::div_scalar(o, &grad, Scalar::Int(2))?, &grad)?, &aten::logical_not(o, &aten::logical_or(o, &aten::ge_tensor(o, &self.self_, &self.other)?, &aten::isnan(o, &self.other)?)?)?, Scalar::Int(0))?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         out.push(g_other);
@@ -19048,10 +18958,12 @@ impl FminBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_other: `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), (self < other).logical_or_(other.isnan()), 0)`
-        let g_other = if need(needs, 1) { BackwardHooks::hook_fmin_other(o, self, grads)? } else { None };
+        let g_other = if need(needs, 1) { Some(aten::masked_fill_scalar(o, &aten::where_self(o, &aten::eq_tensor(o, &self.self_, &self.other)?, &aten::div_scalar(o, &grad, Scalar::Int(2))?, &grad)?, &aten::logical_or(o, &aten::lt_tensor(o, &self.self_, &self.other)?, &aten::isnan(o, &self.other)?)?, Scalar::Int(0))?) } else { None };
         // g_self: `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), (self <= other).logical_or_(other.isnan()).logical_not_(), 0)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_fmin_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::masked_fill_scalar(o, &aten::where_self(o, &aten::eq_tensor(o, &self.self_, &self.other)?, &aten::div_scalar(o, &grad, Scalar::Int(2))?, &grad)?, &aten::logical_not(o, &aten::logical_or(o, &aten::le_tensor(o, &self.self_, &self.other)?, &aten::isnan(o, &self.other)?)?)?, Scalar::Int(0))?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         out.push(g_other);
@@ -23234,8 +23146,10 @@ impl LinalgLuSolveBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_B: `at::linalg_lu_solve(LU, pivots, grad, left, !adjoint)`
-        let g_B = if need(needs, 1) { BackwardHooks::hook_linalg_lu_solve_B(o, self, grads)? } else { None };
+        let g_B = if need(needs, 1) { Some(aten::linalg_lu_solve(o, &self.LU, &self.pivots, &grad, self.left, !self.adjoint)?) } else { None };
         // g_LU: `linalg_lu_solve_LU(grad, LU, pivots, result, left, adjoint)`
         let g_LU = if need(needs, 0) { BackwardHooks::hook_linalg_lu_solve_LU(o, self, grads)? } else { None };
         let mut out = Vec::new();
@@ -23836,8 +23750,10 @@ impl Log1pBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `log1p_backward(grad, self)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_log1p_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::log1p_backward(o, &grad, &self.self_)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -25413,10 +25329,12 @@ impl MaximumBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_other: `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), self > other, 0)`
-        let g_other = if need(needs, 1) { BackwardHooks::hook_maximum_other(o, self, grads)? } else { None };
+        let g_other = if need(needs, 1) { Some(aten::masked_fill_scalar(o, &aten::where_self(o, &aten::eq_tensor(o, &self.self_, &self.other)?, &aten::div_scalar(o, &grad, Scalar::Int(2))?, &grad)?, &aten::gt_tensor(o, &self.self_, &self.other)?, Scalar::Int(0))?) } else { None };
         // g_self: `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), self < other, 0)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_maximum_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::masked_fill_scalar(o, &aten::where_self(o, &aten::eq_tensor(o, &self.self_, &self.other)?, &aten::div_scalar(o, &grad, Scalar::Int(2))?, &grad)?, &aten::lt_tensor(o, &self.self_, &self.other)?, Scalar::Int(0))?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         out.push(g_other);
@@ -25796,10 +25714,12 @@ impl MinimumBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_other: `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), self < other, 0)`
-        let g_other = if need(needs, 1) { BackwardHooks::hook_minimum_other(o, self, grads)? } else { None };
+        let g_other = if need(needs, 1) { Some(aten::masked_fill_scalar(o, &aten::where_self(o, &aten::eq_tensor(o, &self.self_, &self.other)?, &aten::div_scalar(o, &grad, Scalar::Int(2))?, &grad)?, &aten::lt_tensor(o, &self.self_, &self.other)?, Scalar::Int(0))?) } else { None };
         // g_self: `masked_fill_inplace_if_safe(at::where(self == other, grad / 2, grad), self > other, 0)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_minimum_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::masked_fill_scalar(o, &aten::where_self(o, &aten::eq_tensor(o, &self.self_, &self.other)?, &aten::div_scalar(o, &grad, Scalar::Int(2))?, &grad)?, &aten::gt_tensor(o, &self.self_, &self.other)?, Scalar::Int(0))?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         out.push(g_other);
@@ -28196,8 +28116,10 @@ impl NativeDropoutBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_input: `GradMode::is_enabled() ? infinitely_differentiable_native_dropout_backward(grad, result1, (!train.has_value() || !train.value() ? 1 : (p == 1 ? 0.0 : 1.0 / (1.0 - p)))) : native_dropout_backward(grad, result1, (!train.has_value() || !train.value() ? 1 : (p == 1 ? 0.0 : 1.0 / (1.0 - p))))`
-        let g_input = if need(needs, 0) { BackwardHooks::hook_native_dropout_input(o, self, grads)? } else { None };
+        let g_input = if need(needs, 0) { Some(aten::native_dropout_backward(o, &grad, &self.result1, (if (!self.train.is_some() || !(self.train == Some(true))) { (1 as f64) } else { (if (self.p == (1 as f64)) { 0.0 } else { (1.0 / (1.0 - self.p)) }) }))?) } else { None };
         let mut out = Vec::new();
         out.push(g_input);
         Ok(out)
@@ -28770,10 +28692,12 @@ impl NextafterBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_other: `zeros_like(other)`
         let g_other = if need(needs, 1) { Some(autograd_helpers::zeros_info(o, &self.other_info)?) } else { None };
         // g_self: `at::where(self != other, grad, 0)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_nextafter_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::masked_fill_scalar(o, &grad, &aten::logical_not(o, &aten::ne_tensor(o, &self.self_, &self.other)?)?, Scalar::Int(0))?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         out.push(g_other);
@@ -30316,8 +30240,10 @@ impl PutBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_self: `accumulate ? grad : grad.put(index, zeros_like(source), false)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_put_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some((if self.accumulate { grad.clone() } else { aten::put(o, &grad, &self.index, &autograd_helpers::zeros_info(o, &self.source_info)?, false)? })) } else { None };
         // g_source: `grad.take(index).reshape_as(source)`
         let g_source = if need(needs, 1) { BackwardHooks::hook_put_source(o, self, grads)? } else { None };
         let mut out = Vec::new();
@@ -32937,8 +32863,10 @@ impl SiluBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `GradMode::is_enabled() ? infinitely_differentiable_silu_backward(grad, self) : silu_backward(grad, self)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_silu_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(autograd_helpers::silu_backward(o, &grad, &self.self_)?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -37020,8 +36948,10 @@ impl SpecialXlog1pyOtherScalarBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `other.toDouble() > -1. ? at::special_xlog1py(grad, other) : at::special_xlog1py(grad, other).masked_fill(self == 0., 0.)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_special_xlog1py_other_scalar_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some((if (self.other.to_f64() > -1.0) { aten::special_xlog1py_other_scalar(o, &grad, self.other)? } else { aten::masked_fill_scalar(o, &aten::special_xlog1py_other_scalar(o, &grad, self.other)?, &aten::eq_scalar(o, &self.self_, Scalar::Float(0.0))?, Scalar::Float(0.0))? })) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)
@@ -41573,10 +41503,12 @@ impl WhereSelfBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 2]) };
+        let grad = grad.clone();
         // g_other: `where(condition, 0, grad)`
-        let g_other = if need(needs, 1) { BackwardHooks::hook_where_self_other(o, self, grads)? } else { None };
+        let g_other = if need(needs, 1) { Some(aten::masked_fill_scalar(o, &grad, &self.condition, Scalar::Int(0))?) } else { None };
         // g_self: `where(condition, grad, 0)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_where_self_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some(aten::masked_fill_scalar(o, &grad, &aten::logical_not(o, &self.condition)?, Scalar::Int(0))?) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         out.push(g_other);
@@ -41626,8 +41558,10 @@ impl XlogyScalarOtherBackward {
     /// are `None` and their formulas do not run.
     #[allow(unused_variables)]
     pub fn apply_masked<O: AtenOps + BackwardHooks + ?Sized>(&self, o: &O, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let Some(Some(grad)) = grads.first() else { return Ok(vec![None; 1]) };
+        let grad = grad.clone();
         // g_self: `other.toDouble() > 0. ? at::xlogy(grad, other) : at::xlogy(grad, other).masked_fill(self == 0., 0.)`
-        let g_self = if need(needs, 0) { BackwardHooks::hook_xlogy_scalar_other_self(o, self, grads)? } else { None };
+        let g_self = if need(needs, 0) { Some((if (self.other.to_f64() > 0.0) { aten::xlogy_scalar_other(o, &grad, self.other)? } else { aten::masked_fill_scalar(o, &aten::xlogy_scalar_other(o, &grad, self.other)?, &aten::eq_scalar(o, &self.self_, Scalar::Float(0.0))?, Scalar::Float(0.0))? })) } else { None };
         let mut out = Vec::new();
         out.push(g_self);
         Ok(out)

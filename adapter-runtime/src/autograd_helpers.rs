@@ -697,6 +697,49 @@ pub fn masked_fill_backward<O: AtenOps + ?Sized>(o: &O, grad: &Tensor, mask: &Te
     aten::sum(o, &kept, None)
 }
 
+/// `cat_tensors_backward(grad, sizes, dtypes, dim)`: the gradient split along `dim` by the inputs'
+/// sizes, one per input (a legacy empty `[0]` input gets an empty gradient). Real dtypes only:
+/// no input takes the real part of a complex gradient, so `dtypes` is not read.
+pub fn cat_tensors_backward<O: AtenOps + ?Sized>(
+    _o: &O,
+    grad: &Tensor,
+    sizes: &[Vec<i64>],
+    _dtypes: &[DType],
+    dim: i64,
+) -> Result<Vec<Option<Tensor>>> {
+    let legacy_empty = |s: &Vec<i64>| s.as_slice() == [0];
+    let ndim = sizes.iter().find(|s| !legacy_empty(s)).map_or(1, Vec::len);
+    let dim = crate::shape::wrap_dim(dim, ndim)?;
+    let mut at = 0i64;
+    let mut out = Vec::with_capacity(sizes.len());
+    for s in sizes {
+        if legacy_empty(s) {
+            out.push(Some(Tensor::zeros(&[0], grad.dtype())));
+            continue;
+        }
+        let n =
+            *s.get(dim).ok_or_else(|| Error::InvalidArgument(format!("cat backward: sizes {s:?} lack dim {dim}")))?;
+        out.push(Some(grad.narrow(dim as i64, at, n as usize)?));
+        at += n;
+    }
+    Ok(out)
+}
+
+/// `log1p_backward(grad, self)`: `grad / (self + 1)`.
+pub fn log1p_backward<O: AtenOps + ?Sized>(o: &O, grad: &Tensor, self_: &Tensor) -> Result<Tensor> {
+    let one = Scalar::Int(1);
+    aten::div_tensor(o, grad, &aten::add_scalar(o, self_, one, one)?)
+}
+
+/// `silu_backward(grad, self)` as FunctionsManual's `infinitely_differentiable_silu_backward`
+/// computes it: `grad * s * (1 + self * (1 - s))`, `s = sigmoid(self)`.
+pub fn silu_backward<O: AtenOps + ?Sized>(o: &O, grad: &Tensor, self_: &Tensor) -> Result<Tensor> {
+    let one = Scalar::Int(1);
+    let s = aten::sigmoid(o, self_)?;
+    let u = aten::add_scalar(o, &aten::mul_tensor(o, self_, &aten::rsub_scalar(o, &s, one, one)?)?, one, one)?;
+    aten::mul_tensor(o, grad, &aten::mul_tensor(o, &s, &u)?)
+}
+
 /// `slice_backward_wrapper(grad, sizes, dim, start, end, step)`: zeros of the input's sizes with
 /// `grad` written into the slice.
 pub fn slice_backward_wrapper<O: AtenOps + ?Sized>(

@@ -212,6 +212,12 @@ fn cases() -> Vec<(&'static str, Vec<A>)> {
         ("acosh", vec![Gt1(&[2, 3])]),
         ("exp2", vec![T(&[2, 3])]),
         ("erf", vec![T(&[2, 3])]),
+        // translated once the translator took `where(c, x, 0)`, `at::scalar_tensor` and
+        // conditionals on optional bools (`native_dropout` in eval mode: deterministic)
+        ("clamp_min", vec![T(&[2, 3]), V(|| IValue::Scalar(Scalar::Float(0.1)))]),
+        ("clamp_max", vec![T(&[2, 3]), V(|| IValue::Scalar(Scalar::Float(0.1)))]),
+        ("log1p", vec![Pos(&[2, 3])]),
+        ("native_dropout", vec![T(&[2, 3]), V(|| IValue::Float(0.5)), V(|| IValue::Bool(false))]),
         ("sgn", vec![T(&[2, 3])]),
         ("fmod.Tensor", vec![T(&[2, 3]), Pos(&[2, 3])]),
         ("remainder.Tensor", vec![T(&[2, 3]), Pos(&[3])]),

@@ -3,7 +3,7 @@
 
 use xirang_runtime::dtype::DType;
 use xirang_runtime::generated::autograd::{
-    BACKWARD_COVERAGE, BackwardHooks, MmBackward, MulTensorBackward, SiluBackward,
+    BACKWARD_COVERAGE, BackwardHooks, MmBackward, MulTensorBackward, SincBackward,
 };
 use xirang_runtime::generated::ops::AtenOps;
 use xirang_runtime::ivalue::Layout;
@@ -74,31 +74,34 @@ fn coverage_table_lists_translated_and_hooked_inputs() {
     // PyTorch's own `not_implemented(..)` formula: the same error, not a hook to write
     assert!(BACKWARD_COVERAGE.contains(&("acosh_", "self", "not_implemented")));
     assert!(BACKWARD_COVERAGE.iter().any(|r| r.2 == "hook"));
-    assert!(BACKWARD_COVERAGE.contains(&("silu", "self", "hook")));
+    assert!(BACKWARD_COVERAGE.contains(&("sinc", "self", "hook")));
+    // `silu_backward(grad, self)`: a runtime helper; `where(condition, grad, 0)`: `masked_fill`
+    assert!(BACKWARD_COVERAGE.contains(&("silu", "self", "translated")));
+    assert!(BACKWARD_COVERAGE.contains(&("where.self", "self", "translated")));
 }
 
 /// An adapter that implements one hook by hand.
-struct SiluByHand;
-impl AtenOps for SiluByHand {}
-impl BackwardHooks for SiluByHand {
-    fn hook_silu_self(&self, node: &SiluBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
-        // d silu(x) = s(x) * (1 + x * (1 - s(x))); tested at x = 0: 1/2
+struct SincByHand;
+impl AtenOps for SincByHand {}
+impl BackwardHooks for SincByHand {
+    fn hook_sinc_self(&self, node: &SincBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
+        // d sinc(x) / dx = (cos(pi x) - sinc(x)) / x, 0 at x = 0
         assert_eq!(node.self_.to_vec::<f32>()?, [0.0]);
-        Ok(grads[0].as_ref().map(|g| xirang_runtime::ops::mul(g, 0.5).unwrap()))
+        Ok(grads[0].as_ref().map(|g| xirang_runtime::ops::mul(g, 0.0).unwrap()))
     }
 }
 
 #[test]
 fn hooks_default_to_unsupported_and_hand_written_hooks_are_called() {
-    let node = SiluBackward { self_: m(&[0.0], &[1]) };
+    let node = SincBackward { self_: m(&[0.0], &[1]) };
     let g = m(&[4.0], &[1]);
     match node.apply(&Host, &[Some(g.clone())]) {
         Err(Error::Unsupported(msg)) => {
-            assert!(msg.contains("backward hook `SiluBackward::self` not implemented"), "{msg}");
+            assert!(msg.contains("backward hook `SincBackward::self` not implemented"), "{msg}");
             assert!(msg.contains("formula `"), "{msg}");
         }
         other => panic!("expected Unsupported, got {:?}", other.map(|v| v.len())),
     }
-    let r = node.apply(&SiluByHand, &[Some(g)]).unwrap();
-    assert_eq!(values(&r[0]), [2.0]);
+    let r = node.apply(&SincByHand, &[Some(g)]).unwrap();
+    assert_eq!(values(&r[0]), [0.0]);
 }

@@ -33,6 +33,8 @@ pub enum Ty {
     OptScalar,
     IntList,
     OptInt,
+    /// `bool? train`.
+    OptBool,
     OptIntList,
     DType,
     OptDType,
@@ -41,6 +43,10 @@ pub enum Ty {
     Str,
     /// A list of bools (`grad_input_mask`).
     BoolList,
+    /// A tensor list's saved sizes (`to_args_sizes(tensors)`), `Vec<Vec<i64>>`.
+    SizesList,
+    /// A tensor list's saved dtypes (`to_args_scalartypes(tensors)`), `Vec<DType>`.
+    DTypeList,
     /// `x.options()` / a saved `x_options`: dtype and device (`crate::autograd::TensorOptions`).
     Options,
     /// A saved `x_info` (in-place formulas' `zeros_like(x)`): sizes, dtype and device
@@ -101,6 +107,7 @@ pub fn owned_ty(ty: &Type) -> (String, Ty) {
             let k = match k {
                 Ty::Tensor => Ty::OptTensor,
                 Ty::Int => Ty::OptInt,
+                Ty::Bool => Ty::OptBool,
                 Ty::IntList => Ty::OptIntList,
                 Ty::Scalar => Ty::OptScalar,
                 Ty::DType => Ty::OptDType,
@@ -122,8 +129,10 @@ fn derived_ty(suffix: &str, of: &Type) -> (String, Ty) {
         "layout" => ("Layout".into(), Ty::Layout),
         "dim" | "sym_numel" | "stride0" => int(),
         s if s.starts_with("sym_argsize_") => int(),
-        "args_sizes" | "args_sizes_symint" if matches!(of, Type::List { .. }) => ("Vec<Vec<i64>>".into(), Ty::Other),
-        "args_scalartypes" => ("Vec<DType>".into(), Ty::Other),
+        "args_sizes" | "args_sizes_symint" if matches!(of, Type::List { .. }) => {
+            ("Vec<Vec<i64>>".into(), Ty::SizesList)
+        }
+        "args_scalartypes" => ("Vec<DType>".into(), Ty::DTypeList),
         "options" => ("crate::autograd::TensorOptions".into(), Ty::Options),
         "info" => ("crate::autograd::TensorInfo".into(), Ty::Info),
         "geometry" => ("crate::autograd::TensorGeometry".into(), Ty::Geometry),
@@ -253,6 +262,15 @@ const HELPERS: &[Helper] = &[
     h("pow_backward_exponent", "pow_backward_exponent", &[Ty::Tensor, Ty::Tensor, Ty::Tensor, Ty::Tensor]),
     h("pow_backward_exponent", "pow_backward_exponent_scalar", &[Ty::Tensor, Ty::Scalar, Ty::Tensor, Ty::Tensor]),
     h("masked_fill_backward", "masked_fill_backward", &[Ty::Tensor, Ty::Tensor]),
+    h("log1p_backward", "log1p_backward", &[Ty::Tensor, Ty::Tensor]),
+    Helper {
+        name: "cat_tensors_backward",
+        rust: "cat_tensors_backward",
+        params: &[Ty::Tensor, Ty::SizesList, Ty::DTypeList, Ty::Int],
+        ret: Ty::Grads,
+    },
+    // the ATen operator `silu_backward` (outside the selection), the formula's no-grad branch
+    h("silu_backward", "silu_backward", &[Ty::Tensor, Ty::Tensor]),
     h(
         "native_dropout_double_backward",
         "native_dropout_double_backward",
@@ -312,6 +330,12 @@ const HELPERS: &[Helper] = &[
     },
 ];
 
+/// Whether translated tensor code is a value of its own (a call's result, a conditional of two
+/// owned branches), not a place to clone.
+fn is_value(code: &str) -> bool {
+    code.ends_with(")?") || code.starts_with("(if ")
+}
+
 /// Whether `code` uses the identifier `name` (not as part of a longer identifier).
 fn mentions_ident(code: &str, name: &str) -> bool {
     let ident = |c: char| c.is_alphanumeric() || c == '_';
@@ -336,7 +360,7 @@ fn scalar_of(e: &Expr) -> Option<String> {
 fn conv_ty(e: &Expr, want: Ty) -> Option<String> {
     match (want, e.ty) {
         (Ty::Tensor, Ty::Tensor) => Some(format!("&{}", e.code)),
-        (Ty::IntList | Ty::BoolList, _) if e.ty == want => Some(format!("&{}", e.code)),
+        (Ty::IntList | Ty::BoolList | Ty::SizesList | Ty::DTypeList, _) if e.ty == want => Some(format!("&{}", e.code)),
         (Ty::Str, Ty::Str) => Some(format!("{}.as_str()", e.code)),
         (Ty::OptTensor, Ty::OptTensor) => Some(format!("{}.as_ref()", e.code)),
         (Ty::OptTensor, Ty::Tensor) => Some(format!("Some(&{})", e.code)),
@@ -520,7 +544,7 @@ impl Env<'_, '_> {
             });
         }
         // a bare name is a place: clone it
-        Ok(if e.code.ends_with(")?") { e.code } else { format!("{}.clone()", e.code) })
+        Ok(if is_value(&e.code) { e.code } else { format!("{}.clone()", e.code) })
     }
 
     fn expr(&self, n: tree_sitter::Node, src: &str) -> Tr<Expr> {
@@ -604,6 +628,7 @@ impl Env<'_, '_> {
                 match (op.as_str(), a.ty) {
                     ("-", Ty::Tensor) => self.call("neg", vec![a]),
                     ("-", Ty::Int | Ty::Float) => Ok(Expr { code: format!("-{}", a.code), ty: a.ty }),
+                    ("!", Ty::Bool) => Ok(Expr { code: format!("!{}", a.code), ty: Ty::Bool }),
                     ("+", _) => Ok(a),
                     _ => Err(format!("unary `{op}`")),
                 }
@@ -680,7 +705,7 @@ impl Env<'_, '_> {
                     "grad.defined()" => "consequence",
                     "GradMode::is_enabled()" | "at::GradMode::is_enabled()" => "alternative",
                     c if complex_test(c) => "alternative",
-                    _ => return Err("a `conditional_expression`".into()),
+                    _ => return self.conditional(n, src),
                 };
                 self.expr(n.child_by_field_name(branch).ok_or("no branch")?, src)
             }
@@ -688,7 +713,32 @@ impl Env<'_, '_> {
         }
     }
 
+    /// `cond ? a : b` on a condition known at run time (`!train.has_value() || !train.value()`,
+    /// `p == 1`): an `if` of two branches of one type (an integer branch beside a floating one
+    /// is converted, as C++ does).
+    fn conditional(&self, n: tree_sitter::Node, src: &str) -> Tr<Expr> {
+        let part = |f: &str| n.child_by_field_name(f).ok_or_else(|| format!("no {f}"));
+        let c = self.expr(part("condition")?, src)?;
+        if c.ty != Ty::Bool {
+            return Err("a `conditional_expression` on a non-boolean condition".into());
+        }
+        let (a, b) = (self.expr(part("consequence")?, src)?, self.expr(part("alternative")?, src)?);
+        let float = |e: &Expr| if e.ty == Ty::Int { format!("({} as f64)", e.code) } else { e.code.clone() };
+        // a tensor branch that names a saved value or `grad` clones it (the node keeps its own)
+        let owned =
+            |e: Expr| if e.ty != Ty::Tensor || is_value(&e.code) { e.code } else { format!("{}.clone()", e.code) };
+        let (x, y, ty) = match (a.ty, b.ty) {
+            (s, t) if s == t && matches!(s, Ty::Int | Ty::Float | Ty::Bool | Ty::Tensor) => (owned(a), owned(b), s),
+            (Ty::Int | Ty::Float, Ty::Int | Ty::Float) => (float(&a), float(&b), Ty::Float),
+            (s, t) => return Err(format!("a `conditional_expression` of a {s:?} and a {t:?}")),
+        };
+        Ok(Expr { code: format!("(if {} {{ {x} }} else {{ {y} }})", c.code), ty })
+    }
+
     fn binary(&self, op: &str, l: Expr, r: Expr) -> Tr<Expr> {
+        if matches!(op, "||" | "&&") && l.ty == Ty::Bool && r.ty == Ty::Bool {
+            return Ok(Expr { code: format!("({} {op} {})", l.code, r.code), ty: Ty::Bool });
+        }
         let num = |t: Ty| matches!(t, Ty::Int | Ty::Float);
         let scalarish = |t: Ty| matches!(t, Ty::Int | Ty::Float | Ty::Scalar | Ty::Bool);
         let name = match op {
@@ -760,6 +810,14 @@ impl Env<'_, '_> {
                 let f = if name == "log" { "ln" } else { name };
                 return Ok(Expr { code: format!("({x}).{f}()"), ty: Ty::Float });
             }
+            // `train.has_value()`, `train.value()` (after a `has_value()` test: `||` and `&&`
+            // short-circuit in Rust as in C++, so an empty optional is not read)
+            ("has_value", 1) if matches!(args[0].ty, Ty::OptBool | Ty::OptInt | Ty::OptScalar) => {
+                return Ok(Expr { code: format!("{}.is_some()", args[0].code), ty: Ty::Bool });
+            }
+            ("value", 1) if args[0].ty == Ty::OptBool => {
+                return Ok(Expr { code: format!("({} == Some(true))", args[0].code), ty: Ty::Bool });
+            }
             ("dtype" | "scalar_type", 1) if args[0].ty == Ty::Tensor => {
                 return Ok(Expr { code: format!("{}.dtype()", args[0].code), ty: Ty::DType });
             }
@@ -768,6 +826,38 @@ impl Env<'_, '_> {
                     code: format!("crate::autograd::TensorOptions::of(&{})", args[0].code),
                     ty: Ty::Options,
                 });
+            }
+            // `masked_fill_inplace_if_safe(t, mask, v)`: PyTorch writes into `t` only when no
+            // one else sees it; the value is `masked_fill`'s
+            ("masked_fill_inplace_if_safe", 3) => return self.call("masked_fill", args),
+            // `at::scalar_tensor(0., grad.options())`: a zero-dim tensor of the gradient's dtype,
+            // a number to `where` (below) and `masked_fill`, which keep the other operand's dtype
+            ("scalar_tensor", 2) if args[1].ty == Ty::Options => {
+                let code = scalar_of(&args[0]).ok_or_else(|| format!("`scalar_tensor` of a {:?}", args[0].ty))?;
+                return Ok(Expr { code, ty: Ty::Scalar });
+            }
+            // `where(cond, t, 0)` / `where(cond, 0, t)` (`where.ScalarOther`/`ScalarSelf` are not
+            // in the selection): the number where the condition fails / holds, `t` elsewhere. A
+            // real number does not promote a floating tensor, so the dtype is `t`'s as in `where`
+            ("where", 3) if args[0].ty == Ty::Tensor => {
+                let number = |t: Ty| matches!(t, Ty::Int | Ty::Float | Ty::Scalar);
+                let mut a = args.into_iter();
+                let (c, x, y) = (a.next().expect("3"), a.next().expect("3"), a.next().expect("3"));
+                return match (x.ty, y.ty) {
+                    (Ty::Tensor, t) if number(t) => {
+                        let off = self.call("logical_not", vec![c])?;
+                        self.call("masked_fill", vec![x, off, y])
+                    }
+                    (t, Ty::Tensor) if number(t) => self.call("masked_fill", vec![y, c, x]),
+                    _ => self.call_op("where", vec![c, x, y]),
+                };
+            }
+            // an in-place logical method or `masked_fill_` on a temporary (`(a > b).logical_or_(
+            // b.isnan())`): nobody else sees the temporary, so the functional operator's value
+            ("logical_and_" | "logical_or_" | "logical_xor_" | "logical_not_" | "masked_fill_", _)
+                if args.first().is_some_and(|a| a.ty == Ty::Tensor && is_value(&a.code)) =>
+            {
+                return self.call(name.trim_end_matches('_'), args);
             }
             _ => {}
         }
@@ -793,6 +883,11 @@ impl Env<'_, '_> {
             }
             return Err(why);
         }
+        self.call_op(name, args)
+    }
+
+    /// A call of a selected operator's front-end: the first overload that takes the arguments.
+    fn call_op(&self, name: &str, args: Vec<Expr>) -> Tr<Expr> {
         let cands = self.ops.by_name.get(name).ok_or_else(|| format!("no operator or helper `{name}`"))?;
         'cand: for f in cands {
             let s = &f.func;
@@ -857,6 +952,8 @@ pub struct GroupCtx {
     pub upstream_not_implemented: bool,
     /// PyTorch's formula is `Tensor()`: an undefined gradient, `None` (`code` is empty).
     pub undefined: bool,
+    /// The group is one list input (`cat`'s `tensors`): `code` is its gradients, one per element.
+    pub list: bool,
     /// When the group runs: `true`, or `need(needs, k) || ...` over its inputs' gradient slots
     /// (PyTorch's `should_compute_output`; a list input, or one after a list, always runs).
     pub cond: String,
@@ -1083,6 +1180,8 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
             let vars_of: Vec<String> = g.inputs.iter().map(|i| format!("g_{i}")).collect();
             let single_tensor = g.inputs.len() == 1 && !is_list(&g.inputs[0]);
             let several_tensors = g.inputs.len() > 1 && !g.inputs.iter().any(|i| is_list(i));
+            // one list input (`cat`'s `tensors`): one gradient per element, as several inputs'
+            let single_list = g.inputs.len() == 1 && is_list(&g.inputs[0]);
             // `grad_input_mask`: which of the group's inputs want a gradient (the engine passes
             // which inputs have an edge, as PyTorch's `should_compute_output`).
             let needs: Vec<String> = g.inputs.iter().map(|i| need_of(i)).collect();
@@ -1102,7 +1201,7 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
                 Ok(format!("autograd_helpers::not_implemented({what:?})?"))
             } else if single_tensor {
                 env.translate(&g.rewritten)
-            } else if several_tensors {
+            } else if several_tensors || single_list {
                 env.translate_as(&g.rewritten, Ty::Grads)
             } else {
                 Err("several inputs".into())
@@ -1124,6 +1223,7 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
                         cond: cond.clone(),
                         upstream_not_implemented: upstream.is_some(),
                         undefined,
+                        list: single_list,
                     });
                 }
                 Err(reason) => {
@@ -1151,6 +1251,7 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
                         cond: cond.clone(),
                         upstream_not_implemented: false,
                         undefined: false,
+                        list: single_list,
                     });
                 }
             }
@@ -1354,6 +1455,43 @@ mod tests {
                 "grad_output",
                 "aten::sub_tensor(o, &autograd_helpers::to_dtype(o, &grad, self.output.dtype())?, &aten::sum_dim_intlist(o, &aten::mul_tensor(o, &autograd_helpers::to_dtype(o, &grad, self.output.dtype())?, &aten::exp(o, &self.output)?)?, Some(&[self.dim][..]), true, None)?, Scalar::Int(1))?",
             ),
+            // `where(condition, grad, 0)`: `masked_fill` (`where.ScalarOther` is not selected)
+            (
+                "where.self",
+                "self",
+                "aten::masked_fill_scalar(o, &grad, &aten::logical_not(o, &self.condition)?, Scalar::Int(0))?",
+            ),
+            ("where.self", "other", "aten::masked_fill_scalar(o, &grad, &self.condition, Scalar::Int(0))?"),
+            // `at::scalar_tensor(0., grad.options())`: a number beside a tensor
+            (
+                "clamp_min",
+                "self",
+                "aten::masked_fill_scalar(o, &grad, &aten::logical_not(o, &aten::ge_scalar(o, &self.self_, self.min)?)?, Scalar::Float(0.0))?",
+            ),
+            // `.masked_fill_(..)` on a temporary: the functional operator
+            (
+                "maximum",
+                "self",
+                "aten::masked_fill_scalar(o, &aten::where_self(o, &aten::eq_tensor(o, &self.self_, &self.other)?, &aten::div_scalar(o, &grad, Scalar::Int(2))?, &grad)?, &aten::lt_tensor(o, &self.self_, &self.other)?, Scalar::Int(0))?",
+            ),
+            // a conditional on an optional bool and a float, numbers unified as in C++
+            (
+                "native_dropout",
+                "input",
+                "aten::native_dropout_backward(o, &grad, &self.result1, (if (!self.train.is_some() || !(self.train == Some(true))) { (1 as f64) } else { (if (self.p == (1 as f64)) { 0.0 } else { (1.0 / (1.0 - self.p)) }) }))?",
+            ),
+            // a conditional whose branch names `grad`: cloned, the node keeps its own
+            (
+                "put",
+                "self",
+                "(if self.accumulate { grad.clone() } else { aten::put(o, &grad, &self.index, &autograd_helpers::zeros_info(o, &self.source_info)?, false)? })",
+            ),
+            // one list input: its gradients from one helper call
+            (
+                "cat",
+                "tensors",
+                "autograd_helpers::cat_tensors_backward(o, &grad, &self.tensors_args_sizes_symint, &self.tensors_args_scalartypes, self.dim)?",
+            ),
             // `sqrt(M_PI)` in f64
             (
                 "erf",
@@ -1430,9 +1568,26 @@ mod tests {
         assert_eq!(t("grad.sum()").unwrap(), "aten::sum(o, &grad, None)?");
         assert_eq!(t("grad * self.sgn()").unwrap(), "aten::mul_tensor(o, &grad, &aten::sgn(o, &self.self_)?)?");
         assert_eq!(
-            t("at::where(self > 0, grad, 0.0)").unwrap_err(),
-            "no overload of `where` takes (Tensor, Tensor, Float)"
+            t("at::where(self > 0, grad, 0.0)").unwrap(),
+            "aten::masked_fill_scalar(o, &grad, &aten::logical_not(o, &aten::gt_scalar(o, &self.self_, Scalar::Int(0))?)?, Scalar::Float(0.0))?"
         );
+        assert_eq!(
+            t("at::where(self > 0, 1.0, 0.0)").unwrap_err(),
+            "no overload of `where` takes (Tensor, Float, Float)"
+        );
+        // an in-place method on a saved value is left alone (it would write into the node's state)
+        assert!(t("self.logical_not_()").is_err());
+        assert_eq!(
+            t("(self > 0).logical_not_()").unwrap(),
+            "aten::logical_not(o, &aten::gt_scalar(o, &self.self_, Scalar::Int(0))?)?"
+        );
+        // a conditional needs a boolean condition and branches of one type
+        assert_eq!(
+            t("alpha.toDouble() > 0 ? grad : -grad").unwrap(),
+            "(if (self.alpha.to_f64() > (0 as f64)) { grad.clone() } else { aten::neg(o, &grad)? })"
+        );
+        assert!(t("grad ? grad : grad").is_err());
+        assert!(t("alpha.toDouble() > 0 ? grad : 1").is_err());
         assert_eq!(
             t("at::where(self > other, grad, other)").unwrap(),
             "aten::where_self(o, &aten::gt_tensor(o, &self.self_, &self.other)?, &grad, &self.other)?"
@@ -1477,8 +1632,10 @@ mod tests {
         let (tr, hk, ni) = (a.count("translated"), a.count("hook"), a.count("not_implemented"));
         assert_eq!(tr + hk + ni, a.coverage.len());
         assert_eq!(a.nodes.len(), 690);
-        // a bare `a * b` formula is an expression since the fix of issue #19 row 14 (404 -> 408)
-        assert_eq!((tr, hk, ni), (408, 450, 34));
+        // a bare `a * b` formula is an expression since the fix of issue #19 row 14 (404 -> 408);
+        // `where` with a number, `masked_fill_inplace_if_safe`, in-place logical methods on
+        // temporaries, conditionals on run-time booleans and one list input (408 -> 433)
+        assert_eq!((tr, hk, ni), (433, 425, 34));
         // `TensorGeometry(self)` is the saved `self_geometry`; `result` of `as_strided` is not saved
         let n = a.nodes.iter().find(|n| n.op == "as_strided").expect("as_strided");
         assert!(
