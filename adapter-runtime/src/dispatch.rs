@@ -294,7 +294,7 @@ pub fn last_tier() -> Tier {
 
 /// Records why a native kernel declined its arguments (its `Unsupported` message); the next
 /// fallback warning on this thread names it.
-pub fn note_declined(why: String) {
+fn note_declined(why: String) {
     STATE.with(|st| *st.declined.borrow_mut() = Some(why));
 }
 
@@ -452,24 +452,12 @@ pub fn no_host(op: &'static str) -> Error {
     Error::Unsupported(format!("{op}: no native kernel, no composition recipe and no host reference implementation"))
 }
 
-/// `out=` handling shared by generated out variants: stores `result` into
-/// `out` with PyTorch's rules (castable dtype; a wrong shape is resized).
-pub fn write_out(result: &crate::tensor::Tensor, out: &mut crate::tensor::Tensor) -> Result<()> {
-    crate::ops::write_out(result, out)
-}
-
-/// In-place handling shared by generated in-place variants: stores `result` into `target`
-/// (castable dtype, the broadcast shape must equal `target`'s).
-pub fn assign_inplace(target: &crate::tensor::Tensor, result: &crate::tensor::Tensor) -> Result<()> {
-    crate::ops::assign_inplace(target, result)
-}
-
 /// After a fallback: makes `out` hold `result` unless the host implementation already wrote it.
 pub fn write_back(result: &crate::tensor::Tensor, out: &mut crate::tensor::Tensor) -> Result<()> {
     if result.shares_storage(out) && result.sizes() == out.sizes() && result.strides() == out.strides() {
         return Ok(());
     }
-    write_out(result, out)
+    crate::ops::write_out(result, out)
 }
 
 /// Front-end validation: every device tensor among the arguments is on one device (zero-dim
