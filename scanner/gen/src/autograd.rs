@@ -841,15 +841,14 @@ impl Env<'_, '_> {
             // real number does not promote a floating tensor, so the dtype is `t`'s as in `where`
             ("where", 3) if args[0].ty == Ty::Tensor => {
                 let number = |t: Ty| matches!(t, Ty::Int | Ty::Float | Ty::Scalar);
-                let mut a = args.into_iter();
-                let (c, x, y) = (a.next().expect("3"), a.next().expect("3"), a.next().expect("3"));
-                return match (x.ty, y.ty) {
-                    (Ty::Tensor, t) if number(t) => {
+                return match <[Expr; 3]>::try_from(args) {
+                    Ok([c, x, y]) if x.ty == Ty::Tensor && number(y.ty) => {
                         let off = self.call("logical_not", vec![c])?;
                         self.call("masked_fill", vec![x, off, y])
                     }
-                    (t, Ty::Tensor) if number(t) => self.call("masked_fill", vec![y, c, x]),
-                    _ => self.call_op("where", vec![c, x, y]),
+                    Ok([c, x, y]) if number(x.ty) && y.ty == Ty::Tensor => self.call("masked_fill", vec![y, c, x]),
+                    Ok(a) => self.call_op("where", a.into()),
+                    Err(a) => self.call_op("where", a),
                 };
             }
             // an in-place logical method or `masked_fill_` on a temporary (`(a > b).logical_or_(
