@@ -13,6 +13,7 @@ use std::ffi::{CString, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
+use xirang_runtime::Error as RtError;
 use xirang_runtime::dispatch::{self, FallbackMode};
 use xirang_runtime::driver::{EventId, StreamId};
 use xirang_runtime::tensor::{Storage, StorageImpl, Tensor};
@@ -44,10 +45,24 @@ fn guard(f: impl FnOnce() -> Result<()>) -> i32 {
     match r {
         Ok(()) => Status::Ok as i32,
         Err(e) => {
-            set_last_error(&e.to_string());
+            set_last_error(&message(&e));
             e.status() as i32
         }
     }
+}
+
+/// The message PyTorch shows for `e`: an out-of-memory error names the device as the user does
+/// (`xirang:0`), then the runtime's number of it, which `XIRANG_VISIBLE_DEVICES` may make another.
+fn message(e: &BridgeError) -> String {
+    if let BridgeError::Runtime(RtError::OutOfMemory { device, requested, allocated, reserved, message }) = e
+        && let Some(torch) = get().ok().and_then(|b| b.visible().torch(*device))
+    {
+        return format!(
+            "out of memory on xirang:{torch} (runtime device {device}): tried to allocate {requested} bytes \
+             ({allocated} bytes allocated, {reserved} bytes reserved by the caching allocator): {message}"
+        );
+    }
+    e.to_string()
 }
 
 fn get() -> Result<&'static Bridge> {

@@ -139,6 +139,11 @@ def test_visible_devices():
     assert run(code, XIRANG_VISIBLE_DEVICES="").stdout.strip() == "0"
     r = run("import torch, xirang; print(torch.xirang.is_available())", XIRANG_VISIBLE_DEVICES="")
     assert r.stdout.strip() == "False"
+    # an out-of-memory error names the device as PyTorch does, then the runtime's number of it
+    oom = ("import torch, xirang\ntry: torch.empty(1 << 45, dtype=torch.uint8, device='xirang:0')\n"
+           "except torch.OutOfMemoryError as e: print(str(e).splitlines()[0])")
+    line = run(oom, XIRANG_VISIBLE_DEVICES="2,0").stdout
+    assert line.startswith("out of memory on xirang:0 (runtime device 2): tried to allocate 35184372088832 bytes"), line
 
 
 def test_version_pinning():
