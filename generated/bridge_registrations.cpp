@@ -4,7 +4,7 @@
 // where PyTorch has no composite kernel. Compiled into the torch-xirang package's shim
 // (adapter-runtime/torch-xirang/csrc/boxed.cpp holds the kernel).
 //
-// Registered: 505 (108 native kernel, 242 recipe, 155 functional operators with a
+// Registered: 509 (110 native kernel, 246 recipe, 153 functional operators with a
 // structured delegate that run on the host: their own CPU kernel through the shim's counted fallback,
 // not PyTorch's composite kernel running the out= form on a pre-shaped device output).
 // Left to PyTorch: CompositeImplicitAutograd operators decompose there (0 of the
@@ -498,8 +498,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("threshold_backward.grad_input", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("topk.values", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("triangular_solve", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
-  m.impl("tril", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
-  m.impl("triu", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
+  m.impl("tril", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
+  m.impl("tril.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("tril_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("triu", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
+  m.impl("triu.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("triu_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("trunc", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("trunc.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("trunc_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels

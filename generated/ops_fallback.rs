@@ -227,6 +227,8 @@ pub static HOST_OPERATORS: &[&str] = &[
     "threshold_backward",
     "topk",
     "transpose.int",
+    "tril",
+    "triu",
     "trunc",
     "unsqueeze",
     "upsample_bilinear2d.vec",
@@ -14080,7 +14082,8 @@ pub fn triangular_solve_x(self_: &Tensor, A: &Tensor, upper: bool, transpose: bo
 /// `tril(Tensor self, SymInt diagonal=0) -> Tensor`
 pub fn tril(self_: &Tensor, diagonal: i64) -> Result<Tensor> {
     const OP: &str = "tril";
-    Err(dispatch::no_host(OP))
+    dispatch::admit_host(OP)?;
+    crate::host::tril(self_, diagonal)
 }
 
 /// `tril.out(Tensor self, SymInt diagonal=0, *, Tensor(a!) out) -> Tensor(a!)`
@@ -14110,7 +14113,8 @@ pub fn tril_indices_out(row: i64, col: i64, offset: i64, out: &mut Tensor) -> Re
 /// `triu(Tensor self, SymInt diagonal=0) -> Tensor`
 pub fn triu(self_: &Tensor, diagonal: i64) -> Result<Tensor> {
     const OP: &str = "triu";
-    Err(dispatch::no_host(OP))
+    dispatch::admit_host(OP)?;
+    crate::host::triu(self_, diagonal)
 }
 
 /// `triu.out(Tensor self, SymInt diagonal=0, *, Tensor(a!) out) -> Tensor(a!)`

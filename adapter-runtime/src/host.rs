@@ -550,6 +550,14 @@ pub fn cat(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
 pub fn index_select(self_: &Tensor, dim: i64, index: &Tensor) -> Result<Tensor> {
     ops::index_select(self_, dim, index)
 }
+/// xirang-fallback: tril
+pub fn tril(self_: &Tensor, diagonal: i64) -> Result<Tensor> {
+    ops::triangle(self_, diagonal, true)
+}
+/// xirang-fallback: triu
+pub fn triu(self_: &Tensor, diagonal: i64) -> Result<Tensor> {
+    ops::triangle(self_, diagonal, false)
+}
 /// xirang-fallback: gather
 pub fn gather(self_: &Tensor, dim: i64, index: &Tensor, _sparse_grad: bool) -> Result<Tensor> {
     ops::gather(self_, dim, index)

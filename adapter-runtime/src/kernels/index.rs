@@ -1,6 +1,6 @@
 //! Data movement kernels (any dtype: they move element bytes): the strided
 //! copy that makes views contiguous, `cat`, `index_select`, `gather`,
-//! `embedding`.
+//! `embedding`, `tril` and `triu`.
 //!
 //! Index tensors are validated on the host before launch (one small
 //! device-to-host read), so an out-of-range index is a typed error at the
@@ -222,4 +222,47 @@ pub fn embedding(
     let mut shape: Vec<i64> = indices.sizes().iter().map(|&s| s as i64).collect();
     shape.push(weight.sizes()[1] as i64);
     rows.view(&shape)
+}
+
+/// `tril(self, diagonal)`: the lower triangle of each matrix (the last two dimensions) at and below
+/// the `diagonal`-th diagonal, zeros above.
+/// xirang-kernel: tril
+pub fn tril(self_: &Tensor, diagonal: i64) -> Result<Tensor> {
+    triangle("tril", self_, move |row, col| col - row <= diagonal)
+}
+
+/// `triu(self, diagonal)`: the upper triangle of each matrix (the last two dimensions) at and above
+/// the `diagonal`-th diagonal, zeros below.
+/// xirang-kernel: triu
+pub fn triu(self_: &Tensor, diagonal: i64) -> Result<Tensor> {
+    triangle("triu", self_, move |row, col| col - row >= diagonal)
+}
+
+/// Keeps the elements of each matrix of `t` whose (row, column) `keep` accepts, zeros elsewhere (zero
+/// bytes are zero in every dtype).
+fn triangle(name: &str, t: &Tensor, keep: impl Fn(i64, i64) -> bool + Send + 'static) -> Result<Tensor> {
+    let ctx = device_of(name, &[t])?;
+    let nd = t.dim();
+    if nd < 2 {
+        return Err(Error::Shape(format!("{name}: input tensor must have at least 2 dimensions")));
+    }
+    let d = t.dtype();
+    let out = Tensor::empty_on(&ctx, t.sizes(), d)?;
+    let n = out.numel();
+    if n == 0 {
+        return Ok(out);
+    }
+    let x = super::contiguous(t)?;
+    let (es, rows, cols) = (d.size(), t.sizes()[nd - 2], t.sizes()[nd - 1]);
+    let (px, po) = (x.data_ptr()?, out.data_ptr()?);
+    launch(&ctx, [&*x, &out], move |mem| {
+        let mut v = read_vec::<u8>(mem, px, n * es)?;
+        for (k, e) in v.chunks_exact_mut(es).enumerate() {
+            if !keep(((k / cols) % rows) as i64, (k % cols) as i64) {
+                e.fill(0);
+            }
+        }
+        mem.write(po, &v)
+    })?;
+    Ok(out)
 }

@@ -19,7 +19,7 @@
 //! * [`reduce`]: sum, mean, amax.
 //! * [`nn`]: softmax / log_softmax and backward, layer norm and backward,
 //!   embedding and dense backward, nll_loss and mse_loss forward/backward.
-//! * [`index`]: cat, index_select, gather, the strided copy.
+//! * [`index`]: cat, index_select, gather, tril, triu, the strided copy.
 //! * [`npu_ops`]: the adapter type, its backward hooks, views and `clone`.
 //!
 //! A kernel is a function marked `/// xirang-kernel: <op>` taking the operator's typed arguments

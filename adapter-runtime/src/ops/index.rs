@@ -1,4 +1,4 @@
-//! Indexing: cat, index_select, gather, scatter_add.
+//! Indexing: cat, index_select, gather, scatter_add, tril / triu.
 
 use super::{on_host, on_host1, operand};
 use crate::dtype::{DType, load_f64, load_i64, result_type, store_f64, store_i64};
@@ -104,6 +104,29 @@ pub fn index_select(x: &Tensor, dim: i64, index: &Tensor) -> Result<Tensor> {
             sizes.clear();
         }
         Tensor::from_bytes(out, &sizes, t.dtype())
+    })
+}
+
+/// `torch.tril(x, diagonal)` (`lower`) or `torch.triu(x, diagonal)`: each matrix of the last two
+/// dimensions keeps its elements on and below (`lower`) or on and above the `diagonal`-th
+/// diagonal; the others are zero.
+pub fn triangle(x: &Tensor, diagonal: i64, lower: bool) -> Result<Tensor> {
+    let name = if lower { "tril" } else { "triu" };
+    if x.dim() < 2 {
+        return shape_err(format!("{name}: input tensor must have at least 2 dimensions"));
+    }
+    on_host1(name, &[x], |h| {
+        let t = &h[0];
+        let (nd, es) = (t.dim(), t.dtype().size());
+        let (rows, cols) = (t.sizes()[nd - 2], t.sizes()[nd - 1]);
+        let mut b = t.gather_bytes()?;
+        for (k, e) in b.chunks_exact_mut(es).enumerate() {
+            let above = (k % cols) as i64 - ((k / cols) % rows) as i64;
+            if (lower && above > diagonal) || (!lower && above < diagonal) {
+                e.fill(0);
+            }
+        }
+        Tensor::from_bytes(b, t.sizes(), t.dtype())
     })
 }
 

@@ -161,6 +161,8 @@ fn cases() -> Vec<(&'static str, Vec<A>)> {
             vec![T(&[2, 3]), T(&[2, 3]), V(|| IValue::Scalar(Scalar::Float(0.1))), V(|| IValue::Bool(false))],
         ),
         ("transpose.int", vec![T(&[2, 3, 2]), V(|| int(0)), V(|| int(2))]),
+        ("tril", vec![T(&[2, 3, 4]), V(|| int(1))]),
+        ("triu", vec![T(&[4, 3]), V(|| int(-1))]),
         ("expand", vec![T(&[3, 1]), V(|| IValue::IntList(vec![2, 3, 4])), V(|| IValue::Bool(false))]),
         ("view", vec![T(&[2, 6]), V(|| IValue::IntList(vec![3, 4]))]),
         ("_unsafe_view", vec![T(&[2, 6]), V(|| IValue::IntList(vec![4, -1]))]),
