@@ -4,7 +4,7 @@
 // where PyTorch has no composite kernel. Compiled into the torch-xirang package's shim
 // (adapter-runtime/torch-xirang/csrc/boxed.cpp holds the kernel).
 //
-// Registered: 509 (110 native kernel, 246 recipe, 153 functional operators with a
+// Registered: 509 (112 native kernel, 244 recipe, 153 functional operators with a
 // structured delegate that run on the host: their own CPU kernel through the shim's counted fallback,
 // not PyTorch's composite kernel running the out= form on a pre-shaped device output).
 // Left to PyTorch: CompositeImplicitAutograd operators decompose there (0 of the
@@ -74,7 +74,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addmm", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("addmm.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("addmm_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
-  m.impl("addmv", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("addmv", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("addmv.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("addmv_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("all", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
@@ -106,7 +106,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("avg_pool2d_backward.grad_input", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("avg_pool3d.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("avg_pool3d_backward", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
-  m.impl("baddbmm", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("baddbmm", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("baddbmm.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("baddbmm_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("bitwise_and.Scalar", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; overrides PyTorch's CompositeExplicitAutograd kernel

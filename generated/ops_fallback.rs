@@ -35,6 +35,7 @@ pub static HOST_OPERATORS: &[&str] = &[
     "add_.Scalar",
     "add_.Tensor",
     "addmm",
+    "addmv",
     "alias",
     "amax",
     "amin",
@@ -54,6 +55,7 @@ pub static HOST_OPERATORS: &[&str] = &[
     "avg_pool2d",
     "avg_pool2d_backward",
     "avg_pool3d",
+    "baddbmm",
     "bitwise_and.Scalar",
     "bitwise_and.Tensor",
     "bitwise_not",
@@ -5016,7 +5018,8 @@ pub fn addmm_(self_: &Tensor, mat1: &Tensor, mat2: &Tensor, beta: Scalar, alpha:
 /// `addmv(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1) -> Tensor`
 pub fn addmv(self_: &Tensor, mat: &Tensor, vec: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
     const OP: &str = "addmv";
-    Err(dispatch::no_host(OP))
+    dispatch::admit_host(OP)?;
+    crate::host::addmv(self_, mat, vec, beta, alpha)
 }
 
 /// `addmv.out(Tensor self, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)`
@@ -5467,7 +5470,8 @@ pub fn avg_pool3d_backward_grad_input(grad_output: &Tensor, self_: &Tensor, kern
 /// `baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor`
 pub fn baddbmm(self_: &Tensor, batch1: &Tensor, batch2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
     const OP: &str = "baddbmm";
-    Err(dispatch::no_host(OP))
+    dispatch::admit_host(OP)?;
+    crate::host::baddbmm(self_, batch1, batch2, beta, alpha)
 }
 
 /// `baddbmm.dtype(Tensor self, Tensor batch1, Tensor batch2, ScalarType out_dtype, *, Scalar beta=1, Scalar alpha=1) -> Tensor`

@@ -103,3 +103,94 @@ fn a_dependency_on_a_higher_layer_is_caught() {
     let runtime = &rows["xirang-runtime"];
     assert!(deps.iter().any(|d| rows[d].layer >= runtime.layer || !runtime.may_use.contains(d)));
 }
+
+/// The rows of ARCHITECTURE.md's `| runtime module | may use | what |` table: module -> allowed modules.
+fn module_table() -> BTreeMap<String, BTreeSet<String>> {
+    let text = std::fs::read_to_string(repo_root().join("ARCHITECTURE.md")).unwrap();
+    let head = text.find("| runtime module | may use | what |").expect("ARCHITECTURE.md: the runtime module table");
+    let mut rows = BTreeMap::new();
+    for line in text[head..].lines().skip(2) {
+        if !line.starts_with('|') {
+            break;
+        }
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let ticked = |cell: &str| -> Vec<String> {
+            cell.split('`').enumerate().filter(|(i, _)| i % 2 == 1).map(|(_, s)| s.to_string()).collect()
+        };
+        let name = ticked(cells[1]).into_iter().next().unwrap_or_else(|| panic!("module of {line}"));
+        rows.insert(name, ticked(cells[2]).into_iter().collect());
+    }
+    rows
+}
+
+/// The runtime modules a source text uses: `crate::<module>` paths (and `crate::{a, b}` groups)
+/// outside `//` comments (doc links to higher modules are not uses).
+fn module_uses(src: &str) -> BTreeSet<String> {
+    let code: String = src.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n");
+    let ident = |s: &str| s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect::<String>();
+    let mut out = BTreeSet::new();
+    for (at, _) in code.match_indices("crate::") {
+        let rest = &code[at + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            for item in group[..group.find('}').unwrap_or(group.len())].split(',') {
+                let m = ident(item.trim());
+                if !m.is_empty() {
+                    out.insert(m);
+                }
+            }
+        } else {
+            out.insert(ident(rest));
+        }
+    }
+    out
+}
+
+/// A module's source: `src/<m>.rs`, or every file under `src/<m>/`.
+fn module_source(m: &str) -> String {
+    let src = repo_root().join("adapter-runtime/src");
+    let file = src.join(format!("{m}.rs"));
+    if file.is_file() {
+        return std::fs::read_to_string(file).unwrap();
+    }
+    let mut text = String::new();
+    let mut dirs = vec![src.join(m)];
+    while let Some(d) = dirs.pop() {
+        let mut entries: Vec<_> =
+            std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())).flatten().collect();
+        entries.sort_by_key(|e| e.path());
+        for e in entries {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                text.push_str(&std::fs::read_to_string(p).unwrap());
+            }
+        }
+    }
+    text
+}
+
+#[test]
+fn runtime_modules_use_only_what_architecture_md_allows() {
+    let rows = module_table();
+    assert!(rows.len() >= 10, "{} rows", rows.len());
+    let mut bad = Vec::new();
+    for (m, may_use) in &rows {
+        for used in module_uses(&module_source(m)) {
+            if used != *m && !may_use.contains(&used) {
+                bad.push(format!("adapter-runtime/src/{m}: uses crate::{used}, which its row does not list"));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "the runtime's module map is broken (ARCHITECTURE.md):\n{}", bad.join("\n"));
+}
+
+#[test]
+fn a_module_use_outside_the_row_is_caught() {
+    // the check itself: the tensor naming autograd's type, as it did before the untyped slot
+    let uses = module_uses(
+        "/// see [`crate::profile`]\npub(crate) autograd: Option<Arc<crate::autograd::AutogradMeta>>,\nuse crate::{shape, dtype::DType};",
+    );
+    assert_eq!(uses, ["autograd", "dtype", "shape"].into_iter().map(String::from).collect());
+    assert!(!module_table()["tensor"].contains("autograd"));
+}

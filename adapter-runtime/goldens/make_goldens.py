@@ -1315,6 +1315,44 @@ def build_triangles():
                     attempt(op, b)
 
 
+def build_bias_products():
+    # baddbmm and addmv (native kernels), and addmm with beta 0: a beta of 0 ignores the bias, NaN
+    # included (the "nan_bias" layout); appended after every other builder
+    for dt in FLOATS:
+        for bias_shape, beta, alpha, lay in (([2, 3, 4], 1, 1, "contiguous"), ([4], 0.5, 2, "transposed"),
+                                             ([1, 3, 1], 1, -1, "contiguous"), ([2, 3, 4], 0, 1, "nan_bias"),
+                                             ([], 0, 0.5, "nan_bias")):
+            def b_bmm(dt=dt, bias_shape=bias_shape, beta=beta, alpha=alpha, lay=lay):
+                c = new_case("baddbmm", "matmul", dt, lay)
+                nan = torch.full(bias_shape, float("nan"), dtype=DT[dt]) if lay == "nan_bias" else None
+                bias = tensor_arg(c, bias_shape, dt, value=nan)
+                op_lay = "contiguous" if lay == "nan_bias" else lay
+                a = tensor_arg(c, [2, 3, 5], dt, op_lay)
+                b = tensor_arg(c, [2, 5, 4], dt, op_lay)
+                emit(c, [bias.enc, a.enc, b.enc, scalar_enc(beta), scalar_enc(alpha)],
+                     aten.baddbmm(bias.value, a.value, b.value, beta=beta, alpha=alpha))
+            attempt("baddbmm", b_bmm)
+        for bias_shape, beta, alpha, lay in (([6], 1, 1, "contiguous"), ([1], 0.5, 2, "transposed"),
+                                             ([], 1, -1, "contiguous"), ([6], 0, 1, "nan_bias")):
+            def b_mv(dt=dt, bias_shape=bias_shape, beta=beta, alpha=alpha, lay=lay):
+                c = new_case("addmv", "matmul", dt, lay)
+                nan = torch.full(bias_shape, float("nan"), dtype=DT[dt]) if lay == "nan_bias" else None
+                bias = tensor_arg(c, bias_shape, dt, value=nan)
+                mat = tensor_arg(c, [6, 7], dt, "contiguous" if lay == "nan_bias" else lay)
+                vec = tensor_arg(c, [7], dt)
+                emit(c, [bias.enc, mat.enc, vec.enc, scalar_enc(beta), scalar_enc(alpha)],
+                     aten.addmv(bias.value, mat.value, vec.value, beta=beta, alpha=alpha))
+            attempt("addmv", b_mv)
+
+        def b_mm(dt=dt):
+            c = new_case("addmm", "matmul", dt, "nan_bias")
+            bias = tensor_arg(c, [3, 4], dt, value=torch.full([3, 4], float("nan"), dtype=DT[dt]))
+            a = tensor_arg(c, [3, 5], dt)
+            b = tensor_arg(c, [5, 4], dt)
+            emit(c, [bias.enc, a.enc, b.enc, scalar_enc(0), scalar_enc(1)], aten.addmm(bias.value, a.value, b.value, beta=0))
+        attempt("addmm", b_mm)
+
+
 def main():
     torch.manual_seed(0)
     build_elementwise()
@@ -1327,6 +1365,7 @@ def main():
     build_core()
     build_core_more()
     build_triangles()
+    build_bias_products()
     save_file(tensors, os.path.join(HERE, "cases.safetensors"))
     index = {"torch": torch.__version__, "count": len(cases), "skipped": dict(sorted(skipped.items())), "cases": cases}
     with open(os.path.join(HERE, "index.json"), "w") as f:

@@ -220,6 +220,17 @@ impl Node {
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// The autograd metadata of `t` (the slot `tensor.rs` holds untyped: [`crate::tensor::Attached`];
+/// this module puts only [`AutogradMeta`] in it).
+fn meta(t: &Tensor) -> Option<&AutogradMeta> {
+    t.autograd.as_deref().and_then(|m| m.downcast_ref())
+}
+
+/// [`meta`], shared.
+fn meta_arc(t: &Tensor) -> Option<Arc<AutogradMeta>> {
+    t.autograd.clone().and_then(|m| m.downcast().ok())
+}
+
 impl Tensor {
     /// Whether gradients flow to or through this tensor.
     pub fn requires_grad(&self) -> bool {
@@ -230,7 +241,7 @@ impl Tensor {
     /// Shares storage with `self`.
     pub fn requires_grad_(&self, on: bool) -> Tensor {
         let mut t = self.clone();
-        t.autograd = on.then(|| Arc::new(AutogradMeta::leaf()));
+        t.autograd = if on { Some(Arc::new(AutogradMeta::leaf())) } else { None };
         t
     }
 
@@ -244,22 +255,22 @@ impl Tensor {
 
     /// Whether the tensor is a leaf (requires grad, made by the user rather than recorded).
     pub fn is_leaf(&self) -> bool {
-        self.autograd.as_ref().is_none_or(|m| lock(&m.grad_fn).is_none())
+        meta(self).is_none_or(|m| lock(&m.grad_fn).is_none())
     }
 
     /// The name of the node that produced the tensor (`MmBackward`), if recorded.
     pub fn grad_fn(&self) -> Option<Arc<Node>> {
-        self.autograd.as_ref().and_then(|m| m.grad_fn().map(|(n, _)| n))
+        meta(self).and_then(|m| m.grad_fn().map(|(n, _)| n))
     }
 
     /// The accumulated gradient of a leaf.
     pub fn grad(&self) -> Option<Tensor> {
-        self.autograd.as_ref().and_then(|m| lock(&m.grad).clone())
+        meta(self).and_then(|m| lock(&m.grad).clone())
     }
 
     /// Clears the accumulated gradient (`.grad = None`).
     pub fn zero_grad(&self) {
-        if let Some(m) = &self.autograd {
+        if let Some(m) = meta(self) {
             *lock(&m.grad) = None;
         }
     }
@@ -283,10 +294,10 @@ pub fn any_requires_grad(op: &str, args: &[IValue]) -> bool {
 }
 
 fn edge_of(t: &Tensor) -> Option<(Edge, Vec<usize>, DType)> {
-    let m = t.autograd.as_ref()?;
+    let m = meta_arc(t)?;
     let e = match m.grad_fn() {
         Some((n, i)) => Edge::Node(n, i),
-        None => Edge::Leaf(m.clone()),
+        None => Edge::Leaf(m),
     };
     Some((e, t.sizes().to_vec(), t.dtype()))
 }
@@ -626,7 +637,7 @@ pub fn inplace_begin<O: AtenOps + ?Sized>(
     let Some(IValue::Tensor(self_)) = args.first() else {
         return Err(Error::InvalidArgument(format!("autograd: in-place `{op}` needs `self` as its first argument")));
     };
-    if let Some(m) = &self_.autograd {
+    if let Some(m) = meta(self_) {
         if lock(&m.grad_fn).is_none() {
             return Err(Error::InvalidArgument(format!(
                 "{op}: a leaf Variable that requires grad is being used in an in-place operation."
@@ -655,7 +666,7 @@ pub fn inplace_begin<O: AtenOps + ?Sized>(
             originals.push((i, copy(t)?));
         }
     }
-    Ok(Some(InplacePre { op, node_op, meta: self_.autograd.clone(), originals }))
+    Ok(Some(InplacePre { op, node_op, meta: meta_arc(self_), originals }))
 }
 
 /// After the in-place write: records the node (the functional operator's, over the arguments as
@@ -674,7 +685,7 @@ pub fn inplace_end(pre: InplacePre, args: &[IValue], r: Tensor) -> Result<Tensor
     let Some(IValue::Tensor(out)) = outs.into_iter().next() else {
         return Err(Error::InvalidArgument(format!("autograd: in-place `{}` recorded no result", pre.op)));
     };
-    let Some(new) = out.autograd.as_ref().and_then(|m| m.grad_fn()) else {
+    let Some(new) = meta(&out).and_then(|m| m.grad_fn()) else {
         return Ok(out);
     };
     let m = match pre.meta {
@@ -700,7 +711,7 @@ pub fn grad(o: &dyn Ops, root: &Tensor, inputs: &[Tensor], retain_graph: bool) -
     let r = backward(o, std::slice::from_ref(root), None, retain_graph);
     let out = inputs.iter().map(|t| t.grad()).collect();
     for (t, s) in inputs.iter().zip(saved) {
-        if let Some(m) = &t.autograd {
+        if let Some(m) = meta(t) {
             *lock(&m.grad) = s;
         }
     }

@@ -174,7 +174,8 @@ pub fn unpack_dual(t: &Tensor) -> (Tensor, Option<Tensor>) {
 /// The tangent of `t` at the active level.
 pub fn tangent_of(t: &Tensor) -> Option<Tensor> {
     let (level, _) = active()?;
-    t.tangent.as_ref().filter(|x| x.level == level).map(|x| x.tangent.clone())
+    let x: &Tangent = t.tangent.as_deref()?.downcast_ref()?;
+    (x.level == level).then(|| x.tangent.clone())
 }
 
 /// Whether `t` carries a tangent at the active level.

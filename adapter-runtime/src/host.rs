@@ -592,6 +592,14 @@ pub fn bmm(self_: &Tensor, mat2: &Tensor) -> Result<Tensor> {
 pub fn addmm(self_: &Tensor, mat1: &Tensor, mat2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
     ops::addmm(self_, mat1, mat2, beta, alpha)
 }
+/// xirang-fallback: baddbmm
+pub fn baddbmm(self_: &Tensor, batch1: &Tensor, batch2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
+    ops::baddbmm(self_, batch1, batch2, beta, alpha)
+}
+/// xirang-fallback: addmv
+pub fn addmv(self_: &Tensor, mat: &Tensor, vec: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
+    ops::addmv(self_, mat, vec, beta, alpha)
+}
 
 // ------------------------------------------------------------ reductions
 

@@ -74,14 +74,14 @@ pub struct Opaque {
 
 /// A shareable random generator (`Generator?` arguments).
 #[derive(Debug, Clone)]
-pub struct Generator(pub Arc<Mutex<crate::ops::Generator>>);
+pub struct Generator(pub Arc<Mutex<crate::rng::Generator>>);
 
 impl Generator {
     pub fn new(seed: u64) -> Generator {
-        Generator(Arc::new(Mutex::new(crate::ops::Generator::new(seed))))
+        Generator(Arc::new(Mutex::new(crate::rng::Generator::new(seed))))
     }
     /// Runs `f` with the generator state locked.
-    pub fn with<R>(&self, f: impl FnOnce(&mut crate::ops::Generator) -> R) -> R {
+    pub fn with<R>(&self, f: impl FnOnce(&mut crate::rng::Generator) -> R) -> R {
         match self.0.lock() {
             Ok(mut g) => f(&mut g),
             Err(poisoned) => f(&mut poisoned.into_inner()),

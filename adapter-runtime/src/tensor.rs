@@ -114,13 +114,20 @@ pub struct Tensor {
     pub(crate) strides: shape::Dims,
     pub(crate) offset: usize,
     pub(crate) dtype: DType,
-    /// Autograd metadata (`None`: does not require grad). Shared by clones of this handle, not
-    /// by views made with the methods below (views recorded by autograd get their own).
-    pub(crate) autograd: Option<Arc<crate::autograd::AutogradMeta>>,
-    /// Forward-mode tangent (`None`: not dual). Shared by clones of this handle, not by views made
-    /// with the methods below (see `forward_ad`).
-    pub(crate) tangent: Option<Arc<crate::forward_ad::Tangent>>,
+    /// Autograd metadata (`None`: does not require grad; `autograd::AutogradMeta`, which only
+    /// `autograd` reads and writes). Shared by clones of this handle, not by views made with the
+    /// methods below (views recorded by autograd get their own).
+    pub(crate) autograd: Attached,
+    /// Forward-mode tangent (`None`: not dual; `forward_ad::Tangent`, which only `forward_ad` reads
+    /// and writes). Shared by clones of this handle, not by views made with the methods below.
+    pub(crate) tangent: Attached,
 }
+
+/// What a higher layer attaches to a tensor handle (autograd's metadata, a forward-mode tangent),
+/// untyped here as PyTorch's `TensorImpl` holds an `AutogradMetaInterface`: the autograd engine
+/// depends on `tensor`, `tensor` does not depend on the engine. Each slot has one owner module,
+/// which keeps one type in it and reads it back with `downcast_ref`.
+pub(crate) type Attached = Option<Arc<dyn std::any::Any + Send + Sync>>;
 
 /// The one storage of every undefined tensor.
 fn undefined_storage() -> &'static Arc<StorageImpl> {

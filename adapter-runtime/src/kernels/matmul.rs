@@ -1,4 +1,4 @@
-//! Matrix products: `mm`, `bmm`, `addmm` for float dtypes.
+//! Matrix products: `mm`, `bmm`, `addmm`, `baddbmm`, `addmv` for float dtypes.
 //!
 //! The product itself is `ndarray`'s `general_mat_mul` over matrixmultiply's
 //! packed, cache-blocked, register-blocked kernels (AVX2/FMA picked at run
@@ -112,21 +112,21 @@ fn view<T>(data: &[T], rows: usize, cols: usize, transposed: bool) -> Option<Arr
 fn mapped_product<T: Real>(
     mem: &dyn KernelMemory,
     (oa, ob): (Operand, Operand),
-    bias: Option<(DevicePtr, usize, usize, usize)>,
+    bias: Option<Bias>,
     (alpha, beta): (T, T),
     batch: usize,
     po: DevicePtr,
 ) -> Result<bool> {
     let (n, k, m) = (oa.rows, oa.cols, ob.cols);
     let mut ins = vec![(oa.ptr, batch * n * k), (ob.ptr, batch * k * m)];
-    ins.extend(bias.map(|(p, span, _, _)| (p, span)));
+    ins.extend(bias.map(|b| (b.ptr, b.span)));
     let mut ok = true;
     let ran = super::mapped::<T>(mem, &ins, (po, batch * n * m), |xs, o| {
         for bi in 0..batch {
             let c = &mut o[bi * n * m..(bi + 1) * n * m];
             let keep = match (bias, xs.get(2)) {
-                (Some((_, _, s0, s1)), Some(bv)) => {
-                    init_bias(c, bv, (n, m), (s0, s1), beta);
+                (Some(b), Some(bv)) => {
+                    init_bias(c, &bv[bi * b.strides[0]..], (n, m), (b.strides[1], b.strides[2]), beta);
                     T::ONE
                 }
                 _ => T::ZERO,
@@ -163,7 +163,17 @@ fn check_float(name: &str, a: &Tensor, b: &Tensor) -> Result<DType> {
     Ok(a.dtype())
 }
 
-/// `out = beta * bias + alpha * a @ b` over a batch; `bias` is broadcast to [n, m] (or absent).
+/// A bias operand in device memory: its address, the elements its strides reach, and its strides
+/// broadcast to `[batch, n, m]` (0 where it is broadcast).
+#[derive(Clone, Copy)]
+struct Bias {
+    ptr: DevicePtr,
+    span: usize,
+    strides: [usize; 3],
+}
+
+/// `out = beta * bias + alpha * a @ b` over a batch; `bias` is broadcast to `[batch, n, m]` (or
+/// absent).
 #[allow(clippy::too_many_arguments)]
 fn batched<T: Real>(
     name: &str,
@@ -187,12 +197,13 @@ fn batched<T: Real>(
         return Ok(out);
     }
     // the bias as a broadcast view (no copy): its strides index it inside the kernel
-    let bias = bias.map(|t| t.broadcast_to(&[n, m])).transpose()?;
+    let bias = bias.map(|t| t.broadcast_to(&[batch, n, m])).transpose()?;
     let bias_at = bias
         .as_ref()
-        .map(|t| -> Result<(DevicePtr, usize, usize, usize)> {
+        .map(|t| -> Result<Bias> {
             let span = crate::shape::storage_extent(t.sizes(), t.strides(), 0);
-            Ok((t.data_ptr()?, span, t.strides()[0], t.strides()[1]))
+            let [sb, s0, s1] = [t.strides()[0], t.strides()[1], t.strides()[2]];
+            Ok(Bias { ptr: t.data_ptr()?, span, strides: [sb, s0, s1] })
         })
         .transpose()?;
     let oa = Operand { ptr: if a.numel() > 0 { a.data_ptr()? } else { 0 }, rows: n, cols: k, transposed: ta };
@@ -212,10 +223,11 @@ fn batched<T: Real>(
         let av = load_matrix::<T>(mem, oa, batch, d)?;
         let bv = load_matrix::<T>(mem, ob, batch, d)?;
         let mut c = vec![T::ZERO; batch * n * m];
-        if let Some((pb, span, s0, s1)) = bias_at {
-            let bv = T::load(mem, pb, span, d)?;
+        if let Some(b) = bias_at {
+            let bv = T::load(mem, b.ptr, b.span, d)?;
             for bi in 0..batch {
-                init_bias(&mut c[bi * n * m..(bi + 1) * n * m], &bv, (n, m), (s0, s1), be);
+                let (sb, s0, s1) = (b.strides[0], b.strides[1], b.strides[2]);
+                init_bias(&mut c[bi * n * m..(bi + 1) * n * m], &bv[bi * sb..], (n, m), (s0, s1), be);
             }
         }
         for bi in 0..batch {
@@ -277,4 +289,51 @@ pub fn addmm(self_: &Tensor, mat1: &Tensor, mat2: &Tensor, beta: Scalar, alpha: 
     }
     let (be, al) = (beta.to_f64(), alpha.to_f64());
     with_real!("addmm", d, T => batched::<T>("addmm", mat1, mat2, Some(self_), be, al, 1, (n, k, m), &[n, m]))
+}
+
+/// `baddbmm(self, batch1, batch2, beta, alpha)` = `beta * self + alpha * batch1 @ batch2`, batch by
+/// batch (`self` broadcast to the result). With `beta` 0, `self` is not read (NaN in it is ignored),
+/// as PyTorch: a composition `beta * self + ...` would keep its NaN.
+/// xirang-kernel: baddbmm
+pub fn baddbmm(self_: &Tensor, batch1: &Tensor, batch2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
+    let d = check_float("baddbmm", batch1, batch2)?;
+    if self_.dtype() != d {
+        return unsupported("baddbmm", "an input of another dtype takes the fallback");
+    }
+    let (&[b, n, k], &[b2, k2, m]) = (batch1.sizes(), batch2.sizes()) else {
+        return Err(Error::Shape("baddbmm: batch1 and batch2 must be 3-D tensors".into()));
+    };
+    if b != b2 || k != k2 {
+        return Err(Error::Shape(format!(
+            "Expected size for first two dimensions of batch2 tensor to be: [{b}, {k}] but got: [{b2}, {k2}]."
+        )));
+    }
+    let (be, al) = (beta.to_f64(), alpha.to_f64());
+    with_real!("baddbmm", d, T => batched::<T>("baddbmm", batch1, batch2, Some(self_), be, al, b, (n, k, m), &[b, n, m]))
+}
+
+/// `addmv(self, mat, vec, beta, alpha)` = `beta * self + alpha * mat @ vec`: the product of `mat`
+/// and `vec` as a one-column matrix. With `beta` 0, `self` is not read, as PyTorch.
+/// xirang-kernel: addmv
+pub fn addmv(self_: &Tensor, mat: &Tensor, vec: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
+    let d = check_float("addmv", mat, vec)?;
+    if self_.dtype() != d {
+        return unsupported("addmv", "an input of another dtype takes the fallback");
+    }
+    let (&[n, k], &[k2]) = (mat.sizes(), vec.sizes()) else {
+        return Err(Error::Shape(format!(
+            "vector + matrix @ vector expected, got {}, {}, {}",
+            self_.dim(),
+            mat.dim(),
+            vec.dim()
+        )));
+    };
+    if k != k2 {
+        return Err(Error::Shape(format!("size mismatch, got input ({n}), mat ({n}x{k}), vec ({k2})")));
+    }
+    // `self` is `[n]` (or broadcast to it): a column, as the product's
+    let bias = if self_.dim() == 1 { self_.unsqueeze(1)? } else { self_.clone() };
+    let column = vec.unsqueeze(1)?;
+    let (be, al) = (beta.to_f64(), alpha.to_f64());
+    with_real!("addmv", d, T => batched::<T>("addmv", mat, &column, Some(&bias), be, al, 1, (n, k, 1), &[n]))
 }

@@ -15,7 +15,7 @@
 //!
 //! * [`elementwise`]: arithmetic, comparisons, activations and their
 //!   backward, where, masked_fill, dropout.
-//! * [`matmul`]: mm, bmm, addmm.
+//! * [`matmul`]: mm, bmm, addmm, baddbmm, addmv.
 //! * [`reduce`]: sum, mean, amax.
 //! * [`nn`]: softmax / log_softmax and backward, layer norm and backward,
 //!   embedding and dense backward, nll_loss and mse_loss forward/backward.

@@ -1,4 +1,4 @@
-//! Matrix products: mm, bmm, addmm, matmul (with batch broadcasting).
+//! Matrix products: mm, bmm, addmm, baddbmm, addmv, matmul (with batch broadcasting).
 
 use rayon::prelude::*;
 
@@ -117,13 +117,48 @@ pub fn bmm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// `torch.addmm(input, m1, m2, beta, alpha)` = `beta*input + alpha*(m1@m2)`;
 /// with `beta == 0` the input is ignored (NaN in it does not propagate).
 pub fn addmm(input: &Tensor, m1: &Tensor, m2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
-    let prod = mm(m1, m2)?;
-    let d = same_dtype("addmm", input, &prod)?;
-    on_host1("addmm", &[input, &prod], |h| {
+    add_product("addmm", input, mm(m1, m2)?, beta, alpha)
+}
+
+/// `torch.baddbmm(input, b1, b2, beta, alpha)` = `beta*input + alpha*(b1@b2)`, batch by batch;
+/// with `beta == 0` the input is ignored.
+pub fn baddbmm(input: &Tensor, b1: &Tensor, b2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
+    add_product("baddbmm", input, bmm(b1, b2)?, beta, alpha)
+}
+
+/// `torch.addmv(input, mat, vec, beta, alpha)` = `beta*input + alpha*(mat@vec)`; with `beta == 0`
+/// the input is ignored.
+pub fn addmv(input: &Tensor, mat: &Tensor, vec: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
+    if mat.dim() != 2 || vec.dim() != 1 {
+        return shape_err(format!(
+            "vector + matrix @ vector expected, got {}, {}, {}",
+            input.dim(),
+            mat.dim(),
+            vec.dim()
+        ));
+    }
+    if mat.sizes()[1] != vec.sizes()[0] {
+        return shape_err(format!(
+            "size mismatch, got input ({}), mat ({}x{}), vec ({})",
+            mat.sizes()[0],
+            mat.sizes()[0],
+            mat.sizes()[1],
+            vec.sizes()[0]
+        ));
+    }
+    let prod = mm(mat, &vec.unsqueeze(1)?)?.squeeze_dim(1)?;
+    add_product("addmv", input, prod, beta, alpha)
+}
+
+/// `beta * input + alpha * prod`, `input` broadcast to the product's shape; with `beta == 0` the
+/// input is not read (PyTorch's rule for the BLAS-style operators).
+fn add_product(name: &'static str, input: &Tensor, prod: Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
+    let d = same_dtype(name, input, &prod)?;
+    on_host1(name, &[input, &prod], |h| {
         let shape = prod.sizes().to_vec();
         let inp = h[0].broadcast_to(&shape).map_err(|_| {
             crate::error::Error::Shape(format!(
-                "addmm: input of shape {:?} does not broadcast to {:?}",
+                "{name}: input of shape {:?} does not broadcast to {:?}",
                 h[0].sizes(),
                 shape
             ))
