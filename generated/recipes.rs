@@ -141,7 +141,7 @@ pub fn addcmul<O: AtenOps + ?Sized>(o: &O, self_: &Tensor, tensor1: &Tensor, ten
 
 /// `addmm` = `p = mm(mat1, mat2); add.Tensor(mul.Scalar(self, beta), p, alpha)`
 ///
-/// beta * self + alpha * (mat1 @ mat2)
+/// beta * self + alpha * (mat1 @ mat2); unlike PyTorch, beta 0 keeps NaN or inf of self (the recipe language has no conditional): a native kernel gets it right
 ///
 /// Estimated cost: 3 launches, ~8 x N elements moved (N = elements of the largest input).
 /// Not chosen: `p = mm(mat1, mat2); s = mul.Scalar(self, beta); add.Tensor(s, mul.Scalar(p, alpha))` (4 launches, ~10 x N elements moved (N = elements of the largest input)).
@@ -154,6 +154,8 @@ pub fn addmm<O: AtenOps + ?Sized>(o: &O, self_: &Tensor, mat1: &Tensor, mat2: &T
 
 /// `addmv` = `p = mv(mat, vec); add.Tensor(mul.Scalar(self, beta), p, alpha)`
 ///
+/// unlike PyTorch, beta 0 keeps NaN or inf of self: a native kernel gets it right
+///
 /// Estimated cost: 3 launches, ~8 x N elements moved (N = elements of the largest input).
 pub fn addmv<O: AtenOps + ?Sized>(o: &O, self_: &Tensor, mat: &Tensor, vec: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
     let t1 = aten::mv(o, mat, vec)?;
@@ -163,6 +165,8 @@ pub fn addmv<O: AtenOps + ?Sized>(o: &O, self_: &Tensor, mat: &Tensor, vec: &Ten
 }
 
 /// `baddbmm` = `p = bmm(batch1, batch2); add.Tensor(mul.Scalar(self, beta), p, alpha)`
+///
+/// unlike PyTorch, beta 0 keeps NaN or inf of self (attention code calls baddbmm(empty, q, k, beta=0)): a native kernel gets it right
 ///
 /// Estimated cost: 3 launches, ~8 x N elements moved (N = elements of the largest input).
 pub fn baddbmm<O: AtenOps + ?Sized>(o: &O, self_: &Tensor, batch1: &Tensor, batch2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
