@@ -168,6 +168,12 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
   return fill_scalar(self, value.item());
 }
 
+// zero_ is fill_ with 0, as PyTorch's CPU and CUDA kernels are (factories such as torch.zeros and
+// zeros_like call it: without it they ran PyTorch's CPU kernel through the counted fallback).
+at::Tensor& zero_(at::Tensor& self) {
+  return fill_scalar(self, 0);
+}
+
 }  // namespace
 
 }  // namespace xirang
@@ -189,4 +195,5 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_", TORCH_FN(xirang::set_empty));
   m.impl("fill_.Scalar", TORCH_FN(xirang::fill_scalar));
   m.impl("fill_.Tensor", TORCH_FN(xirang::fill_tensor));
+  m.impl("zero_", TORCH_FN(xirang::zero_));
 }

@@ -12,6 +12,24 @@ def same(fn, *cpu_args):
     torch.testing.assert_close(fn(*dev).cpu(), fn(*cpu_args))
 
 
+def test_factories_and_fills_run_on_the_device():
+    # torch.zeros / zeros_like call zero_, torch.ones / full call fill_: the shim's kernels, never
+    # PyTorch's CPU kernels through the fallback; a strided view is filled through its strides
+    xirang.reset_fallback_counts()
+    z = torch.zeros(3, 4, device="xirang")
+    o = torch.ones(2, 3, device="xirang", dtype=torch.int64)
+    f = torch.full((2, 2), 7.5, device="xirang")
+    zl = torch.zeros_like(f)
+    base = torch.ones(4, 5, device="xirang")
+    base.t()[1:, ::2].zero_()
+    want = torch.ones(4, 5)
+    want.t()[1:, ::2].zero_()
+    assert z.cpu().eq(0).all() and o.cpu().eq(1).all() and f.cpu().eq(7.5).all() and zl.cpu().eq(0).all()
+    torch.testing.assert_close(base.cpu(), want)
+    fell_back = {k for k, v in xirang.fallback_counts().items() if v["fallback"]}
+    assert not fell_back & {"zero_", "fill_.Scalar", "fill_.Tensor"}, fell_back
+
+
 def test_non_contiguous():
     c = torch.randn(6, 8)
     same(lambda t: t.t() * 3, c)
