@@ -23,8 +23,10 @@ Writes, next to this script:
   gradient gets zeros).
 
 ``tests/serial/autograd_goldens.rs`` records each case through the engine on the simulated device, runs
-backward with the upstream gradients and compares every input's gradient. Deterministic: fixed
-seeds; re-running with the same torch version gives identical files.
+backward with the upstream gradients and compares every input's gradient. Deterministic inputs
+(fixed seeds, one generator per block of cases); the expected gradients move in their last bits with
+the CPU's vector unit, as ``make_goldens.py`` says (4 of 3,099 tensors on an AVX-512 machine with
+``ATEN_CPU_CAPABILITY=avx2``): when cases are added, keep the committed tensors and merge the new ones in.
 """
 
 import json
@@ -515,58 +517,23 @@ def build(op, cls, layout, spec, dt):
 
 
 def main():
-    mg.gen = torch.Generator().manual_seed(20240601)
     mg.tensors = {}
     torch.manual_seed(0)
-    for dt in DTYPES:
-        for op, cls, layout, spec in specs():
-            n = len(mg.tensors)
-            try:
-                build(op, cls, layout, spec, dt)
-            except (RuntimeError, TypeError, NotImplementedError) as e:
-                for k in list(mg.tensors)[n:]:
-                    del mg.tensors[k]
-                skipped.append(f"{op} {dt} {layout}: {str(e).splitlines()[0]}")
-    mg.gen = torch.Generator().manual_seed(20261201)
-    for dt in DTYPES:
-        for op, cls, layout, spec in extra_specs():
-            n = len(mg.tensors)
-            try:
-                build(op, cls, layout, spec, dt)
-            except (RuntimeError, TypeError, NotImplementedError) as e:
-                for k in list(mg.tensors)[n:]:
-                    del mg.tensors[k]
-                skipped.append(f"{op} {dt} {layout}: {str(e).splitlines()[0]}")
-    mg.gen = torch.Generator().manual_seed(20261202)
-    for dt in DTYPES:
-        for op, cls, layout, spec in kink_specs():
-            n = len(mg.tensors)
-            try:
-                build(op, cls, layout, spec, dt)
-            except (RuntimeError, TypeError, NotImplementedError) as e:
-                for k in list(mg.tensors)[n:]:
-                    del mg.tensors[k]
-                skipped.append(f"{op} {dt} {layout}: {str(e).splitlines()[0]}")
-    mg.gen = torch.Generator().manual_seed(20261203)
-    for dt in DTYPES:
-        for op, cls, layout, spec in view_specs():
-            n = len(mg.tensors)
-            try:
-                build(op, cls, layout, spec, dt)
-            except (RuntimeError, TypeError, NotImplementedError) as e:
-                for k in list(mg.tensors)[n:]:
-                    del mg.tensors[k]
-                skipped.append(f"{op} {dt} {layout}: {str(e).splitlines()[0]}")
-    mg.gen = torch.Generator().manual_seed(20261205)
-    for dt in DTYPES:
-        for op, cls, layout, spec in triangle_specs():
-            n = len(mg.tensors)
-            try:
-                build(op, cls, layout, spec, dt)
-            except (RuntimeError, TypeError, NotImplementedError) as e:
-                for k in list(mg.tensors)[n:]:
-                    del mg.tensors[k]
-                skipped.append(f"{op} {dt} {layout}: {str(e).splitlines()[0]}")
+    # each block draws from a generator of its own, so a block added at the end leaves the inputs of
+    # the cases before it as they were
+    blocks = [(20240601, specs), (20261201, extra_specs), (20261202, kink_specs), (20261203, view_specs),
+              (20261205, triangle_specs)]
+    for seed, block in blocks:
+        mg.gen = torch.Generator().manual_seed(seed)
+        for dt in DTYPES:
+            for op, cls, layout, spec in block():
+                n = len(mg.tensors)
+                try:
+                    build(op, cls, layout, spec, dt)
+                except (RuntimeError, TypeError, NotImplementedError) as e:
+                    for k in list(mg.tensors)[n:]:
+                        del mg.tensors[k]
+                    skipped.append(f"{op} {dt} {layout}: {str(e).splitlines()[0]}")
     save_file(mg.tensors, os.path.join(HERE, "autograd_cases.safetensors"))
     with open(os.path.join(HERE, "autograd_index.json"), "w") as f:
         f.write('{"torch": %s, "count": %d, "skipped": %s, "cases": [\n' % (
