@@ -202,8 +202,7 @@ fn batched<T: Real>(
         .as_ref()
         .map(|t| -> Result<Bias> {
             let span = crate::shape::storage_extent(t.sizes(), t.strides(), 0);
-            let [sb, s0, s1] = [t.strides()[0], t.strides()[1], t.strides()[2]];
-            Ok(Bias { ptr: t.data_ptr()?, span, strides: [sb, s0, s1] })
+            Ok(Bias { ptr: t.data_ptr()?, span, strides: [t.strides()[0], t.strides()[1], t.strides()[2]] })
         })
         .transpose()?;
     let oa = Operand { ptr: if a.numel() > 0 { a.data_ptr()? } else { 0 }, rows: n, cols: k, transposed: ta };
@@ -225,8 +224,8 @@ fn batched<T: Real>(
         let mut c = vec![T::ZERO; batch * n * m];
         if let Some(b) = bias_at {
             let bv = T::load(mem, b.ptr, b.span, d)?;
+            let [sb, s0, s1] = b.strides;
             for bi in 0..batch {
-                let (sb, s0, s1) = (b.strides[0], b.strides[1], b.strides[2]);
                 init_bias(&mut c[bi * n * m..(bi + 1) * n * m], &bv[bi * sb..], (n, m), (s0, s1), be);
             }
         }
