@@ -4,12 +4,13 @@
 // where PyTorch has no composite kernel. Compiled into the torch-xirang package's shim
 // (adapter-runtime/torch-xirang/csrc/boxed.cpp holds the kernel).
 //
-// Registered: 509 (112 native kernel, 244 recipe, 153 functional operators with a
+// Registered: 526 (116 native kernel, 249 recipe, 8 accelerator-only operators
+// the runtime's host tier serves (PyTorch's CPU has no kernel for them), 153 functional operators with a
 // structured delegate that run on the host: their own CPU kernel through the shim's counted fallback,
 // not PyTorch's composite kernel running the out= form on a pre-shaped device output).
 // Left to PyTorch: CompositeImplicitAutograd operators decompose there (0 of the
 // served ones); CompositeExplicitAutograd operators the adapter serves only by recipe or on the
-// host run PyTorch's composite kernel (79); views keep PyTorch's metadata kernels
+// host run PyTorch's composite kernel (85); views keep PyTorch's metadata kernels
 // (5); the shim's own kernels ([bridge] shim of xirang.toml: 3); custom
 // operators (1, not defined in PyTorch's aten library). Every other operator runs
 // PyTorch's CPU kernel through the shim's boxed fallback, counted by the runtime's policy.
@@ -17,8 +18,11 @@
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_addmm_activation", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
+  m.impl("_conv_depthwise2d", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // host tier; PyTorch has only accelerator kernels
+  m.impl("_conv_depthwise2d.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only accelerator kernels
   m.impl("_convert_indices_from_coo_to_csr", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
   m.impl("_convert_indices_from_csr_to_coo", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
+  m.impl("_fused_rms_norm_backward", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // host tier; PyTorch has only accelerator kernels
   m.impl("_linalg_det", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
   m.impl("_linalg_eigh", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
   m.impl("_linalg_slogdet", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
@@ -28,6 +32,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_log_softmax.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("_log_softmax_backward_data", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("_log_softmax_backward_data.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("_masked_scale", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // host tier; PyTorch has only accelerator kernels
   m.impl("_native_batch_norm_legit.no_stats_out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("_scaled_addmm", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
   m.impl("_scaled_grouped_mm_v2", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
@@ -36,6 +41,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_softmax.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("_softmax_backward_data", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("_softmax_backward_data.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("_thnn_fused_gru_cell", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only accelerator kernels
+  m.impl("_thnn_fused_gru_cell_backward", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only accelerator kernels
+  m.impl("_thnn_fused_lstm_cell", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only accelerator kernels
+  m.impl("_thnn_fused_lstm_cell_backward_impl", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only accelerator kernels
   m.impl("_unsafe_view", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; overrides PyTorch's CompositeExplicitAutograd kernel
   m.impl("_upsample_bicubic2d_aa", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
   m.impl("_upsample_bicubic2d_aa_backward", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
@@ -72,6 +81,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addcmul.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("addcmul_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("addmm", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
+  m.impl("addmm.dtype", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // host tier; PyTorch has only accelerator kernels
+  m.impl("addmm.dtype_out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only accelerator kernels
   m.impl("addmm.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("addmm_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("addmv", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
@@ -107,6 +118,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("avg_pool3d.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("avg_pool3d_backward", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
   m.impl("baddbmm", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
+  m.impl("baddbmm.dtype", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // host tier; PyTorch has only accelerator kernels
+  m.impl("baddbmm.dtype_out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only accelerator kernels
   m.impl("baddbmm.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("baddbmm_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("bitwise_and.Scalar", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; overrides PyTorch's CompositeExplicitAutograd kernel
@@ -127,6 +140,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("bitwise_xor.Tensor_out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("bitwise_xor_.Tensor", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("bmm", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
+  m.impl("bmm.dtype", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // host tier; PyTorch has only accelerator kernels
+  m.impl("bmm.dtype_out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only accelerator kernels
   m.impl("bmm.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("cat", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("cat.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
@@ -147,6 +162,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("clamp_min_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("clone", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; overrides PyTorch's CompositeExplicitAutograd kernel
   m.impl("col2im.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("conv_depthwise3d", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // host tier; PyTorch has only accelerator kernels
   m.impl("copysign.Tensor", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
   m.impl("cos", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("cos.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
@@ -339,6 +355,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("minimum.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("mish", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
   m.impl("mm", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
+  m.impl("mm.dtype", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // host tier; PyTorch has only accelerator kernels
+  m.impl("mm.dtype_out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only accelerator kernels
   m.impl("mm.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("mse_loss", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("mse_loss.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels

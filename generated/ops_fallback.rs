@@ -13,16 +13,23 @@ pub static HOST_OPERATORS: &[&str] = &[
     "_adaptive_avg_pool2d_backward",
     "_adaptive_avg_pool3d",
     "_cdist_forward",
+    "_conv_depthwise2d",
     "_embedding_bag",
+    "_fused_rms_norm_backward",
     "_local_scalar_dense",
     "_log_softmax",
     "_log_softmax_backward_data",
+    "_masked_scale",
     "_native_batch_norm_legit",
     "_native_batch_norm_legit.no_stats",
     "_native_batch_norm_legit_no_training",
     "_pdist_forward",
     "_softmax",
     "_softmax_backward_data",
+    "_thnn_fused_gru_cell",
+    "_thnn_fused_gru_cell_backward",
+    "_thnn_fused_lstm_cell",
+    "_thnn_fused_lstm_cell_backward_impl",
     "_to_copy",
     "_unsafe_view",
     "abs",
@@ -35,6 +42,7 @@ pub static HOST_OPERATORS: &[&str] = &[
     "add_.Scalar",
     "add_.Tensor",
     "addmm",
+    "addmm.dtype",
     "addmv",
     "alias",
     "amax",
@@ -56,6 +64,7 @@ pub static HOST_OPERATORS: &[&str] = &[
     "avg_pool2d_backward",
     "avg_pool3d",
     "baddbmm",
+    "baddbmm.dtype",
     "bitwise_and.Scalar",
     "bitwise_and.Tensor",
     "bitwise_not",
@@ -64,6 +73,7 @@ pub static HOST_OPERATORS: &[&str] = &[
     "bitwise_xor.Scalar",
     "bitwise_xor.Tensor",
     "bmm",
+    "bmm.dtype",
     "cat",
     "ceil",
     "clamp",
@@ -71,6 +81,7 @@ pub static HOST_OPERATORS: &[&str] = &[
     "clone",
     "col2im",
     "constant_pad_nd",
+    "conv_depthwise3d",
     "convolution",
     "convolution_backward",
     "copy",
@@ -145,6 +156,7 @@ pub static HOST_OPERATORS: &[&str] = &[
     "min.dim",
     "minimum",
     "mm",
+    "mm.dtype",
     "mm.out",
     "mse_loss",
     "mse_loss_backward",
@@ -652,7 +664,8 @@ pub fn _conj_physical_out(self_: &Tensor, out: &mut Tensor) -> Result<Tensor> {
 /// `_conv_depthwise2d(Tensor self, Tensor weight, SymInt[2] kernel_size, Tensor? bias, SymInt[2] stride, SymInt[2] padding, SymInt[2] dilation) -> Tensor`
 pub fn _conv_depthwise2d(self_: &Tensor, weight: &Tensor, kernel_size: &[i64], bias: Option<&Tensor>, stride: &[i64], padding: &[i64], dilation: &[i64]) -> Result<Tensor> {
     const OP: &str = "_conv_depthwise2d";
-    Err(dispatch::no_host(OP))
+    dispatch::admit_accelerator_only_host(OP)?;
+    crate::host::_conv_depthwise2d(self_, weight, kernel_size, bias, stride, padding, dilation)
 }
 
 /// `_conv_depthwise2d.out(Tensor self, Tensor weight, SymInt[2] kernel_size, Tensor? bias, SymInt[2] stride, SymInt[2] padding, SymInt[2] dilation, *, Tensor(a!) out) -> Tensor(a!)`
@@ -2669,7 +2682,8 @@ pub fn _fused_moving_avg_obs_fq_helper_functional(self_: &Tensor, observer_on: &
 /// `_fused_rms_norm_backward(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor rstd, Tensor? weight, bool[2] output_mask) -> (Tensor, Tensor)`
 pub fn _fused_rms_norm_backward(grad_out: &Tensor, input: &Tensor, normalized_shape: &[i64], rstd: &Tensor, weight: Option<&Tensor>, output_mask: &[bool]) -> Result<(Tensor, Tensor)> {
     const OP: &str = "_fused_rms_norm_backward";
-    Err(dispatch::no_host(OP))
+    dispatch::admit_accelerator_only_host(OP)?;
+    crate::host::_fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, output_mask)
 }
 
 /// `_fused_sdp_choice(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> int`
@@ -3050,7 +3064,8 @@ pub fn _make_per_tensor_quantized_tensor_out(self_: &Tensor, scale: f64, zero_po
 /// `_masked_scale(Tensor self, Tensor mask, float scale) -> Tensor`
 pub fn _masked_scale(self_: &Tensor, mask: &Tensor, scale: f64) -> Result<Tensor> {
     const OP: &str = "_masked_scale";
-    Err(dispatch::no_host(OP))
+    dispatch::admit_accelerator_only_host(OP)?;
+    crate::host::_masked_scale(self_, mask, scale)
 }
 
 /// `_masked_scale.out(Tensor self, Tensor mask, float scale, *, Tensor(a!) out) -> Tensor(a!)`
@@ -4244,7 +4259,8 @@ pub fn _test_warn_in_autograd_out(self_: &Tensor, out: &mut Tensor) -> Result<Te
 /// `_thnn_fused_gru_cell(Tensor input_gates, Tensor hidden_gates, Tensor hx, Tensor? input_bias=None, Tensor? hidden_bias=None) -> (Tensor, Tensor)`
 pub fn _thnn_fused_gru_cell(input_gates: &Tensor, hidden_gates: &Tensor, hx: &Tensor, input_bias: Option<&Tensor>, hidden_bias: Option<&Tensor>) -> Result<(Tensor, Tensor)> {
     const OP: &str = "_thnn_fused_gru_cell";
-    Err(dispatch::no_host(OP))
+    dispatch::admit_accelerator_only_host(OP)?;
+    crate::host::_thnn_fused_gru_cell(input_gates, hidden_gates, hx, input_bias, hidden_bias)
 }
 
 /// `_thnn_fused_gru_cell.out(Tensor input_gates, Tensor hidden_gates, Tensor hx, Tensor? input_bias=None, Tensor? hidden_bias=None, *, Tensor(a!) out0, Tensor(b!) out1) -> (Tensor(a!), Tensor(b!))`
@@ -4256,7 +4272,8 @@ pub fn _thnn_fused_gru_cell_out(input_gates: &Tensor, hidden_gates: &Tensor, hx:
 /// `_thnn_fused_gru_cell_backward(Tensor grad_hy, Tensor workspace, bool has_bias) -> (Tensor, Tensor, Tensor, Tensor, Tensor)`
 pub fn _thnn_fused_gru_cell_backward(grad_hy: &Tensor, workspace: &Tensor, has_bias: bool) -> Result<(Tensor, Tensor, Tensor, Tensor, Tensor)> {
     const OP: &str = "_thnn_fused_gru_cell_backward";
-    Err(dispatch::no_host(OP))
+    dispatch::admit_accelerator_only_host(OP)?;
+    crate::host::_thnn_fused_gru_cell_backward(grad_hy, workspace, has_bias)
 }
 
 /// `_thnn_fused_gru_cell_backward.out(Tensor grad_hy, Tensor workspace, bool has_bias, *, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2, Tensor(d!) out3, Tensor(e!) out4) -> (Tensor(a!), Tensor(b!), Tensor(c!), Tensor(d!), Tensor(e!))`
@@ -4268,7 +4285,8 @@ pub fn _thnn_fused_gru_cell_backward_out(grad_hy: &Tensor, workspace: &Tensor, h
 /// `_thnn_fused_lstm_cell(Tensor input_gates, Tensor hidden_gates, Tensor cx, Tensor? input_bias=None, Tensor? hidden_bias=None) -> (Tensor, Tensor, Tensor)`
 pub fn _thnn_fused_lstm_cell(input_gates: &Tensor, hidden_gates: &Tensor, cx: &Tensor, input_bias: Option<&Tensor>, hidden_bias: Option<&Tensor>) -> Result<(Tensor, Tensor, Tensor)> {
     const OP: &str = "_thnn_fused_lstm_cell";
-    Err(dispatch::no_host(OP))
+    dispatch::admit_accelerator_only_host(OP)?;
+    crate::host::_thnn_fused_lstm_cell(input_gates, hidden_gates, cx, input_bias, hidden_bias)
 }
 
 /// `_thnn_fused_lstm_cell.out(Tensor input_gates, Tensor hidden_gates, Tensor cx, Tensor? input_bias=None, Tensor? hidden_bias=None, *, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), Tensor(c!))`
@@ -4280,7 +4298,8 @@ pub fn _thnn_fused_lstm_cell_out(input_gates: &Tensor, hidden_gates: &Tensor, cx
 /// `_thnn_fused_lstm_cell_backward_impl(Tensor? grad_hy, Tensor? grad_cy, Tensor cx, Tensor cy, Tensor workspace, bool has_bias) -> (Tensor, Tensor, Tensor)`
 pub fn _thnn_fused_lstm_cell_backward_impl(grad_hy: Option<&Tensor>, grad_cy: Option<&Tensor>, cx: &Tensor, cy: &Tensor, workspace: &Tensor, has_bias: bool) -> Result<(Tensor, Tensor, Tensor)> {
     const OP: &str = "_thnn_fused_lstm_cell_backward_impl";
-    Err(dispatch::no_host(OP))
+    dispatch::admit_accelerator_only_host(OP)?;
+    crate::host::_thnn_fused_lstm_cell_backward_impl(grad_hy, grad_cy, cx, cy, workspace, has_bias)
 }
 
 /// `_thnn_fused_lstm_cell_backward_impl.out(Tensor? grad_hy, Tensor? grad_cy, Tensor cx, Tensor cy, Tensor workspace, bool has_bias, *, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), Tensor(c!))`
@@ -4994,7 +5013,8 @@ pub fn addmm(self_: &Tensor, mat1: &Tensor, mat2: &Tensor, beta: Scalar, alpha: 
 /// `addmm.dtype(Tensor self, Tensor mat1, Tensor mat2, ScalarType out_dtype, *, Scalar beta=1, Scalar alpha=1) -> Tensor`
 pub fn addmm_dtype(self_: &Tensor, mat1: &Tensor, mat2: &Tensor, out_dtype: DType, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
     const OP: &str = "addmm.dtype";
-    Err(dispatch::no_host(OP))
+    dispatch::admit_accelerator_only_host(OP)?;
+    crate::host::addmm_dtype(self_, mat1, mat2, out_dtype, beta, alpha)
 }
 
 /// `addmm.dtype_out(Tensor self, Tensor mat1, Tensor mat2, ScalarType out_dtype, *, Scalar beta=1, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)`
@@ -5477,7 +5497,8 @@ pub fn baddbmm(self_: &Tensor, batch1: &Tensor, batch2: &Tensor, beta: Scalar, a
 /// `baddbmm.dtype(Tensor self, Tensor batch1, Tensor batch2, ScalarType out_dtype, *, Scalar beta=1, Scalar alpha=1) -> Tensor`
 pub fn baddbmm_dtype(self_: &Tensor, batch1: &Tensor, batch2: &Tensor, out_dtype: DType, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
     const OP: &str = "baddbmm.dtype";
-    Err(dispatch::no_host(OP))
+    dispatch::admit_accelerator_only_host(OP)?;
+    crate::host::baddbmm_dtype(self_, batch1, batch2, out_dtype, beta, alpha)
 }
 
 /// `baddbmm.dtype_out(Tensor self, Tensor batch1, Tensor batch2, ScalarType out_dtype, *, Scalar beta=1, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)`
@@ -6031,7 +6052,8 @@ pub fn bmm(self_: &Tensor, mat2: &Tensor) -> Result<Tensor> {
 /// `bmm.dtype(Tensor self, Tensor mat2, ScalarType out_dtype) -> Tensor`
 pub fn bmm_dtype(self_: &Tensor, mat2: &Tensor, out_dtype: DType) -> Result<Tensor> {
     const OP: &str = "bmm.dtype";
-    Err(dispatch::no_host(OP))
+    dispatch::admit_accelerator_only_host(OP)?;
+    crate::host::bmm_dtype(self_, mat2, out_dtype)
 }
 
 /// `bmm.dtype_out(Tensor self, Tensor mat2, ScalarType out_dtype, *, Tensor(a!) out) -> Tensor(a!)`
@@ -6386,7 +6408,8 @@ pub fn constant_pad_nd_out(self_: &Tensor, pad: &[i64], value: Scalar, out: &mut
 /// `conv_depthwise3d(Tensor self, Tensor weight, SymInt[3] kernel_size, Tensor? bias, SymInt[3] stride, SymInt[3] padding, SymInt[3] dilation) -> Tensor`
 pub fn conv_depthwise3d(self_: &Tensor, weight: &Tensor, kernel_size: &[i64], bias: Option<&Tensor>, stride: &[i64], padding: &[i64], dilation: &[i64]) -> Result<Tensor> {
     const OP: &str = "conv_depthwise3d";
-    Err(dispatch::no_host(OP))
+    dispatch::admit_accelerator_only_host(OP)?;
+    crate::host::conv_depthwise3d(self_, weight, kernel_size, bias, stride, padding, dilation)
 }
 
 /// `conv_depthwise3d.out(Tensor self, Tensor weight, SymInt[3] kernel_size, Tensor? bias, SymInt[3] stride, SymInt[3] padding, SymInt[3] dilation, *, Tensor(a!) out) -> Tensor(a!)`
@@ -10174,7 +10197,8 @@ pub fn mm(self_: &Tensor, mat2: &Tensor) -> Result<Tensor> {
 /// `mm.dtype(Tensor self, Tensor mat2, ScalarType out_dtype) -> Tensor`
 pub fn mm_dtype(self_: &Tensor, mat2: &Tensor, out_dtype: DType) -> Result<Tensor> {
     const OP: &str = "mm.dtype";
-    Err(dispatch::no_host(OP))
+    dispatch::admit_accelerator_only_host(OP)?;
+    crate::host::mm_dtype(self_, mat2, out_dtype)
 }
 
 /// `mm.dtype_out(Tensor self, Tensor mat2, ScalarType out_dtype, *, Tensor(a!) out) -> Tensor(a!)`

@@ -442,6 +442,14 @@ pub fn admit_host(op: &'static str) -> Result<()> {
     admit_fallback(op)
 }
 
+/// [`admit_host`] for an operator PyTorch has kernels for only on accelerators (no CPU kernel): an
+/// embedding application has no CPU kernel to run it on, so the runtime's host implementation runs
+/// even in [`HostFallback::Decline`] mode, counted and under the policy like any fallback.
+pub fn admit_accelerator_only_host(op: &'static str) -> Result<()> {
+    mark(Tier::Fallback);
+    admit_fallback(op)
+}
+
 /// The error of the CPU-fallback tier for an operator without a host reference implementation
 /// (marks the tier as [`admit_host`] does; the policy is not consulted: nothing runs).
 pub fn no_host(op: &'static str) -> Error {

@@ -1613,3 +1613,288 @@ pub fn upsample_bilinear2d_vec(
     let scales = scale_factors;
     ops::upsample_bilinear2d(input, output_size, align_corners, scales)
 }
+
+// The fused recurrent cells: PyTorch has no CPU kernel for them, so this tier is what serves
+// them for operands the device kernels decline (mixed dtypes, host tensors).
+/// Runs `f` on the f64 values of `inputs` copied to the host (absent or undefined ones `None`),
+/// its results placed on the inputs' device.
+fn rnn_cell<const N: usize>(
+    name: &'static str,
+    inputs: &[Option<&Tensor>],
+    f: impl FnOnce(&[Option<Vec<f64>>]) -> Result<[Tensor; N]>,
+) -> Result<[Tensor; N]> {
+    let inputs: Vec<Option<&Tensor>> = inputs.iter().map(|t| t.filter(|t| !t.is_undefined())).collect();
+    let present: Vec<&Tensor> = inputs.iter().flatten().copied().collect();
+    ops::on_host(name, &present, |h| {
+        let mut h = h.iter();
+        let vals = inputs
+            .iter()
+            .map(|t| t.map(|_| h.next().map(Tensor::to_f64_vec).transpose()).transpose().map(Option::flatten))
+            .collect::<Result<Vec<_>>>()?;
+        f(&vals)
+    })
+}
+
+fn v(x: &Option<Vec<f64>>) -> &[f64] {
+    x.as_deref().unwrap_or(&[])
+}
+
+/// xirang-fallback: _thnn_fused_lstm_cell
+pub fn _thnn_fused_lstm_cell(
+    input_gates: &Tensor,
+    hidden_gates: &Tensor,
+    cx: &Tensor,
+    input_bias: Option<&Tensor>,
+    hidden_bias: Option<&Tensor>,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let name = "_thnn_fused_lstm_cell";
+    let (b, h) = ops::rnn::cell_dims(
+        name,
+        4,
+        input_gates.sizes(),
+        hidden_gates.sizes(),
+        cx.sizes(),
+        &[input_bias.map(Tensor::sizes), hidden_bias.map(Tensor::sizes)],
+    )?;
+    let d = input_gates.dtype();
+    ops::require_float(name, d)?;
+    let [hy, cy, ws] =
+        rnn_cell(name, &[Some(input_gates), Some(hidden_gates), Some(cx), input_bias, hidden_bias], |x| {
+            let (hy, cy, ws) =
+                ops::rnn::lstm_cell(b, h, v(&x[0]), v(&x[1]), v(&x[2]), x[3].as_deref(), x[4].as_deref());
+            Ok([
+                Tensor::from_f64(&hy, &[b, h], d)?,
+                Tensor::from_f64(&cy, &[b, h], d)?,
+                Tensor::from_f64(&ws, &[b, 4 * h], d)?,
+            ])
+        })?;
+    Ok((hy, cy, ws))
+}
+
+/// xirang-fallback: _thnn_fused_lstm_cell_backward_impl
+pub fn _thnn_fused_lstm_cell_backward_impl(
+    grad_hy: Option<&Tensor>,
+    grad_cy: Option<&Tensor>,
+    cx: &Tensor,
+    cy: &Tensor,
+    workspace: &Tensor,
+    has_bias: bool,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let name = "_thnn_fused_lstm_cell_backward_impl";
+    let (ghy, gcy) = (grad_hy.filter(|t| !t.is_undefined()), grad_cy.filter(|t| !t.is_undefined()));
+    if ghy.is_none() && gcy.is_none() {
+        return Ok((Tensor::undefined(), Tensor::undefined(), Tensor::undefined()));
+    }
+    let (b, h) = ops::rnn::cell_dims(name, 4, workspace.sizes(), workspace.sizes(), cx.sizes(), &[])?;
+    let d = workspace.dtype();
+    let [gg, gcx, gb] = rnn_cell(name, &[ghy, gcy, Some(cx), Some(cy), Some(workspace)], |x| {
+        let (gg, gcx) =
+            ops::rnn::lstm_cell_backward(b, h, x[0].as_deref(), x[1].as_deref(), v(&x[2]), v(&x[3]), v(&x[4]));
+        let gb = ops::rnn::column_sums(&gg, 4 * h);
+        Ok([
+            Tensor::from_f64(&gg, &[b, 4 * h], d)?,
+            Tensor::from_f64(&gcx, &[b, h], d)?,
+            Tensor::from_f64(&gb, &[4 * h], d)?,
+        ])
+    })?;
+    Ok((gg, gcx, if has_bias { gb } else { Tensor::undefined() }))
+}
+
+/// xirang-fallback: _thnn_fused_gru_cell
+pub fn _thnn_fused_gru_cell(
+    input_gates: &Tensor,
+    hidden_gates: &Tensor,
+    hx: &Tensor,
+    input_bias: Option<&Tensor>,
+    hidden_bias: Option<&Tensor>,
+) -> Result<(Tensor, Tensor)> {
+    let name = "_thnn_fused_gru_cell";
+    let (b, h) = ops::rnn::cell_dims(
+        name,
+        3,
+        input_gates.sizes(),
+        hidden_gates.sizes(),
+        hx.sizes(),
+        &[input_bias.map(Tensor::sizes), hidden_bias.map(Tensor::sizes)],
+    )?;
+    let d = input_gates.dtype();
+    ops::require_float(name, d)?;
+    let [hy, ws] = rnn_cell(name, &[Some(input_gates), Some(hidden_gates), Some(hx), input_bias, hidden_bias], |x| {
+        let (hy, ws) = ops::rnn::gru_cell(b, h, v(&x[0]), v(&x[1]), v(&x[2]), x[3].as_deref(), x[4].as_deref());
+        Ok([Tensor::from_f64(&hy, &[b, h], d)?, Tensor::from_f64(&ws, &[b, 5 * h], d)?])
+    })?;
+    Ok((hy, ws))
+}
+
+/// xirang-fallback: _thnn_fused_gru_cell_backward
+pub fn _thnn_fused_gru_cell_backward(
+    grad_hy: &Tensor,
+    workspace: &Tensor,
+    has_bias: bool,
+) -> Result<(Tensor, Tensor, Tensor, Tensor, Tensor)> {
+    let name = "_thnn_fused_gru_cell_backward";
+    let s = workspace.sizes();
+    if s.len() != 2 || !s[1].is_multiple_of(5) || grad_hy.sizes() != [s[0], s[1] / 5] {
+        return Err(Error::Shape(format!(
+            "{name}: a workspace of shape {s:?} for a gradient of shape {:?}",
+            grad_hy.sizes()
+        )));
+    }
+    let (b, h) = (s[0], s[1] / 5);
+    let d = workspace.dtype();
+    let [gi, gh, ghx, gib, ghb] = rnn_cell(name, &[Some(grad_hy), Some(workspace)], |x| {
+        let (gi, gh, ghx) = ops::rnn::gru_cell_backward(b, h, v(&x[0]), v(&x[1]));
+        let (gib, ghb) = (ops::rnn::column_sums(&gi, 3 * h), ops::rnn::column_sums(&gh, 3 * h));
+        Ok([
+            Tensor::from_f64(&gi, &[b, 3 * h], d)?,
+            Tensor::from_f64(&gh, &[b, 3 * h], d)?,
+            Tensor::from_f64(&ghx, &[b, h], d)?,
+            Tensor::from_f64(&gib, &[3 * h], d)?,
+            Tensor::from_f64(&ghb, &[3 * h], d)?,
+        ])
+    })?;
+    if has_bias { Ok((gi, gh, ghx, gib, ghb)) } else { Ok((gi, gh, ghx, Tensor::undefined(), Tensor::undefined())) }
+}
+
+// Accelerator-only operators (PyTorch has CUDA/XPU kernels and no CPU kernel): the host tier is
+// what serves them for the CPU fallback's part. The bridge registers them (coverage:
+// `device_only`).
+
+fn depthwise(
+    x: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    stride: &[i64],
+    padding: &[i64],
+    dilation: &[i64],
+) -> Result<Tensor> {
+    let groups = *x.sizes().get(1).ok_or_else(|| Error::Shape("depthwise convolution of a 0-d input".into()))?;
+    ops::convolution(x, weight, bias, stride, padding, dilation, false, groups as i64)
+}
+
+/// xirang-fallback: _conv_depthwise2d
+pub fn _conv_depthwise2d(
+    self_: &Tensor,
+    weight: &Tensor,
+    _kernel_size: &[i64],
+    bias: Option<&Tensor>,
+    stride: &[i64],
+    padding: &[i64],
+    dilation: &[i64],
+) -> Result<Tensor> {
+    depthwise(self_, weight, bias, stride, padding, dilation)
+}
+
+/// xirang-fallback: conv_depthwise3d
+pub fn conv_depthwise3d(
+    self_: &Tensor,
+    weight: &Tensor,
+    _kernel_size: &[i64],
+    bias: Option<&Tensor>,
+    stride: &[i64],
+    padding: &[i64],
+    dilation: &[i64],
+) -> Result<Tensor> {
+    depthwise(self_, weight, bias, stride, padding, dilation)
+}
+
+/// `out_dtype` matmuls: the product of the operands cast to `out_dtype` (PyTorch accepts the
+/// inputs' dtype or float32 for float16/bfloat16 inputs).
+fn out_dtype_check(name: &str, a: &Tensor, out_dtype: DType) -> Result<()> {
+    let d = a.dtype();
+    if out_dtype == d || (out_dtype == DType::F32 && matches!(d, DType::F16 | DType::BF16)) {
+        Ok(())
+    } else {
+        Err(Error::DType(format!("{name}: out_dtype must be the same as input dtype or fp32 for fp16/bf16 inputs")))
+    }
+}
+
+/// xirang-fallback: mm.dtype
+pub fn mm_dtype(self_: &Tensor, mat2: &Tensor, out_dtype: DType) -> Result<Tensor> {
+    out_dtype_check("mm.dtype", self_, out_dtype)?;
+    ops::mm(&self_.to_dtype(out_dtype)?, &mat2.to_dtype(out_dtype)?)
+}
+
+/// xirang-fallback: bmm.dtype
+pub fn bmm_dtype(self_: &Tensor, mat2: &Tensor, out_dtype: DType) -> Result<Tensor> {
+    out_dtype_check("bmm.dtype", self_, out_dtype)?;
+    ops::bmm(&self_.to_dtype(out_dtype)?, &mat2.to_dtype(out_dtype)?)
+}
+
+/// xirang-fallback: addmm.dtype
+pub fn addmm_dtype(
+    self_: &Tensor,
+    mat1: &Tensor,
+    mat2: &Tensor,
+    out_dtype: DType,
+    beta: Scalar,
+    alpha: Scalar,
+) -> Result<Tensor> {
+    out_dtype_check("addmm.dtype", mat1, out_dtype)?;
+    let c = |t: &Tensor| t.to_dtype(out_dtype);
+    ops::addmm(&c(self_)?, &c(mat1)?, &c(mat2)?, beta, alpha)
+}
+
+/// xirang-fallback: baddbmm.dtype
+pub fn baddbmm_dtype(
+    self_: &Tensor,
+    batch1: &Tensor,
+    batch2: &Tensor,
+    out_dtype: DType,
+    beta: Scalar,
+    alpha: Scalar,
+) -> Result<Tensor> {
+    out_dtype_check("baddbmm.dtype", batch1, out_dtype)?;
+    let c = |t: &Tensor| t.to_dtype(out_dtype);
+    ops::baddbmm(&c(self_)?, &c(batch1)?, &c(batch2)?, beta, alpha)
+}
+
+/// xirang-fallback: _masked_scale
+pub fn _masked_scale(self_: &Tensor, mask: &Tensor, scale: f64) -> Result<Tensor> {
+    let kept = ops::mul(self_, &mask.to_dtype(self_.dtype())?)?;
+    ops::mul(&kept, Scalar::Float(scale))
+}
+
+/// xirang-fallback: _fused_rms_norm_backward
+pub fn _fused_rms_norm_backward(
+    grad_out: &Tensor,
+    input: &Tensor,
+    normalized_shape: &[i64],
+    rstd: &Tensor,
+    weight: Option<&Tensor>,
+    output_mask: &[bool],
+) -> Result<(Tensor, Tensor)> {
+    let name = "_fused_rms_norm_backward";
+    let k = normalized_shape.len();
+    let sizes = input.sizes().to_vec();
+    if k > sizes.len() || sizes[sizes.len() - k..].iter().zip(normalized_shape).any(|(a, b)| *a as i64 != *b) {
+        return Err(Error::Shape(format!("{name}: normalized shape {normalized_shape:?} does not end {sizes:?}")));
+    }
+    let n: usize = sizes[sizes.len() - k..].iter().product();
+    let m = input.numel().checked_div(n).unwrap_or(0);
+    if rstd.numel() != m || grad_out.sizes() != sizes.as_slice() || weight.is_some_and(|w| w.numel() != n) {
+        return Err(Error::Shape(format!("{name}: rstd, grad_out or weight do not match an input of shape {sizes:?}")));
+    }
+    let d = input.dtype();
+    let mask = |i: usize| output_mask.get(i).copied().unwrap_or(false);
+    let mut ins = vec![grad_out, input, rstd];
+    ins.extend(weight);
+    let [gi, gw] = ops::on_host(name, &ins, |h| {
+        let (g, x, r) = (h[0].to_f64_vec()?, h[1].to_f64_vec()?, h[2].to_f64_vec()?);
+        let w = h.get(3).map(Tensor::to_f64_vec).transpose()?;
+        let wv = |j: usize| w.as_ref().map_or(1.0, |w| w[j]);
+        let (mut gi, mut gw) = (vec![0.0; m * n], vec![0.0; n]);
+        for (row, &rs) in r.iter().enumerate().take(m) {
+            let at = |j: usize| row * n + j;
+            let dot: f64 = (0..n).map(|j| g[at(j)] * wv(j) * x[at(j)]).sum::<f64>() / n as f64;
+            for j in 0..n {
+                gi[at(j)] = rs * (g[at(j)] * wv(j) - x[at(j)] * rs * rs * dot);
+                gw[j] += g[at(j)] * x[at(j)] * rs;
+            }
+        }
+        let wshape: Vec<usize> = sizes[sizes.len() - k..].to_vec();
+        Ok([Tensor::from_f64(&gi, &sizes, d)?, Tensor::from_f64(&gw, &wshape, weight.map_or(d, Tensor::dtype))?])
+    })?;
+    let gw = if mask(1) && weight.is_some() { gw } else { Tensor::undefined() };
+    Ok((if mask(0) { gi } else { Tensor::undefined() }, gw))
+}

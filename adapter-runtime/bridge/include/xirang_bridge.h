@@ -130,6 +130,11 @@ void xirang_result_free(XrResult* out);
 int32_t xirang_read(const XrTensor* src, uint8_t* dst, uint64_t nbytes);
 int32_t xirang_write(const XrTensor* dst, const uint8_t* src, uint64_t nbytes);
 int32_t xirang_copy(const XrTensor* dst, const XrTensor* src);
+/* bytes at a device address of device `index` that no runtime storage handle names (a tensor of
+   at::from_blob over xirang memory, as torch's serialization makes): after the device's queued
+   work, as cudaMemcpy; the driver refuses a range outside its allocations */
+int32_t xirang_read_address(int32_t index, uint64_t addr, uint8_t* dst, uint64_t nbytes);
+int32_t xirang_write_address(int32_t index, uint64_t addr, const uint8_t* src, uint64_t nbytes);
 
 /* devices, streams (c10 stream ids), events (nonzero handles) */
 int32_t xirang_synchronize(int32_t index); /* -2: every device */

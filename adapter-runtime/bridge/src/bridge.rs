@@ -110,6 +110,20 @@ impl Bridge {
         Ok(xirang_runtime::ops::copy_into_view(dst, src)?)
     }
 
+    /// Bytes at a raw device address of device `index` (no storage handle names it), after the
+    /// device's queued work; the driver checks the range against its allocations.
+    pub fn read_address(&self, index: i64, addr: u64, out: &mut [u8]) -> Result<()> {
+        let ctx = self.context(index)?;
+        ctx.synchronize()?;
+        Ok(ctx.driver().memcpy_d2h(ctx.physical_id(), out, addr)?)
+    }
+    /// Writes bytes at a raw device address of device `index`, after the device's queued work.
+    pub fn write_address(&self, index: i64, addr: u64, bytes: &[u8]) -> Result<()> {
+        let ctx = self.context(index)?;
+        ctx.synchronize()?;
+        Ok(ctx.driver().memcpy_h2d(ctx.physical_id(), addr, bytes)?)
+    }
+
     /// The current stream of PyTorch's device `index` for the calling thread.
     pub fn current_stream(&self, index: i64) -> Result<StreamId> {
         Ok(self.context(index)?.current_stream())

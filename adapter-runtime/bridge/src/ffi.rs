@@ -458,6 +458,41 @@ pub unsafe extern "C" fn xirang_copy(dst: *const XrTensor, src: *const XrTensor)
     })
 }
 
+/// Reads `nbytes` at device address `addr` of device `index` (-1: the current one) into `dst`,
+/// after the device's queued work: memory that no storage handle names (`at::from_blob`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_read_address(index: i32, addr: u64, dst: *mut u8, nbytes: u64) -> i32 {
+    guard(|| {
+        let b = get()?;
+        let n = usize::try_from(nbytes).map_err(|_| BridgeError::Abi(format!("{nbytes} bytes")))?;
+        if n == 0 {
+            return Ok(());
+        }
+        if dst.is_null() {
+            return Err(BridgeError::Abi("a null destination".into()));
+        }
+        // SAFETY: header contract: `dst` points at `nbytes` writable bytes.
+        let out = unsafe { std::slice::from_raw_parts_mut(dst, n) };
+        b.read_address(device(index), addr, out)
+    })
+}
+
+/// Writes `nbytes` from `src` to device address `addr` of device `index` (-1: the current one),
+/// after the device's queued work.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_write_address(index: i32, addr: u64, src: *const u8, nbytes: u64) -> i32 {
+    guard(|| {
+        let b = get()?;
+        let n = usize::try_from(nbytes).map_err(|_| BridgeError::Abi(format!("{nbytes} bytes")))?;
+        if n == 0 {
+            return Ok(());
+        }
+        // SAFETY: header contract: `src` points at `nbytes` readable bytes.
+        let bytes = unsafe { slice(src, n) };
+        b.write_address(device(index), addr, bytes)
+    })
+}
+
 /// Waits for every stream of device `index` (-1: the current device; -2: every device).
 #[unsafe(no_mangle)]
 pub extern "C" fn xirang_synchronize(index: i32) -> i32 {

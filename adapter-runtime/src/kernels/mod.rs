@@ -19,6 +19,7 @@
 //! * [`reduce`]: sum, mean, amax.
 //! * [`nn`]: softmax / log_softmax and backward, layer norm and backward,
 //!   embedding and dense backward, nll_loss and mse_loss forward/backward.
+//! * [`rnn`]: the fused LSTM and GRU cells and their backward (no CPU kernel exists for them).
 //! * [`index`]: cat, index_select, gather, tril, triu, the strided copy.
 //! * [`npu_ops`]: the adapter type, its backward hooks, views and `clone`.
 //!
@@ -36,6 +37,7 @@ pub mod matmul;
 pub mod nn;
 pub mod npu_ops;
 pub mod reduce;
+pub mod rnn;
 
 pub use elementwise::*;
 pub use index::*;

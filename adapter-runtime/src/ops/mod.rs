@@ -20,6 +20,7 @@ mod index;
 mod linalg;
 mod nn;
 mod reduce;
+pub mod rnn;
 
 pub use activation_bwd::*;
 pub use core_aten::*;

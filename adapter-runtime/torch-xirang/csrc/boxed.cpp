@@ -346,9 +346,15 @@ at::Tensor result_tensor(const XrTensor& r, c10::ArrayRef<c10::IValue> args) {
   return t;
 }
 
-c10::IValue result_value(const XrValue& v, c10::ArrayRef<c10::IValue> args) {
+// `ret` is the schema's return: a `Tensor` return the runtime left out (a backward whose
+// `output_mask` entry is false, as native_layer_norm_backward's first gradient when the input needs
+// none) is an undefined tensor to PyTorch, never None ("Expected Tensor but got None").
+c10::IValue result_value(const XrValue& v, const c10::Argument& ret, c10::ArrayRef<c10::IValue> args) {
   switch (v.tag) {
     case XR_TAG_NONE:
+      if (ret.real_type()->kind() == c10::TypeKind::TensorType) {
+        return c10::IValue(at::Tensor());
+      }
       return c10::IValue();
     case XR_TAG_TENSOR:
       return result_tensor(*static_cast<const XrTensor*>(v.p), args);
@@ -356,7 +362,8 @@ c10::IValue result_value(const XrValue& v, c10::ArrayRef<c10::IValue> args) {
       std::vector<at::Tensor> ts;
       const auto* xs = static_cast<const XrTensor*>(v.p);
       for (uint64_t i = 0; i < v.len; ++i) {
-        ts.push_back(result_tensor(xs[i], args));
+        // an element the runtime left out (dtype -1, as XrTensor::NONE) is an undefined tensor
+        ts.push_back(xs[i].dtype < 0 && xs[i].alias < 0 ? at::Tensor() : result_tensor(xs[i], args));
       }
       return c10::IValue(ts);
     }
@@ -495,7 +502,7 @@ void boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     TORCH_CHECK(out.len == schema.returns().size(), "xirang: ", name, " returned ", out.len, " values, the schema ",
                 schema.returns().size());
     for (uint64_t i = 0; i < out.len; ++i) {
-      results.push_back(result_value(out.values[i], args));
+      results.push_back(result_value(out.values[i], schema.returns()[i], args));
     }
   } catch (...) {
     xirang_result_free(&out);
@@ -517,7 +524,7 @@ void boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       }
       auto target = args[j].toTensor();
       auto got = results[i].toTensor();
-      if (!got.is_same(target)) {
+      if (got.defined() && !got.is_same(target)) {
         if (target.sizes() != got.sizes()) {
           at::native::resize_output(target, got.sizes());
         }

@@ -88,6 +88,19 @@ XrTensor described(const at::Tensor& t) {
   return d;
 }
 
+// A contiguous xirang tensor over memory no runtime storage handle names: `at::from_blob` over a
+// device address, which torch's serialization makes of a storage (`UntypedStorage._write_file`,
+// the path of `pickle.dumps`). Its bytes move by address; the driver checks the range.
+bool unowned(const at::Tensor& t) {
+  return t.device().type() == kDevice && t.has_storage() && storage_handle(t.storage()) == nullptr &&
+         t.is_contiguous();
+}
+
+uint64_t address(const at::Tensor& t) {
+  return reinterpret_cast<uint64_t>(t.storage().data_ptr().get()) +
+         static_cast<uint64_t>(t.storage_offset()) * t.element_size();
+}
+
 // self (the source) into dst; one of them is on xirang.
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
   TORCH_CHECK(self.device().type() == kDevice || self.is_cpu(), "xirang: copying from ", self.device());
@@ -98,14 +111,26 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   if (dst.is_cpu()) {
     // device -> host: read the source's elements, then PyTorch's CPU copy (broadcast, cast)
     auto tmp = at::empty(self.sizes(), self.options().device(c10::kCPU));
-    auto src = described(self);
-    check(xirang_read(&src, static_cast<uint8_t*>(tmp.data_ptr()), tmp.nbytes()), "copying to the host");
+    if (unowned(self)) {
+      check(xirang_read_address(self.device().index(), address(self), static_cast<uint8_t*>(tmp.data_ptr()),
+                                tmp.nbytes()),
+            "copying to the host");
+    } else {
+      auto src = described(self);
+      check(xirang_read(&src, static_cast<uint8_t*>(tmp.data_ptr()), tmp.nbytes()), "copying to the host");
+    }
     dst.copy_(tmp);
     return dst;
   }
   if (self.is_cpu()) {
     // host -> device: cast and broadcast on the host, then write the elements into dst's view
     auto tmp = self.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+    if (unowned(dst)) {
+      check(xirang_write_address(dst.device().index(), address(dst), static_cast<const uint8_t*>(tmp.const_data_ptr()),
+                                 tmp.nbytes()),
+            "copying to xirang");
+      return dst;
+    }
     auto d = described(dst);
     check(xirang_write(&d, static_cast<const uint8_t*>(tmp.const_data_ptr()), tmp.nbytes()), "copying to xirang");
     return dst;

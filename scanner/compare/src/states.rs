@@ -35,9 +35,7 @@ pub fn states_of(cfg: &LoadedConfig, store: &Store, snap: &PytorchSnapshot) -> R
 /// Whether PyTorch implements `f` only for other devices: no CPU kernel (of any layout) and no
 /// composite kernel, only CUDA, MPS, XPU, ... kernels.
 pub fn foreign(f: &crate::registry::NativeFunction) -> bool {
-    f.composite() == crate::registry::Composite::None
-        && !f.dispatch_keys().is_empty()
-        && !f.dispatch_keys().iter().any(|k| k.contains("CPU") || k.starts_with("Math") || k.starts_with("Composite"))
+    f.device_only()
 }
 
 /// The drift engine's view of a coverage report.

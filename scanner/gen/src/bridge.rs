@@ -45,6 +45,8 @@ pub struct Plan {
     /// Functional operators with a `structured_delegate` that the adapter serves on the host: their
     /// CPU kernel is registered as such (see [`plan`]).
     pub host: usize,
+    /// Accelerator-only operators (no CPU kernel upstream) that the runtime's host tier serves.
+    pub device_host: usize,
 }
 
 #[derive(Template)]
@@ -60,6 +62,7 @@ struct BridgeTemplate<'a> {
     shim: usize,
     custom: usize,
     host: usize,
+    device_host: usize,
 }
 
 /// Decides the registrations from the adapter's coverage. `custom_file`: the custom-operator file's
@@ -75,7 +78,9 @@ pub fn plan(inputs: &Inputs, shim: &[String], custom_file: Option<&crate::error:
         functions.iter().map(|f| (f.func.name.to_string(), f)).collect();
     let mut p = Plan { custom, ..Plan::default() };
     for o in &cov.ops {
-        if !matches!(o.tier, Tier::Native | Tier::Recipe) {
+        // the host tier serves an operator only where PyTorch's CPU has no kernel for it (else the
+        // shim's fallback runs PyTorch's own)
+        if !(matches!(o.tier, Tier::Native | Tier::Recipe) || (o.tier == Tier::Fallback && o.device_only)) {
             continue;
         }
         let base = o.op.split('.').next().unwrap_or(&o.op);
@@ -98,10 +103,14 @@ pub fn plan(inputs: &Inputs, shim: &[String], custom_file: Option<&crate::error:
             p.views += 1;
             continue;
         }
-        let (tier, n) =
-            if o.tier == Tier::Native { ("native kernel", &mut p.native) } else { ("recipe", &mut p.recipe) };
+        let (tier, n) = match o.tier {
+            Tier::Native => ("native kernel", &mut p.native),
+            Tier::Fallback => ("host tier", &mut p.device_host),
+            _ => ("recipe", &mut p.recipe),
+        };
         *n += 1;
         let upstream = match o.upstream {
+            Upstream::Required if o.device_only => "PyTorch has only accelerator kernels",
             Upstream::Required => "PyTorch has only device kernels",
             _ => "overrides PyTorch's CompositeExplicitAutograd kernel",
         };
@@ -155,6 +164,7 @@ pub fn render(inputs: &Inputs, shim: &[String], custom_file: Option<&crate::erro
         shim: p.shim,
         custom: p.custom,
         host: p.host,
+        device_host: p.device_host,
     }
     .render()
     .map(|mut s| {
@@ -187,7 +197,7 @@ mod tests {
         let (p, inputs) = repo_plan(&["copy_", "empty"]);
         let names: Vec<&str> = p.registered.iter().map(|r| r.op.as_str()).collect();
         assert!(names.windows(2).all(|w| w[0] < w[1]), "sorted and unique");
-        assert_eq!(p.registered.len(), p.native + p.recipe + p.host);
+        assert_eq!(p.registered.len(), p.native + p.recipe + p.host + p.device_host);
         // a native kernel of an operator PyTorch has only device kernels for
         assert!(names.contains(&"add.Tensor") && names.contains(&"mm"));
         let by_name = |n: &str| inputs.snapshot.registry.get(n).unwrap_or_else(|| panic!("{n}"));

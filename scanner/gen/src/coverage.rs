@@ -206,6 +206,10 @@ pub struct OpCoverage {
     /// optional inside PyTorch) or `decomposes` (CompositeImplicitAutograd, selected as Core ATen or
     /// by `include`). The standalone runtime, with no PyTorch beneath it, needs all three.
     pub upstream: Upstream,
+    /// PyTorch has kernels for it only on accelerators (no CPU or composite kernel): the CPU
+    /// fallback of an out-of-tree device cannot run it, the adapter's own tiers must.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub device_only: bool,
     /// Whether `derivatives.yaml` has an entry for the operator.
     pub derivative: bool,
     /// The inputs of the derivative entry (empty without one).
@@ -709,6 +713,7 @@ fn assemble(
             reason: None,
             core: functions.get(q).is_some_and(|f| f.tags.iter().any(|t| t == "core")),
             upstream: functions.get(q).map_or(Upstream::Required, |f| Upstream::of(f)),
+            device_only: functions.get(q).is_some_and(|f| f.device_only()),
             derivative: false,
             inputs: Vec::new(),
         };
@@ -892,6 +897,20 @@ fn totals_lines(c: &Coverage) -> Vec<(String, String)> {
                 .join(", "),
         ),
         {
+            let d: Vec<&OpCoverage> = c.ops.iter().filter(|o| o.device_only).collect();
+            (
+                "accelerator-only upstream".into(),
+                format!(
+                    "{} operators PyTorch has kernels for only on accelerators (the CPU fallback cannot run them): ",
+                    d.len()
+                ) + &Tier::ALL
+                    .iter()
+                    .map(|x| format!("{} {}", x.as_str(), d.iter().filter(|o| o.tier == *x).count()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            )
+        },
+        {
             let k = c.core_tier_counts();
             let n: usize = k.values().sum();
             let reach = n - k[&Tier::None];
@@ -1036,6 +1055,18 @@ pub fn render_markdown(c: &Coverage) -> String {
             );
         }
     }
+    let device_only: Vec<&OpCoverage> = c.ops.iter().filter(|o| o.device_only).collect();
+    if !device_only.is_empty() {
+        s.push_str(
+            "\nAccelerator-only operators (PyTorch has CUDA/XPU/MPS kernels and no CPU or composite kernel: the CPU \
+             fallback can never run them, so each is served by the adapter or says why it is not reached):\n\n",
+        );
+        s.push_str("| operator | forward | where, or why it is not reached |\n| --- | --- | --- |\n");
+        for o in device_only {
+            let why = if o.tier == Tier::None { device_only_reason(&o.op).to_string() } else { where_text(o) };
+            let _ = writeln!(s, "| `{}` | {} | {} |", o.op, md_escape(&forward_text(o)), md_escape(&why));
+        }
+    }
     s.push_str("\n| operator | forward | where | autograd |\n| --- | --- | --- | --- |\n");
     for o in &c.ops {
         let _ = writeln!(
@@ -1048,6 +1079,57 @@ pub fn render_markdown(c: &Coverage) -> String {
         );
     }
     s
+}
+
+/// Why an accelerator-only operator the adapter does not serve is not reached on a PrivateUse1
+/// device, by the family PyTorch selects it from.
+pub fn device_only_reason(op: &str) -> &'static str {
+    let base = op.split('.').next().unwrap_or(op);
+    const FAMILIES: &[(&[&str], &str)] = &[
+        (
+            &["cudnn", "_cudnn_rnn", "_cudnn_ctc", "_use_cudnn", "_cudnn_init", "miopen", "_use_miopen"],
+            "a cuDNN/MIOpen library kernel: PyTorch selects it only for CUDA/ROCm tensors",
+        ),
+        (
+            &[
+                "_scaled_dot_product_",
+                "_flash_attention",
+                "_efficient_attention",
+                "_cudnn_attention",
+                "_triton",
+                "_fill_mem_eff",
+            ],
+            "a fused attention kernel: `scaled_dot_product_attention` takes it only when `_fused_sdp_choice` picks it, and for PrivateUse1 it picks the math path",
+        ),
+        (
+            &[
+                "_cslt",
+                "_sparse_semi_structured",
+                "_to_sparse_semi_structured",
+                "_mixed_dtypes_linear",
+                "_weight_int4pack",
+                "_convert_weight_to_int4pack",
+                "_scaled_addmm",
+                "_scaled_grouped_mm",
+            ],
+            "a vendor-tuned matmul (cuSPARSELt, 2:4 sparsity, int4/fp8 scaling): called explicitly by quantization libraries, never by PyTorch's own kernels or decompositions",
+        ),
+        (
+            &[
+                "batch_norm_stats",
+                "batch_norm_elemt",
+                "batch_norm_gather_stats",
+                "batch_norm_backward_reduce",
+                "batch_norm_backward_elemt",
+            ],
+            "SyncBatchNorm's kernels: reached only under torch.distributed (the distributed backend's work)",
+        ),
+        (&["record_stream"], "stream bookkeeping of the caching allocator: the streams and events work"),
+    ];
+    FAMILIES
+        .iter()
+        .find(|(prefixes, _)| prefixes.iter().any(|p| base.starts_with(p)))
+        .map_or("not served: called directly, it raises; no tier of the adapter implements it yet", |(_, why)| why)
 }
 
 /// The JSON report: totals, then one operator per line (sorted).

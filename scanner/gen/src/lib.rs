@@ -388,6 +388,7 @@ pub fn sync_folder(folder: &Path, files: &[GeneratedFile], check: bool) -> Resul
     if folder.is_dir() {
         crate::fsio::recover(folder)?;
     }
+    refuse_foreign_folder(folder)?;
     let mut out = Vec::new();
     let mut group = crate::fsio::WriteGroup::new(folder);
     let produced: BTreeSet<&str> = files.iter().map(|f| f.path.as_str()).collect();
@@ -441,6 +442,63 @@ pub fn sync_folder(folder: &Path, files: &[GeneratedFile], check: bool) -> Resul
         group.commit()?;
     }
     Ok(out)
+}
+
+/// Refuses a generated folder that is not the generator's own, before anything is written: one that
+/// sits inside a crate's `src/` (a folder named `src` beside a `Cargo.toml`: hand-written code,
+/// whose `mod` tree the generated `mod.rs` would join), or one holding an entry the generator did
+/// not write (a file without the `@generated` header, or any subfolder: the generated folder is
+/// flat). Dotfiles (the write journal, `.gitignore`) are allowed.
+pub fn refuse_foreign_folder(folder: &Path) -> Result<()> {
+    let abs = if folder.is_absolute() {
+        folder.to_path_buf()
+    } else {
+        std::env::current_dir().map(|d| d.join(folder)).unwrap_or_else(|_| folder.to_path_buf())
+    };
+    for a in abs.ancestors() {
+        if a.file_name().is_some_and(|n| n == "src")
+            && let Some(krate) = a.parent()
+            && krate.join("Cargo.toml").is_file()
+        {
+            return Err(Error::Invalid(format!(
+                "refusing to generate into {}: it is inside the `src/` folder of the crate at {} (hand-written \
+                 code); point `[adapter] generated` of xirang.toml at a folder of its own",
+                folder.display(),
+                krate.display()
+            )));
+        }
+    }
+    let Ok(rd) = std::fs::read_dir(folder) else { return Ok(()) };
+    let mut foreign: Vec<String> = Vec::new();
+    for e in rd.filter_map(|e| e.ok()) {
+        let p = e.path();
+        let Some(name) = p.file_name().and_then(|n| n.to_str()).map(str::to_string) else {
+            foreign.push(p.display().to_string());
+            continue;
+        };
+        if name.starts_with('.') {
+            continue;
+        }
+        let ours = p.is_file()
+            && crate::fsio::read_bytes(&p, crate::fsio::MAX_INPUT_BYTES).is_ok_and(|t| is_generated_text(&t));
+        if !ours {
+            foreign.push(name);
+        }
+    }
+    if foreign.is_empty() {
+        return Ok(());
+    }
+    foreign.sort();
+    let n = foreign.len();
+    let shown: Vec<String> = foreign.into_iter().take(8).collect();
+    Err(Error::Invalid(format!(
+        "refusing to generate into {}: it holds {n} entr{} xirang-scan did not write ({}{}); \
+         is `[adapter] generated` of xirang.toml pointing at hand-written code?",
+        folder.display(),
+        if n == 1 { "y" } else { "ies" },
+        shown.join(", "),
+        if n > shown.len() { ", ..." } else { "" }
+    )))
 }
 
 /// `xirang-scan generate [--check]`.

@@ -144,6 +144,10 @@ pub struct OpCtx {
     /// The host reference implementation the CPU fallback calls (`crate::host::add_tensor`): a
     /// runtime function marked `/// xirang-fallback: <op>`; `None` when there is none.
     pub host: Option<String>,
+    /// PyTorch has kernels for it only on accelerators ([`crate::registry::NativeFunction::device_only`]):
+    /// the host tier serves it even inside an application with CPU kernels of its own (PyTorch),
+    /// which has none for it.
+    pub device_only: bool,
 }
 
 fn all_args(f: &FunctionSchema) -> Vec<(&Argument, bool)> {
@@ -433,6 +437,7 @@ pub fn op_ctx(f: &NativeFunction, reason: Reason, env: &OpEnv) -> OpCtx {
         kernel_tensors,
         kernel_lists,
         host: None,
+        device_only: f.device_only(),
     }
 }
 

@@ -140,6 +140,14 @@ impl NativeFunction {
             .any(|a| a.annotation.as_ref().is_some_and(|an| an.alias_set_after.iter().any(|s| s == "*")));
         non_mutating_view || inplace_view || wildcard
     }
+    /// Whether PyTorch has kernels for this operator only on accelerators (CUDA, XPU, MPS, ...):
+    /// dispatch keys, none of them a CPU or composite kernel. The CPU fallback of an out-of-tree
+    /// device can never run such an operator; only the adapter can serve it.
+    pub fn device_only(&self) -> bool {
+        self.composite() == Composite::None
+            && !self.dispatch.is_empty()
+            && !self.dispatch.keys().any(|k| k.contains("CPU") || k.starts_with("Math") || k.starts_with("Composite"))
+    }
     /// Sorted dispatch key names.
     pub fn dispatch_keys(&self) -> Vec<&str> {
         self.dispatch.keys().map(String::as_str).collect()

@@ -852,3 +852,45 @@ fn row23_clear_messages() {
         assert!(!e.contains("snapshot"), "allow-list error titled snapshot: {e}");
     }
 }
+
+/// `generate` into a folder that is not its own (a crate's `src/`, a folder of hand-written files)
+/// is refused before anything is written: the tree stays byte-identical.
+#[test]
+fn generate_refuses_a_folder_of_hand_written_code() {
+    let mini = mini_repo(&scratch("foreign-generated"));
+    // a crate of hand-written code beside the adapter
+    std::fs::create_dir_all(mini.join("tool/src")).unwrap();
+    std::fs::write(mini.join("tool/Cargo.toml"), "[package]\nname = \"tool\"\n").unwrap();
+    std::fs::write(mini.join("tool/src/main.rs"), "fn main() {}\n").unwrap();
+    // a folder whose only file is hand-written, and the generated folder with one hand-written file
+    std::fs::create_dir_all(mini.join("notes")).unwrap();
+    std::fs::write(mini.join("notes/plan.rs"), "// my plan\n").unwrap();
+    std::fs::write(mini.join("generated/helpers.rs"), "pub fn mine() {}\n").unwrap();
+    let toml = std::fs::read_to_string(mini.join("xirang.toml")).unwrap();
+    for (target, says) in [
+        ("tool/src", "inside the `src/` folder of the crate"),
+        ("tool/src/gen", "inside the `src/` folder of the crate"),
+        ("notes", "plan.rs"),
+        ("generated", "helpers.rs"),
+    ] {
+        std::fs::write(
+            mini.join("xirang.toml"),
+            toml.replace("generated = \"generated\"", &format!("generated = \"{target}\"")),
+        )
+        .unwrap();
+        let before = tree_hash(&mini);
+        let o = run_in(&mini, &["generate"]);
+        assert_eq!(code(&o), 1, "{target}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("refusing to generate into") && stderr(&o).contains(says),
+            "{target}: {}",
+            stderr(&o)
+        );
+        assert_eq!(tree_hash(&mini), before, "{target}: generate changed the tree");
+    }
+    // the generator's own folder, once the stray file is gone, is accepted
+    std::fs::write(mini.join("xirang.toml"), &toml).unwrap();
+    std::fs::remove_file(mini.join("generated/helpers.rs")).unwrap();
+    let o = run_in(&mini, &["generate", "--check"]);
+    assert!(matches!(code(&o), 0 | 3), "{}", stderr(&o));
+}
