@@ -98,7 +98,9 @@ present (with --fail-on info), 32 an allow-list entry has expired (with any --fa
         /// lists) (alias: --vendor)
         #[arg(long, visible_alias = "vendor", default_value = "pytorch", value_parser = ["pytorch", "ascend", "cuda", "pytorch-cxx"])]
         upstream: String,
-        /// Vendor backend yaml (gen_backend_stubs / torch_npu format) to join; repeatable
+        /// Vendor backend yaml (gen_backend_stubs / torch_npu format) to join; repeatable. The files given
+        /// go together: an entry of one that another declares under `custom:` is the backend's own
+        /// operator (torch_npu's `npu_native_functions.yaml` with `npu_native_functions_by_codegen.yaml`)
         #[arg(long, value_name = "FILE")]
         backend: Vec<PathBuf>,
         /// Allow list (json: rule, fingerprint, reason, expires)
@@ -832,14 +834,14 @@ fn backend_yamls(
     names: &[&str],
     versions: &str,
 ) -> Result<Vec<(String, xirang_scan::backend::BackendYaml)>, Error> {
-    let mut yamls = Vec::new();
+    let mut srcs = Vec::new();
     for p in paths {
         let text = xirang_scan::fsio::read_text(p, xirang_scan::fsio::MAX_INPUT_BYTES)?;
-        let src = xirang_scan::SourceFile::new(p.display().to_string(), text);
-        let yaml = xirang_scan::backend::load_checked(&src, names, versions)?;
-        yamls.push((p.display().to_string(), yaml));
+        srcs.push(xirang_scan::SourceFile::new(p.display().to_string(), text));
     }
-    Ok(yamls)
+    // the files go together: a `custom:` operator of one may be listed as supported in another
+    let yamls = xirang_scan::backend::load_all_checked(&srcs, names, versions)?;
+    Ok(paths.iter().map(|p| p.display().to_string()).zip(yamls).collect())
 }
 
 /// The store and the version `target` names when it is a version of the store (as [`load_target`]

@@ -6,7 +6,7 @@
 
 use super::{Real, device_of, launch, unsupported, with_real};
 use crate::driver::DevicePtr;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ops::rnn;
 use crate::tensor::Tensor;
 
@@ -111,7 +111,7 @@ pub fn _thnn_fused_lstm_cell_backward_impl(
     let (b, h) = rnn::cell_dims(name, 4, workspace.sizes(), workspace.sizes(), cx.sizes(), &[])?;
     for g in ghy.iter().chain(gcy.iter()).chain([&cy]) {
         if g.sizes() != [b, h] {
-            return unsupported(name, format!("a gradient or state of shape {:?} for [{b}, {h}]", g.sizes()));
+            return Err(Error::Shape(format!("{name}: a gradient or state of shape {:?} for [{b}, {h}]", g.sizes())));
         }
     }
     let [gg, gcx, gb] = cell_kernel(
@@ -182,7 +182,10 @@ pub fn _thnn_fused_gru_cell_backward(
     let name = "_thnn_fused_gru_cell_backward";
     let s = workspace.sizes();
     if s.len() != 2 || !s[1].is_multiple_of(5) || grad_hy.sizes() != [s[0], s[1] / 5] {
-        return unsupported(name, format!("a workspace of shape {s:?} for a gradient of shape {:?}", grad_hy.sizes()));
+        return Err(Error::Shape(format!(
+            "{name}: a workspace of shape {s:?} does not fit a gradient of shape {:?} (want [B, 5H] and [B, H])",
+            grad_hy.sizes()
+        )));
     }
     let (b, h) = (s[0], s[1] / 5);
     let nb = if has_bias { 3 * h } else { 0 };

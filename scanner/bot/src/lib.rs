@@ -307,7 +307,7 @@ fn backend_yamls(
     owned.dedup();
     let names: Vec<&str> = owned.iter().map(String::as_str).collect();
     let versions = format!("{} or {}", old.meta.version, new.meta.version);
-    let mut out = Vec::new();
+    let mut srcs = Vec::new();
     for rel in &cfg.backend_yaml {
         let p = config::check_inside(root, rel).map_err(|m| cfg.error_at("backend_yaml", m))?;
         if !p.is_file() {
@@ -317,11 +317,11 @@ fn backend_yamls(
         }
         let text = crate::fsio::read_text(&p, crate::fsio::MAX_INPUT_BYTES)
             .map_err(|e| cfg.error_at("backend_yaml", format!("`{rel}`: {e}")))?;
-        let src = crate::SourceFile::new(rel.clone(), text);
-        let yaml = crate::backend::load_checked(&src, &names, &versions).map_err(xirang_store::Error::from)?;
-        out.push((rel.clone(), yaml));
+        srcs.push(crate::SourceFile::new(rel.clone(), text));
     }
-    Ok(out)
+    // the files go together: a `custom:` operator of one may be listed as supported in another
+    let yamls = crate::backend::load_all_checked(&srcs, &names, &versions).map_err(xirang_store::Error::from)?;
+    Ok(cfg.backend_yaml.iter().cloned().zip(yamls).collect())
 }
 
 /// Imports one PyTorch release (its operators, and its C++ interface when it ships the headers) into

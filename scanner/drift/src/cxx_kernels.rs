@@ -154,9 +154,16 @@ pub fn canon(t: &str) -> String {
 }
 
 /// Whether a kernel's parameter types are `want` (canonical); a mutable tensor may be taken by
-/// `const Tensor&` (torchgen's `use_const_ref_for_mutable_tensors`).
+/// `const Tensor&` (torchgen's `use_const_ref_for_mutable_tensors`). Matching is lenient so that
+/// a kernel is found whichever way it takes its tensors.
 fn same(want: &[String], have: &[String]) -> bool {
-    want.len() == have.len() && want.iter().zip(have).all(|(w, h)| w == h || (w == "Tensor&" && h == "constTensor&"))
+    same_as(want, have, true)
+}
+
+/// [`same`], with the `const Tensor&`-for-`Tensor&` leniency only when `const_ref_ok`.
+fn same_as(want: &[String], have: &[String], const_ref_ok: bool) -> bool {
+    want.len() == have.len()
+        && want.iter().zip(have).all(|(w, h)| w == h || (const_ref_ok && w == "Tensor&" && h == "constTensor&"))
 }
 
 /// The native-signature parameter types of `f`, canonical: schema order (out arguments last).
@@ -300,10 +307,14 @@ pub fn adapter_schemas(dir: &Path) -> Vec<FunctionSchema> {
 }
 
 /// Whether a matched C++ kernel still has the C++ signature of `new` (the operator after the
-/// upgrade): then an argument change upstream does not touch it.
-pub fn still_matches(k: &xirang_cxx::index::Kernel, new: &FunctionSchema, symint: bool) -> bool {
+/// upgrade): then an argument change upstream does not touch it. The comparison is exact: an
+/// alias annotation that makes a `Tensor` argument mutable (`Tensor(a!)`) changes the kernel's
+/// `const at::Tensor&` into `at::Tensor&`, unless the operator keeps const references for its
+/// mutable tensors (`use_const_ref_for_mutable_tensors: True`, `const_ref_ok`).
+pub fn still_matches(k: &xirang_cxx::index::Kernel, new: &FunctionSchema, symint: bool, const_ref_ok: bool) -> bool {
     let have: Vec<String> = k.params.iter().map(|p| canon(&p.ty)).collect();
-    same(&params(new, symint), &have) || (!new.arguments.out.is_empty() && same(&params_out_first(new, symint), &have))
+    same_as(&params(new, symint), &have, const_ref_ok)
+        || (!new.arguments.out.is_empty() && same_as(&params_out_first(new, symint), &have, const_ref_ok))
 }
 
 /// Whether a `#if` condition holds for PyTorch `major.minor`, as far as op-plugin's version gates
@@ -424,7 +435,18 @@ mod tests {
         assert_eq!(m.unmatched.iter().map(|u| u.0).collect::<Vec<_>>(), vec![5, 6]);
         // int -> SymInt upstream does not change the non-symint kernel's C++ signature
         let v2 = f("view(Tensor(a) self, SymInt[] size) -> Tensor(a)");
-        assert!(still_matches(&ks[4], &v2, false));
+        assert!(still_matches(&ks[4], &v2, false, false));
+        // an argument made mutable (`Tensor noise` -> `Tensor(b!) noise`, rrelu_with_noise in 2.6)
+        // changes a `const at::Tensor&` parameter into `at::Tensor&`
+        let k1 = k("rrelu", &["const at::Tensor&", "const at::Tensor&"]);
+        let v1 = f("rrelu(Tensor self, Tensor noise) -> Tensor");
+        let v2 = f("rrelu(Tensor self, Tensor(b!) noise) -> Tensor");
+        assert!(still_matches(&k1, &v1, false, false));
+        assert!(!still_matches(&k1, &v2, false, false));
+        assert!(still_matches(&k1, &v2, false, true), "use_const_ref_for_mutable_tensors keeps const refs");
+        // `Tensor` -> `Tensor?` (`_fused_rms_norm`'s weight in 2.9) changes it to `const std::optional<at::Tensor>&`
+        let v3 = f("rrelu(Tensor self, Tensor? noise) -> Tensor");
+        assert!(!still_matches(&k1, &v3, false, true));
     }
 }
 
@@ -489,10 +511,10 @@ pub fn refine(
         .filter_map(|i| i.location.line.and_then(|l| at.get(&(i.location.file.as_str(), l))))
         .map(|m| m.op.split('.').next().unwrap_or(&m.op).to_string())
         .collect();
-    let new_ops: BTreeMap<String, FunctionSchema> = st
+    let new_ops: BTreeMap<String, (FunctionSchema, bool)> = st
         .load_pytorch_operators(new_version, |n| touched.contains(n))?
         .into_iter()
-        .map(|f| (f.func.name.to_string(), f.func))
+        .map(|f| (f.func.name.to_string(), (f.func, f.use_const_ref_for_mutable_tensors)))
         .collect();
     let (major, minor) =
         (new_version.parts.first().copied().unwrap_or(0), new_version.parts.get(1).copied().unwrap_or(0));
@@ -509,8 +531,8 @@ pub fn refine(
         if !(i.rule.starts_with("arg.") || i.rule.starts_with("out.")) {
             return true;
         }
-        let Some(new) = new_ops.get(&m.op) else { return true };
-        if still_matches(k, new, m.symint) {
+        let Some((new, const_ref_ok)) = new_ops.get(&m.op) else { return true };
+        if still_matches(k, new, m.symint, *const_ref_ok) {
             return false;
         }
         i.action = format!("change the C++ signature to `{}` ({})", signature(new, m.symint), i.action);

@@ -222,11 +222,30 @@ pub fn render(r: &Report, rules: &RuleSet, opts: Options) -> String {
         } else {
             im.action.as_str()
         };
-        o.line(&[
-            (Style::Plain, "  [ ] "),
-            (Style::Sev(im.severity), &format!("{:<8}", im.severity.as_str())),
-            (Style::Plain, &format!(" {}  {}", im.location, im.item)),
-        ]);
+        // the place to edit keeps its line number: when it and the item do not fit one line, the
+        // item goes on the next line, and a location still too long loses the start of its path
+        let head = format!(" {}  {}", im.location, im.item);
+        let sev = format!("{:<8}", im.severity.as_str());
+        match o.width {
+            Some(w) if 6 + columns(&sev) + columns(&head) > w => {
+                let loc = one_line(&im.location.to_string());
+                let room = w.saturating_sub(6 + columns(&sev) + 1);
+                let loc = if columns(&loc) <= room {
+                    loc
+                } else {
+                    let keep = room.saturating_sub(ELLIPSIS.len());
+                    let tail: String = loc.chars().rev().take(keep).collect::<Vec<_>>().into_iter().rev().collect();
+                    format!("{ELLIPSIS}{tail}")
+                };
+                o.line(&[
+                    (Style::Plain, "  [ ] "),
+                    (Style::Sev(im.severity), &sev),
+                    (Style::Plain, &format!(" {loc}")),
+                ]);
+                o.line(&[(Style::Plain, &format!("        {}", im.item))]);
+            }
+            _ => o.line(&[(Style::Plain, "  [ ] "), (Style::Sev(im.severity), &sev), (Style::Plain, &head)]),
+        }
         o.line(&[
             (
                 Style::Plain,
@@ -353,9 +372,13 @@ mod tests {
         // narrow: the remedy is wrapped, not cut
         let text = render_at(Some(50), false);
         let at = text.find("What to edit (1)").expect("checklist");
+        // narrow: the location keeps its line number, the item follows on its own line
+        let lines: Vec<&str> = text[at..].lines().collect();
+        assert!(lines[1].ends_with("sparse_matrix_products.rs:42"), "{lines:?}");
+        assert!(lines[2].trim().ends_with("NpuOps::_cslt_sparse_mm"), "{lines:?}");
         let words: String = text[at..]
             .lines()
-            .skip(3)
+            .skip(4)
             .take_while(|l| l.starts_with("        "))
             .map(str::trim)
             .collect::<Vec<_>>()

@@ -492,7 +492,7 @@ pub fn refuse_foreign_folder(folder: &Path) -> Result<()> {
     let n = foreign.len();
     let shown: Vec<String> = foreign.into_iter().take(8).collect();
     Err(Error::Invalid(format!(
-        "refusing to generate into {}: it holds {n} entr{} xirang-scan did not write ({}{}); \
+        "refusing to generate into {}: it holds {n} entr{} not written by xirang-scan ({}{}); \
          is `[adapter] generated` of xirang.toml pointing at hand-written code?",
         folder.display(),
         if n == 1 { "y" } else { "ies" },

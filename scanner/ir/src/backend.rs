@@ -78,13 +78,39 @@ impl BackendYaml {
 const UPSTREAM_LISTS: &[&str] = &["supported", "autograd", "full_codegen", "ir_gen", "symint", "tocpu", "unsupported"];
 
 /// Loads a backend yaml and checks its operator names against `names` (sorted: every operator of
-/// the versions compared, said as `versions` in the message): what `diff --backend` and the bot's
-/// `[bot] backend_yaml` both do.
+/// the versions compared, said as `versions` in the message). A file alone: its own `custom:`
+/// section declares the backend's operators; see [`load_all_checked`] for files that go together.
 pub fn load_checked(src: &SourceFile, names: &[&str], versions: &str) -> Res<BackendYaml> {
-    let yaml = load_backend_yaml(src)?;
-    let known = |n: &str| names.binary_search(&n).is_ok();
-    check_operator_names(src, &yaml, &known, names.iter().copied(), versions)?;
-    Ok(yaml)
+    let mut v = load_all_checked(std::slice::from_ref(src), names, versions)?;
+    Ok(v.pop().unwrap_or_default())
+}
+
+/// Loads backend yamls that go together (torch_npu's `npu_native_functions.yaml` and
+/// `npu_native_functions_by_codegen.yaml`, the bot's `[bot] backend_yaml` list, the files of one
+/// `diff --backend ...`) and checks every operator name they list against `names`: an entry of
+/// `supported`/`autograd`/`symint`/... names an operator of PyTorch, or one that any of the files
+/// declares in its `custom:` section (the backend's own operator, as torch_npu's code generator
+/// reads it), or it is a typo: a positioned error with a suggestion. What `diff --backend` and the
+/// bot's `[bot] backend_yaml` both do.
+pub fn load_all_checked(srcs: &[SourceFile], names: &[&str], versions: &str) -> Res<Vec<BackendYaml>> {
+    let yamls: Vec<BackendYaml> = srcs.iter().map(load_backend_yaml).collect::<Res<_>>()?;
+    let custom = custom_names(&yamls);
+    let known = |n: &str| names.binary_search(&n).is_ok() || custom.contains(n);
+    for (src, yaml) in srcs.iter().zip(&yamls) {
+        check_operator_names(
+            src,
+            yaml,
+            &known,
+            names.iter().copied().chain(custom.iter().map(String::as_str)),
+            versions,
+        )?;
+    }
+    Ok(yamls)
+}
+
+/// The operators the files declare as the backend's own (`custom:` entries), by full name.
+pub fn custom_names(yamls: &[BackendYaml]) -> std::collections::BTreeSet<String> {
+    yamls.iter().flat_map(|y| y.lists.get("custom").into_iter().flatten()).map(|e| e.op.to_string()).collect()
 }
 
 /// Checks that every entry of the lists naming PyTorch operators names one that `known` accepts
@@ -114,7 +140,10 @@ pub fn check_operator_names<'a>(
         return Err(Box::new(src.error(
             pos,
             name.len(),
-            format!("`{list}` entry `{name}` names no operator of PyTorch {versions}{hint}"),
+            format!(
+                "`{list}` entry `{name}` names no operator of PyTorch {versions}, and no `custom:` entry of the \
+                 backend declares it{hint}"
+            ),
         )));
     }
     Ok(())

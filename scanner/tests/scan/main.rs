@@ -10,3 +10,4 @@ mod derivatives_conformance;
 mod new_op;
 mod schema_props;
 mod upgrade_rehearsal;
+mod vendor_corpus;
