@@ -5,7 +5,8 @@
 //! Our side is measured twice:
 //! - in process: the library calls the CLI makes (resolve both versions, `Store::load_pytorch_pair`,
 //!   index the adapter, `pytorch_pair_report`, render markdown, drop everything);
-//! - the CLI: wall time of the `xirang-scan` process (start, load, diff, render, print, exit).
+//! - the CLI: wall time of the `xirang-scan` process (start, load, diff, join the adapter's coverage
+//!   of both versions, render, print, exit), and the same with `--no-coverage`.
 //!
 //! It also checks that the pair path renders byte for byte what the full load (`load_pytorch` of
 //! both versions + `pytorch_report`) renders, and times that full path for comparison.
@@ -106,12 +107,13 @@ fn time<T>(mut f: impl FnMut() -> Res<T>) -> Res<(Duration, Duration)> {
     Ok((median(runs), min))
 }
 
-/// Wall time of the CLI process, stdout discarded.
-fn cli(exe: &Path, store: &Path) -> Res<(Duration, Duration)> {
+/// Wall time of the CLI process, stdout discarded (`extra`: more arguments, `--no-coverage`).
+fn cli(exe: &Path, store: &Path, extra: &[&str]) -> Res<(Duration, Duration)> {
     time(|| {
         let st = Command::new(exe)
             .args(["diff", OLD, NEW, "--format", "markdown", "--store"])
             .arg(store)
+            .args(extra)
             .stdout(Stdio::null())
             .status()?;
         if st.success() { Ok(()) } else { Err(format!("xirang-scan exited with {st}").into()) }
@@ -131,7 +133,8 @@ fn main() -> Res<()> {
     let (lib, lib_min) = time(|| ours(&store, &rules))?;
     let (full, full_min) = time(|| ours_full(&store, &rules))?;
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_xirang-scan"));
-    let (proc, proc_min) = cli(&exe, &store.root)?;
+    let (proc, proc_min) = cli(&exe, &store.root, &[])?;
+    let (bare, bare_min) = cli(&exe, &store.root, &["--no-coverage"])?;
     println!("xirang-scan diff {OLD} {NEW} --format markdown: {n} changes, {} bytes of markdown", md.len());
     println!(
         "  in process   median {:6.1} ms  min {:6.1} ms  ({RUNS} runs; load_pytorch_pair + index + diff + render)",
@@ -139,9 +142,15 @@ fn main() -> Res<()> {
         ms(lib_min)
     );
     println!(
-        "  CLI process  median {:6.1} ms  min {:6.1} ms  ({RUNS} runs; wall time of `xirang-scan diff`)",
+        "  CLI process  median {:6.1} ms  min {:6.1} ms  ({RUNS} runs; wall time of `xirang-scan diff`, \
+         the adapter's coverage of both versions joined)",
         ms(proc),
         ms(proc_min)
+    );
+    println!(
+        "  CLI, no cov. median {:6.1} ms  min {:6.1} ms  ({RUNS} runs; `xirang-scan diff --no-coverage`)",
+        ms(bare),
+        ms(bare_min)
     );
     println!(
         "  full load    median {:6.1} ms  min {:6.1} ms  (load_pytorch of both + pytorch_report: same output, checked)",

@@ -1043,75 +1043,80 @@ fn pytorch_diff_report(
     };
     if let Some((pair, st, vo, vn)) = pair {
         let root = adapter_root(Some(&st));
-        // the custom operators' formulas, resolved against the old version (only what they call is parsed)
-        let custom = match diff::custom::CustomOperators::load(&root)? {
-            Some(c) => Some(c.resolve_in(&st, &vo)?),
-            None => None,
-        };
-        let mut kernels = match &a.adapter {
-            Some(dir) => {
-                let map = diff::pipeline::pair_method_map(&pair);
-                diff::adapter_index::index_dir(dir, dir.parent().unwrap_or(dir), &map)?
-            }
-            None => diff::pipeline::index_adapter_pair(&root, &pair)?,
-        };
-        // a C++ adapter (--adapter DIR): its kernels matched to operators by name and C++ signature
-        let cxx_kernels = match &a.adapter {
-            Some(dir) => {
-                let ck = diff::cxx_kernels::join(
-                    &mut kernels,
-                    dir,
-                    dir.parent().unwrap_or(dir),
-                    &st,
-                    &[vo.clone(), vn.clone()],
-                )?;
-                if let Some(ck) = &ck {
-                    warn!(
-                        "C++ adapter: {} kernel definitions, {} matched to an operator of {} or {} by name and C++ signature",
-                        ck.index.kernels.len(),
-                        ck.matching.matched.len(),
-                        vo,
-                        vn
-                    );
-                }
-                ck
-            }
-            None => None,
-        };
-        let mut names: Vec<&str> = pair.operator_names().collect();
-        names.sort_unstable();
-        names.dedup();
-        let versions = format!("{} or {}", pair.old.meta.version, pair.new.meta.version);
-        let yamls = backend_yamls(&a.backend, &names, &versions)?;
-        let backends: Vec<diff::impact::Backend<'_>> =
-            yamls.iter().map(|(path, yaml)| diff::impact::Backend { path: path.clone(), yaml }).collect();
-        warn_if_no_kernels(&kernels, a.adapter.as_deref(), &root);
         let cfg = adapter_config(&root);
-        let generated = generated_index(&root, cfg.as_ref());
-        // the coverage join needs whole snapshots (the pair holds only what differs)
-        let states = match &cfg {
-            Some(_) if a.coverage => {
-                let (old, new) = (st.load_pytorch(&vo)?, st.load_pytorch(&vn)?);
-                join_states(cfg.as_ref(), &st, &old, &new, &kernels)
+        // the coverage join needs whole snapshots (the pair holds only what differs): they load on
+        // their own thread while the adapter is indexed
+        return std::thread::scope(|s| {
+            let whole = (cfg.is_some() && a.coverage).then(|| s.spawn(|| st.load_pytorch_both(&vo, &vn)));
+            // the custom operators' formulas, resolved against the old version (only what they call is parsed)
+            let custom = match diff::custom::CustomOperators::load(&root)? {
+                Some(c) => Some(c.resolve_in(&st, &vo)?),
+                None => None,
+            };
+            let mut kernels = match &a.adapter {
+                Some(dir) => {
+                    let map = diff::pipeline::pair_method_map(&pair);
+                    diff::adapter_index::index_dir(dir, dir.parent().unwrap_or(dir), &map)?
+                }
+                None => diff::pipeline::index_adapter_pair(&root, &pair)?,
+            };
+            // a C++ adapter (--adapter DIR): its kernels matched to operators by name and C++ signature
+            let cxx_kernels = match &a.adapter {
+                Some(dir) => {
+                    let ck = diff::cxx_kernels::join(
+                        &mut kernels,
+                        dir,
+                        dir.parent().unwrap_or(dir),
+                        &st,
+                        &[vo.clone(), vn.clone()],
+                    )?;
+                    if let Some(ck) = &ck {
+                        warn!(
+                            "C++ adapter: {} kernel definitions, {} matched to an operator of {} or {} by name and C++ signature",
+                            ck.index.kernels.len(),
+                            ck.matching.matched.len(),
+                            vo,
+                            vn
+                        );
+                    }
+                    ck
+                }
+                None => None,
+            };
+            let mut names: Vec<&str> = pair.operator_names().collect();
+            names.sort_unstable();
+            names.dedup();
+            let versions = format!("{} or {}", pair.old.meta.version, pair.new.meta.version);
+            let yamls = backend_yamls(&a.backend, &names, &versions)?;
+            let backends: Vec<diff::impact::Backend<'_>> =
+                yamls.iter().map(|(path, yaml)| diff::impact::Backend { path: path.clone(), yaml }).collect();
+            warn_if_no_kernels(&kernels, a.adapter.as_deref(), &root);
+            let generated = generated_index(&root, cfg.as_ref());
+            // the coverage of both versions, from the whole snapshots loaded meanwhile
+            let states = match whole {
+                Some(h) => {
+                    let (old, new) = h.join().map_err(|_| Error::Internal("the snapshot loader panicked".into()))??;
+                    join_states(cfg.as_ref(), a.adapter.is_none(), &old, &new, &kernels)
+                }
+                None => None,
+            };
+            let title = format!("pytorch {} -> {}", pair.old.meta.version, pair.new.meta.version);
+            let d = xirang_scan::compare::PairDiff {
+                title,
+                kernels: &kernels,
+                backends: &backends,
+                generated: &generated,
+                allow,
+                today,
+                states: states.as_ref(),
+                custom: custom.as_ref(),
+            };
+            let mut report = xirang_scan::compare::pytorch_pair_report(&pair, d, rules);
+            if let Some(ck) = &cxx_kernels {
+                diff::cxx_kernels::refine(&mut report, ck, &st, &vn)?;
             }
-            _ => None,
-        };
-        let title = format!("pytorch {} -> {}", pair.old.meta.version, pair.new.meta.version);
-        let d = xirang_scan::compare::PairDiff {
-            title,
-            kernels: &kernels,
-            backends: &backends,
-            generated: &generated,
-            allow,
-            today,
-            states: states.as_ref(),
-            custom: custom.as_ref(),
-        };
-        let mut report = xirang_scan::compare::pytorch_pair_report(&pair, d, rules);
-        if let Some(ck) = &cxx_kernels {
-            diff::cxx_kernels::refine(&mut report, ck, &st, &vn)?;
-        }
-        return Ok(report);
+            Ok(report)
+        });
     }
     let old = load_target(a.store, &a.old, None)?;
     let new = load_target(a.store, &a.new, None)?;
@@ -1137,10 +1142,7 @@ fn pytorch_diff_report(
     warn_if_no_kernels(&kernels, a.adapter.as_deref(), &root);
     let cfg = adapter_config(&root);
     let generated = generated_index(&root, cfg.as_ref());
-    let states = match ((a.store)(), a.coverage) {
-        (Ok(st), true) => join_states(cfg.as_ref(), &st, &old, &new, &kernels),
-        _ => None,
-    };
+    let states = if a.coverage { join_states(cfg.as_ref(), a.adapter.is_none(), &old, &new, &kernels) } else { None };
     let title = format!("pytorch {} -> {}", old.meta.version, new.meta.version);
     let custom = diff::custom::CustomOperators::load(&root)?.map(|c| c.resolve(&old.registry.functions));
     Ok(xirang_scan::compare::pytorch_report(
@@ -1185,12 +1187,12 @@ fn generated_index(
 /// The adapter's coverage of both versions, or `None` (with a warning when it cannot be built).
 fn join_states(
     cfg: Option<&xirang_scan::generate::config::LoadedConfig>,
-    store: &Store,
+    repository_index: bool,
     old: &PytorchSnapshot,
     new: &PytorchSnapshot,
     kernels: &diff::adapter_index::AdapterIndex,
 ) -> Option<diff::AdapterStates> {
-    match xirang_scan::compare::adapter_states(cfg, store, old, new, kernels) {
+    match xirang_scan::compare::adapter_states(cfg, old, new, kernels, repository_index) {
         Ok(s) => s,
         Err(e) => {
             warn!("warning: the adapter's coverage could not be joined into the report: {e}");

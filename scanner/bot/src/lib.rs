@@ -682,7 +682,7 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
             };
             // the adapter's coverage of both versions, when its configuration builds one
             let states =
-                xirang_compare::adapter_states(adapter_cfg.as_ref(), &store, &old, &new_snap, &kernels).ok().flatten();
+                xirang_compare::adapter_states(adapter_cfg.as_ref(), &old, &new_snap, &kernels, true).ok().flatten();
             let custom =
                 xirang_compare::custom::CustomOperators::load(&wt.path)?.map(|c| c.resolve(&old.registry.functions));
             // the adapter's backend yamls and allow list, as the base branch has them

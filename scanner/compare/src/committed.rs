@@ -51,7 +51,7 @@ pub fn expected_reports(store: &Store, rules: &RuleSet) -> Result<BTreeMap<PathB
     let mut coverage: BTreeMap<Version, BTreeMap<String, crate::diff::OpState>> = BTreeMap::new();
     if let Some(c) = &cfg {
         for (v, snap) in &snaps {
-            coverage.insert(v.clone(), crate::states_of(c, store, snap)?);
+            coverage.insert(v.clone(), crate::states_of(c, snap, Some(&kernels))?);
         }
     }
     let kernel_file = crate::kernel_file(&kernels);

@@ -14,15 +14,26 @@ use std::path::Path;
 use crate::coverage::{self, Tier};
 use crate::diff::{AdapterStates, OpState};
 use crate::error::Result;
+#[cfg(test)]
 use crate::generate::Inputs;
 use crate::generate::config::LoadedConfig;
-use crate::snapshot::{PytorchSnapshot, Store};
+use crate::snapshot::PytorchSnapshot;
 use xirang_index::adapter_index::{AdapterIndex, TRAIT_NAME};
 
-/// The coverage states of one version of PyTorch with this adapter.
-pub fn states_of(cfg: &LoadedConfig, store: &Store, snap: &PytorchSnapshot) -> Result<BTreeMap<String, OpState>> {
-    let inputs = Inputs::for_snapshot(cfg.clone(), store, snap.clone())?;
-    let c = coverage::build(&inputs, None)?;
+/// The coverage states of one version of PyTorch with this adapter: the tiers of the coverage
+/// report ([`coverage::tiers`]; the driver headers and autograd columns play no part). `index`:
+/// the adapter of the repository, already indexed by the caller (`None`: indexed here).
+pub fn states_of(
+    cfg: &LoadedConfig,
+    snap: &PytorchSnapshot,
+    index: Option<&AdapterIndex>,
+) -> Result<BTreeMap<String, OpState>> {
+    // the repository's index (of `adapter-runtime/`) covers the runtime the configuration names
+    // when that lies inside it
+    let runtime = cfg.config.adapter.runtime.trim_start_matches("./").trim_end_matches('/');
+    let dir = crate::diff::pipeline::ADAPTER_DIR;
+    let index = index.filter(|_| runtime == dir || runtime.starts_with(&format!("{dir}/")));
+    let c = coverage::tiers(cfg, snap, index)?;
     let mut s = states(&c);
     for f in &snap.registry.functions {
         if let Some(st) = s.get_mut(&f.func.name.to_string()) {
@@ -80,20 +91,52 @@ pub fn config_at(root: &Path) -> Result<Option<LoadedConfig>> {
     Ok(LoadedConfig::load(&p).map(Some)?)
 }
 
-/// Both versions' states for a comparison, or `None` without a configuration.
+/// Both versions' states for a comparison, or `None` without a configuration. `kernels`: the
+/// index of the repository's adapter (`adapter-runtime/`), reused for both versions; `None` when
+/// the comparison indexed another tree (`diff --adapter DIR`), and the adapter is indexed here.
 pub fn adapter_states(
     cfg: Option<&LoadedConfig>,
-    store: &Store,
     old: &PytorchSnapshot,
     new: &PytorchSnapshot,
     kernels: &AdapterIndex,
+    repository_index: bool,
 ) -> Result<Option<AdapterStates>> {
     let Some(cfg) = cfg else { return Ok(None) };
+    let index = repository_index.then_some(kernels);
     let (o, n) = std::thread::scope(|s| {
-        let h = s.spawn(|| states_of(cfg, store, old));
-        let n = states_of(cfg, store, new);
+        let h = s.spawn(|| states_of(cfg, old, index));
+        let n = states_of(cfg, new, index);
         (h.join(), n)
     });
     let o = o.map_err(|_| crate::Error::Internal("the coverage thread panicked".into()))??;
     Ok(Some(AdapterStates { old: o, new: n?, kernel_file: kernel_file(kernels) }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::Store;
+
+    /// The tiers `diff` joins (the shared index, no schema text, no autograd columns) are those of
+    /// the whole coverage report, for the oldest and newest snapshots of the store.
+    #[test]
+    fn the_tiers_are_the_coverage_reports() {
+        let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+        let cfg = config_at(root).unwrap().expect("xirang.toml");
+        let store = Store::new(root.join("schemas"));
+        let vs = store.versions("pytorch");
+        let (old, new) = store.load_pytorch_both(&vs[0], &vs[vs.len() - 1]).unwrap();
+        let kernels = crate::diff::pipeline::index_adapter(root, &[&old, &new]).unwrap();
+        for snap in [&old, &new] {
+            let inputs = Inputs::for_snapshot(cfg.clone(), &store, snap.clone()).unwrap();
+            let mut want = states(&coverage::build(&inputs, None).unwrap());
+            for f in &snap.registry.functions {
+                if let Some(st) = want.get_mut(&f.func.name.to_string()) {
+                    st.foreign = foreign(f);
+                }
+            }
+            assert_eq!(states_of(&cfg, snap, Some(&kernels)).unwrap(), want, "{}", snap.meta.version);
+            assert_eq!(states_of(&cfg, snap, None).unwrap(), want, "{} (indexed here)", snap.meta.version);
+        }
+    }
 }

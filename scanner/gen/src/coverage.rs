@@ -349,12 +349,12 @@ pub fn build(inputs: &Inputs, adapter: Option<&Path>) -> Result<Coverage, Error>
     let functions = &inputs.snapshot.registry.functions;
     let selected: BTreeSet<String> = model.ops.iter().map(|o| o.qualified.clone()).collect();
     let map = adapter_index::method_map(functions.iter().map(|f| &f.func.name));
-    let method_to_op: HashMap<&str, &str> =
-        model.ops.iter().map(|o| (o.method.as_str(), o.qualified.as_str())).collect();
     let folder = index_folder(&adapter);
     let index = adapter_index::index_dir(&folder, &root, &map)?;
     let ag = generate::autograd::autograd_model(inputs, &selected);
-    let mut c = assemble(inputs, &model, &method_to_op, &index, &ag, rel(&folder, &root));
+    let rows: Vec<TierRow<'_>> =
+        model.ops.iter().map(|o| TierRow { qualified: &o.qualified, method: &o.method, body: &o.body }).collect();
+    let mut c = assemble(&inputs.cfg, &inputs.snapshot, &rows, &model.recipes, &index, Some(&ag), rel(&folder, &root));
     let (name, path) = custom::file_of(&inputs.cfg);
     let set = custom::load(&path, &name)?;
     let target = custom::Target { functions, selected: &selected, cfg: &inputs.cfg.config };
@@ -362,6 +362,48 @@ pub fn build(inputs: &Inputs, adapter: Option<&Path>) -> Result<Coverage, Error>
     c.custom = custom_rows(&set, &ctxs, &custom_kernels(&folder, &root)?);
     c.custom_file = name;
     Ok(c)
+}
+
+/// The operators' tiers of [`build`] only: each row's tier, place, recipe and reason, without
+/// the schema text, the autograd columns and the custom operators (what `diff` joins for two versions on every
+/// call). `index`: the adapter already indexed by the caller from the repository root (with the
+/// methods of this version's operators, or of more versions), of which the kernels under the
+/// folder [`build`] reads are used; `None` indexes that folder here.
+pub fn tiers(
+    cfg: &generate::config::LoadedConfig,
+    snapshot: &crate::snapshot::PytorchSnapshot,
+    index: Option<&AdapterIndex>,
+) -> Result<Coverage, Error> {
+    let root = cfg.root.clone();
+    let adapter = cfg.path(&cfg.config.adapter.runtime);
+    if !adapter.is_dir() {
+        return Err(CoverageError::AdapterNotFound(adapter).into());
+    }
+    let folder = index_folder(&adapter);
+    let indexed = rel(&folder, &root);
+    let own;
+    let index = match index {
+        Some(all) => {
+            let under = format!("{}/", indexed.trim_end_matches('/'));
+            let keep = |k: &&Kernel| k.file.starts_with(&under);
+            own = AdapterIndex {
+                kernels: all.kernels.iter().filter(keep).cloned().collect(),
+                fallbacks: all.fallbacks.iter().filter(keep).cloned().collect(),
+                warnings: Vec::new(),
+            };
+            &own
+        }
+        None => {
+            let functions = &snapshot.registry.functions;
+            let map = adapter_index::method_map(functions.iter().map(|f| &f.func.name));
+            own = adapter_index::index_dir(&folder, &root, &map)?;
+            &own
+        }
+    };
+    let model = generate::tier_model(cfg, snapshot)?;
+    let rows: Vec<TierRow<'_>> =
+        model.ops.iter().map(|o| TierRow { qualified: &o.qualified, method: &o.method, body: &o.body }).collect();
+    Ok(assemble(cfg, snapshot, &rows, &model.recipes, index, None, indexed))
 }
 
 /// The custom operators' rows: forward from the adapter's `CustomOps` methods, backward from the
@@ -629,14 +671,25 @@ enum Direct {
     None,
 }
 
+/// What decides one selected operator's tier: the part of its context [`assemble`] reads.
+struct TierRow<'a> {
+    qualified: &'a str,
+    method: &'a str,
+    body: &'a Body,
+}
+
+/// The coverage rows of the selected operators `model` (the autograd columns and the schema text
+/// when `ag` is given).
 fn assemble(
-    inputs: &Inputs,
-    model: &generate::Model,
-    method_to_op: &HashMap<&str, &str>,
+    loaded: &generate::config::LoadedConfig,
+    snapshot: &crate::snapshot::PytorchSnapshot,
+    model: &[TierRow<'_>],
+    recipes: &generate::recipes::Recipes,
     index: &AdapterIndex,
-    ag: &generate::autograd::Autograd,
+    ag: Option<&generate::autograd::Autograd>,
     indexed: String,
 ) -> Coverage {
+    let method_to_op: HashMap<&str, &str> = model.iter().map(|o| (o.method, o.qualified)).collect();
     let aten_item = format!("impl {TRAIT_NAME} for ");
     let hooks_item = format!("impl {HOOKS_TRAIT} for ");
     // a `xirang-kernel:` device kernel (not a trait method or a hook)
@@ -648,22 +701,17 @@ fn assemble(
             .find(move |k| !k.item.starts_with(aten_ref) && !k.item.starts_with(hooks_ref) && k.item.starts_with("fn "))
     };
     let mut direct: BTreeMap<&str, Direct> = BTreeMap::new();
-    for o in &model.ops {
-        let q = o.qualified.as_str();
+    for o in model {
+        let q = o.qualified;
         let native = index.of(q).find(|k| k.item.starts_with(&aten_item)).or_else(|| device_kernel(q));
         let host = index.fallbacks_of(q).next();
         let d = if let Some(k) = native {
             Direct::Native(loc(k))
         } else {
-            match &o.body {
+            match o.body {
                 Body::Recipe { function, .. } => Direct::Recipe {
                     name: format!("recipes::{function}"),
-                    callees: model
-                        .recipes
-                        .chosen
-                        .get(q)
-                        .map(|c| c.callees.iter().cloned().collect())
-                        .unwrap_or_default(),
+                    callees: recipes.chosen.get(q).map(|c| c.callees.iter().cloned().collect()).unwrap_or_default(),
                 },
                 Body::Out { functional_method, .. } | Body::Inplace { functional_method, .. } => {
                     let f = method_to_op.get(functional_method.as_str()).copied().unwrap_or(functional_method);
@@ -693,17 +741,23 @@ fn assemble(
     }
 
     // autograd: node groups per operator
-    let nodes: HashMap<&str, &generate::autograd::NodeCtx> = ag.nodes.iter().map(|n| (n.op.as_str(), n)).collect();
+    let nodes: HashMap<&str, &generate::autograd::NodeCtx> =
+        ag.iter().flat_map(|ag| &ag.nodes).map(|n| (n.op.as_str(), n)).collect();
     let functions: HashMap<String, &crate::registry::NativeFunction> =
-        inputs.snapshot.registry.functions.iter().map(|f| (f.func.name.to_string(), f)).collect();
+        snapshot.registry.functions.iter().map(|f| (f.func.name.to_string(), f)).collect();
 
     let mut ops = Vec::new();
-    for o in &model.ops {
-        let q = o.qualified.as_str();
+    for o in model {
+        let q = o.qualified;
         let host = index.fallbacks_of(q).next().map(loc);
         let mut row = OpCoverage {
             op: q.to_string(),
-            schema: o.schema.clone(),
+            // (the tiers alone, [`tiers`], leave the schema text out: `diff` never shows it)
+            schema: if ag.is_some() {
+                functions.get(q).map(|f| f.func.to_string()).unwrap_or_default()
+            } else {
+                String::new()
+            },
             tier: Tier::None,
             recipe: None,
             callees: Vec::new(),
@@ -806,14 +860,14 @@ fn assemble(
         }
         ops.push(row);
     }
-    let cfg = &inputs.cfg.config;
+    let cfg = &loaded.config;
     let mut select = format!("select = {:?}", cfg.operators.select);
     if cfg.operators.core {
         select.push_str(", core = true");
     }
     Coverage {
         adapter: cfg.adapter.name.clone(),
-        pytorch: inputs.snapshot.meta.version.clone(),
+        pytorch: snapshot.meta.version.clone(),
         select,
         indexed,
         ops,

@@ -226,21 +226,46 @@ pub struct Model {
     pub recipes: recipes::Recipes,
 }
 
-/// Builds the operator contexts and compiles the recipes of the configured selection.
-pub fn model(inputs: &Inputs) -> Result<Model> {
-    let cfg = &inputs.cfg.config;
-    let functions = &inputs.snapshot.registry.functions;
+/// The tier-deciding part of [`Model`]: per selected operator its body (recipe, wrapper or
+/// fallback), and the compiled recipes. What the coverage join of `diff` builds per version.
+pub struct TierModel {
+    pub ops: Vec<ops::OpTier>,
+    pub recipes: recipes::Recipes,
+}
+
+/// Selects the operators, compiles the recipes, and builds each selected operator's context with
+/// `each` (the templates' [`ops::op_ctx`], or the coverage join's [`ops::op_tier`]).
+fn model_with<T>(
+    loaded: &LoadedConfig,
+    snapshot: &PytorchSnapshot,
+    each: impl Fn(&crate::registry::NativeFunction, ops::Reason, &OpEnv) -> T,
+) -> Result<(Vec<T>, recipes::Recipes)> {
+    let cfg = &loaded.config;
+    let functions = &snapshot.registry.functions;
     let selected = ops::select(cfg, functions);
     let mut env = OpEnv::new(cfg, functions, &selected);
-    let kb_path = inputs.cfg.path(&cfg.adapter.recipes);
+    let kb_path = loaded.path(&cfg.adapter.recipes);
     let kb_text = std::fs::read_to_string(&kb_path).map_err(|e| Error::io(&kb_path, e))?;
     let kb = crate::error::SourceFile::new(cfg.adapter.recipes.clone(), kb_text);
     let recipes = recipes::compile(&kb, functions, &env.selected)?;
     for (op, c) in &recipes.chosen {
         env.recipes.insert(op.clone(), (c.function.clone(), c.cost.describe()));
     }
-    let ops = selected.iter().map(|(f, r)| ops::op_ctx(f, *r, &env)).collect();
+    let ops = selected.iter().map(|(f, r)| each(f, *r, &env)).collect();
+    Ok((ops, recipes))
+}
+
+/// Builds the operator contexts and compiles the recipes of the configured selection.
+pub fn model(inputs: &Inputs) -> Result<Model> {
+    let (ops, recipes) = model_with(&inputs.cfg, &inputs.snapshot, ops::op_ctx)?;
     Ok(Model { ops, recipes })
+}
+
+/// [`model`] without the templates' code fragments: the tiers only, of `snapshot` with the
+/// configuration `cfg` (no driver headers needed).
+pub fn tier_model(cfg: &LoadedConfig, snapshot: &PytorchSnapshot) -> Result<TierModel> {
+    let (ops, recipes) = model_with(cfg, snapshot, |f, _, env| ops::op_tier(f, env))?;
+    Ok(TierModel { ops, recipes })
 }
 
 /// Renders every generated file, sorted by path.

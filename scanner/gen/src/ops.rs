@@ -292,16 +292,44 @@ fn inplace_functional(f: &NativeFunction, env: &OpEnv) -> Option<String> {
     same_inputs(&f.func, &func.func).then(|| func.func.name.to_string())
 }
 
+/// What the trait's default body of `f` does: its recipe, an out=/in-place wrapper of the
+/// functional operator, or the CPU fallback (`ps`: its parameters, built when not given).
+fn body_of(f: &NativeFunction, env: &OpEnv, q: &str, ps: Option<&[ParamCtx]>) -> Body {
+    if let Some((function, cost)) = env.recipes.get(q) {
+        return Body::Recipe { function: function.clone(), cost: cost.clone() };
+    }
+    let body = match ps {
+        Some(ps) => wrapper_body(f, env, ps),
+        None if matches!(f.func.kind(), SchemaKind::Out | SchemaKind::Inplace) => {
+            wrapper_body(f, env, &params(&f.func))
+        }
+        None => None,
+    };
+    body.unwrap_or(Body::Fallback)
+}
+
+/// The part of an operator's context that decides its tier (what the coverage join of `diff`
+/// needs, without the templates' code fragments).
+#[derive(Debug, Clone)]
+pub struct OpTier {
+    pub qualified: String,
+    pub method: String,
+    pub body: Body,
+}
+
+/// Builds the tier-deciding part of one operator's context ([`op_ctx`] without its code).
+pub fn op_tier(f: &NativeFunction, env: &OpEnv) -> OpTier {
+    let qualified = f.func.name.to_string();
+    let body = body_of(f, env, &qualified, None);
+    OpTier { method: method_name(&f.func.name), qualified, body }
+}
+
 /// Builds the context of one operator.
 pub fn op_ctx(f: &NativeFunction, reason: Reason, env: &OpEnv) -> OpCtx {
     let q = f.func.name.to_string();
     let ps = params(&f.func);
     let ret = returns_ty(&f.func.returns);
-    let body = if let Some((function, cost)) = env.recipes.get(&q) {
-        Body::Recipe { function: function.clone(), cost: cost.clone() }
-    } else {
-        wrapper_body(f, env, &ps).unwrap_or(Body::Fallback)
-    };
+    let body = body_of(f, env, &q, Some(&ps));
     let args = all_args(&f.func);
 
     // the tensors a native kernel reads (all on one device, else it declines)

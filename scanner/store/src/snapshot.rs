@@ -477,6 +477,75 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Two whole PyTorch snapshots, as [`Store::load_pytorch`] reads each, for a comparison that
+    /// needs every operator of both (the coverage join of `diff`). Consecutive releases share most
+    /// entries: a line of the new version equal to a line of the old one but for its `line` field
+    /// is the old entry with the new line number, so only the lines that differ are parsed twice.
+    pub fn load_pytorch_both(&self, old: &Version, new: &Version) -> Result<(PytorchSnapshot, PytorchSnapshot)> {
+        let a = self.load_pytorch(old)?;
+        let (old_dir, dir) = (self.dir("pytorch", old), self.dir("pytorch", new));
+        let meta: SnapshotMeta = read_json(&dir.join("meta.json"))?;
+        check_format(&dir, &meta)?;
+        let tags: Vec<TagDef> = read_json(&dir.join("tags.json"))?;
+        let (ops_path, der_path) = (dir.join("operators.jsonl"), dir.join("derivatives.jsonl"));
+        let (old_ops, old_der) =
+            (read_file(&old_dir.join("operators.jsonl"))?, read_file(&old_dir.join("derivatives.jsonl"))?);
+        let (ops_text, der_text) = (read_file(&ops_path)?, read_file(&der_path)?);
+        let (functions, derivatives) = std::thread::scope(|s| {
+            let d = s.spawn(|| {
+                parse_jsonl_like(&der_path, &der_text, &old_der, &a.derivatives, |d: &mut Derivative, l| d.line = l)
+            });
+            let f =
+                parse_jsonl_like(&ops_path, &ops_text, &old_ops, &a.registry.functions, |f: &mut NativeFunction, l| {
+                    f.line = l
+                });
+            (f, joined(d, &der_path))
+        });
+        let (functions, derivatives) = (functions?, derivatives??);
+        let b = PytorchSnapshot { meta, registry: Registry { tags, functions }, derivatives };
+        validate(&dir, &b)?;
+        Ok((a, b))
+    }
+}
+
+/// [`parse_jsonl`] of `text`, taking the value of a line equal to a line of `base_text` but for
+/// its trailing `"line"` field from `base` (the values `base_text` parses to, one per non-blank
+/// line) with `set_line` applied, instead of parsing it again.
+fn parse_jsonl_like<T: for<'de> Deserialize<'de> + Clone>(
+    path: &Path,
+    text: &str,
+    base_text: &str,
+    base: &[T],
+    set_line: impl Fn(&mut T, u32),
+) -> Result<Vec<T>> {
+    let known: std::collections::HashMap<&str, usize> = base_text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .filter_map(|(i, l)| split_line_field(l).map(|(head, _)| (head, i)))
+        .filter(|(_, i)| *i < base.len())
+        .collect();
+    let mut out = Vec::with_capacity(text.bytes().filter(|&b| b == b'\n').count() + 1);
+    for (i, l) in text.lines().enumerate() {
+        if l.trim().is_empty() {
+            continue;
+        }
+        if let Some((head, line)) = split_line_field(l)
+            && let Some(&j) = known.get(head)
+        {
+            let mut v = base[j].clone();
+            set_line(&mut v, line);
+            out.push(v);
+            continue;
+        }
+        let v = serde_json::from_str(l)
+            .map_err(|e| Error::Snapshot { path: path.to_path_buf(), message: format!("line {}: {e}", i + 1) })?;
+        out.push(v);
+    }
+    Ok(out)
+}
+
 fn incomplete(dir: &Path, message: String) -> Error {
     Error::Snapshot {
         path: dir.to_path_buf(),
@@ -946,6 +1015,17 @@ fn joined<T>(h: std::thread::ScopedJoinHandle<'_, Result<T>>, path: &Path) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn both_versions_load_as_each_alone() {
+        let st = Store::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../schemas"));
+        let vs = st.versions("pytorch");
+        for w in [&vs[..2], &vs[vs.len() - 2..], &[vs[0].clone(), vs[vs.len() - 1].clone()][..]] {
+            let (a, b) = st.load_pytorch_both(&w[0], &w[1]).unwrap();
+            assert!(a == st.load_pytorch(&w[0]).unwrap(), "{}", w[0]);
+            assert!(b == st.load_pytorch(&w[1]).unwrap(), "{} after {}", w[1], w[0]);
+        }
+    }
 
     #[test]
     fn line_field_split() {
