@@ -1048,6 +1048,8 @@ fn pytorch_diff_report(
         // their own thread while the adapter is indexed
         return std::thread::scope(|s| {
             let whole = (cfg.is_some() && a.coverage).then(|| s.spawn(|| st.load_pytorch_both(&vo, &vn)));
+            // and the generated files' index beside them
+            let generated = s.spawn(|| generated_index(&root, cfg.as_ref()));
             // the custom operators' formulas, resolved against the old version (only what they call is parsed)
             let custom = match diff::custom::CustomOperators::load(&root)? {
                 Some(c) => Some(c.resolve_in(&st, &vo)?),
@@ -1091,7 +1093,8 @@ fn pytorch_diff_report(
             let backends: Vec<diff::impact::Backend<'_>> =
                 yamls.iter().map(|(path, yaml)| diff::impact::Backend { path: path.clone(), yaml }).collect();
             warn_if_no_kernels(&kernels, a.adapter.as_deref(), &root);
-            let generated = generated_index(&root, cfg.as_ref());
+            let generated =
+                generated.join().map_err(|_| Error::Internal("the generated files' index panicked".into()))?;
             // the coverage of both versions, from the whole snapshots loaded meanwhile
             let states = match whole {
                 Some(h) => {

@@ -139,20 +139,51 @@ fn kernel_sources(dir: &Path, root: &Path) -> Result<Vec<(String, String)>, Erro
     Ok(sources)
 }
 
+/// What one file gives the index: its kernels and host implementations, or why it is left out.
+type FileIndex = std::result::Result<(Vec<Kernel>, Vec<Kernel>), String>;
+
+fn index_file(rel: &str, text: &str, method_ops: &HashMap<String, String>) -> Result<FileIndex, Error> {
+    // the lexer and the walk below recurse per bracket: a file nested absurdly deep (no real
+    // source is) is left out with a warning instead of overflowing the stack
+    if let Some((depth_at, line, col)) = too_deep(text) {
+        return Ok(Err(format!(
+            "{rel}:{line}:{col}: brackets nested deeper than {MAX_NESTING} (from offset {depth_at}); the file is not indexed"
+        )));
+    }
+    Ok(Ok(index_source_all(rel, text, method_ops)?))
+}
+
+/// Sources smaller than this in all are lexed on one thread.
+const SPLIT_BYTES: usize = 64 * 1024;
+
 fn index_sources(sources: &[(String, String)], method_ops: &HashMap<String, String>) -> Result<AdapterIndex, Error> {
+    // lexing dominates: a runtime's worth of sources is lexed on two scoped threads, every other
+    // file on each; the results are taken in file order, so the first error is a sequential read's
+    let total: usize = sources.iter().map(|(_, t)| t.len()).sum();
+    let per_file: Vec<Result<FileIndex, Error>> = if total < SPLIT_BYTES || sources.len() < 2 {
+        sources.iter().map(|(rel, text)| index_file(rel, text, method_ops)).collect()
+    } else {
+        let half = |parity: usize| -> Vec<Result<FileIndex, Error>> {
+            sources.iter().skip(parity).step_by(2).map(|(rel, text)| index_file(rel, text, method_ops)).collect()
+        };
+        let (odd, even) = std::thread::scope(|s| {
+            let h = s.spawn(|| half(1));
+            let even = half(0);
+            (h.join(), even)
+        });
+        let odd = odd.map_err(|_| Error::Internal("the adapter index thread panicked".into()))?;
+        let (mut odd, mut even) = (odd.into_iter(), even.into_iter());
+        (0..sources.len()).filter_map(|i| if i % 2 == 0 { even.next() } else { odd.next() }).collect()
+    };
     let (mut kernels, mut fallbacks, mut warnings) = (Vec::new(), Vec::new(), Vec::new());
-    for (rel, text) in sources {
-        // the lexer and the walk below recurse per bracket: a file nested absurdly deep (no real
-        // source is) is left out with a warning instead of overflowing the stack
-        if let Some((depth_at, line, col)) = too_deep(text) {
-            warnings.push(format!(
-                "{rel}:{line}:{col}: brackets nested deeper than {MAX_NESTING} (from offset {depth_at}); the file is not indexed"
-            ));
-            continue;
+    for r in per_file {
+        match r? {
+            Ok((k, f)) => {
+                kernels.extend(k);
+                fallbacks.extend(f);
+            }
+            Err(w) => warnings.push(w),
         }
-        let (k, f) = index_source_all(rel, text, method_ops)?;
-        kernels.extend(k);
-        fallbacks.extend(f);
     }
     kernels.sort();
     kernels.dedup();

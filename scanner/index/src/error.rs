@@ -17,6 +17,9 @@ pub enum Error {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Store(#[from] xirang_store::Error),
+    /// A worker thread of the index panicked (a bug, reported instead of a second panic).
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl From<SourceError> for Error {
