@@ -15,7 +15,6 @@ pub mod coverage;
 pub mod custom;
 pub mod driver;
 pub mod error;
-pub mod format;
 pub mod forward;
 pub mod native;
 pub mod newop;
@@ -396,7 +395,6 @@ pub fn render_all_with(
         }
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
-    format::format_files(&inputs.cfg.root, &inputs.cfg.path(&cfg.adapter.generated), &mut files)?;
     Ok((files, ops.len()))
 }
 
