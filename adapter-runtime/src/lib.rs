@@ -41,7 +41,6 @@ pub mod error;
 pub mod forward_ad;
 /// The code `xirang-scan generate` writes into `generated/` (do not edit there: edit
 /// `templates/` or `xirang.toml` and regenerate).
-#[rustfmt::skip]
 #[path = "../../generated/mod.rs"]
 pub mod generated;
 pub mod host;

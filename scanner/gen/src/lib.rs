@@ -15,6 +15,7 @@ pub mod coverage;
 pub mod custom;
 pub mod driver;
 pub mod error;
+pub mod format;
 pub mod forward;
 pub mod native;
 pub mod newop;
@@ -395,6 +396,7 @@ pub fn render_all_with(
         }
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
+    format::format_files(&inputs.cfg.root, &inputs.cfg.path(&cfg.adapter.generated), &mut files)?;
     Ok((files, ops.len()))
 }
 
