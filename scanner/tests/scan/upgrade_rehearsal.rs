@@ -95,6 +95,7 @@ fn regeneration_breaks_the_build_exactly_at_the_stale_kernel_and_the_report_name
     std::fs::write(root.join("Cargo.toml"), manifest).unwrap();
     std::fs::copy(r.join("Cargo.lock"), root.join("Cargo.lock")).unwrap();
     std::fs::copy(r.join("xirang.toml"), root.join("xirang.toml")).unwrap();
+    std::fs::copy(r.join("rustfmt.toml"), root.join("rustfmt.toml")).unwrap();
     // the custom-operator file xirang.toml names (`[operators] custom`)
     std::fs::copy(r.join("custom_ops.yaml"), root.join("custom_ops.yaml")).unwrap();
     copy_dir(&r.join("adapter-runtime"), &root.join("adapter-runtime"));
@@ -107,8 +108,18 @@ fn regeneration_breaks_the_build_exactly_at_the_stale_kernel_and_the_report_name
     let g = scan(&root, &["generate"]);
     assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
     let ops = std::fs::read_to_string(root.join("generated/ops.rs")).unwrap();
-    let sig = ops.lines().find(|l| l.trim_start().starts_with("fn _scaled_mm(")).expect("trait method").trim();
-    let sig = sig.trim_end_matches('{').trim().replacen("fn _scaled_mm(&self, ", "pub fn scaled_mm(", 1);
+    // the trait method's signature, as rustfmt lays it out over several lines, joined into one
+    let start = ops.lines().position(|l| l.trim_start().starts_with("fn _scaled_mm(")).expect("trait method");
+    let mut sig = String::new();
+    for l in ops.lines().skip(start) {
+        sig.push_str(l.trim());
+        sig.push(' ');
+        if l.trim_end().ends_with('{') {
+            break;
+        }
+    }
+    let sig = sig.trim().trim_end_matches('{').trim().replace("( ", "(").replace(", )", ")");
+    let sig = sig.replacen("fn _scaled_mm(&self, ", "pub fn scaled_mm(", 1);
     let kernel = format!(
         "//! A hand-written kernel (upgrade rehearsal).\n\
          #![allow(non_snake_case, unused_variables)]\n\
@@ -141,14 +152,29 @@ fn regeneration_breaks_the_build_exactly_at_the_stale_kernel_and_the_report_name
     assert!(!errors.is_empty(), "{stderr}");
     let native = std::fs::read_to_string(root.join("generated/native.rs")).unwrap();
     let native_lines: Vec<&str> = native.lines().collect();
+    // the lines of the kernel's call expression (rustfmt may spread its arguments over several)
+    let call_start = native_lines.iter().position(|l| l.contains("crate::rehearsal::scaled_mm(")).unwrap();
+    let mut depth = 0i32;
+    let mut call_end = call_start;
+    for (i, l) in native_lines.iter().enumerate().skip(call_start) {
+        let from = if i == call_start { l.find("crate::rehearsal::scaled_mm(").unwrap() } else { 0 };
+        for ch in l[from..].chars() {
+            match ch {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                _ => {}
+            }
+        }
+        call_end = i;
+        if depth <= 0 {
+            break;
+        }
+    }
     for e in &errors {
         let (file, rest) = e.split_once(".rs:").unwrap_or_else(|| panic!("{e}"));
         assert!(file.ends_with("generated/native"), "error outside the kernel's call: {e}");
         let line: usize = rest.split(':').next().unwrap().parse().unwrap();
-        assert!(
-            native_lines[line - 1].contains("crate::rehearsal::scaled_mm("),
-            "error outside the kernel's call: {e}"
-        );
+        assert!((call_start + 1..=call_end + 1).contains(&line), "error outside the kernel's call: {e}");
     }
     // the error names the kernel: the compiler's note points at its definition
     let long = Command::new(env!("CARGO"))
