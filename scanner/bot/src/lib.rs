@@ -21,7 +21,7 @@ pub mod forge;
 pub mod gitops;
 
 pub(crate) use xirang_ir::error::SourceFile;
-pub(crate) use xirang_ir::{backend, version};
+pub(crate) use xirang_ir::version;
 pub(crate) use xirang_store::{cxx_snapshot, fsio, snapshot, source};
 
 use std::io::Write;
@@ -300,13 +300,7 @@ fn backend_yamls(
     root: &Path,
     old: &PytorchSnapshot,
     new: &PytorchSnapshot,
-) -> Result<Vec<(String, crate::backend::BackendYaml)>, BotError> {
-    let mut owned: Vec<String> =
-        old.registry.functions.iter().chain(&new.registry.functions).map(|f| f.func.name.to_string()).collect();
-    owned.sort_unstable();
-    owned.dedup();
-    let names: Vec<&str> = owned.iter().map(String::as_str).collect();
-    let versions = format!("{} or {}", old.meta.version, new.meta.version);
+) -> Result<xirang_compare::BackendFiles, BotError> {
     let mut srcs = Vec::new();
     for rel in &cfg.backend_yaml {
         let p = config::check_inside(root, rel).map_err(|m| cfg.error_at("backend_yaml", m))?;
@@ -319,9 +313,10 @@ fn backend_yamls(
             .map_err(|e| cfg.error_at("backend_yaml", format!("`{rel}`: {e}")))?;
         srcs.push(crate::SourceFile::new(rel.clone(), text));
     }
-    // the files go together: a `custom:` operator of one may be listed as supported in another
-    let yamls = crate::backend::load_all_checked(&srcs, &names, &versions).map_err(xirang_store::Error::from)?;
-    Ok(cfg.backend_yaml.iter().cloned().zip(yamls).collect())
+    let names = xirang_compare::inputs::operator_names(old, new);
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let versions = xirang_compare::inputs::versions_text(old, new);
+    Ok(xirang_compare::BackendFiles::parse(&srcs, &names, &versions)?)
 }
 
 /// Imports one PyTorch release (its operators, and its C++ interface when it ships the headers) into
@@ -675,32 +670,23 @@ pub fn run(opts: &Options, log: &mut Log<'_>) -> Result<Outcome, BotError> {
             let old = store.load_pytorch(ov)?;
             let new_snap = store.load_pytorch(&newest.version)?;
             let kernels = diff::pipeline::index_adapter(&wt.path, &[&old, &new_snap])?;
-            let adapter_cfg = xirang_compare::config_at(&wt.path).ok().flatten();
-            let generated = match &adapter_cfg {
-                Some(c) => diff::impact::GeneratedIndex::load_from(&wt.path, &c.config.adapter.generated),
-                None => diff::impact::GeneratedIndex::load(&wt.path),
-            };
+            // the adapter as the base branch has it: configuration, generated files, custom operators
+            let adapter = xirang_compare::AdapterInputs::load_lenient(&wt.path, &mut |_| {})?;
             // the adapter's coverage of both versions, when its configuration builds one
             let states =
-                xirang_compare::adapter_states(adapter_cfg.as_ref(), &old, &new_snap, &kernels, true).ok().flatten();
-            let custom =
-                xirang_compare::custom::CustomOperators::load(&wt.path)?.map(|c| c.resolve(&old.registry.functions));
-            // the adapter's backend yamls and allow list, as the base branch has them
-            let yamls = backend_yamls(cfg, &wt.path, &old, &new_snap)?;
-            let backends: Vec<diff::impact::Backend<'_>> =
-                yamls.iter().map(|(path, yaml)| diff::impact::Backend { path: path.clone(), yaml }).collect();
-            let report = xirang_compare::pytorch_report(
-                xirang_compare::PytorchDiff {
+                xirang_compare::adapter_states(adapter.config.as_ref(), &old, &new_snap, &kernels, true).ok().flatten();
+            // the adapter's backend yamls, as the base branch has them
+            let backends = backend_yamls(cfg, &wt.path, &old, &new_snap)?;
+            let report = xirang_compare::whole_report(
+                xirang_compare::WholeDiff {
                     old: &old,
                     new: &new_snap,
-                    title: format!("pytorch {} -> {}", old.meta.version, new_snap.meta.version),
+                    adapter: &adapter,
                     kernels: &kernels,
                     backends: &backends,
-                    generated: &generated,
                     allow: allow.as_ref(),
                     today: &today,
                     states: states.as_ref(),
-                    custom: custom.as_ref(),
                 },
                 &rules,
             );

@@ -11,12 +11,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::custom::CustomOperators;
 use crate::diff::AdapterStates;
-use crate::diff::impact::GeneratedIndex;
 use crate::diff::pipeline::{ADAPTER_DIR, cxx_report, header_report, index_adapter, index_cxx, repo_root};
 use crate::diff::{RuleSet, report_markdown};
 use crate::error::Error;
+use crate::inputs::AdapterInputs;
 use crate::report::{PytorchDiff, pytorch_report};
 use crate::snapshot::{PytorchSnapshot, Store, Version};
 
@@ -41,15 +40,11 @@ pub fn expected_reports(store: &Store, rules: &RuleSet) -> Result<BTreeMap<PathB
     }
     let all: Vec<&PytorchSnapshot> = snaps.values().collect();
     let kernels = index_adapter(&root, &all)?;
-    let cfg = crate::config_at(&root)?;
-    let generated = match &cfg {
-        Some(c) => GeneratedIndex::load_from(&root, &c.config.adapter.generated),
-        None => GeneratedIndex::load(&root),
-    };
-    let custom = CustomOperators::load(&root)?;
+    let adapter = AdapterInputs::load(&root)?;
+    let (cfg, generated, custom) = (&adapter.config, &adapter.generated, &adapter.custom);
     // the adapter's coverage of every version (a report joins two of them)
     let mut coverage: BTreeMap<Version, BTreeMap<String, crate::diff::OpState>> = BTreeMap::new();
-    if let Some(c) = &cfg {
+    if let Some(c) = cfg {
         for (v, snap) in &snaps {
             coverage.insert(v.clone(), crate::states_of(c, snap, Some(&kernels))?);
         }
@@ -79,7 +74,7 @@ pub fn expected_reports(store: &Store, rules: &RuleSet) -> Result<BTreeMap<PathB
                 title: format!("pytorch {va} -> {vb}"),
                 kernels: &kernels,
                 backends: &[],
-                generated: &generated,
+                generated,
                 allow: None,
                 today: "",
                 states: states.as_ref(),

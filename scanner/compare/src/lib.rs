@@ -4,6 +4,8 @@
 //! - [`report`]: a PyTorch drift report joined with the adapter (kernels, backend yaml, generated
 //!   files, coverage, custom operators): the CLI's `diff`, the bot, `diffs` and the benches build
 //!   every PyTorch report with [`pytorch_report`] or [`pytorch_pair_report`];
+//! - [`inputs`]: what a report joins besides the two versions (adapter configuration, generated
+//!   files, custom operators, backend yaml), assembled once for the CLI, the bot and `diffs`;
 //! - [`states`]: the adapter's coverage in both versions of a comparison ([`adapter_states`]);
 //! - [`custom`]: the adapter's custom operators x a report's changes;
 //! - [`committed`]: the reports committed under `diffs/` (`xirang-scan diffs`, `diffs --check`);
@@ -13,10 +15,12 @@
 pub mod committed;
 pub mod custom;
 pub mod error;
+pub mod inputs;
 pub mod report;
 pub mod states;
 
 pub use error::{Error, Result};
+pub use inputs::{AdapterInputs, BackendFiles, WholeDiff, whole_report};
 pub use report::{PairDiff, PytorchDiff, pytorch_pair_report, pytorch_report};
 pub use states::{adapter_states, config_at, foreign, kernel_file, states, states_of};
 
