@@ -10,6 +10,11 @@ use xirang_scan::error::Error;
 #[macro_use]
 mod cmd;
 
+/// The CLI allocates many small strings and vectors (schemas, index entries); mimalloc serves them
+/// faster than glibc's allocator (ARCHITECTURE.md, "Dependencies beyond the brief's list").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "xirang-scan",

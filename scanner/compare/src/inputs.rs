@@ -39,7 +39,12 @@ impl AdapterInputs {
     /// As [`AdapterInputs::load`], but a `xirang.toml` that does not read is left out (the report
     /// then has no coverage) and `warn` is told why.
     pub fn load_lenient(root: &Path, warn: &mut dyn FnMut(String)) -> Result<AdapterInputs> {
-        let config = match crate::config_at(root) {
+        Self::with_config(root, Self::config_lenient(root, warn))
+    }
+
+    /// The `xirang.toml` at `root`: `None` without one, or (told to `warn`) when it does not read.
+    pub fn config_lenient(root: &Path, warn: &mut dyn FnMut(String)) -> Option<LoadedConfig> {
+        match crate::config_at(root) {
             Ok(c) => c,
             Err(e) => {
                 warn(format!(
@@ -48,11 +53,11 @@ impl AdapterInputs {
                 ));
                 None
             }
-        };
-        Self::with_config(root, config)
+        }
     }
 
-    fn with_config(root: &Path, config: Option<LoadedConfig>) -> Result<AdapterInputs> {
+    /// The adapter at `root` with its configuration already read (`None`: none that reads).
+    pub fn with_config(root: &Path, config: Option<LoadedConfig>) -> Result<AdapterInputs> {
         let generated = match &config {
             Some(c) => GeneratedIndex::load_from(root, &c.config.adapter.generated),
             None => GeneratedIndex::load(root),

@@ -22,7 +22,9 @@ pub mod states;
 pub use error::{Error, Result};
 pub use inputs::{AdapterInputs, BackendFiles, WholeDiff, whole_report};
 pub use report::{PairDiff, PytorchDiff, pytorch_pair_report, pytorch_report};
-pub use states::{adapter_states, config_at, foreign, kernel_file, states, states_of};
+pub use states::{
+    adapter_states, adapter_states_of_models, config_at, foreign, kernel_file, states, states_of, states_of_model,
+};
 
 pub(crate) use xirang_drift as diff;
 pub(crate) use xirang_gen::{self as generate, coverage};

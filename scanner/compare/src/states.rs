@@ -30,10 +30,21 @@ pub fn states_of(
 ) -> Result<BTreeMap<String, OpState>> {
     // the repository's index (of `adapter-runtime/`) covers the runtime the configuration names
     // when that lies inside it
+    let model = crate::generate::tier_model(cfg, snap)?;
+    states_of_model(cfg, snap, index, &model)
+}
+
+/// [`states_of`] with the snapshot's tier model already built ([`crate::generate::tier_model`]).
+pub fn states_of_model(
+    cfg: &LoadedConfig,
+    snap: &PytorchSnapshot,
+    index: Option<&AdapterIndex>,
+    model: &crate::generate::TierModel,
+) -> Result<BTreeMap<String, OpState>> {
     let runtime = cfg.config.adapter.runtime.trim_start_matches("./").trim_end_matches('/');
     let dir = crate::diff::pipeline::ADAPTER_DIR;
     let index = index.filter(|_| runtime == dir || runtime.starts_with(&format!("{dir}/")));
-    let c = coverage::tiers(cfg, snap, index)?;
+    let c = coverage::tiers_of_model(cfg, snap, index, model)?;
     let mut s = states(&c);
     for f in &snap.registry.functions {
         if let Some(st) = s.get_mut(&f.func.name.to_string()) {
@@ -110,6 +121,25 @@ pub fn adapter_states(
     });
     let o = o.map_err(|_| crate::Error::Internal("the coverage thread panicked".into()))??;
     Ok(Some(AdapterStates { old: o, new: n?, kernel_file: kernel_file(kernels) }))
+}
+
+/// [`adapter_states`] with both snapshots' tier models already built ([`crate::generate::tier_model`],
+/// `models`: old, new), as `diff` builds them while it indexes the adapter.
+pub fn adapter_states_of_models(
+    cfg: &LoadedConfig,
+    (old, new): (&PytorchSnapshot, &PytorchSnapshot),
+    models: (&crate::generate::TierModel, &crate::generate::TierModel),
+    kernels: &AdapterIndex,
+    repository_index: bool,
+) -> Result<AdapterStates> {
+    let index = repository_index.then_some(kernels);
+    let (o, n) = std::thread::scope(|s| {
+        let h = s.spawn(|| states_of_model(cfg, old, index, models.0));
+        let n = states_of_model(cfg, new, index, models.1);
+        (h.join(), n)
+    });
+    let o = o.map_err(|_| crate::Error::Internal("the coverage thread panicked".into()))??;
+    Ok(AdapterStates { old: o, new: n?, kernel_file: kernel_file(kernels) })
 }
 
 #[cfg(test)]

@@ -374,6 +374,18 @@ pub fn tiers(
     snapshot: &crate::snapshot::PytorchSnapshot,
     index: Option<&AdapterIndex>,
 ) -> Result<Coverage, Error> {
+    let model = generate::tier_model(cfg, snapshot)?;
+    tiers_of_model(cfg, snapshot, index, &model)
+}
+
+/// [`tiers`] with the snapshot's [`generate::tier_model`] already built (it does not depend on
+/// the adapter index, so a caller can build it while the adapter is indexed).
+pub fn tiers_of_model(
+    cfg: &generate::config::LoadedConfig,
+    snapshot: &crate::snapshot::PytorchSnapshot,
+    index: Option<&AdapterIndex>,
+    model: &generate::TierModel,
+) -> Result<Coverage, Error> {
     let root = cfg.root.clone();
     let adapter = cfg.path(&cfg.config.adapter.runtime);
     if !adapter.is_dir() {
@@ -400,7 +412,6 @@ pub fn tiers(
             &own
         }
     };
-    let model = generate::tier_model(cfg, snapshot)?;
     let rows: Vec<TierRow<'_>> =
         model.ops.iter().map(|o| TierRow { qualified: &o.qualified, method: &o.method, body: &o.body }).collect();
     Ok(assemble(cfg, snapshot, &rows, &model.recipes, index, None, indexed))

@@ -10,7 +10,7 @@ use clap::ValueEnum;
 use xirang_scan::compare::{AdapterInputs, BackendFiles, inputs};
 use xirang_scan::diff;
 use xirang_scan::error::Error;
-use xirang_scan::snapshot::{PytorchSnapshot, Store};
+use xirang_scan::snapshot::{PytorchSnapshot, Store, Version};
 
 use super::{Ctx, folder_version, print_str};
 
@@ -264,99 +264,143 @@ fn backend_files(paths: &[PathBuf], old: &PytorchSnapshot, new: &PytorchSnapshot
 }
 
 /// Two versions of the store, read as a pair. The coverage join needs whole snapshots (the pair
-/// holds only what differs): they load on their own thread while the adapter is indexed, and the
-/// adapter's inputs on another.
+/// holds only what differs) and their tier models, which do not depend on the adapter's index: two
+/// chains of work, balanced over the cores by rayon's work stealing, build them beside the pair,
+/// the adapter index and the adapter's inputs ([`pair_side`], [`whole_side`]).
 fn pair_report(
     st: &Store,
-    vo: &xirang_scan::snapshot::Version,
-    vn: &xirang_scan::snapshot::Version,
+    vo: &Version,
+    vn: &Version,
     a: &Args,
     rules: &diff::RuleSet,
     allow: Option<&diff::allow::AllowList>,
     today: &str,
 ) -> Result<diff::Report, Error> {
-    let pair = st.load_pytorch_pair(vo, vn)?;
     let root = adapter_root(Some(st));
-    std::thread::scope(|s| {
-        let whole =
-            (!a.no_coverage && AdapterInputs::has_config(&root)).then(|| s.spawn(|| st.load_pytorch_both(vo, vn)));
-        // its warnings are printed once it is joined, in the order a single thread would print them
-        let adapter = s.spawn(|| {
-            let mut warnings = Vec::new();
-            AdapterInputs::load_lenient(&root, &mut |w| warnings.push(w)).map(|i| (i, warnings))
-        });
-        let mut kernels = match &a.adapter {
-            Some(dir) => {
-                let map = diff::pipeline::pair_method_map(&pair);
-                diff::adapter_index::index_dir(dir, dir.parent().unwrap_or(dir), &map)?
-            }
-            None => diff::pipeline::index_adapter_pair(&root, &pair)?,
-        };
-        // a C++ adapter (--adapter DIR): its kernels matched to operators by name and C++ signature
-        let cxx_kernels = match &a.adapter {
-            Some(dir) => {
-                let ck = diff::cxx_kernels::join(
-                    &mut kernels,
-                    dir,
-                    dir.parent().unwrap_or(dir),
-                    st,
-                    &[vo.clone(), vn.clone()],
-                )?;
-                if let Some(ck) = &ck {
-                    warn!(
-                        "C++ adapter: {} kernel definitions, {} matched to an operator of {} or {} by name and C++ signature",
-                        ck.index.kernels.len(),
-                        ck.matching.matched.len(),
-                        vo,
-                        vn
-                    );
+    let config = AdapterInputs::config_lenient(&root, &mut |w| warn!("{w}"));
+    let (side, whole) = rayon::join(
+        || pair_side(st, vo, vn, a, &root, config.as_ref()),
+        || whole_side(st, vo, vn, config.as_ref().filter(|_| !a.no_coverage)),
+    );
+    let PairSide { pair, kernels, cxx_kernels, backend_files, adapter } = side?;
+    let whole = whole?;
+    // the custom operators' formulas, resolved against the old version (only what they call is parsed)
+    let custom = match &adapter.custom {
+        Some(c) => Some(c.resolve_in(st, vo)?),
+        None => None,
+    };
+    // the coverage of both versions, from the whole snapshots and tier models built meanwhile
+    let states = match (&adapter.config, whole) {
+        (Some(cfg), Some(Ok((old, new, mo, mn)))) => {
+            match xirang_scan::compare::adapter_states_of_models(
+                cfg,
+                (&old, &new),
+                (&mo, &mn),
+                &kernels,
+                a.adapter.is_none(),
+            ) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    warn!("warning: the adapter's coverage could not be joined into the report: {e}");
+                    None
                 }
-                ck
             }
-            None => None,
-        };
-        let mut names: Vec<&str> = pair.operator_names().collect();
-        names.sort_unstable();
-        names.dedup();
-        let versions = format!("{} or {}", pair.old.meta.version, pair.new.meta.version);
-        let backend_files = BackendFiles::read(&a.backend, &names, &versions)?;
-        let backends = backend_files.backends();
-        warn_if_no_kernels(&kernels, a.adapter.as_deref(), &root);
-        let (adapter, warnings) =
-            adapter.join().map_err(|_| Error::Internal("the adapter's inputs panicked".into()))??;
-        for w in warnings {
-            warn!("{w}");
         }
-        // the custom operators' formulas, resolved against the old version (only what they call is parsed)
-        let custom = match &adapter.custom {
-            Some(c) => Some(c.resolve_in(st, vo)?),
-            None => None,
-        };
-        // the coverage of both versions, from the whole snapshots loaded meanwhile
-        let states = match whole {
-            Some(h) => {
-                let (old, new) = h.join().map_err(|_| Error::Internal("the snapshot loader panicked".into()))??;
-                join_states(adapter.config.as_ref(), a.adapter.is_none(), &old, &new, &kernels)
+        (Some(_), Some(Err(e))) => {
+            warn!("warning: the adapter's coverage could not be joined into the report: {e}");
+            None
+        }
+        _ => None,
+    };
+    let backends = backend_files.backends();
+    let d = xirang_scan::compare::PairDiff {
+        title: format!("pytorch {} -> {}", pair.old.meta.version, pair.new.meta.version),
+        kernels: &kernels,
+        backends: &backends,
+        generated: &adapter.generated,
+        allow,
+        today,
+        states: states.as_ref(),
+        custom: custom.as_ref(),
+    };
+    let mut report = xirang_scan::compare::pytorch_pair_report(&pair, d, rules);
+    if let Some(ck) = &cxx_kernels {
+        diff::cxx_kernels::refine(&mut report, ck, st, vn)?;
+    }
+    Ok(report)
+}
+
+/// The pair, the adapter index (Rust kernels, and a C++ tree's with `--adapter`), the backend
+/// files and the adapter's inputs.
+struct PairSide {
+    pair: xirang_scan::snapshot::PytorchPair,
+    kernels: diff::adapter_index::AdapterIndex,
+    cxx_kernels: Option<diff::cxx_kernels::CxxKernels>,
+    backend_files: BackendFiles,
+    adapter: AdapterInputs,
+}
+
+fn pair_side(
+    st: &Store,
+    vo: &Version,
+    vn: &Version,
+    a: &Args,
+    root: &Path,
+    config: Option<&xirang_scan::generate::config::LoadedConfig>,
+) -> Result<PairSide, Error> {
+    let pair = st.load_pytorch_pair(vo, vn)?;
+    let mut kernels = match &a.adapter {
+        Some(dir) => {
+            let map = diff::pipeline::pair_method_map(&pair);
+            diff::adapter_index::index_dir(dir, dir.parent().unwrap_or(dir), &map)?
+        }
+        None => diff::pipeline::index_adapter_pair(root, &pair)?,
+    };
+    // a C++ adapter (--adapter DIR): its kernels matched to operators by name and C++ signature
+    let cxx_kernels = match &a.adapter {
+        Some(dir) => {
+            let ck =
+                diff::cxx_kernels::join(&mut kernels, dir, dir.parent().unwrap_or(dir), st, &[vo.clone(), vn.clone()])?;
+            if let Some(ck) = &ck {
+                warn!(
+                    "C++ adapter: {} kernel definitions, {} matched to an operator of {} or {} by name and C++ signature",
+                    ck.index.kernels.len(),
+                    ck.matching.matched.len(),
+                    vo,
+                    vn
+                );
             }
-            None => None,
-        };
-        let title = format!("pytorch {} -> {}", pair.old.meta.version, pair.new.meta.version);
-        let d = xirang_scan::compare::PairDiff {
-            title,
-            kernels: &kernels,
-            backends: &backends,
-            generated: &adapter.generated,
-            allow,
-            today,
-            states: states.as_ref(),
-            custom: custom.as_ref(),
-        };
-        let mut report = xirang_scan::compare::pytorch_pair_report(&pair, d, rules);
-        if let Some(ck) = &cxx_kernels {
-            diff::cxx_kernels::refine(&mut report, ck, st, vn)?;
+            ck
         }
-        Ok(report)
-    })
+        None => None,
+    };
+    let mut names: Vec<&str> = pair.operator_names().collect();
+    names.sort_unstable();
+    names.dedup();
+    let versions = format!("{} or {}", pair.old.meta.version, pair.new.meta.version);
+    let backend_files = BackendFiles::read(&a.backend, &names, &versions)?;
+    warn_if_no_kernels(&kernels, a.adapter.as_deref(), root);
+    let adapter = AdapterInputs::with_config(root, config.cloned())?;
+    Ok(PairSide { pair, kernels, cxx_kernels, backend_files, adapter })
+}
+
+type Whole = (PytorchSnapshot, PytorchSnapshot, xirang_scan::generate::TierModel, xirang_scan::generate::TierModel);
+
+/// Both whole snapshots and their tier models, when the adapter has a configuration (`config`) and
+/// the coverage join is asked for; `Some(Err)` when the tier models cannot be built (a warning, as
+/// [`join_states`] says; the store failing is an error).
+fn whole_side(
+    st: &Store,
+    vo: &Version,
+    vn: &Version,
+    config: Option<&xirang_scan::generate::config::LoadedConfig>,
+) -> Result<Option<Result<Whole, String>>, Error> {
+    let Some(cfg) = config else { return Ok(None) };
+    let (old, new) = st.load_pytorch_operators_both(vo, vn)?;
+    let (mo, mn) =
+        rayon::join(|| xirang_scan::generate::tier_model(cfg, &old), || xirang_scan::generate::tier_model(cfg, &new));
+    let models = mo.and_then(|mo| Ok((mo, mn?))).map_err(|e| e.to_string());
+    Ok(Some(models.map(|(mo, mn)| (old, new, mo, mn))))
 }
 
 /// The adapter's coverage of both versions, or `None` (with a warning when it cannot be built).

@@ -80,9 +80,11 @@ pub fn exists_any(path: &Path) -> bool {
 
 /// Reads a regular file of at most `limit` bytes.
 pub fn read_bytes(path: &Path, limit: u64) -> Result<Vec<u8>> {
-    check_regular(path, limit)?;
+    let meta = check_regular(path, limit)?;
     let f = std::fs::File::open(path).map_err(|e| describe_io(path, e))?;
-    let mut out = Vec::new();
+    // sized for the file as it was when checked (one allocation, no regrowth copies); a file that
+    // grows meanwhile still reads, up to the limit
+    let mut out = Vec::with_capacity(meta.len() as usize + 1);
     f.take(limit + 1).read_to_end(&mut out).map_err(|e| Error::io(path, e))?;
     if out.len() as u64 > limit {
         return Err(input_error(path, format!("grew past the {limit} bytes this tool reads while it was read")));

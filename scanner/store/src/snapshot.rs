@@ -451,13 +451,19 @@ impl Store {
 
     /// Loads a PyTorch snapshot.
     pub fn load_pytorch(&self, v: &Version) -> Result<PytorchSnapshot> {
+        self.load_pytorch_with(v, true)
+    }
+
+    /// [`Store::load_pytorch`]; without `derivatives`, the snapshot's derivative entries are left
+    /// empty (not read).
+    fn load_pytorch_with(&self, v: &Version, with_derivatives: bool) -> Result<PytorchSnapshot> {
         let dir = self.dir("pytorch", v);
         let meta: SnapshotMeta = read_json(&dir.join("meta.json"))?;
         check_format(&dir, &meta)?;
         let tags: Vec<TagDef> = read_json(&dir.join("tags.json"))?;
         let (ops_path, der_path) = (dir.join("operators.jsonl"), dir.join("derivatives.jsonl"));
         let ops_text = read_file(&ops_path)?;
-        let der_text = read_file(&der_path)?;
+        let der_text = if with_derivatives { read_file(&der_path)? } else { String::new() };
         // Parsing every operator's schema dominates loading; the lines are independent, so the
         // operators are parsed in two halves and the derivatives beside them, on scoped threads.
         let (head, tail, tail_line) = split_lines_in_half(&ops_text);
@@ -472,7 +478,7 @@ impl Store {
         functions.extend(tail??);
         let derivatives = derivatives??;
         let snap = PytorchSnapshot { meta, registry: Registry { tags, functions }, derivatives };
-        validate(&dir, &snap)?;
+        validate_with(&dir, &snap, with_derivatives)?;
         Ok(snap)
     }
 }
@@ -483,15 +489,35 @@ impl Store {
     /// entries: a line of the new version equal to a line of the old one but for its `line` field
     /// is the old entry with the new line number, so only the lines that differ are parsed twice.
     pub fn load_pytorch_both(&self, old: &Version, new: &Version) -> Result<(PytorchSnapshot, PytorchSnapshot)> {
-        let a = self.load_pytorch(old)?;
+        self.load_pytorch_both_with(old, new, true)
+    }
+
+    /// [`Store::load_pytorch_both`] without the derivative entries (left empty, not read): what
+    /// the coverage join needs, which reads the operators only.
+    pub fn load_pytorch_operators_both(
+        &self,
+        old: &Version,
+        new: &Version,
+    ) -> Result<(PytorchSnapshot, PytorchSnapshot)> {
+        self.load_pytorch_both_with(old, new, false)
+    }
+
+    fn load_pytorch_both_with(
+        &self,
+        old: &Version,
+        new: &Version,
+        with_derivatives: bool,
+    ) -> Result<(PytorchSnapshot, PytorchSnapshot)> {
+        let a = self.load_pytorch_with(old, with_derivatives)?;
         let (old_dir, dir) = (self.dir("pytorch", old), self.dir("pytorch", new));
         let meta: SnapshotMeta = read_json(&dir.join("meta.json"))?;
         check_format(&dir, &meta)?;
         let tags: Vec<TagDef> = read_json(&dir.join("tags.json"))?;
         let (ops_path, der_path) = (dir.join("operators.jsonl"), dir.join("derivatives.jsonl"));
+        let der = |p: &Path| if with_derivatives { read_file(p) } else { Ok(String::new()) };
         let (old_ops, old_der) =
-            (read_file(&old_dir.join("operators.jsonl"))?, read_file(&old_dir.join("derivatives.jsonl"))?);
-        let (ops_text, der_text) = (read_file(&ops_path)?, read_file(&der_path)?);
+            (read_file(&old_dir.join("operators.jsonl"))?, der(&old_dir.join("derivatives.jsonl"))?);
+        let (ops_text, der_text) = (read_file(&ops_path)?, der(&der_path)?);
         let (functions, derivatives) = std::thread::scope(|s| {
             let d = s.spawn(|| {
                 parse_jsonl_like(&der_path, &der_text, &old_der, &a.derivatives, |d: &mut Derivative, l| d.line = l)
@@ -504,7 +530,7 @@ impl Store {
         });
         let (functions, derivatives) = (functions?, derivatives??);
         let b = PytorchSnapshot { meta, registry: Registry { tags, functions }, derivatives };
-        validate(&dir, &b)?;
+        validate_with(&dir, &b, with_derivatives)?;
         Ok((a, b))
     }
 }
@@ -586,9 +612,12 @@ fn first_duplicate<'a>(names: impl Iterator<Item = (&'a str, &'a str)>) -> Optio
     v.windows(2).find(|w| w[0] == w[1]).map(|w| w[0])
 }
 
-fn validate(dir: &Path, snap: &PytorchSnapshot) -> Result<()> {
+/// [`validate`]; `derivatives`: whether the snapshot's derivative entries were read (else their
+/// count is not checked: [`Store::load_pytorch_operators_both`]).
+fn validate_with(dir: &Path, snap: &PytorchSnapshot, derivatives: bool) -> Result<()> {
     let fs = &snap.registry.functions;
-    validate_counts(dir, &snap.meta, fs.len(), snap.derivatives.len(), snap.registry.tags.len())?;
+    let der = if derivatives { snap.derivatives.len() } else { snap.meta.counts.derivatives };
+    validate_counts(dir, &snap.meta, fs.len(), der, snap.registry.tags.len())?;
     let generated = fs.iter().filter(|f| f.generated).count();
     if generated != snap.meta.counts.generated_operators {
         return Err(incomplete(
@@ -1024,6 +1053,11 @@ mod tests {
             let (a, b) = st.load_pytorch_both(&w[0], &w[1]).unwrap();
             assert!(a == st.load_pytorch(&w[0]).unwrap(), "{}", w[0]);
             assert!(b == st.load_pytorch(&w[1]).unwrap(), "{} after {}", w[1], w[0]);
+            // the operators only: the same snapshots without their derivative entries
+            let (oa, ob) = st.load_pytorch_operators_both(&w[0], &w[1]).unwrap();
+            assert!(oa.derivatives.is_empty() && ob.derivatives.is_empty());
+            assert!(oa.registry == a.registry && oa.meta == a.meta, "{}", w[0]);
+            assert!(ob.registry == b.registry && ob.meta == b.meta, "{} after {}", w[1], w[0]);
         }
     }
 
