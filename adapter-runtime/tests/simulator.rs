@@ -439,15 +439,13 @@ fn current_device_is_per_thread() {
 #[test]
 fn optional_entry_points_fall_back() {
     let (_g, _d) = setup();
-    use xirang_runtime::driver::acl::AclApi;
-    let api = AclApi {
-        create_stream_with_config: None,
-        sim_get_physical_ids: None,
-        sim_launch_kernel: None,
-        ..AclApi::linked_simulator()
-    };
-    let d = AclDriver::from_api(api, "no-extensions");
-    // aclrtCreateStreamWithConfig -> aclrtCreateStream
+    use xirang_runtime::driver::acl::linked_symbol;
+    let hidden = ["aclrtCreateStreamWithConfig", "xirangSimGetPhysicalDeviceIds", "xirangSimLaunchKernel"];
+    let resolve = |name: &str| if hidden.contains(&name) { None } else { linked_symbol(name) };
+    let d = AclDriver::from_resolver(&resolve, "no-extensions").unwrap();
+    // aclrtCreateStreamWithConfig -> aclrtCreateStream (the chain of xirang.toml [driver])
+    assert_eq!(AclDriver::simulator().resolved("stream_create"), Some("aclrtCreateStreamWithConfig"));
+    assert_eq!(d.resolved("stream_create"), Some("aclrtCreateStream"));
     let s = d.create_stream(0).unwrap();
     d.synchronize_stream(0, s).unwrap();
     d.destroy_stream(0, s).unwrap();

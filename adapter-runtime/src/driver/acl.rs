@@ -1,19 +1,22 @@
-//! [`Driver`] over the ACL C ABI (`acl_rt.h`), through a table of function
-//! pointers. This is the only module of the crate with `unsafe` code: each
-//! call crosses the FFI boundary.
+//! [`Driver`] over the ACL C ABI (`acl_rt.h`), through the driver table `xirang-scan generate`
+//! writes from the vendor headers and `xirang.toml [driver]` (`generated/driver.rs`,
+//! [`DriverApi`]): every device operation calls the function type generated from its header
+//! declaration, so a header drift reaches the code that runs at the next `generate`. With the
+//! kernel trampolines below, this is where the runtime crosses the FFI boundary.
 //!
-//! Optional functions resolve through fallback chains, as torch_npu does:
-//! `aclrtCreateStreamWithConfig` -> `aclrtCreateStream`; the simulator's
-//! extensions (`xirangSimGetPhysicalDeviceIds`, `xirangSimLaunchKernel`,
-//! `xirangSimKernelRead/Write`) are optional, with `0..count` and
-//! "kernels unsupported" as fallbacks.
+//! Optional functions resolve through the fallback chains of `[driver]`, as torch_npu does
+//! (`aclrtCreateStreamWithConfig` -> `aclrtCreateStream`). The simulator's own extensions
+//! (`xirangSimGetPhysicalDeviceIds`, `xirangSimLaunchKernel`, `xirangSimKernelRead/Write/Map`),
+//! which no vendor header declares, are resolved here by the same symbol lookup ([`SimExt`]); they
+//! are optional, with `0..count` and "kernels unsupported" as fallbacks.
 
-use std::ffi::{CStr, c_char, c_void};
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{DevicePtr, Driver, EventId, Kernel, KernelMemory, MapBody, MemInfo, StreamId};
 use crate::error::{Error, Result};
+use crate::generated::driver::{self as table, DriverApi, DriverError};
 use xirang_acl_sim as sim;
 
 type AclError = i32;
@@ -23,177 +26,90 @@ type KernelFnPtr = Option<unsafe extern "C" fn(ctx: *const c_void, user_data: Vp
 type MappedFnPtr = Option<unsafe extern "C" fn(user_data: Vp, host_ptrs: *const Vp)>;
 type KernelMapFn =
     unsafe extern "C" fn(*const c_void, usize, *const *const c_void, *const usize, MappedFnPtr, Vp) -> AclError;
+type PhysicalIdsFn = unsafe extern "C" fn(*mut i32, u32, *mut u32) -> AclError;
+type LaunchFn = unsafe extern "C" fn(KernelFnPtr, Vp, Vp) -> AclError;
+type KernelReadFn = unsafe extern "C" fn(*const c_void, *const c_void, Vp, usize) -> AclError;
+type KernelWriteFn = unsafe extern "C" fn(*const c_void, Vp, *const c_void, usize) -> AclError;
 
-/// The ACL entry points the runtime uses, with their exact C signatures.
-#[derive(Clone, Copy)]
-pub struct AclApi {
-    pub acl_init: unsafe extern "C" fn(*const c_char) -> AclError,
-    pub acl_finalize: unsafe extern "C" fn() -> AclError,
-    pub get_recent_err_msg: unsafe extern "C" fn() -> *const c_char,
-    pub get_device_count: unsafe extern "C" fn(*mut u32) -> AclError,
-    pub set_device: unsafe extern "C" fn(i32) -> AclError,
-    pub get_device: unsafe extern "C" fn(*mut i32) -> AclError,
-    pub reset_device: unsafe extern "C" fn(i32) -> AclError,
-    pub synchronize_device: unsafe extern "C" fn() -> AclError,
-    pub malloc: unsafe extern "C" fn(*mut Vp, usize, i32) -> AclError,
-    pub free: unsafe extern "C" fn(Vp) -> AclError,
-    pub memcpy: unsafe extern "C" fn(Vp, usize, *const c_void, usize, i32) -> AclError,
-    pub memcpy_async: unsafe extern "C" fn(Vp, usize, *const c_void, usize, i32, Vp) -> AclError,
-    pub memset: unsafe extern "C" fn(Vp, usize, i32, usize) -> AclError,
-    pub memset_async: unsafe extern "C" fn(Vp, usize, i32, usize, Vp) -> AclError,
-    pub create_stream: unsafe extern "C" fn(*mut Vp) -> AclError,
-    pub create_stream_with_config: Option<unsafe extern "C" fn(*mut Vp, u32, u32) -> AclError>,
-    pub destroy_stream: unsafe extern "C" fn(Vp) -> AclError,
-    pub synchronize_stream: unsafe extern "C" fn(Vp) -> AclError,
-    pub create_event: unsafe extern "C" fn(*mut Vp) -> AclError,
-    pub record_event: unsafe extern "C" fn(Vp, Vp) -> AclError,
-    pub synchronize_event: unsafe extern "C" fn(Vp) -> AclError,
-    pub event_elapsed_time: unsafe extern "C" fn(*mut f32, Vp, Vp) -> AclError,
-    pub destroy_event: unsafe extern "C" fn(Vp) -> AclError,
-    pub stream_wait_event: unsafe extern "C" fn(Vp, Vp) -> AclError,
-    pub get_mem_info: unsafe extern "C" fn(i32, *mut usize, *mut usize) -> AclError,
-    pub sim_get_physical_ids: Option<unsafe extern "C" fn(*mut i32, u32, *mut u32) -> AclError>,
-    pub sim_launch_kernel: Option<unsafe extern "C" fn(KernelFnPtr, Vp, Vp) -> AclError>,
-    pub sim_kernel_read: Option<unsafe extern "C" fn(*const c_void, *const c_void, Vp, usize) -> AclError>,
-    pub sim_kernel_write: Option<unsafe extern "C" fn(*const c_void, Vp, *const c_void, usize) -> AclError>,
-    pub sim_kernel_map: Option<KernelMapFn>,
+/// The simulator's extensions to ACL (no vendor header declares them), each optional.
+#[derive(Clone, Copy, Default)]
+pub struct SimExt {
+    pub physical_ids: Option<PhysicalIdsFn>,
+    pub launch_kernel: Option<LaunchFn>,
+    pub kernel_read: Option<KernelReadFn>,
+    pub kernel_write: Option<KernelWriteFn>,
+    pub kernel_map: Option<KernelMapFn>,
 }
 
-// Kernel context pointers are passed as `*const c_void`; the simulator's
-// functions take `*const KernelCtx`. Both are thin pointers with the same
-// ABI, so these adapters only re-type them.
-unsafe extern "C" fn sim_launch(k: KernelFnPtr, ud: Vp, stream: Vp) -> AclError {
-    // SAFETY: `KernelFnPtr` and `sim::XirangSimKernel` differ only in the
-    // pointee type of the first (thin pointer) argument: identical ABI.
-    let k: sim::XirangSimKernel = unsafe { std::mem::transmute::<KernelFnPtr, sim::XirangSimKernel>(k) };
-    // SAFETY: forwarded caller contract of xirangSimLaunchKernel.
-    unsafe { sim::xirangSimLaunchKernel(k, ud, stream) }
-}
-unsafe extern "C" fn sim_read(ctx: *const c_void, src: *const c_void, dst: Vp, n: usize) -> AclError {
-    // SAFETY: forwarded caller contract; `ctx` came from the simulator.
-    unsafe { sim::xirangSimKernelRead(ctx.cast(), src, dst, n) }
-}
-unsafe extern "C" fn sim_write(ctx: *const c_void, dst: Vp, src: *const c_void, n: usize) -> AclError {
-    // SAFETY: forwarded caller contract; `ctx` came from the simulator.
-    unsafe { sim::xirangSimKernelWrite(ctx.cast(), dst, src, n) }
-}
-unsafe extern "C" fn sim_map(
-    ctx: *const c_void,
-    n: usize,
-    ptrs: *const *const c_void,
-    sizes: *const usize,
-    f: MappedFnPtr,
-    ud: Vp,
-) -> AclError {
-    // SAFETY: forwarded caller contract; `ctx` came from the simulator.
-    unsafe { sim::xirangSimKernelMap(ctx.cast(), n, ptrs, sizes, f, ud) }
-}
-
-impl AclApi {
-    /// The simulator linked into this crate (its rlib), through the same C
-    /// entry points its cdylib exports.
-    pub fn linked_simulator() -> AclApi {
-        AclApi {
-            acl_init: sim::aclInit,
-            acl_finalize: sim::aclFinalize,
-            get_recent_err_msg: sim::aclGetRecentErrMsg,
-            get_device_count: sim::aclrtGetDeviceCount,
-            set_device: sim::aclrtSetDevice,
-            get_device: sim::aclrtGetDevice,
-            reset_device: sim::aclrtResetDevice,
-            synchronize_device: sim::aclrtSynchronizeDevice,
-            malloc: sim::aclrtMalloc,
-            free: sim::aclrtFree,
-            memcpy: sim::aclrtMemcpy,
-            memcpy_async: sim::aclrtMemcpyAsync,
-            memset: sim::aclrtMemset,
-            memset_async: sim::aclrtMemsetAsync,
-            create_stream: sim::aclrtCreateStream,
-            create_stream_with_config: Some(sim::aclrtCreateStreamWithConfig),
-            destroy_stream: sim::aclrtDestroyStream,
-            synchronize_stream: sim::aclrtSynchronizeStream,
-            create_event: sim::aclrtCreateEvent,
-            record_event: sim::aclrtRecordEvent,
-            synchronize_event: sim::aclrtSynchronizeEvent,
-            event_elapsed_time: sim::aclrtEventElapsedTime,
-            destroy_event: sim::aclrtDestroyEvent,
-            stream_wait_event: sim::aclrtStreamWaitEvent,
-            get_mem_info: sim::aclrtGetMemInfo,
-            sim_get_physical_ids: Some(sim::xirangSimGetPhysicalDeviceIds),
-            sim_launch_kernel: Some(sim_launch),
-            sim_kernel_read: Some(sim_read),
-            sim_kernel_write: Some(sim_write),
-            sim_kernel_map: Some(sim_map),
+impl SimExt {
+    /// The extensions `resolve` (symbol name -> address) knows.
+    pub fn resolve(resolve: &dyn Fn(&str) -> Option<*const c_void>) -> SimExt {
+        let get = |name: &str| resolve(name).filter(|p| !p.is_null());
+        SimExt {
+            // SAFETY: each symbol is the simulator's extension of that name (xirang-acl-sim's
+            // `extern "C"` definitions), of the function type it is stored as up to the pointee
+            // type of its kernel-context pointers (`*const c_void` here): the same ABI.
+            physical_ids: get("xirangSimGetPhysicalDeviceIds")
+                .map(|p| unsafe { std::mem::transmute::<*const c_void, PhysicalIdsFn>(p) }),
+            // SAFETY: as above.
+            launch_kernel: get("xirangSimLaunchKernel")
+                .map(|p| unsafe { std::mem::transmute::<*const c_void, LaunchFn>(p) }),
+            // SAFETY: as above.
+            kernel_read: get("xirangSimKernelRead")
+                .map(|p| unsafe { std::mem::transmute::<*const c_void, KernelReadFn>(p) }),
+            // SAFETY: as above.
+            kernel_write: get("xirangSimKernelWrite")
+                .map(|p| unsafe { std::mem::transmute::<*const c_void, KernelWriteFn>(p) }),
+            // SAFETY: as above.
+            kernel_map: get("xirangSimKernelMap")
+                .map(|p| unsafe { std::mem::transmute::<*const c_void, KernelMapFn>(p) }),
         }
     }
-
-    /// Open an ACL implementation (`libascendcl.so`, or the simulator's
-    /// `libxirang_acl_sim.so`) at run time. The returned library must outlive
-    /// the table; [`AclDriver::load`] keeps them together.
-    pub fn load(path: &std::path::Path) -> Result<(libloading::Library, AclApi)> {
-        // SAFETY: loading a library runs its initializers; the caller names
-        // an ACL implementation, whose initializers are trusted.
-        let lib =
-            unsafe { libloading::Library::new(path) }.map_err(|e| Error::Load(format!("{}: {e}", path.display())))?;
-        macro_rules! req {
-            ($name:literal) => {{
-                // SAFETY: the symbol is declared in acl_rt.h with the type
-                // of the field it is stored in.
-                let s = unsafe { lib.get($name) }.map_err(|e| {
-                    Error::Load(format!(
-                        "{}: missing {}: {e}",
-                        path.display(),
-                        String::from_utf8_lossy(&$name[..$name.len() - 1])
-                    ))
-                })?;
-                *s
-            }};
-        }
-        macro_rules! opt {
-            ($name:literal) => {{
-                // SAFETY: as above; absence is allowed.
-                unsafe { lib.get($name) }.ok().map(|s| *s)
-            }};
-        }
-        let api = AclApi {
-            acl_init: req!(b"aclInit\0"),
-            acl_finalize: req!(b"aclFinalize\0"),
-            get_recent_err_msg: req!(b"aclGetRecentErrMsg\0"),
-            get_device_count: req!(b"aclrtGetDeviceCount\0"),
-            set_device: req!(b"aclrtSetDevice\0"),
-            get_device: req!(b"aclrtGetDevice\0"),
-            reset_device: req!(b"aclrtResetDevice\0"),
-            synchronize_device: req!(b"aclrtSynchronizeDevice\0"),
-            malloc: req!(b"aclrtMalloc\0"),
-            free: req!(b"aclrtFree\0"),
-            memcpy: req!(b"aclrtMemcpy\0"),
-            memcpy_async: req!(b"aclrtMemcpyAsync\0"),
-            memset: req!(b"aclrtMemset\0"),
-            memset_async: req!(b"aclrtMemsetAsync\0"),
-            create_stream: req!(b"aclrtCreateStream\0"),
-            create_stream_with_config: opt!(b"aclrtCreateStreamWithConfig\0"),
-            destroy_stream: req!(b"aclrtDestroyStream\0"),
-            synchronize_stream: req!(b"aclrtSynchronizeStream\0"),
-            create_event: req!(b"aclrtCreateEvent\0"),
-            record_event: req!(b"aclrtRecordEvent\0"),
-            synchronize_event: req!(b"aclrtSynchronizeEvent\0"),
-            event_elapsed_time: req!(b"aclrtEventElapsedTime\0"),
-            destroy_event: req!(b"aclrtDestroyEvent\0"),
-            stream_wait_event: req!(b"aclrtStreamWaitEvent\0"),
-            get_mem_info: req!(b"aclrtGetMemInfo\0"),
-            sim_get_physical_ids: opt!(b"xirangSimGetPhysicalDeviceIds\0"),
-            sim_launch_kernel: opt!(b"xirangSimLaunchKernel\0"),
-            sim_kernel_read: opt!(b"xirangSimKernelRead\0"),
-            sim_kernel_write: opt!(b"xirangSimKernelWrite\0"),
-            sim_kernel_map: opt!(b"xirangSimKernelMap\0"),
-        };
-        Ok((lib, api))
-    }
 }
 
-/// [`Driver`] implementation over an [`AclApi`] table.
+/// The address of a function of the simulator linked into this crate (its rlib), by the C name its
+/// cdylib exports: the resolver [`AclDriver::simulator`] fills the driver table with.
+pub fn linked_symbol(name: &str) -> Option<*const c_void> {
+    let p: *const c_void = match name {
+        "aclInit" => sim::aclInit as *const c_void,
+        "aclFinalize" => sim::aclFinalize as *const c_void,
+        "aclGetRecentErrMsg" => sim::aclGetRecentErrMsg as *const c_void,
+        "aclrtGetDeviceCount" => sim::aclrtGetDeviceCount as *const c_void,
+        "aclrtSetDevice" => sim::aclrtSetDevice as *const c_void,
+        "aclrtGetDevice" => sim::aclrtGetDevice as *const c_void,
+        "aclrtResetDevice" => sim::aclrtResetDevice as *const c_void,
+        "aclrtSynchronizeDevice" => sim::aclrtSynchronizeDevice as *const c_void,
+        "aclrtMalloc" => sim::aclrtMalloc as *const c_void,
+        "aclrtFree" => sim::aclrtFree as *const c_void,
+        "aclrtMemcpy" => sim::aclrtMemcpy as *const c_void,
+        "aclrtMemcpyAsync" => sim::aclrtMemcpyAsync as *const c_void,
+        "aclrtMemset" => sim::aclrtMemset as *const c_void,
+        "aclrtMemsetAsync" => sim::aclrtMemsetAsync as *const c_void,
+        "aclrtCreateStream" => sim::aclrtCreateStream as *const c_void,
+        "aclrtCreateStreamWithConfig" => sim::aclrtCreateStreamWithConfig as *const c_void,
+        "aclrtDestroyStream" => sim::aclrtDestroyStream as *const c_void,
+        "aclrtSynchronizeStream" => sim::aclrtSynchronizeStream as *const c_void,
+        "aclrtCreateEvent" => sim::aclrtCreateEvent as *const c_void,
+        "aclrtRecordEvent" => sim::aclrtRecordEvent as *const c_void,
+        "aclrtSynchronizeEvent" => sim::aclrtSynchronizeEvent as *const c_void,
+        "aclrtEventElapsedTime" => sim::aclrtEventElapsedTime as *const c_void,
+        "aclrtDestroyEvent" => sim::aclrtDestroyEvent as *const c_void,
+        "aclrtStreamWaitEvent" => sim::aclrtStreamWaitEvent as *const c_void,
+        "aclrtGetMemInfo" => sim::aclrtGetMemInfo as *const c_void,
+        "xirangSimGetPhysicalDeviceIds" => sim::xirangSimGetPhysicalDeviceIds as *const c_void,
+        "xirangSimLaunchKernel" => sim::xirangSimLaunchKernel as *const c_void,
+        "xirangSimKernelRead" => sim::xirangSimKernelRead as *const c_void,
+        "xirangSimKernelWrite" => sim::xirangSimKernelWrite as *const c_void,
+        "xirangSimKernelMap" => sim::xirangSimKernelMap as *const c_void,
+        _ => return None,
+    };
+    Some(p)
+}
+
+/// [`Driver`] implementation over the generated driver table and the simulator's extensions.
 pub struct AclDriver {
-    api: AclApi,
+    api: DriverApi,
+    ext: SimExt,
     name: String,
     /// Where finished kernels wait for the launching side. Leaked, one small list per driver: a
     /// kernel that finishes after its driver was dropped still has a list to go to (and stays
@@ -221,69 +137,106 @@ fn vp(p: DevicePtr) -> Vp {
     std::ptr::without_provenance_mut(p as usize)
 }
 
+fn sp(s: StreamId) -> Vp {
+    vp(s.0 as u64)
+}
+
+fn ep(e: EventId) -> Vp {
+    vp(e.0 as u64)
+}
+
+/// A driver table that does not resolve becomes a load error naming what is missing.
+fn load_error(what: &str, e: DriverError) -> Error {
+    Error::Load(format!("{what}: {e}"))
+}
+
 impl AclDriver {
     /// Driver over the linked simulator.
     pub fn simulator() -> AclDriver {
-        AclDriver {
-            api: AclApi::linked_simulator(),
-            name: "acl-sim (linked)".into(),
+        Self::from_resolver(&linked_symbol, "acl-sim (linked)")
+            .expect("the linked simulator exports every required function")
+    }
+
+    /// Driver over the functions `resolve` (symbol name -> address) knows, e.g. the linked
+    /// simulator's with some left out, to exercise the fallback chains.
+    pub fn from_resolver(
+        resolve: &dyn Fn(&str) -> Option<*const c_void>,
+        name: impl Into<String>,
+    ) -> Result<AclDriver> {
+        let name = name.into();
+        let api = DriverApi::from_resolver(resolve).map_err(|e| load_error(&name, e))?;
+        Ok(AclDriver {
+            api,
+            ext: SimExt::resolve(resolve),
+            name,
             finished: finished_list(),
             launches: AtomicUsize::new(0),
             _lib: None,
-        }
-    }
-
-    /// Driver over an explicit table (e.g. one with optional entries
-    /// removed, to exercise the fallback chains).
-    pub fn from_api(api: AclApi, name: impl Into<String>) -> AclDriver {
-        AclDriver { api, name: name.into(), finished: finished_list(), launches: AtomicUsize::new(0), _lib: None }
-    }
-
-    /// Driver over a library opened at run time.
-    pub fn load(path: &std::path::Path) -> Result<AclDriver> {
-        let (lib, api) = AclApi::load(path)?;
-        Ok(AclDriver {
-            api,
-            name: format!("acl ({})", path.display()),
-            finished: finished_list(),
-            launches: AtomicUsize::new(0),
-            _lib: Some(Arc::new(lib)),
         })
+    }
+
+    /// Driver over a library opened at run time (`libascendcl.so`, or the simulator's
+    /// `libxirang_acl_sim.so`).
+    pub fn load(path: &std::path::Path) -> Result<AclDriver> {
+        // SAFETY: loading a library runs its initializers; the caller names an ACL
+        // implementation, whose initializers are trusted.
+        let lib =
+            unsafe { libloading::Library::new(path) }.map_err(|e| Error::Load(format!("{}: {e}", path.display())))?;
+        let resolve = |name: &str| {
+            let sym = format!("{name}\0");
+            // SAFETY: the symbol is only read as an address here; it is called through the
+            // function type of its header declaration (generated) or of the simulator's extension.
+            unsafe { lib.get::<*const c_void>(sym.as_bytes()) }.ok().map(|s| *s)
+        };
+        let name = format!("acl ({})", path.display());
+        let mut d = Self::from_resolver(&resolve, name)?;
+        d._lib = Some(Arc::new(lib));
+        Ok(d)
+    }
+
+    /// The symbol a device operation of `[driver]` resolved to (e.g. `stream_create` ->
+    /// `aclrtCreateStreamWithConfig`), or `None`.
+    pub fn resolved(&self, op: &str) -> Option<&'static str> {
+        self.api.resolved(op)
     }
 
     fn message(&self) -> String {
         self.last_error_message().unwrap_or_default()
     }
 
-    fn check(&self, api: &'static str, code: AclError) -> Result<()> {
-        if code == 0 { Ok(()) } else { Err(Error::Driver { api, code, message: self.message() }) }
+    /// A raw call's status: `None` (no candidate of `op` resolved) is unsupported; a non-zero
+    /// code is a driver error named by the function that ran.
+    fn check(&self, op: &'static str, rc: Option<AclError>) -> Result<()> {
+        let api = self.api.resolved(op).unwrap_or(op);
+        match rc {
+            None => Err(Error::Unsupported(format!("{}: no function for `{op}` resolved", self.name))),
+            Some(0) => Ok(()),
+            Some(code) => Err(Error::Driver { api, code, message: self.message() }),
+        }
     }
 
     /// Make `device` current on this thread if it is not already.
     fn ensure(&self, device: i32) -> Result<()> {
         let mut cur = -1i32;
-        // SAFETY: `cur` is a valid out-pointer.
-        let rc = unsafe { (self.api.get_device)(&mut cur) };
-        if rc == 0 && cur == device {
+        // SAFETY: `cur` is a valid out-location (int32_t, as `u32` of the same size).
+        let rc = unsafe { self.api.get_device_raw((&raw mut cur).cast::<u32>()) };
+        if rc == Some(0) && cur == device {
             return Ok(());
         }
-        // SAFETY: plain value argument.
-        let rc = unsafe { (self.api.set_device)(device) };
-        self.check("aclrtSetDevice", rc)
+        // SAFETY: a plain value argument.
+        self.check("set_device", unsafe { self.api.set_device_raw(device as i64) })
     }
 
     /// `aclFinalize` (for tests and orderly shutdown).
     pub fn finalize(&self) -> Result<()> {
         // SAFETY: no arguments.
-        let rc = unsafe { (self.api.acl_finalize)() };
-        self.check("aclFinalize", rc)
+        self.check("finalize", unsafe { self.api.finalize_raw() })
     }
 
     /// `aclrtResetDevice`.
     pub fn reset_device(&self, device: i32) -> Result<()> {
-        // SAFETY: plain value argument.
-        let rc = unsafe { (self.api.reset_device)(device) };
-        self.check("aclrtResetDevice", rc)
+        // SAFETY: a plain value argument.
+        self.check("reset_device", unsafe { self.api.reset_device_raw(device as i64) })
     }
 }
 
@@ -483,31 +436,32 @@ impl Driver for AclDriver {
 
     fn init(&self) -> Result<()> {
         // SAFETY: a null config path is allowed by aclInit.
-        let rc = unsafe { (self.api.acl_init)(std::ptr::null()) };
-        if rc == sim::ACL_ERROR_REPEAT_INITIALIZE {
+        let rc = unsafe { self.api.init_raw(std::ptr::null()) };
+        if rc == Some(sim::ACL_ERROR_REPEAT_INITIALIZE) {
             return Ok(());
         }
-        self.check("aclInit", rc)
+        self.check("init", rc)
     }
 
     fn device_count(&self) -> Result<usize> {
         let mut n = 0u32;
-        // SAFETY: valid out-pointer.
-        let rc = unsafe { (self.api.get_device_count)(&mut n) };
-        self.check("aclrtGetDeviceCount", rc)?;
+        // SAFETY: a valid out-location.
+        self.check("device_count", unsafe { self.api.device_count_raw(&mut n) })?;
         Ok(n as usize)
     }
 
     fn physical_device_ids(&self) -> Result<Vec<i32>> {
         let n = self.device_count()?;
-        let Some(f) = self.api.sim_get_physical_ids else {
+        let Some(f) = self.ext.physical_ids else {
             return Ok((0..n as i32).collect());
         };
         let mut ids = vec![0i32; n];
         let mut total = 0u32;
         // SAFETY: `ids` has room for `n` elements; `total` is a valid out-pointer.
         let rc = unsafe { f(ids.as_mut_ptr(), n as u32, &mut total) };
-        self.check("xirangSimGetPhysicalDeviceIds", rc)?;
+        if rc != 0 {
+            return Err(Error::Driver { api: "xirangSimGetPhysicalDeviceIds", code: rc, message: self.message() });
+        }
         ids.truncate(total as usize);
         Ok(ids)
     }
@@ -519,78 +473,62 @@ impl Driver for AclDriver {
     fn malloc(&self, device: i32, size: usize) -> Result<DevicePtr> {
         self.ensure(device)?;
         let mut p: Vp = std::ptr::null_mut();
-        // SAFETY: valid out-pointer.
-        let rc = unsafe { (self.api.malloc)(&mut p, size, sim::ACL_MEM_MALLOC_HUGE_FIRST) };
-        self.check("aclrtMalloc", rc)?;
+        // SAFETY: a valid out-location.
+        self.check("malloc", unsafe { self.api.malloc_raw(&mut p, size) })?;
         Ok(p.addr() as u64)
     }
 
     fn free(&self, device: i32, ptr: DevicePtr) -> Result<()> {
         self.ensure(device)?;
         // SAFETY: device addresses are only looked up by the driver.
-        let rc = unsafe { (self.api.free)(vp(ptr)) };
-        self.check("aclrtFree", rc)
+        self.check("free", unsafe { self.api.free_raw(vp(ptr)) })
     }
 
     fn memcpy_h2d(&self, device: i32, dst: DevicePtr, src: &[u8]) -> Result<()> {
         self.ensure(device)?;
-        // SAFETY: `src` is valid for `src.len()` reads.
-        let rc = unsafe {
-            (self.api.memcpy)(vp(dst), src.len(), src.as_ptr().cast(), src.len(), sim::ACL_MEMCPY_HOST_TO_DEVICE)
-        };
-        self.check("aclrtMemcpy", rc)
+        let n = src.len();
+        // SAFETY: `src` is valid for `n` reads.
+        let rc = unsafe { self.api.memcpy_raw(vp(dst), n, src.as_ptr().cast(), n, table::MEMCPY_HOST_TO_DEVICE) };
+        self.check("memcpy", rc)
     }
 
     fn memcpy_d2h(&self, device: i32, dst: &mut [u8], src: DevicePtr) -> Result<()> {
         self.ensure(device)?;
-        // SAFETY: `dst` is valid for `dst.len()` writes.
-        let rc = unsafe {
-            (self.api.memcpy)(dst.as_mut_ptr().cast(), dst.len(), vp(src), dst.len(), sim::ACL_MEMCPY_DEVICE_TO_HOST)
-        };
+        let n = dst.len();
+        // SAFETY: `dst` is valid for `n` writes.
+        let rc = unsafe { self.api.memcpy_raw(dst.as_mut_ptr().cast(), n, vp(src), n, table::MEMCPY_DEVICE_TO_HOST) };
         // A synchronous copy waits for the device: what finished before it is reclaimed here.
         self.collect_finished();
-        self.check("aclrtMemcpy", rc)
+        self.check("memcpy", rc)
     }
 
     fn memcpy_d2d(&self, device: i32, dst: DevicePtr, src: DevicePtr, count: usize) -> Result<()> {
         self.ensure(device)?;
         // SAFETY: device addresses are only looked up by the driver.
-        let rc = unsafe { (self.api.memcpy)(vp(dst), count, vp(src), count, sim::ACL_MEMCPY_DEVICE_TO_DEVICE) };
-        self.check("aclrtMemcpy", rc)
+        let rc = unsafe { self.api.memcpy_raw(vp(dst), count, vp(src), count, table::MEMCPY_DEVICE_TO_DEVICE) };
+        self.check("memcpy", rc)
     }
 
     fn memcpy_h2d_async(&self, device: i32, dst: DevicePtr, src: &[u8], stream: StreamId) -> Result<()> {
         self.ensure(device)?;
+        let n = src.len();
         // SAFETY: `src` is valid for reads until the stream sync below.
         let rc = unsafe {
-            (self.api.memcpy_async)(
-                vp(dst),
-                src.len(),
-                src.as_ptr().cast(),
-                src.len(),
-                sim::ACL_MEMCPY_HOST_TO_DEVICE,
-                vp(stream.0 as u64),
-            )
+            self.api.memcpy_async_raw(vp(dst), n, src.as_ptr().cast(), n, table::MEMCPY_HOST_TO_DEVICE, sp(stream))
         };
-        self.check("aclrtMemcpyAsync", rc)?;
+        self.check("memcpy_async", rc)?;
         // The borrow of `src` ends when we return: wait for the copy.
         self.synchronize_stream(device, stream)
     }
 
     fn memcpy_d2h_async(&self, device: i32, dst: &mut [u8], src: DevicePtr, stream: StreamId) -> Result<()> {
         self.ensure(device)?;
+        let n = dst.len();
         // SAFETY: `dst` is valid for writes until the stream sync below.
         let rc = unsafe {
-            (self.api.memcpy_async)(
-                dst.as_mut_ptr().cast(),
-                dst.len(),
-                vp(src),
-                dst.len(),
-                sim::ACL_MEMCPY_DEVICE_TO_HOST,
-                vp(stream.0 as u64),
-            )
+            self.api.memcpy_async_raw(dst.as_mut_ptr().cast(), n, vp(src), n, table::MEMCPY_DEVICE_TO_HOST, sp(stream))
         };
-        self.check("aclrtMemcpyAsync", rc)?;
+        self.check("memcpy_async", rc)?;
         self.synchronize_stream(device, stream)
     }
 
@@ -603,140 +541,113 @@ impl Driver for AclDriver {
         stream: StreamId,
     ) -> Result<()> {
         self.ensure(device)?;
-        // SAFETY: device addresses are only looked up by the driver.
+        // SAFETY: device addresses and handles are only looked up by the driver.
         let rc = unsafe {
-            (self.api.memcpy_async)(
-                vp(dst),
-                count,
-                vp(src),
-                count,
-                sim::ACL_MEMCPY_DEVICE_TO_DEVICE,
-                vp(stream.0 as u64),
-            )
+            self.api.memcpy_async_raw(vp(dst), count, vp(src), count, table::MEMCPY_DEVICE_TO_DEVICE, sp(stream))
         };
-        self.check("aclrtMemcpyAsync", rc)
+        self.check("memcpy_async", rc)
     }
 
     fn memset(&self, device: i32, ptr: DevicePtr, value: u8, count: usize) -> Result<()> {
         self.ensure(device)?;
         // SAFETY: device addresses are only looked up by the driver.
-        let rc = unsafe { (self.api.memset)(vp(ptr), count, value as i32, count) };
-        self.check("aclrtMemset", rc)
+        self.check("memset", unsafe { self.api.memset_raw(vp(ptr), count, value as i64, count) })
     }
 
     fn memset_async(&self, device: i32, ptr: DevicePtr, value: u8, count: usize, stream: StreamId) -> Result<()> {
         self.ensure(device)?;
-        // SAFETY: device addresses are only looked up by the driver.
-        let rc = unsafe { (self.api.memset_async)(vp(ptr), count, value as i32, count, vp(stream.0 as u64)) };
-        self.check("aclrtMemsetAsync", rc)
+        // SAFETY: device addresses and handles are only looked up by the driver.
+        let rc = unsafe { self.api.memset_async_raw(vp(ptr), count, value as i64, count, sp(stream)) };
+        self.check("memset_async", rc)
     }
 
     fn create_stream(&self, device: i32) -> Result<StreamId> {
         self.ensure(device)?;
         let mut s: Vp = std::ptr::null_mut();
-        let rc = match self.api.create_stream_with_config {
-            // SAFETY: valid out-pointer.
-            Some(f) => unsafe { f(&mut s, 0, 0) },
-            // SAFETY: valid out-pointer.
-            None => unsafe { (self.api.create_stream)(&mut s) },
-        };
-        self.check("aclrtCreateStream", rc)?;
+        // SAFETY: a valid out-location (the chain's first resolved candidate is called).
+        self.check("stream_create", unsafe { self.api.stream_create_raw(&mut s) })?;
         Ok(StreamId(s.addr()))
     }
 
     fn destroy_stream(&self, device: i32, stream: StreamId) -> Result<()> {
         self.ensure(device)?;
         // SAFETY: handles are only looked up by the driver.
-        let rc = unsafe { (self.api.destroy_stream)(vp(stream.0 as u64)) };
-        self.check("aclrtDestroyStream", rc)
+        self.check("stream_destroy", unsafe { self.api.stream_destroy_raw(sp(stream)) })
     }
 
     fn synchronize_stream(&self, device: i32, stream: StreamId) -> Result<()> {
         self.ensure(device)?;
         // SAFETY: handles are only looked up by the driver.
-        let rc = unsafe { (self.api.synchronize_stream)(vp(stream.0 as u64)) };
+        let rc = unsafe { self.api.stream_synchronize_raw(sp(stream)) };
         self.collect_finished();
-        self.check("aclrtSynchronizeStream", rc)
+        self.check("stream_synchronize", rc)
     }
 
     fn synchronize_device(&self, device: i32) -> Result<()> {
         self.ensure(device)?;
         // SAFETY: no arguments.
-        let rc = unsafe { (self.api.synchronize_device)() };
+        let rc = unsafe { self.api.synchronize_device_raw() };
         self.collect_finished();
-        self.check("aclrtSynchronizeDevice", rc)
+        self.check("synchronize_device", rc)
     }
 
     fn create_event(&self, device: i32) -> Result<EventId> {
         self.ensure(device)?;
         let mut e: Vp = std::ptr::null_mut();
-        // SAFETY: valid out-pointer.
-        let rc = unsafe { (self.api.create_event)(&mut e) };
-        self.check("aclrtCreateEvent", rc)?;
+        // SAFETY: a valid out-location.
+        self.check("event_create", unsafe { self.api.event_create_raw(&mut e) })?;
         Ok(EventId(e.addr()))
     }
 
     fn record_event(&self, device: i32, event: EventId, stream: StreamId) -> Result<()> {
         self.ensure(device)?;
         // SAFETY: handles are only looked up by the driver.
-        let rc = unsafe { (self.api.record_event)(vp(event.0 as u64), vp(stream.0 as u64)) };
-        self.check("aclrtRecordEvent", rc)
+        self.check("event_record", unsafe { self.api.event_record_raw(ep(event), sp(stream)) })
     }
 
     fn synchronize_event(&self, device: i32, event: EventId) -> Result<()> {
         self.ensure(device)?;
         // SAFETY: handles are only looked up by the driver.
-        let rc = unsafe { (self.api.synchronize_event)(vp(event.0 as u64)) };
+        let rc = unsafe { self.api.event_synchronize_raw(ep(event)) };
         self.collect_finished();
-        self.check("aclrtSynchronizeEvent", rc)
+        self.check("event_synchronize", rc)
     }
 
     fn event_elapsed_ms(&self, device: i32, start: EventId, end: EventId) -> Result<f32> {
         self.ensure(device)?;
         let mut ms = 0f32;
-        // SAFETY: valid out-pointer; handles are only looked up.
-        let rc = unsafe { (self.api.event_elapsed_time)(&mut ms, vp(start.0 as u64), vp(end.0 as u64)) };
-        self.check("aclrtEventElapsedTime", rc)?;
+        // SAFETY: a valid out-location; handles are only looked up.
+        self.check("event_elapsed", unsafe { self.api.event_elapsed_raw(&mut ms, ep(start), ep(end)) })?;
         Ok(ms)
     }
 
     fn destroy_event(&self, device: i32, event: EventId) -> Result<()> {
         self.ensure(device)?;
         // SAFETY: handles are only looked up by the driver.
-        let rc = unsafe { (self.api.destroy_event)(vp(event.0 as u64)) };
-        self.check("aclrtDestroyEvent", rc)
+        self.check("event_destroy", unsafe { self.api.event_destroy_raw(ep(event)) })
     }
 
     fn stream_wait_event(&self, device: i32, stream: StreamId, event: EventId) -> Result<()> {
         self.ensure(device)?;
         // SAFETY: handles are only looked up by the driver.
-        let rc = unsafe { (self.api.stream_wait_event)(vp(stream.0 as u64), vp(event.0 as u64)) };
-        self.check("aclrtStreamWaitEvent", rc)
+        self.check("stream_wait_event", unsafe { self.api.stream_wait_event_raw(sp(stream), ep(event)) })
     }
 
     fn mem_info(&self, device: i32) -> Result<MemInfo> {
         self.ensure(device)?;
         let (mut free, mut total) = (0usize, 0usize);
-        // SAFETY: valid out-pointers.
-        let rc = unsafe { (self.api.get_mem_info)(sim::ACL_HBM_MEM, &mut free, &mut total) };
-        self.check("aclrtGetMemInfo", rc)?;
+        // SAFETY: valid out-locations.
+        self.check("memory_info", unsafe { self.api.memory_info_raw(&mut free, &mut total) })?;
         Ok(MemInfo { free, total })
     }
 
     fn last_error_message(&self) -> Option<String> {
-        // SAFETY: no arguments; returns null or a NUL-terminated string valid
-        // until the next failing call on this thread, copied out at once.
-        let p = unsafe { (self.api.get_recent_err_msg)() };
-        if p.is_null() {
-            return None;
-        }
-        // SAFETY: non-null, NUL-terminated (see above).
-        Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+        self.api.error_text()
     }
 
     fn launch_kernel(&self, device: i32, stream: StreamId, kernel: Kernel) -> Result<()> {
         let (Some(launch), Some(read), Some(write)) =
-            (self.api.sim_launch_kernel, self.api.sim_kernel_read, self.api.sim_kernel_write)
+            (self.ext.launch_kernel, self.ext.kernel_read, self.ext.kernel_write)
         else {
             return Err(Error::Unsupported(format!("{}: no kernel launch entry point", self.name)));
         };
@@ -745,7 +656,7 @@ impl Driver for AclDriver {
             kernel: Some(kernel),
             read,
             write,
-            map: self.api.sim_kernel_map,
+            map: self.ext.kernel_map,
             finished: Some(self.finished),
         }));
         // SAFETY: the trampoline consumes `ud` exactly once if the launch
@@ -755,7 +666,11 @@ impl Driver for AclDriver {
             // SAFETY: on failure the kernel is never called; reclaim the box.
             drop(unsafe { Box::from_raw(ud) });
         }
-        self.check("xirangSimLaunchKernel", rc)
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(Error::Driver { api: "xirangSimLaunchKernel", code: rc, message: self.message() })
+        }
     }
 
     fn collect_finished_batch(&self) {

@@ -1,12 +1,12 @@
 //! The device driver interface.
 //!
-//! [`Driver`] is the set of device operations the runtime needs. Today it
-//! is implemented by [`acl::AclDriver`], a table of C function pointers with
-//! the exact `acl_rt.h` signatures, filled either from the simulator linked
-//! into this crate ([`acl::AclApi::linked_simulator`]) or from a shared
-//! library opened at run time with libloading ([`acl::AclApi::load`]); later
-//! the table is generated from the vendor headers. Either way the runtime
-//! goes through the C ABI, exactly as it would on hardware.
+//! [`Driver`] is the set of device operations the runtime needs. It is implemented by
+//! [`acl::AclDriver`] over the driver table `xirang-scan generate` writes from the vendor's
+//! headers (`generated/driver.rs`: the exact `acl_rt.h` function types and `xirang.toml [driver]`'s
+//! fallback chains), filled either from the simulator linked into this crate
+//! ([`acl::AclDriver::simulator`]) or from a shared library opened at run time with libloading
+//! ([`acl::AclDriver::load`]). Either way the runtime goes through the C ABI, exactly as it would
+//! on hardware.
 //!
 //! Device-scoped methods take the *physical* device id; implementations make
 //! it current on the calling thread first (ACL's current device is per

@@ -77,3 +77,22 @@ fn a_missing_required_function_is_a_load_error() {
     assert!(matches!(e, DriverError::Missing { .. }), "{e}");
     assert!(CHAINS.iter().any(|c| c.0 == "malloc" && c.1));
 }
+
+/// The runtime's driver is the generated table: over the cdylib and over the linked simulator,
+/// every device operation of `xirang.toml [driver]` resolves to the candidate the generated table
+/// resolves, and a required one always resolves.
+#[test]
+fn the_runtime_driver_runs_over_the_generated_table() {
+    use xirang_runtime::driver::acl::AclDriver;
+    let api = DriverApi::load(Some(&cdylib())).unwrap();
+    let loaded = AclDriver::load(&cdylib()).unwrap();
+    let linked = AclDriver::simulator();
+    for (op, required, candidates) in CHAINS {
+        assert_eq!(loaded.resolved(op), api.resolved(op), "{op}");
+        assert_eq!(linked.resolved(op), api.resolved(op), "{op} (linked)");
+        if let Some(sym) = loaded.resolved(op) {
+            assert!(candidates.contains(&sym), "{op}: {sym}");
+        }
+        assert!(!required || loaded.resolved(op).is_some(), "{op} is required");
+    }
+}

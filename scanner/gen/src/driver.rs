@@ -84,7 +84,11 @@ fn contract(op: &str) -> Vec<Role> {
             r("kind", Enum),
             r("stream", Handle),
         ],
+        "get_device" => vec![r("device", OutInt)],
         "memset" => vec![r("dst", Ptr), opt("dst_max", Size), r("value", Int), r("count", Size)],
+        "memset_async" => {
+            vec![r("dst", Ptr), opt("dst_max", Size), r("value", Int), r("count", Size), r("stream", Handle)]
+        }
         "stream_create" => vec![r("stream", OutHandle)],
         "stream_destroy" | "stream_synchronize" => vec![r("stream", Handle)],
         "event_create" => vec![r("event", OutHandle)],
