@@ -194,3 +194,34 @@ fn a_module_use_outside_the_row_is_caught() {
     assert_eq!(uses, ["autograd", "dtype", "shape"].into_iter().map(String::from).collect());
     assert!(!module_table()["tensor"].contains("autograd"));
 }
+
+/// What the bridge's shared library links: the closure of `xirang-bridge`'s dependencies in
+/// Cargo.lock (normal and build dependencies alike: the lock file does not tell them apart, so
+/// this over-approximates). The profiler's tools (`xirang-prof`: inferno, clap, toml) are not in it.
+#[test]
+fn the_bridge_links_none_of_the_profiler_tools() {
+    let lock: toml::Table = std::fs::read_to_string(repo_root().join("Cargo.lock")).unwrap().parse().unwrap();
+    let packages = lock["package"].as_array().unwrap();
+    let deps: BTreeMap<&str, Vec<&str>> = packages
+        .iter()
+        .map(|p| {
+            let name = p["name"].as_str().unwrap();
+            let d = p.get("dependencies").and_then(|d| d.as_array()).map_or(Vec::new(), |a| {
+                // "name" or "name version" (when several versions are locked)
+                a.iter().filter_map(|v| v.as_str()).map(|s| s.split(' ').next().unwrap_or(s)).collect()
+            });
+            (name, d)
+        })
+        .collect();
+    let mut seen = BTreeSet::new();
+    let mut todo = vec!["xirang-bridge"];
+    while let Some(n) = todo.pop() {
+        if seen.insert(n) {
+            todo.extend(deps.get(n).into_iter().flatten().copied());
+        }
+    }
+    assert!(seen.contains("xirang-runtime") && seen.len() > 10, "{seen:?}");
+    for tool in ["xirang-prof", "inferno", "clap", "toml"] {
+        assert!(!seen.contains(tool), "the bridge links {tool}: {seen:?}");
+    }
+}

@@ -17,7 +17,11 @@ use std::time::Instant;
 
 use xirang_runtime::dispatch::{self, FallbackMode, Policy, Tier};
 use xirang_runtime::ivalue::IValue;
-use xirang_runtime::{DType, Device, Runtime, Scalar, Tensor, boxed, io, profile, train};
+use xirang_runtime::{DType, Device, Runtime, Scalar, Tensor, boxed, io, profile};
+
+#[allow(dead_code)] // each includer uses part of it
+#[path = "../examples/common/train.rs"]
+mod train;
 
 mod harness;
 

@@ -19,7 +19,11 @@
 
 use std::process::ExitCode;
 
-use xirang_runtime::{Device, Runtime, io, profile, train};
+use xirang_runtime::{Device, Runtime, io, profile};
+
+#[allow(dead_code)] // each includer uses part of it
+#[path = "common/train.rs"]
+mod train;
 
 struct Args {
     init: String,

@@ -1,6 +1,6 @@
 """PyTorch CPU profile of the train_mlp program, as a baseline for `xirang-prof compare`.
 
-Runs the loop of adapter-runtime/src/train.rs with the same aten operators, on the committed goldens,
+Runs the loop of adapter-runtime/examples/common/train.rs with the same aten operators, on the committed goldens,
 under torch.profiler, and writes the per-operator key averages (aten:: names only) as `torch-profile`
 JSON (sorted, no timestamps):
 

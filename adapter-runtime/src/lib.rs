@@ -22,7 +22,6 @@
 //! * [`observe`]: observation points of the dispatcher, allocator and transfers, and [`Tier`](observe::Tier).
 //! * [`profile`]: operator-level profiling (`XIRANG_PROFILE`), reports,
 //!   baseline comparison and the tuning advisor (`xirang-prof`).
-//! * [`train`]: the MLP training loop of `examples/train_mlp.rs`.
 //! * [`ops`]: host reference implementations (the CPU-fallback tier); on
 //!   device tensors they copy to host, compute, and copy back.
 
@@ -54,7 +53,6 @@ pub mod rng;
 pub mod runtime;
 pub mod shape;
 pub mod tensor;
-pub mod train;
 
 pub use device::{AllocatorStats, Device, DeviceMap};
 pub use dtype::{DType, Operand, Scalar, promote_types, result_type};

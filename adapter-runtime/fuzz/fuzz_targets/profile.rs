@@ -6,10 +6,11 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use xirang_runtime::profile::compare::{self, Baseline};
+use xirang_prof::compare::{self, Baseline};
 use xirang_runtime::profile::model::MAX_DEPTH;
-use xirang_runtime::profile::report::{self, Format};
-use xirang_runtime::profile::{Profile, advise};
+use xirang_prof::report::{self, Format};
+use xirang_prof::advise;
+use xirang_runtime::profile::Profile;
 
 fn rules() -> &'static advise::Rules {
     static RULES: OnceLock<advise::Rules> = OnceLock::new();

@@ -14,9 +14,9 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::table::{self, DriverApi, DriverError};
 use super::{DevicePtr, Driver, EventId, Kernel, KernelMemory, MapBody, MemInfo, StreamId};
 use crate::error::{Error, Result};
-use crate::generated::driver::{self as table, DriverApi, DriverError};
 use xirang_acl_sim as sim;
 
 type AclError = i32;

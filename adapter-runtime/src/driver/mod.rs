@@ -15,6 +15,10 @@
 
 #[allow(unsafe_code)] // the FFI boundary
 pub mod acl;
+/// The driver table `xirang-scan generate` writes from the vendor headers and `xirang.toml
+/// [driver]` (also named `crate::generated::driver`).
+#[path = "../../../generated/driver.rs"]
+pub mod table;
 
 use crate::error::Result;
 

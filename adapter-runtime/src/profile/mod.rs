@@ -21,15 +21,12 @@
 //!   (`examples/train_mlp.rs` does this);
 //! * [`Guard::to_file`], or [`start`] / [`stop`] for the profile in memory.
 //!
-//! The profile is read back by the `xirang-prof` binary: [`report`]
-//! (summary table, Chrome trace, flame graph), [`compare`] (against a
-//! previous profile or a PyTorch baseline) and [`advise`] (tuning advice
-//! from the rules in `profile/advice.toml`).
+//! The profile is read back by the `xirang-prof` crate (`adapter-runtime/profile`), its own crate
+//! so that its dependencies (inferno, clap, toml) stay out of the runtime and the bridge's shared
+//! library: `report` (summary table, Chrome trace, flame graph), `compare` (against a previous
+//! profile or a PyTorch baseline) and `advise` (tuning advice from `profile/advice.toml`).
 
-pub mod advise;
-pub mod compare;
 pub mod model;
-pub mod report;
 
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};

@@ -8,8 +8,8 @@ use std::path::Path;
 use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::report::cell;
 use super::{ProfileError, Result};
+use std::borrow::Cow;
 
 /// The `format` field of a profile file.
 pub const FORMAT: &str = "xirang-profile";
@@ -24,7 +24,7 @@ pub const MAX_DEPTH: u32 = 256;
 
 /// The `format` field of a JSON document (`None`: not an object, or no such
 /// field), read without building a tree of the rest of the document.
-pub(crate) fn format_field(text: &[u8]) -> std::result::Result<Option<serde_json::Value>, String> {
+pub fn format_field(text: &[u8]) -> std::result::Result<Option<serde_json::Value>, String> {
     struct Probe(Option<serde_json::Value>);
     struct V;
     impl<'de> Visitor<'de> for V {
@@ -280,7 +280,7 @@ impl Profile {
     /// Each call's parent as an index into `calls`, when the parent is an
     /// earlier record (always, in a checked profile). Following these links
     /// always ends: each one goes to a smaller index.
-    pub(crate) fn parent_indices(&self) -> Vec<Option<usize>> {
+    pub fn parent_indices(&self) -> Vec<Option<usize>> {
         let mut index: HashMap<u64, usize> = HashMap::with_capacity(self.calls.len());
         let mut out = Vec::with_capacity(self.calls.len());
         for (i, c) in self.calls.iter().enumerate() {
@@ -371,4 +371,45 @@ impl Profile {
         v.sort_by(|a, b| b.host_ns.cmp(&a.host_ns).then_with(|| a.op.cmp(&b.op)));
         v
     }
+}
+
+/// The widest table cell, in characters: a longer cell (an operator name
+/// read from a file) is cut to this width, ending in `...`. The longest
+/// PyTorch operator name with its overload has 61 characters.
+pub const MAX_CELL_CHARS: usize = 80;
+
+/// `s` cut to at most `max` characters (a cut one ends in `...`), with
+/// control characters escaped (`\n`, `\u{1b}`) so that it stays on one line
+/// and cannot drive a terminal. Escapes are never split.
+pub fn cut(s: &str, max: usize) -> Cow<'_, str> {
+    let plain = |c: char| !c.is_control();
+    if s.chars().take(max.saturating_add(1)).count() <= max && s.chars().all(plain) {
+        return Cow::Borrowed(s);
+    }
+    let keep = max.saturating_sub(3);
+    let (mut out, mut n, mut keep_bytes) = (String::new(), 0usize, 0usize);
+    for ch in s.chars() {
+        if plain(ch) {
+            out.push(ch);
+            n += 1;
+        } else {
+            for e in ch.escape_debug() {
+                out.push(e);
+                n += 1;
+            }
+        }
+        if n <= keep {
+            keep_bytes = out.len();
+        } else if n > max {
+            out.truncate(keep_bytes);
+            out.push_str("...");
+            return Cow::Owned(out);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// [`cut`] to [`MAX_CELL_CHARS`]: a table cell, or a name in a message.
+pub fn cell(s: &str) -> Cow<'_, str> {
+    cut(s, MAX_CELL_CHARS)
 }

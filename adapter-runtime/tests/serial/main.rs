@@ -10,7 +10,6 @@ mod device_tensors;
 mod dispatch_frames;
 mod generated_dispatch;
 mod precision_fallback;
-mod profile;
 mod train_mlp;
 mod train_transformer;
 
@@ -19,6 +18,10 @@ pub mod scope;
 #[allow(dead_code)]
 #[path = "../support/precision_suite.rs"]
 pub mod suite;
+/// The training loops (shared with the examples and benches; not part of the library).
+#[allow(dead_code)]
+#[path = "../../examples/common/train.rs"]
+pub mod train;
 
 /// The lock every test of this binary holds (a failed test does not poison it for the others); it
 /// restores the default fallback policy and zeroes the tier counters.

@@ -9,8 +9,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use crate::train;
 use xirang_runtime::dispatch::{self, FallbackMode, Policy};
-use xirang_runtime::{Device, Error, Runtime, Tensor, io, train};
+use xirang_runtime::{Device, Error, Runtime, Tensor, io};
 
 fn goldens() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("goldens")

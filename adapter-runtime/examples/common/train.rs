@@ -1,28 +1,31 @@
+//! The training loops of the examples, benches and golden tests (not part of the library: each
+//! includes this file with `#[path]`).
+//!
 //! A two-layer MLP trained with full-batch SGD on the device. [`train_mlp`]
-//! takes its gradients from autograd ([`crate::autograd`], the generated
+//! takes its gradients from autograd ([`xirang_runtime::autograd`], the generated
 //! backward nodes); [`train_mlp_explicit`] calls the backward operators by
 //! hand (the cross-check: both must give the same losses). Shared by
 //! `examples/train_mlp.rs` and its golden test.
 //!
 //! Model: `logits = fc2(relu(fc1(x)))`, loss = mean cross-entropy
 //! (`_log_softmax` + `nll_loss_forward`), as `torch.nn.functional.cross_entropy`.
-//! Every operator goes through [`crate::boxed::call`], so it runs on the
+//! Every operator goes through [`xirang_runtime::boxed::call`], so it runs on the
 //! native tier where the device has a kernel and is counted per tier.
 
 use std::collections::BTreeMap;
 
-use crate::device::Device;
-use crate::dtype::{DType, Scalar};
-use crate::error::{Error, Result};
-use crate::ivalue::IValue;
-use crate::runtime::Runtime;
-use crate::tensor::Tensor;
+use xirang_runtime::device::Device;
+use xirang_runtime::dtype::{DType, Scalar};
+use xirang_runtime::error::{Error, Result};
+use xirang_runtime::ivalue::IValue;
+use xirang_runtime::runtime::Runtime;
+use xirang_runtime::tensor::Tensor;
 
 /// Parameter names in the init file.
 pub const PARAMS: [&str; 4] = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"];
 
 fn op(name: &str, args: Vec<IValue>) -> Result<Vec<Tensor>> {
-    crate::boxed::call(name, args)?
+    xirang_runtime::boxed::call(name, args)?
         .into_iter()
         .map(|v| match v {
             IValue::Tensor(t) => Ok(t),
@@ -142,8 +145,8 @@ pub fn train_mlp_autograd(
     lr: f64,
     mut on_step: impl FnMut(usize, f64),
 ) -> Result<(Vec<f64>, BTreeMap<String, Tensor>, StepMemory)> {
-    use crate::generated::ops::ag;
-    let o = &crate::kernels::npu_ops::NpuOps;
+    use xirang_runtime::generated::ops::ag;
+    let o = &xirang_runtime::kernels::npu_ops::NpuOps;
     check_inputs(init, data)?;
     let dev = |t: &Tensor| t.to_device(rt, device)?.clone_contiguous();
     let param = |name: &str| -> Result<Tensor> { Ok(dev(get(init, "init", name)?)?.requires_grad_(true)) };
@@ -170,11 +173,11 @@ pub fn train_mlp_autograd(
         ctx.synchronize()?;
         mem.after_backward_bytes = ctx.stats().allocated_bytes;
         // SGD: p += (-lr) * p.grad, in place, outside the graph
-        let _no_grad = crate::autograd::no_grad();
+        let _no_grad = xirang_runtime::autograd::no_grad();
         for p in [&w1, &b1, &w2, &b2] {
             let g = p.grad().ok_or_else(|| Error::InvalidArgument("a parameter got no gradient".into()))?;
             // `add_.Tensor` is not in the generated selection (in-place): the runtime's kernel
-            crate::boxed::call("add_.Tensor", vec![p.detach().into(), g.into(), Scalar::Float(-lr).into()])?;
+            xirang_runtime::boxed::call("add_.Tensor", vec![p.detach().into(), g.into(), Scalar::Float(-lr).into()])?;
             p.bump_version();
             p.zero_grad();
         }
@@ -366,9 +369,9 @@ pub fn train_transformer(
     lr: f64,
     mut on_step: impl FnMut(usize, f64),
 ) -> Result<(Vec<f64>, BTreeMap<String, Tensor>)> {
-    use crate::generated::ops::ag;
-    use crate::ivalue::MemoryFormat;
-    let o = &crate::kernels::npu_ops::NpuOps;
+    use xirang_runtime::generated::ops::ag;
+    use xirang_runtime::ivalue::MemoryFormat;
+    let o = &xirang_runtime::kernels::npu_ops::NpuOps;
     let TransformerDims { b, t, d, heads: h, .. } = check_transformer_inputs(init, data, heads)?;
     let (b, t, d, h) = (b as i64, t as i64, d as i64, h as i64);
     let dh = d / h;
@@ -423,10 +426,10 @@ pub fn train_transformer(
         drop(loss);
         ctx.synchronize()?;
         // SGD: p += (-lr) * p.grad, in place, outside the graph
-        let _no_grad = crate::autograd::no_grad();
+        let _no_grad = xirang_runtime::autograd::no_grad();
         for (name, p) in &params {
             let g = p.grad().ok_or_else(|| Error::InvalidArgument(format!("`{name}` got no gradient")))?;
-            crate::boxed::call("add_.Tensor", vec![p.detach().into(), g.into(), Scalar::Float(-lr).into()])?;
+            xirang_runtime::boxed::call("add_.Tensor", vec![p.detach().into(), g.into(), Scalar::Float(-lr).into()])?;
             p.bump_version();
             p.zero_grad();
         }

@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{Call, Profile, base_name};
-use super::report::{cell, fmt_bytes, fmt_ns};
-use super::{ProfileError, Result};
+use crate::report::{cell, fmt_bytes, fmt_ns};
+use xirang_runtime::profile::model::{Call, Profile, base_name};
+use xirang_runtime::profile::{ProfileError, Result};
 
 /// The rules shipped with the runtime.
-pub const DEFAULT_RULES: &str = include_str!("../../profile/advice.toml");
+pub const DEFAULT_RULES: &str = include_str!("../advice.toml");
 /// The largest rules file [`Rules::read`] takes: 4 MiB.
 pub const MAX_RULES_BYTES: u64 = 4 << 20;
 
@@ -91,7 +91,7 @@ impl Rules {
     /// Reads a rules file: a regular file of at most [`MAX_RULES_BYTES`].
     pub fn read(path: impl AsRef<Path>) -> Result<Rules> {
         let path = path.as_ref();
-        let bytes = crate::io::read_file(path, "advice rules", MAX_RULES_BYTES)?;
+        let bytes = xirang_runtime::io::read_file(path, "advice rules", MAX_RULES_BYTES)?;
         let text = String::from_utf8(bytes)
             .map_err(|e| ProfileError::Rules { path: path.into(), message: format!("not UTF-8: {e}") })?;
         Rules::parse(&text, path)

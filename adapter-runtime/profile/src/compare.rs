@@ -9,9 +9,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{self, Profile};
-use super::report::{Format, cell, fmt_ns, markdown_table, text_table};
-use super::{ProfileError, Result};
+use crate::report::{Format, cell, fmt_ns, markdown_table, text_table};
+use xirang_runtime::profile::model::{self, Profile};
+use xirang_runtime::profile::{ProfileError, Result};
 
 /// The `format` field of a PyTorch baseline.
 pub const TORCH_FORMAT: &str = "torch-profile";
@@ -51,7 +51,7 @@ impl Baseline {
     /// [`model::MAX_PROFILE_BYTES`]); the `format` field says which kind it is.
     pub fn read(path: impl AsRef<Path>) -> Result<Baseline> {
         let path = path.as_ref();
-        let text = crate::io::read_file(path, "a baseline profile", model::MAX_PROFILE_BYTES)?;
+        let text = xirang_runtime::io::read_file(path, "a baseline profile", model::MAX_PROFILE_BYTES)?;
         Baseline::parse(&text).map_err(|message| ProfileError::Format {
             path: path.into(),
             what: "baseline profile",

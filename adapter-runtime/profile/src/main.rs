@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use xirang_runtime::profile::{Profile, ProfileError, advise, compare, report};
+use xirang_prof::{advise, compare, report};
+use xirang_runtime::profile::{Profile, ProfileError};
 
 const AFTER_HELP: &str = "\
 Exit codes:

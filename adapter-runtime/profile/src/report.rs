@@ -8,49 +8,9 @@ use std::fmt::Write as _;
 
 use serde_json::json;
 
-use super::model::{MAX_DEPTH, OpStats, Profile};
-use super::{ProfileError, Result};
-
-/// The widest table cell, in characters: a longer cell (an operator name
-/// read from a file) is cut to this width, ending in `...`. The longest
-/// PyTorch operator name with its overload has 61 characters.
-pub const MAX_CELL_CHARS: usize = 80;
-
-/// `s` cut to at most `max` characters (a cut one ends in `...`), with
-/// control characters escaped (`\n`, `\u{1b}`) so that it stays on one line
-/// and cannot drive a terminal. Escapes are never split.
-pub fn cut(s: &str, max: usize) -> Cow<'_, str> {
-    let plain = |c: char| !c.is_control();
-    if s.chars().take(max.saturating_add(1)).count() <= max && s.chars().all(plain) {
-        return Cow::Borrowed(s);
-    }
-    let keep = max.saturating_sub(3);
-    let (mut out, mut n, mut keep_bytes) = (String::new(), 0usize, 0usize);
-    for ch in s.chars() {
-        if plain(ch) {
-            out.push(ch);
-            n += 1;
-        } else {
-            for e in ch.escape_debug() {
-                out.push(e);
-                n += 1;
-            }
-        }
-        if n <= keep {
-            keep_bytes = out.len();
-        } else if n > max {
-            out.truncate(keep_bytes);
-            out.push_str("...");
-            return Cow::Owned(out);
-        }
-    }
-    Cow::Owned(out)
-}
-
-/// [`cut`] to [`MAX_CELL_CHARS`]: a table cell, or a name in a message.
-pub fn cell(s: &str) -> Cow<'_, str> {
-    cut(s, MAX_CELL_CHARS)
-}
+pub use xirang_runtime::profile::model::{MAX_CELL_CHARS, cell, cut};
+use xirang_runtime::profile::model::{MAX_DEPTH, OpStats, Profile};
+use xirang_runtime::profile::{ProfileError, Result};
 
 /// A plain-text table: every cell through [`cell`], columns as wide as
 /// their widest cell (so at most [`MAX_CELL_CHARS`]), two spaces apart,

@@ -2,25 +2,37 @@
 //! JSON, flame graph, advice for operators forced onto the fallback tier,
 //! comparison against the committed PyTorch baseline, bad input files.
 //!
-//! A profiling session is process-wide, so every test here holds `LOCK`.
+//! A profiling session is process-wide, so every test here holds `LOCK` ([`lock`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
 use serde_json::Value;
+use xirang_prof::{advise, compare, report};
 use xirang_runtime::dispatch::{self, FallbackMode, Policy, Tier};
-use xirang_runtime::profile::{self, Profile, advise, compare, report};
-use xirang_runtime::{Device, Runtime, io, train};
+use xirang_runtime::profile::{self, Profile};
+use xirang_runtime::{Device, Runtime, io};
+
+/// The training loops (shared with the runtime's examples, benches and tests).
+#[allow(dead_code)]
+#[path = "../../examples/common/train.rs"]
+mod train;
 
 static LOCK: Mutex<()> = Mutex::new(());
 
+/// One test at a time (a profiling session, the fallback policy and the tier counters are
+/// process-wide), each from the default policy and zeroed counters.
 fn lock() -> std::sync::MutexGuard<'static, ()> {
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+    let g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    dispatch::set_policy(Policy::default());
+    dispatch::reset_counters();
+    g
 }
 
+/// The runtime's folder (`adapter-runtime/`: goldens, profile baselines).
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 const STEPS: usize = 20;
@@ -107,7 +119,6 @@ fn validate_trace(doc: &Value) -> usize {
 
 #[test]
 fn train_mlp_trace_validates_against_the_trace_event_format() {
-    let _serial = crate::serial();
     let _g = lock();
     let p = profile_train(&[]);
     // every operator of the loop, once per step (addmm and mm more). Autograd runs `mm` three
@@ -142,7 +153,6 @@ fn train_mlp_trace_validates_against_the_trace_event_format() {
 
 #[test]
 fn train_mlp_flamegraph_is_valid_xml_with_frames() {
-    let _serial = crate::serial();
     let _g = lock();
     let p = profile_train(&[]);
     let svg = report::flamegraph(&p, "train_mlp").unwrap();
@@ -181,7 +191,6 @@ fn train_mlp_flamegraph_is_valid_xml_with_frames() {
 
 #[test]
 fn advice_names_the_operators_forced_onto_the_fallback_tier() {
-    let _serial = crate::serial();
     let _g = lock();
     let p = profile_train(&["addmm", "threshold_backward"]);
     let tiers: BTreeMap<&str, BTreeSet<&str>> = p.calls.iter().fold(BTreeMap::new(), |mut m, c| {
@@ -215,7 +224,6 @@ fn advice_names_the_operators_forced_onto_the_fallback_tier() {
 
 #[test]
 fn nested_calls_are_a_stack_and_aggregate_per_operator() {
-    let _serial = crate::serial();
     let _g = lock();
     profile::start().unwrap();
     assert!(matches!(profile::start(), Err(profile::ProfileError::AlreadyRunning)));
@@ -258,7 +266,6 @@ fn nested_calls_are_a_stack_and_aggregate_per_operator() {
 
 #[test]
 fn guard_writes_the_profile_when_dropped() {
-    let _serial = crate::serial();
     let _g = lock();
     let path = tmp("guard.json");
     {
@@ -272,7 +279,6 @@ fn guard_writes_the_profile_when_dropped() {
 
 #[test]
 fn comparison_with_the_pytorch_baseline_and_with_a_previous_profile() {
-    let _serial = crate::serial();
     let _g = lock();
     let p = profile_train(&[]);
     let base = compare::Baseline::read(root().join("profile/baselines/train_mlp_torch_cpu.json")).unwrap();
@@ -304,7 +310,6 @@ fn comparison_with_the_pytorch_baseline_and_with_a_previous_profile() {
 
 #[test]
 fn malformed_profiles_baselines_and_rules_are_errors() {
-    let _serial = crate::serial();
     let _g = lock();
     for (text, want) in [
         ("", "EOF"),
@@ -344,7 +349,6 @@ fn malformed_profiles_baselines_and_rules_are_errors() {
 
 #[test]
 fn cli_subcommands_and_exit_codes() {
-    let _serial = crate::serial();
     let _g = lock();
     let exe = env!("CARGO_BIN_EXE_xirang-prof");
     let p = profile_train(&["addmm"]);
@@ -473,7 +477,6 @@ fn cli_within(secs: u64, args: &[&str]) -> (Option<i32>, String, String) {
 /// with a newline or a `|` does not break the rows.
 #[test]
 fn huge_and_odd_operator_names_are_cut_in_every_table() {
-    let _serial = crate::serial();
     let _g = lock();
     let huge = "n".repeat(65_536);
     let odd = "evil|op\nsecond line\t`tick`";
@@ -521,7 +524,6 @@ fn huge_and_odd_operator_names_are_cut_in_every_table() {
 /// written down), depths must follow the parents, and nesting is capped.
 #[test]
 fn parent_cycles_and_deep_chains_are_refused_on_read() {
-    let _serial = crate::serial();
     let _g = lock();
     let parse = |p: &Profile| Profile::parse(p.to_json().as_bytes());
     // a 2-cycle whose calls span the same time (so each "encloses" the other), and a self-parent
@@ -574,7 +576,6 @@ fn parent_cycles_and_deep_chains_are_refused_on_read() {
 /// Profiles built in memory are not checked: the traversals still end on a cycle or a deep chain.
 #[test]
 fn traversals_end_on_unchecked_cycles_and_chains() {
-    let _serial = crate::serial();
     let _g = lock();
     let cycle = raw(vec![rec(0, Some(1), 1, "a", 0, 10), rec(1, Some(0), 1, "b", 0, 10)]);
     let deep = chain(100_000);
@@ -598,7 +599,6 @@ fn traversals_end_on_unchecked_cycles_and_chains() {
 #[cfg(unix)]
 #[test]
 fn profile_inputs_must_be_regular_files_of_bounded_size() {
-    let _serial = crate::serial();
     let _g = lock();
     let fifo = tmp("input.fifo");
     let _ = std::fs::remove_file(&fifo);
@@ -639,7 +639,6 @@ fn profile_inputs_must_be_regular_files_of_bounded_size() {
 /// a build with overflow checks, a wrapped total in release).
 #[test]
 fn counters_near_u64_max_do_not_overflow() {
-    let _serial = crate::serial();
     let _g = lock();
     let max = u64::MAX;
     let big = |id: u64, tier: &str| profile::Call {
