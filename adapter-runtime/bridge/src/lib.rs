@@ -9,7 +9,7 @@
 //! * [`ffi`]: the exported functions, the only `unsafe` code (decoding raw arguments,
 //!   `catch_unwind` around every call).
 //! * [`bridge`]: the safe API: devices, storages, the boxed call through
-//!   `generated::ops::call_boxed` with the adapter's `NpuOps`, copies, streams, events, fallback
+//!   `generated::ops::call_boxed_at` with the adapter's `NpuOps`, copies, streams, events, fallback
 //!   policy and counters.
 //! * [`values`]: arguments -> the runtime's `IValue`s (tensors as views of their storage, no copy),
 //!   results -> the buffer the shim reads.
@@ -17,8 +17,8 @@
 //! * [`error`]: typed errors and the status codes they cross as.
 //!
 //! Storage: every `xirang` storage PyTorch holds is a runtime [`Storage`] (an `Arc` over a
-//! caching-allocator block), boxed once per handle. A tensor argument clones the `Arc` and views
-//! it; a result's storage is retained by the shim or, when it is an argument's, not at all.
+//! caching-allocator block), its handle the `Arc`'s raw pointer (`Arc::into_raw`, no box). A tensor
+//! argument clones the `Arc` and views it; a result's storage is retained by the shim or, when it is an argument's, not at all.
 //!
 //! [`Storage`]: xirang_runtime::tensor::Storage
 

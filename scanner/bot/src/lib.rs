@@ -3,7 +3,7 @@
 //! the check there, commits on a deterministic branch, pushes it and opens (or updates) a pull request
 //! whose body is the drift report.
 //!
-//! Policies (see ARCHITECTURE.md, "The regeneration bot"):
+//! Policies (see ARCHITECTURE.md, the `bot/` entry of "The scanner above the IR"):
 //! - one branch per newest new version, `<prefix>/pytorch-vX.Y.Z`, built on the base branch's tip, with
 //!   one commit per imported version; a newer release opens the next pull request (covering every
 //!   version the base still lacks) and closes the older bot pull requests as superseded;

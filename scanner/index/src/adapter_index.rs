@@ -13,7 +13,8 @@
 //! Each kernel is reported with its file (relative to the repository root) and the line of its name.
 //!
 //! The index also finds the host reference implementations the CPU-fallback tier runs
-//! ([`AdapterIndex::fallbacks`], read by `xirang-scan coverage`; the drift reports do not use them):
+//! ([`AdapterIndex::fallbacks`], read by `xirang-scan coverage`, by the generator to attach host implementations
+//! (`native::attach_hosts`) and by the drift engine for the impact on them (`impact::fallbacks_of`)):
 //! 1. every entry of a fallback table: a `static` whose type names [`FALLBACK_FN_TYPE`] (`HostFn`,
 //!    the runtime's boxed host function type), e.g. `static TABLE: &[(&str, usize, HostFn)] = &[
 //!    ("add.Tensor", 3, add_tensor), ...]`. Each parenthesised tuple of the value whose first token
