@@ -207,11 +207,13 @@ impl AclDriver {
     /// A raw call's status: `None` (no candidate of `op` resolved) is unsupported; a non-zero
     /// code is a driver error named by the function that ran.
     fn check(&self, op: &'static str, rc: Option<AclError>) -> Result<()> {
-        let api = self.api.resolved(op).unwrap_or(op);
         match rc {
-            None => Err(Error::Unsupported(format!("{}: no function for `{op}` resolved", self.name))),
             Some(0) => Ok(()),
-            Some(code) => Err(Error::Driver { api, code, message: self.message() }),
+            None => Err(Error::Unsupported(format!("{}: no function for `{op}` resolved", self.name))),
+            // named by the function that ran (looked up only on failure: this is every call's path)
+            Some(code) => {
+                Err(Error::Driver { api: self.api.resolved(op).unwrap_or(op), code, message: self.message() })
+            }
         }
     }
 

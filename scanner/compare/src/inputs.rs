@@ -65,11 +65,6 @@ impl AdapterInputs {
         let custom = CustomOperators::load(root)?;
         Ok(AdapterInputs { root: root.to_path_buf(), config, generated, custom })
     }
-
-    /// Whether `root` has a `xirang.toml` (without reading it).
-    pub fn has_config(root: &Path) -> bool {
-        root.join("xirang.toml").is_file()
-    }
 }
 
 /// Backend yaml files given together, each with the path it is reported under.

@@ -204,11 +204,6 @@ fn warn_if_no_kernels(kernels: &diff::adapter_index::AdapterIndex, adapter: Opti
     }
 }
 
-/// The adapter's inputs at `root`; a broken `xirang.toml` is reported and left out.
-fn adapter_inputs(root: &Path) -> Result<AdapterInputs, Error> {
-    Ok(AdapterInputs::load_lenient(root, &mut |w| warn!("{w}"))?)
-}
-
 /// The PyTorch side of `diff`: two versions of the store read as a pair (parsing only the entries
 /// that differ), else two whole snapshots (a source on either side).
 fn pytorch_report(
@@ -235,7 +230,8 @@ fn pytorch_report(
     };
     let backends = backend_files(&a.backend, &old, &new)?;
     warn_if_no_kernels(&kernels, a.adapter.as_deref(), &root);
-    let adapter = adapter_inputs(&root)?;
+    // a broken `xirang.toml` is reported and left out
+    let adapter = AdapterInputs::load_lenient(&root, &mut |w| warn!("{w}"))?;
     let states = if a.no_coverage {
         None
     } else {
@@ -291,25 +287,20 @@ fn pair_report(
     };
     // the coverage of both versions, from the whole snapshots and tier models built meanwhile
     let states = match (&adapter.config, whole) {
-        (Some(cfg), Some(Ok((old, new, mo, mn)))) => {
-            match xirang_scan::compare::adapter_states_of_models(
-                cfg,
-                (&old, &new),
-                (&mo, &mn),
-                &kernels,
-                a.adapter.is_none(),
-            ) {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    warn!("warning: the adapter's coverage could not be joined into the report: {e}");
-                    None
-                }
-            }
-        }
-        (Some(_), Some(Err(e))) => {
-            warn!("warning: the adapter's coverage could not be joined into the report: {e}");
-            None
-        }
+        (Some(cfg), Some(whole)) => whole
+            .and_then(|(old, new, mo, mn)| {
+                let repository_index = a.adapter.is_none();
+                xirang_scan::compare::adapter_states_of_models(
+                    cfg,
+                    (&old, &new),
+                    (&mo, &mn),
+                    &kernels,
+                    repository_index,
+                )
+                .map_err(|e| e.to_string())
+            })
+            .map_err(|e| coverage_warning(&e))
+            .ok(),
         _ => None,
     };
     let backends = backend_files.backends();
@@ -411,11 +402,13 @@ fn join_states(
     new: &PytorchSnapshot,
     kernels: &diff::adapter_index::AdapterIndex,
 ) -> Option<diff::AdapterStates> {
-    match xirang_scan::compare::adapter_states(cfg, old, new, kernels, repository_index) {
-        Ok(s) => s,
-        Err(e) => {
-            warn!("warning: the adapter's coverage could not be joined into the report: {e}");
-            None
-        }
-    }
+    xirang_scan::compare::adapter_states(cfg, old, new, kernels, repository_index).unwrap_or_else(|e| {
+        coverage_warning(&e);
+        None
+    })
+}
+
+/// Says why the report leaves out the adapter's coverage.
+fn coverage_warning(e: &dyn std::fmt::Display) {
+    warn!("warning: the adapter's coverage could not be joined into the report: {e}");
 }
