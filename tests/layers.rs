@@ -145,9 +145,24 @@ fn module_uses(src: &str) -> BTreeSet<String> {
     out
 }
 
-/// A module's source: `src/<m>.rs`, or every file under `src/<m>/`.
+/// The two crates a runtime module may live in: the core (`xirang-core`) and the runtime above it.
+const CORE_SRC: &str = "adapter-runtime/core/src";
+const RUNTIME_SRC: &str = "adapter-runtime/src";
+
+/// The crate folder (`CORE_SRC` or `RUNTIME_SRC`) that holds module `m` (`<m>.rs` or `<m>/`).
+fn module_home(m: &str) -> &'static str {
+    let root = repo_root();
+    let here = |src: &str| root.join(src).join(format!("{m}.rs")).is_file() || root.join(src).join(m).is_dir();
+    match (here(CORE_SRC), here(RUNTIME_SRC)) {
+        (true, false) => CORE_SRC,
+        (false, true) => RUNTIME_SRC,
+        (a, b) => panic!("runtime module `{m}`: in the core: {a}, in the runtime: {b} (want exactly one)"),
+    }
+}
+
+/// A module's source: `<crate>/src/<m>.rs`, or every file under `<crate>/src/<m>/`.
 fn module_source(m: &str) -> String {
-    let src = repo_root().join("adapter-runtime/src");
+    let src = repo_root().join(module_home(m));
     let file = src.join(format!("{m}.rs"));
     if file.is_file() {
         return std::fs::read_to_string(file).unwrap();
@@ -176,13 +191,137 @@ fn runtime_modules_use_only_what_architecture_md_allows() {
     assert!(rows.len() >= 10, "{} rows", rows.len());
     let mut bad = Vec::new();
     for (m, may_use) in &rows {
+        let home = module_home(m);
         for used in module_uses(&module_source(m)) {
             if used != *m && !may_use.contains(&used) {
-                bad.push(format!("adapter-runtime/src/{m}: uses crate::{used}, which its row does not list"));
+                bad.push(format!("{home}/{m}: uses crate::{used}, which its row does not list"));
+            }
+        }
+        // a core row may list only core modules (the compiler enforces the rest)
+        if home == CORE_SRC {
+            for used in may_use.iter().filter(|u| rows.contains_key(*u) && module_home(u) != CORE_SRC) {
+                bad.push(format!("{home}/{m}: its row lists `{used}`, a module of the runtime above the core"));
             }
         }
     }
     assert!(bad.is_empty(), "the runtime's module map is broken (ARCHITECTURE.md):\n{}", bad.join("\n"));
+}
+
+/// Every module of the core crate has a row (what it may use is written down), and the core's
+/// `lib.rs` declares exactly those modules.
+#[test]
+fn every_core_module_has_a_row() {
+    let rows = module_table();
+    let root = repo_root().join(CORE_SRC);
+    let mut on_disk: BTreeSet<String> = BTreeSet::new();
+    for e in std::fs::read_dir(&root).unwrap().flatten() {
+        let p = e.path();
+        let name = p.file_stem().unwrap().to_string_lossy().to_string();
+        if name != "lib" && (p.is_dir() || p.extension().is_some_and(|x| x == "rs")) {
+            on_disk.insert(name);
+        }
+    }
+    let in_table: BTreeSet<String> = rows.keys().filter(|m| module_home(m) == CORE_SRC).cloned().collect();
+    assert_eq!(on_disk, in_table, "the core's modules vs their rows in ARCHITECTURE.md");
+    let lib = std::fs::read_to_string(root.join("lib.rs")).unwrap();
+    let declared: BTreeSet<String> = lib
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub mod ").map(|m| m.trim_end_matches(';').to_string()))
+        .collect();
+    assert_eq!(declared, on_disk, "core/src/lib.rs's modules vs its files");
+    // the runtime re-exports every one of them under its old path
+    let runtime_lib = std::fs::read_to_string(repo_root().join(RUNTIME_SRC).join("lib.rs")).unwrap();
+    for m in &on_disk {
+        assert!(runtime_lib.contains(&format!("{m},")) || runtime_lib.contains(&format!("{m}}}")), "{m}");
+    }
+}
+
+/// ARCHITECTURE.md's `| autograd file | may use | what |` table: file -> files it may use.
+fn autograd_table() -> BTreeMap<String, BTreeSet<String>> {
+    let text = std::fs::read_to_string(repo_root().join("ARCHITECTURE.md")).unwrap();
+    let head = text.find("| autograd file | may use | what |").expect("ARCHITECTURE.md: the autograd table");
+    let ticked = |cell: &str| -> Vec<String> {
+        cell.split('`').enumerate().filter(|(i, _)| i % 2 == 1).map(|(_, s)| s.to_string()).collect()
+    };
+    let mut rows = BTreeMap::new();
+    for line in text[head..].lines().skip(2) {
+        if !line.starts_with('|') {
+            break;
+        }
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let name = ticked(cells[1]).into_iter().next().unwrap_or_else(|| panic!("file of {line}"));
+        rows.insert(name, ticked(cells[2]).into_iter().collect());
+    }
+    rows
+}
+
+/// What an autograd file names of its folder: `super::<x>` and `crate::autograd::<x>` paths (and
+/// `{a, b}` groups after them), outside `//` comments.
+fn autograd_uses(src: &str) -> BTreeSet<String> {
+    let code: String = src.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n");
+    let ident = |s: &str| s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect::<String>();
+    let mut out = BTreeSet::new();
+    for prefix in ["super::", "crate::autograd::"] {
+        for (at, _) in code.match_indices(prefix) {
+            // `crate::autograd::` inside `super::` would double count nothing: distinct prefixes
+            let rest = &code[at + prefix.len()..];
+            if let Some(group) = rest.strip_prefix('{') {
+                for item in group[..group.find('}').unwrap_or(group.len())].split(',') {
+                    let m = ident(item.trim());
+                    if !m.is_empty() {
+                        out.insert(m);
+                    }
+                }
+            } else {
+                out.insert(ident(rest));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn autograd_files_depend_one_way_as_architecture_md_says() {
+    let rows = autograd_table();
+    let dir = repo_root().join(RUNTIME_SRC).join("autograd");
+    let mut files: BTreeSet<String> = BTreeSet::new();
+    for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "rs") && p.file_stem().is_some_and(|s| s != "mod") {
+            files.insert(p.file_stem().unwrap().to_string_lossy().to_string());
+        }
+    }
+    assert_eq!(files, rows.keys().cloned().collect::<BTreeSet<_>>(), "src/autograd/ files vs the autograd table");
+    // one way: a file's row lists only files above it in the table
+    let order: Vec<&String> = rows.keys().collect();
+    let text = std::fs::read_to_string(repo_root().join("ARCHITECTURE.md")).unwrap();
+    let pos = |f: &str| text.find(&format!("| `{f}` |  |")).or_else(|| text.find(&format!("| `{f}` | `")));
+    let mut bad = Vec::new();
+    for f in &order {
+        for u in &rows[*f] {
+            if !rows.contains_key(u) {
+                bad.push(format!("{f}: its row lists `{u}`, which is not a file of src/autograd/"));
+            } else if pos(u) > pos(f) {
+                bad.push(format!("{f}: its row lists `{u}`, a file below it in the table"));
+            }
+        }
+        let src = std::fs::read_to_string(dir.join(format!("{f}.rs"))).unwrap();
+        for used in autograd_uses(&src) {
+            if !rows.contains_key(&used) {
+                bad.push(format!("src/autograd/{f}.rs: names `{used}` through the folder; name its file instead"));
+            } else if used != **f && !rows[*f].contains(&used) {
+                bad.push(format!("src/autograd/{f}.rs: uses `{used}`, which its row does not list"));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "autograd's file map is broken (ARCHITECTURE.md):\n{}", bad.join("\n"));
+}
+
+#[test]
+fn an_autograd_use_through_the_folder_is_caught() {
+    let uses =
+        autograd_uses("use super::node::{NodeInfo, Ops};\nlet x = crate::autograd::no_grad(); // super::engine\n");
+    assert_eq!(uses, ["no_grad", "node"].into_iter().map(String::from).collect());
 }
 
 #[test]

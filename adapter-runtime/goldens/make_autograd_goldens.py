@@ -331,7 +331,7 @@ def specs():
         ("embedding", "reduce", "contiguous", [T(10, 8), indices([12], 10), I(2), B(False), B(False)]),
     ]
     # translated once the translator took `M_LN2`, `is_complex()` conditions, string literals,
-    # `.to(dtype)` and the helpers of `autograd_helpers.rs` (session 6); appended, so the
+    # `.to(dtype)` and the helpers of `autograd/helpers.rs` (session 6); appended, so the
     # generator sequence of the cases above is unchanged
     for op, cls, kind, extra in [
         ("acosh", "transcendental", "ge1", []),

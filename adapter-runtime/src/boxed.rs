@@ -1,7 +1,7 @@
 //! Calling an operator by name with boxed arguments, through two tiers: the native kernel when
 //! the device has one ([`crate::kernels::is_native`]: the generated `call_boxed` and operator
 //! front-end, which fall back to the host implementation when the kernel declines the
-//! arguments), else the operator's host implementation ([`crate::host`]) directly, without
+//! arguments), else the operator's host implementation ([`crate::reference::schema`]) directly, without
 //! composition recipes ([`crate::dispatch::with_host_only`]). The call is counted per
 //! operator and tier, and the force-fallback list is honoured.
 //!

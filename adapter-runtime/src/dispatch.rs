@@ -465,7 +465,7 @@ pub fn write_back(result: &crate::tensor::Tensor, out: &mut crate::tensor::Tenso
     if result.shares_storage(out) && result.sizes() == out.sizes() && result.strides() == out.strides() {
         return Ok(());
     }
-    crate::ops::write_out(result, out)
+    crate::reference::write_out(result, out)
 }
 
 /// Front-end validation: every device tensor among the arguments is on one device (zero-dim

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use xirang_runtime::driver::Driver;
 use xirang_runtime::driver::acl::AclDriver;
-use xirang_runtime::{Device, Error, Runtime, Scalar, Tensor, ops};
+use xirang_runtime::{Device, Error, Runtime, Scalar, Tensor, reference};
 
 /// `target/<profile>/libxirang_acl_sim.so`, next to this test's `deps/`.
 fn cdylib() -> PathBuf {
@@ -28,7 +28,7 @@ fn runtime_over_dlopened_simulator() {
     let rt = Runtime::new(Arc::new(driver)).unwrap();
     assert!(rt.device_count() >= 1);
     let t = Tensor::from_slice(&[1.0f32, 2.0, 3.0]).to_device(&rt, Device::Npu(0)).unwrap();
-    let u = ops::mul(&t, 2.0).unwrap();
+    let u = reference::mul(&t, 2.0).unwrap();
     assert_eq!(u.to_cpu().unwrap().to_vec::<f32>().unwrap(), vec![2.0, 4.0, 6.0]);
     // kernels go through the library's own extension entry points
     let ctx = rt.device(0).unwrap();

@@ -469,6 +469,6 @@ fn tensors_move_between_sparse_devices() {
     assert_eq!(rt.memory_stats(2).unwrap().allocated_bytes - before, 512);
     assert_eq!(u.to_vec::<i32>().unwrap(), vec![1, 2, 3]);
     // ops refuse tensors on two different devices
-    let e = xirang_runtime::ops::add(&t, &u, xirang_runtime::Scalar::Int(1)).unwrap_err();
+    let e = xirang_runtime::reference::add(&t, &u, xirang_runtime::Scalar::Int(1)).unwrap_err();
     assert!(matches!(e, Error::DeviceMismatch(_)), "{e:?}");
 }

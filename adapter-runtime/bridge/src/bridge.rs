@@ -107,7 +107,7 @@ impl Bridge {
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(xirang_runtime::ops::copy_into_view(dst, src)?)
+        Ok(xirang_runtime::reference::copy_into_view(dst, src)?)
     }
 
     /// Bytes at a raw device address of device `index` (no storage handle names it), after the

@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 
+use xirang_runtime::autograd::TensorAutograd;
 use xirang_runtime::device::Device;
 use xirang_runtime::dtype::{DType, Scalar};
 use xirang_runtime::error::{Error, Result};

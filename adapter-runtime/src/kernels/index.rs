@@ -1,5 +1,5 @@
 //! Data movement kernels (any dtype: they move element bytes): the strided
-//! copy that makes views contiguous, `cat`, `index_select`, `gather`,
+//! copy that makes views contiguous (the driver's, through the tensor), `cat`, `index_select`, `gather`,
 //! `embedding`, `tril` and `triu`.
 //!
 //! Index tensors are validated on the host before launch (one small
@@ -13,31 +13,13 @@ use crate::error::{Error, Result};
 use crate::shape;
 use crate::tensor::Tensor;
 
-/// A contiguous copy of a (non-contiguous) device tensor, made on the device.
+/// `clone` / `contiguous` of a device tensor: the driver's strided copy
+/// ([`Driver::copy_strided`](crate::driver::Driver::copy_strided)) on the current stream, counted
+/// as this operator's launch by the profiler.
 pub fn strided_copy(t: &Tensor) -> Result<Tensor> {
     let ctx = device_of("contiguous", &[t])?;
-    let out = Tensor::empty_on(&ctx, t.sizes(), t.dtype())?;
-    let n = t.numel();
-    if n == 0 {
-        return Ok(out);
-    }
-    let es = t.dtype().size();
-    let (sizes, strides) = (t.sizes().to_vec(), t.strides().to_vec());
-    let span = shape::storage_extent(&sizes, &strides, 0);
-    let (pt, po) = (t.data_ptr()?, out.data_ptr()?);
-    launch(&ctx, [t, &out], move |mem| {
-        // the walk over the view runs on the device, one inner-dimension run at a time
-        if super::mapped::<u8>(mem, &[(pt, span * es)], (po, n * es), |xs, o| {
-            shape::gather_strided(xs[0], es, &sizes, &strides, o)
-        })? {
-            return Ok(());
-        }
-        let src = read_vec::<u8>(mem, pt, span * es)?;
-        let mut dst = vec![0u8; n * es];
-        shape::gather_strided(&src, es, &sizes, &strides, &mut dst);
-        mem.write(po, &dst)
-    })?;
-    Ok(out)
+    crate::profile::on_launch(&ctx, ctx.current_stream());
+    t.clone_contiguous()
 }
 
 /// Index values (i64 or i32 tensor) read on the host and bounds-checked.

@@ -1,8 +1,9 @@
 //! Matrix products: `mm`, `bmm`, `addmm`, `baddbmm`, `addmv` for float dtypes.
 //!
 //! The product itself is `ndarray`'s `general_mat_mul` over matrixmultiply's
-//! packed, cache-blocked, register-blocked kernels (AVX2/FMA picked at run
-//! time when the CPU has them, as PyTorch's CPU BLAS does); bands of output
+//! packed, cache-blocked, register-blocked kernels (AVX-512, else AVX2/FMA,
+//! picked at run time by what the CPU has, as PyTorch's CPU BLAS does: the
+//! runtime's manifest turns on matrixmultiply's `avx512` feature); bands of output
 //! rows run as rayon tasks. A transposed operand (a `.t()` view of a
 //! contiguous matrix) is read as stored and transposed while loading, with
 //! no device copy. Accumulation is in the compute type (f32 for
@@ -71,8 +72,8 @@ fn gemm<T: Real>(a: &[T], b: &[T], c: &mut [T], n: usize, k: usize, m: usize, al
     }
     let shape = |e: ndarray::ShapeError| Error::Shape(format!("gemm: {e}"));
     let bv = ArrayView2::from_shape((k, m), b).map_err(shape)?;
-    // `c[rows] += a[rows] @ b`: matrixmultiply's packed, register-blocked kernels (AVX2/FMA when
-    // the CPU has them, chosen at run time)
+    // `c[rows] += a[rows] @ b`: matrixmultiply's packed, register-blocked kernels (AVX-512, else
+    // AVX2/FMA, chosen at run time by what the CPU has)
     let rows = |ar: &[T], cr: &mut [T]| -> Result<()> {
         let r = cr.len() / m;
         let av = ArrayView2::from_shape((r, k), ar).map_err(shape)?;

@@ -3,7 +3,7 @@
 //! touches device memory only through [`KernelMemory`]. Ops without a
 //! native kernel (or called with arguments a kernel does not take: other
 //! dtypes, mixed dtypes, host tensors) use the host reference
-//! implementations in [`crate::ops`] through the CPU fallback.
+//! implementations in [`crate::reference`] through the CPU fallback.
 //!
 //! Kernel functions take the typed arguments of the schema table in
 //! [`crate::ivalue`] (`self` is `self_`) and return `Result<Tensor>`.

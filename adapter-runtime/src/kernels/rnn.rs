@@ -1,13 +1,13 @@
 //! Device kernels of the fused recurrent cells (`nn.LSTM`, `nn.GRU`, `nn.LSTMCell`, `nn.GRUCell`
 //! on a PrivateUse1 device). PyTorch has CUDA and XPU kernels for them and no CPU kernel, so
 //! these are the only tier that serves them on `xirang`. The math is shared with the host
-//! reference tier ([`crate::ops::rnn`]); a kernel loads its operands, computes in f64 and stores
+//! reference tier ([`crate::reference::rnn`]); a kernel loads its operands, computes in f64 and stores
 //! its results as the inputs' dtype, in one launch on the current stream.
 
 use super::{Real, device_of, launch, unsupported, with_real};
 use crate::driver::DevicePtr;
 use crate::error::{Error, Result};
-use crate::ops::rnn;
+use crate::reference::rnn;
 use crate::tensor::Tensor;
 
 /// Runs `compute` on the f64 values of `inputs` (absent ones stay `None`) in one kernel and

@@ -2,7 +2,7 @@
 //! recording, topological backward, accumulation, `retain_graph`, the saved-tensor version check,
 //! release of saved tensors, and no recording under `no_grad`.
 
-use xirang_runtime::autograd::{self, backward};
+use xirang_runtime::autograd::{self, TensorAutograd, backward};
 use xirang_runtime::dispatch::{self, FallbackMode, Policy};
 use xirang_runtime::generated::autograd::BackwardHooks;
 use xirang_runtime::generated::ops::{AtenOps, ag};

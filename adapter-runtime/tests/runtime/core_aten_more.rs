@@ -2,7 +2,7 @@
 //! grid_sampler_2d) against values worked out from PyTorch's kernels, and their errors.
 
 use xirang_runtime::dtype::DType;
-use xirang_runtime::ops::*;
+use xirang_runtime::reference::*;
 use xirang_runtime::tensor::Tensor;
 
 fn t(v: &[f64], s: &[usize]) -> Tensor {

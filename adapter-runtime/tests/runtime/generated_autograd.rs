@@ -87,7 +87,7 @@ impl BackwardHooks for SincByHand {
     fn hook_sinc_self(&self, node: &SincBackward, grads: &[Option<Tensor>]) -> Result<Option<Tensor>> {
         // d sinc(x) / dx = (cos(pi x) - sinc(x)) / x, 0 at x = 0
         assert_eq!(node.self_.to_vec::<f32>()?, [0.0]);
-        Ok(grads[0].as_ref().map(|g| xirang_runtime::ops::mul(g, 0.0).unwrap()))
+        Ok(grads[0].as_ref().map(|g| xirang_runtime::reference::mul(g, 0.0).unwrap()))
     }
 }
 

@@ -1,7 +1,7 @@
 //! Host reference implementations against hand-checked values, and
 //! backward ops against central finite differences (in float64).
 
-use xirang_runtime::ops::{self, Generator, Reduction};
+use xirang_runtime::reference::{self, Generator, Reduction};
 use xirang_runtime::{DType, Error, Scalar, Tensor};
 
 fn f32t(v: &[f32], shape: &[usize]) -> Tensor {
@@ -46,25 +46,36 @@ fn numeric_grad(x: &[f64], r: &[f64], f: impl Fn(&[f64]) -> Vec<f64>) -> Vec<f64
 fn unary_values() {
     let x = f32t(&[0.0, 1.0, -1.0, 4.0], &[4]);
     close(
-        &vals(&ops::exp(&x).unwrap()),
+        &vals(&reference::exp(&x).unwrap()),
         &[1.0, std::f64::consts::E, 1.0 / std::f64::consts::E, 54.598150033144236],
         1e-6,
     );
-    close(&vals(&ops::sigmoid(&x).unwrap()), &[0.5, 0.7310585786300049, 0.2689414213699951, 0.9820137900379085], 1e-6);
-    close(&vals(&ops::gelu(&x, "none").unwrap()), &[0.0, 0.8413447460685429, -0.15865525393145707, 3.999873], 1e-6);
-    close(&vals(&ops::gelu(&x, "tanh").unwrap())[..2], &[0.0, 0.8411919906082768], 1e-6);
-    assert!(ops::gelu(&x, "fast").is_err());
-    close(&vals(&ops::silu(&x).unwrap())[..2], &[0.0, 0.7310585786300049], 1e-6);
-    close(&vals(&ops::tanh(&x).unwrap())[..2], &[0.0, 0.7615941559557649], 1e-6);
-    close(&vals(&ops::rsqrt(&x).unwrap())[3..], &[0.5], 0.0);
-    let l = vals(&ops::log(&f32t(&[0.0, -1.0, 1.0], &[3])).unwrap());
+    close(
+        &vals(&reference::sigmoid(&x).unwrap()),
+        &[0.5, 0.7310585786300049, 0.2689414213699951, 0.9820137900379085],
+        1e-6,
+    );
+    close(
+        &vals(&reference::gelu(&x, "none").unwrap()),
+        &[0.0, 0.8413447460685429, -0.15865525393145707, 3.999873],
+        1e-6,
+    );
+    close(&vals(&reference::gelu(&x, "tanh").unwrap())[..2], &[0.0, 0.8411919906082768], 1e-6);
+    assert!(reference::gelu(&x, "fast").is_err());
+    close(&vals(&reference::silu(&x).unwrap())[..2], &[0.0, 0.7310585786300049], 1e-6);
+    close(&vals(&reference::tanh(&x).unwrap())[..2], &[0.0, 0.7615941559557649], 1e-6);
+    close(&vals(&reference::rsqrt(&x).unwrap())[3..], &[0.5], 0.0);
+    let l = vals(&reference::log(&f32t(&[0.0, -1.0, 1.0], &[3])).unwrap());
     assert!(l[0] == f64::NEG_INFINITY && l[1].is_nan() && l[2] == 0.0);
-    let r = vals(&ops::relu(&f32t(&[-1.0, f32::NAN, 2.0], &[3])).unwrap());
+    let r = vals(&reference::relu(&f32t(&[-1.0, f32::NAN, 2.0], &[3])).unwrap());
     assert!(r[0] == 0.0 && r[1].is_nan() && r[2] == 2.0);
-    assert_eq!(ops::neg(&Tensor::from_slice(&[-128i8, 5])).unwrap().to_vec::<i8>().unwrap(), vec![-128, -5]);
-    assert_eq!(ops::abs(&Tensor::from_slice(&[-3i32, i32::MIN])).unwrap().to_vec::<i32>().unwrap(), vec![3, i32::MIN]);
+    assert_eq!(reference::neg(&Tensor::from_slice(&[-128i8, 5])).unwrap().to_vec::<i8>().unwrap(), vec![-128, -5]);
+    assert_eq!(
+        reference::abs(&Tensor::from_slice(&[-3i32, i32::MIN])).unwrap().to_vec::<i32>().unwrap(),
+        vec![3, i32::MIN]
+    );
     // half precision results are rounded once
-    let h = ops::sqrt(&Tensor::from_slice(&[half::f16::from_f32(2.0)])).unwrap();
+    let h = reference::sqrt(&Tensor::from_slice(&[half::f16::from_f32(2.0)])).unwrap();
     assert_eq!(h.dtype(), DType::F16);
     assert_eq!(vals(&h), vec![half::f16::from_f64(std::f64::consts::SQRT_2).to_f64()]);
 }
@@ -73,106 +84,112 @@ fn unary_values() {
 fn nan_handling() {
     let a = f32t(&[1.0, f32::NAN, 3.0], &[3]);
     let b = f32t(&[f32::NAN, 2.0, 1.0], &[3]);
-    let mx = vals(&ops::maximum(&a, &b).unwrap());
+    let mx = vals(&reference::maximum(&a, &b).unwrap());
     assert!(mx[0].is_nan() && mx[1].is_nan() && mx[2] == 3.0);
-    let mn = vals(&ops::minimum(&a, &b).unwrap());
+    let mn = vals(&reference::minimum(&a, &b).unwrap());
     assert!(mn[0].is_nan() && mn[1].is_nan() && mn[2] == 1.0);
-    let c = vals(&ops::clamp(&a, Some(Scalar::Float(1.5)), Some(Scalar::Float(2.5))).unwrap());
+    let c = vals(&reference::clamp(&a, Some(Scalar::Float(1.5)), Some(Scalar::Float(2.5))).unwrap());
     assert!(c[0] == 1.5 && c[1].is_nan() && c[2] == 2.5);
     // min > max: everything becomes max
     assert_eq!(
-        vals(&ops::clamp(&f32t(&[0.0, 5.0], &[2]), Some(Scalar::Int(3)), Some(Scalar::Int(1))).unwrap()),
+        vals(&reference::clamp(&f32t(&[0.0, 5.0], &[2]), Some(Scalar::Int(3)), Some(Scalar::Int(1))).unwrap()),
         vec![1.0, 1.0]
     );
-    assert!(vals(&ops::clamp(&f32t(&[0.0], &[1]), Some(Scalar::Float(f64::NAN)), None).unwrap())[0].is_nan());
-    assert!(ops::clamp(&a, None, None).is_err());
+    assert!(vals(&reference::clamp(&f32t(&[0.0], &[1]), Some(Scalar::Float(f64::NAN)), None).unwrap())[0].is_nan());
+    assert!(reference::clamp(&a, None, None).is_err());
     assert_eq!(
-        ops::clamp(&Tensor::from_slice(&[-5i64, 5]), Some(Scalar::Int(-1)), Some(Scalar::Int(1)))
+        reference::clamp(&Tensor::from_slice(&[-5i64, 5]), Some(Scalar::Int(-1)), Some(Scalar::Int(1)))
             .unwrap()
             .to_vec::<i64>()
             .unwrap(),
         vec![-1, 1]
     );
-    assert!(vals(&ops::amax(&a, None, false).unwrap())[0].is_nan());
-    assert!(vals(&ops::amin(&a, None, false).unwrap())[0].is_nan());
-    assert_eq!(ops::argmax(&a, None, false).unwrap().to_vec::<i64>().unwrap(), vec![1]);
-    assert_eq!(ops::argmin(&a, None, false).unwrap().to_vec::<i64>().unwrap(), vec![1]);
+    assert!(vals(&reference::amax(&a, None, false).unwrap())[0].is_nan());
+    assert!(vals(&reference::amin(&a, None, false).unwrap())[0].is_nan());
+    assert_eq!(reference::argmax(&a, None, false).unwrap().to_vec::<i64>().unwrap(), vec![1]);
+    assert_eq!(reference::argmin(&a, None, false).unwrap().to_vec::<i64>().unwrap(), vec![1]);
     // ties: the first index wins
     let t = f32t(&[2.0, 5.0, 5.0, 1.0, 1.0], &[5]);
-    assert_eq!(ops::argmax(&t, Some(0), false).unwrap().to_vec::<i64>().unwrap(), vec![1]);
-    assert_eq!(ops::argmin(&t, Some(0), false).unwrap().to_vec::<i64>().unwrap(), vec![3]);
-    assert_eq!(ops::eq(&a, &a).unwrap().to_vec::<bool>().unwrap(), vec![true, false, true]);
-    assert_eq!(ops::ne(&a, &a).unwrap().to_vec::<bool>().unwrap(), vec![false, true, false]);
-    assert_eq!(ops::ge(&a, 1.0).unwrap().to_vec::<bool>().unwrap(), vec![true, false, true]);
-    assert_eq!(ops::le(&a, 1i64).unwrap().to_vec::<bool>().unwrap(), vec![true, false, false]);
+    assert_eq!(reference::argmax(&t, Some(0), false).unwrap().to_vec::<i64>().unwrap(), vec![1]);
+    assert_eq!(reference::argmin(&t, Some(0), false).unwrap().to_vec::<i64>().unwrap(), vec![3]);
+    assert_eq!(reference::eq(&a, &a).unwrap().to_vec::<bool>().unwrap(), vec![true, false, true]);
+    assert_eq!(reference::ne(&a, &a).unwrap().to_vec::<bool>().unwrap(), vec![false, true, false]);
+    assert_eq!(reference::ge(&a, 1.0).unwrap().to_vec::<bool>().unwrap(), vec![true, false, true]);
+    assert_eq!(reference::le(&a, 1i64).unwrap().to_vec::<bool>().unwrap(), vec![true, false, false]);
 }
 
 #[test]
 fn reductions_with_dims() {
     let x = Tensor::arange(24, DType::F32).view(&[2, 3, 4]).unwrap();
-    let s = ops::sum(&x, Some(&[1]), false, None).unwrap();
+    let s = reference::sum(&x, Some(&[1]), false, None).unwrap();
     assert_eq!((s.sizes(), vals(&s)), (&[2usize, 4][..], vec![12., 15., 18., 21., 48., 51., 54., 57.]));
-    assert_eq!(ops::sum(&x, Some(&[1]), true, None).unwrap().sizes(), &[2, 1, 4]);
-    assert_eq!(vals(&ops::sum(&x, Some(&[0, 2]), false, None).unwrap()), vec![60., 92., 124.]);
-    assert_eq!(vals(&ops::sum(&x, Some(&[]), false, None).unwrap()), vec![276.0], "dim=[] reduces all");
-    assert!(ops::sum(&x, Some(&[0, -3]), false, None).is_err(), "duplicate dims");
-    assert_eq!(ops::sum(&x, None, false, Some(DType::F64)).unwrap().dtype(), DType::F64);
-    assert_eq!(vals(&ops::mean(&x, Some(&[-1]), false, None).unwrap())[..2], [1.5, 5.5]);
-    assert_eq!(vals(&ops::prod(&f32t(&[1., 2., 3., 4.], &[2, 2]), Some(&[1]), false, None).unwrap()), vec![2., 12.]);
-    assert_eq!(vals(&ops::amax(&x, Some(&[2]), false).unwrap()), vec![3., 7., 11., 15., 19., 23.]);
-    assert_eq!(vals(&ops::amin(&x, Some(&[0, 1]), true).unwrap()), vec![0., 1., 2., 3.]);
-    let am = ops::argmax(&x, None, true).unwrap();
+    assert_eq!(reference::sum(&x, Some(&[1]), true, None).unwrap().sizes(), &[2, 1, 4]);
+    assert_eq!(vals(&reference::sum(&x, Some(&[0, 2]), false, None).unwrap()), vec![60., 92., 124.]);
+    assert_eq!(vals(&reference::sum(&x, Some(&[]), false, None).unwrap()), vec![276.0], "dim=[] reduces all");
+    assert!(reference::sum(&x, Some(&[0, -3]), false, None).is_err(), "duplicate dims");
+    assert_eq!(reference::sum(&x, None, false, Some(DType::F64)).unwrap().dtype(), DType::F64);
+    assert_eq!(vals(&reference::mean(&x, Some(&[-1]), false, None).unwrap())[..2], [1.5, 5.5]);
+    assert_eq!(
+        vals(&reference::prod(&f32t(&[1., 2., 3., 4.], &[2, 2]), Some(&[1]), false, None).unwrap()),
+        vec![2., 12.]
+    );
+    assert_eq!(vals(&reference::amax(&x, Some(&[2]), false).unwrap()), vec![3., 7., 11., 15., 19., 23.]);
+    assert_eq!(vals(&reference::amin(&x, Some(&[0, 1]), true).unwrap()), vec![0., 1., 2., 3.]);
+    let am = reference::argmax(&x, None, true).unwrap();
     assert_eq!((am.sizes(), am.to_vec::<i64>().unwrap()), (&[1usize, 1, 1][..], vec![23]));
-    assert_eq!(ops::argmin(&x, Some(0), false).unwrap().to_vec::<i64>().unwrap(), vec![0; 12]);
-    assert_eq!(ops::argmax(&x, Some(-1), true).unwrap().sizes(), &[2, 3, 1]);
+    assert_eq!(reference::argmin(&x, Some(0), false).unwrap().to_vec::<i64>().unwrap(), vec![0; 12]);
+    assert_eq!(reference::argmax(&x, Some(-1), true).unwrap().sizes(), &[2, 3, 1]);
     // reductions over a non-contiguous view
     let t = x.transpose(0, 2).unwrap();
-    assert_eq!(vals(&ops::sum(&t, Some(&[1, 2]), false, None).unwrap()), vec![60., 66., 72., 78.]);
+    assert_eq!(vals(&reference::sum(&t, Some(&[1, 2]), false, None).unwrap()), vec![60., 66., 72., 78.]);
     // int64 sums wrap like C++
     let big = Tensor::from_slice(&[i64::MAX, 1]);
-    assert_eq!(ops::sum(&big, None, false, None).unwrap().to_vec::<i64>().unwrap(), vec![i64::MIN]);
+    assert_eq!(reference::sum(&big, None, false, None).unwrap().to_vec::<i64>().unwrap(), vec![i64::MIN]);
     // large inputs go through rayon
     let ones = Tensor::ones(&[300_000], DType::F32);
-    assert_eq!(vals(&ops::sum(&ones, None, false, None).unwrap()), vec![300_000.0]);
-    let two = ops::add(&ones, &ones, Scalar::Int(1)).unwrap();
-    assert_eq!(vals(&ops::amax(&two, None, false).unwrap()), vec![2.0]);
+    assert_eq!(vals(&reference::sum(&ones, None, false, None).unwrap()), vec![300_000.0]);
+    let two = reference::add(&ones, &ones, Scalar::Int(1)).unwrap();
+    assert_eq!(vals(&reference::amax(&two, None, false).unwrap()), vec![2.0]);
 }
 
 #[test]
 fn matrix_products() {
     let a = f32t(&[1., 2., 3., 4.], &[2, 2]);
     let b = f32t(&[5., 6., 7., 8.], &[2, 2]);
-    assert_eq!(vals(&ops::mm(&a, &b).unwrap()), vec![19., 22., 43., 50.]);
-    assert_eq!(vals(&ops::mm(&a, &b.t().unwrap()).unwrap()), vec![17., 23., 39., 53.]);
-    assert!(ops::mm(&a, &f32t(&[1., 2., 3.], &[3, 1])).is_err());
-    let ab = ops::bmm(
-        &ops::cat(&[&a.unsqueeze(0).unwrap(), &b.unsqueeze(0).unwrap()], 0).unwrap(),
-        &ops::cat(&[&b.unsqueeze(0).unwrap(), &a.unsqueeze(0).unwrap()], 0).unwrap(),
+    assert_eq!(vals(&reference::mm(&a, &b).unwrap()), vec![19., 22., 43., 50.]);
+    assert_eq!(vals(&reference::mm(&a, &b.t().unwrap()).unwrap()), vec![17., 23., 39., 53.]);
+    assert!(reference::mm(&a, &f32t(&[1., 2., 3.], &[3, 1])).is_err());
+    let ab = reference::bmm(
+        &reference::cat(&[&a.unsqueeze(0).unwrap(), &b.unsqueeze(0).unwrap()], 0).unwrap(),
+        &reference::cat(&[&b.unsqueeze(0).unwrap(), &a.unsqueeze(0).unwrap()], 0).unwrap(),
     )
     .unwrap();
     assert_eq!(vals(&ab), vec![19., 22., 43., 50., 23., 34., 31., 46.]);
     let ones = Tensor::ones(&[2, 2], DType::F32);
-    assert_eq!(vals(&ops::addmm(&ones, &a, &b, Scalar::Int(2), Scalar::Int(3)).unwrap()), vec![59., 68., 131., 152.]);
+    assert_eq!(
+        vals(&reference::addmm(&ones, &a, &b, Scalar::Int(2), Scalar::Int(3)).unwrap()),
+        vec![59., 68., 131., 152.]
+    );
     let nan = Tensor::full(&[2], Scalar::Float(f64::NAN), DType::F32);
     assert_eq!(
-        vals(&ops::addmm(&nan, &a, &b, Scalar::Int(0), Scalar::Int(1)).unwrap()),
+        vals(&reference::addmm(&nan, &a, &b, Scalar::Int(0), Scalar::Int(1)).unwrap()),
         vec![19., 22., 43., 50.],
         "beta=0 ignores input"
     );
     let v = f32t(&[1., 2.], &[2]);
-    let r = ops::matmul(&v, &a).unwrap();
+    let r = reference::matmul(&v, &a).unwrap();
     assert_eq!((r.sizes(), vals(&r)), (&[2usize][..], vec![7., 10.]));
-    let r = ops::matmul(&a, &Tensor::ones(&[2], DType::F32)).unwrap();
+    let r = reference::matmul(&a, &Tensor::ones(&[2], DType::F32)).unwrap();
     assert_eq!((r.sizes(), vals(&r)), (&[2usize][..], vec![3., 7.]));
-    let r = ops::matmul(&Tensor::ones(&[3, 2, 2], DType::F32), &v).unwrap();
+    let r = reference::matmul(&Tensor::ones(&[3, 2, 2], DType::F32), &v).unwrap();
     assert_eq!(r.sizes(), &[3, 2]);
     let ai = Tensor::from_slice(&[1i64, 2, 3, 4]).view(&[2, 2]).unwrap();
-    assert_eq!(ops::mm(&ai, &ai).unwrap().to_vec::<i64>().unwrap(), vec![7, 10, 15, 22]);
+    assert_eq!(reference::mm(&ai, &ai).unwrap().to_vec::<i64>().unwrap(), vec![7, 10, 15, 22]);
     // a larger product (parallel path): A @ I == A
     let n = 64;
     let m: Vec<f64> = rand(n * n, 3);
     let eye: Vec<f64> = (0..n * n).map(|i| if i / n == i % n { 1.0 } else { 0.0 }).collect();
-    let p = ops::mm(&f64t(&m, &[n, n]), &f64t(&eye, &[n, n])).unwrap();
+    let p = reference::mm(&f64t(&m, &[n, n]), &f64t(&eye, &[n, n])).unwrap();
     assert_eq!(vals(&p), m);
 }
 
@@ -180,26 +197,26 @@ fn matrix_products() {
 fn softmax_family() {
     let x = f32t(&[1., 2., 3.], &[1, 3]);
     close(
-        &vals(&ops::softmax(&x, 1, None).unwrap()),
+        &vals(&reference::softmax(&x, 1, None).unwrap()),
         &[0.09003057317038043, 0.24472847105479764, 0.6652409557748218],
         1e-6,
     );
     close(
-        &vals(&ops::log_softmax(&x, -1, None).unwrap()),
+        &vals(&reference::log_softmax(&x, -1, None).unwrap()),
         &[-2.4076059644443806, -1.4076059644443804, -0.4076059644443804],
         1e-6,
     );
-    assert_eq!(vals(&ops::softmax(&x, 0, None).unwrap()), vec![1.0; 3]);
+    assert_eq!(vals(&reference::softmax(&x, 0, None).unwrap()), vec![1.0; 3]);
     // large logits do not overflow; -inf rows give NaN like PyTorch
-    close(&vals(&ops::softmax(&f32t(&[1000., 1000.], &[2]), 0, None).unwrap()), &[0.5, 0.5], 0.0);
+    close(&vals(&reference::softmax(&f32t(&[1000., 1000.], &[2]), 0, None).unwrap()), &[0.5, 0.5], 0.0);
     let h = Tensor::from_slice(&[half::f16::from_f32(1.0), half::f16::from_f32(2.0)]);
-    assert_eq!(ops::softmax(&h, 0, Some(DType::F32)).unwrap().dtype(), DType::F32);
-    assert_eq!(ops::softmax(&h, 0, None).unwrap().dtype(), DType::F16);
-    assert!(matches!(ops::softmax(&Tensor::from_slice(&[1i64]), 0, None), Err(Error::DType(_))));
+    assert_eq!(reference::softmax(&h, 0, Some(DType::F32)).unwrap().dtype(), DType::F32);
+    assert_eq!(reference::softmax(&h, 0, None).unwrap().dtype(), DType::F16);
+    assert!(matches!(reference::softmax(&Tensor::from_slice(&[1i64]), 0, None), Err(Error::DType(_))));
     // a non-contiguous input along a middle dim
     let y = Tensor::arange(24, DType::F64).view(&[2, 3, 4]).unwrap().transpose(0, 2).unwrap();
-    let s = ops::softmax(&y, 1, None).unwrap();
-    let sums = ops::sum(&s, Some(&[1]), false, None).unwrap();
+    let s = reference::softmax(&y, 1, None).unwrap();
+    let sums = reference::sum(&s, Some(&[1]), false, None).unwrap();
     close(&vals(&sums), &[1.0; 8], 1e-12);
 }
 
@@ -212,18 +229,22 @@ fn softmax_backward_matches_finite_differences() {
         for log in [false, true] {
             let f = |v: &[f64]| {
                 let t = f64t(v, &shape);
-                let o = if log { ops::log_softmax(&t, dim, None) } else { ops::softmax(&t, dim, None) };
+                let o = if log { reference::log_softmax(&t, dim, None) } else { reference::softmax(&t, dim, None) };
                 vals(&o.unwrap())
             };
             let y = if log {
-                ops::log_softmax(&f64t(&x, &shape), dim, None)
+                reference::log_softmax(&f64t(&x, &shape), dim, None)
             } else {
-                ops::softmax(&f64t(&x, &shape), dim, None)
+                reference::softmax(&f64t(&x, &shape), dim, None)
             }
             .unwrap();
             let g = f64t(&r, &shape);
-            let an =
-                if log { ops::log_softmax_backward(&g, &y, dim) } else { ops::softmax_backward(&g, &y, dim) }.unwrap();
+            let an = if log {
+                reference::log_softmax_backward(&g, &y, dim)
+            } else {
+                reference::softmax_backward(&g, &y, dim)
+            }
+            .unwrap();
             close(&vals(&an), &numeric_grad(&x, &r, f), 1e-6);
         }
     }
@@ -232,11 +253,11 @@ fn softmax_backward_matches_finite_differences() {
 #[test]
 fn layer_norm_forward_and_backward() {
     let x = f32t(&[1., 2., 3., 4.], &[1, 4]);
-    let (o, m, r) = ops::layer_norm(&x, &[4], None, None, 1e-5).unwrap();
+    let (o, m, r) = reference::layer_norm(&x, &[4], None, None, 1e-5).unwrap();
     close(&vals(&o), &[-1.3416354199689269, -0.447211806656309, 0.447211806656309, 1.3416354199689269], 1e-6);
     assert_eq!((m.sizes(), vals(&m)), (&[1usize, 1][..], vec![2.5]));
     close(&vals(&r), &[0.894423613312618], 1e-6);
-    assert!(ops::layer_norm(&x, &[3], None, None, 1e-5).is_err());
+    assert!(reference::layer_norm(&x, &[3], None, None, 1e-5).is_err());
 
     let shape = [2, 3, 4];
     let ns = [3usize, 4];
@@ -246,15 +267,15 @@ fn layer_norm_forward_and_backward() {
     let rv = rand(24, 8);
     let (w, b) = (f64t(&wv, &ns), f64t(&bv, &ns));
     let xt = f64t(&xv, &shape);
-    let (_, mean, rstd) = ops::layer_norm(&xt, &ns, Some(&w), Some(&b), 1e-5).unwrap();
-    let (dx, dw, db) = ops::layer_norm_backward(&f64t(&rv, &shape), &xt, &ns, &mean, &rstd, Some(&w)).unwrap();
-    let fx = |v: &[f64]| vals(&ops::layer_norm(&f64t(v, &shape), &ns, Some(&w), Some(&b), 1e-5).unwrap().0);
+    let (_, mean, rstd) = reference::layer_norm(&xt, &ns, Some(&w), Some(&b), 1e-5).unwrap();
+    let (dx, dw, db) = reference::layer_norm_backward(&f64t(&rv, &shape), &xt, &ns, &mean, &rstd, Some(&w)).unwrap();
+    let fx = |v: &[f64]| vals(&reference::layer_norm(&f64t(v, &shape), &ns, Some(&w), Some(&b), 1e-5).unwrap().0);
     close(&vals(&dx), &numeric_grad(&xv, &rv, fx), 1e-5);
-    let fw = |v: &[f64]| vals(&ops::layer_norm(&xt, &ns, Some(&f64t(v, &ns)), Some(&b), 1e-5).unwrap().0);
+    let fw = |v: &[f64]| vals(&reference::layer_norm(&xt, &ns, Some(&f64t(v, &ns)), Some(&b), 1e-5).unwrap().0);
     close(&vals(&dw.unwrap()), &numeric_grad(&wv, &rv, fw), 1e-5);
-    let fb = |v: &[f64]| vals(&ops::layer_norm(&xt, &ns, Some(&w), Some(&f64t(v, &ns)), 1e-5).unwrap().0);
+    let fb = |v: &[f64]| vals(&reference::layer_norm(&xt, &ns, Some(&w), Some(&f64t(v, &ns)), 1e-5).unwrap().0);
     close(&vals(&db.unwrap()), &numeric_grad(&bv, &rv, fb), 1e-5);
-    let (_, dw0, _) = ops::layer_norm_backward(&f64t(&rv, &shape), &xt, &ns, &mean, &rstd, None).unwrap();
+    let (_, dw0, _) = reference::layer_norm_backward(&f64t(&rv, &shape), &xt, &ns, &mean, &rstd, None).unwrap();
     assert!(dw0.is_none());
 }
 
@@ -262,14 +283,14 @@ fn layer_norm_forward_and_backward() {
 fn embedding_forward_and_backward() {
     let w = f32t(&[0., 1., 10., 11., 20., 21.], &[3, 2]);
     let idx = Tensor::from_slice(&[2i64, 0, 2, 1]).view(&[2, 2]).unwrap();
-    let e = ops::embedding(&w, &idx).unwrap();
+    let e = reference::embedding(&w, &idx).unwrap();
     assert_eq!((e.sizes(), vals(&e)), (&[2usize, 2, 2][..], vec![20., 21., 0., 1., 20., 21., 10., 11.]));
-    assert!(matches!(ops::embedding(&w, &Tensor::from_slice(&[3i64])), Err(Error::Index(_))));
-    assert!(ops::embedding(&w, &Tensor::from_slice(&[1.0f32])).is_err());
+    assert!(matches!(reference::embedding(&w, &Tensor::from_slice(&[3i64])), Err(Error::Index(_))));
+    assert!(reference::embedding(&w, &Tensor::from_slice(&[1.0f32])).is_err());
     let g = Tensor::ones(&[2, 2, 2], DType::F32);
-    let gw = ops::embedding_backward(&g, &idx, 3, None, false).unwrap();
+    let gw = reference::embedding_backward(&g, &idx, 3, None, false).unwrap();
     assert_eq!(vals(&gw), vec![1., 1., 1., 1., 2., 2.]);
-    let gw = ops::embedding_backward(&g, &idx, 3, Some(0), true).unwrap();
+    let gw = reference::embedding_backward(&g, &idx, 3, Some(0), true).unwrap();
     assert_eq!(vals(&gw), vec![0., 0., 1., 1., 1., 1.]);
 }
 
@@ -277,50 +298,50 @@ fn embedding_forward_and_backward() {
 fn cat_index_gather_scatter() {
     let a = f32t(&[1., 2., 3., 4.], &[2, 2]);
     let b = Tensor::from_slice(&[5i32, 6]).view(&[2, 1]).unwrap();
-    let c = ops::cat(&[&a, &b], 1).unwrap();
+    let c = reference::cat(&[&a, &b], 1).unwrap();
     assert_eq!((c.dtype(), c.sizes(), vals(&c)), (DType::F32, &[2usize, 3][..], vec![1., 2., 5., 3., 4., 6.]));
-    assert!(ops::cat(&[&a, &b], 0).is_err());
-    assert!(ops::cat(&[], 0).is_err());
+    assert!(reference::cat(&[&a, &b], 0).is_err());
+    assert!(reference::cat(&[], 0).is_err());
     let x = f32t(&[1., 2., 3., 4., 5., 6.], &[2, 3]);
-    let s = ops::index_select(&x, 1, &Tensor::from_slice(&[2i64, 0])).unwrap();
+    let s = reference::index_select(&x, 1, &Tensor::from_slice(&[2i64, 0])).unwrap();
     assert_eq!(vals(&s), vec![3., 1., 6., 4.]);
-    assert!(ops::index_select(&x, 1, &Tensor::from_slice(&[3i64])).is_err());
-    assert!(ops::index_select(&x, 1, &Tensor::from_slice(&[-1i64])).is_err());
-    let g = ops::gather(&a, 1, &Tensor::from_slice(&[0i64, 0, 1, 0]).view(&[2, 2]).unwrap()).unwrap();
+    assert!(reference::index_select(&x, 1, &Tensor::from_slice(&[3i64])).is_err());
+    assert!(reference::index_select(&x, 1, &Tensor::from_slice(&[-1i64])).is_err());
+    let g = reference::gather(&a, 1, &Tensor::from_slice(&[0i64, 0, 1, 0]).view(&[2, 2]).unwrap()).unwrap();
     assert_eq!(vals(&g), vec![1., 1., 4., 3.]);
-    assert!(ops::gather(&a, 1, &Tensor::from_slice(&[2i64, 0]).view(&[1, 2]).unwrap()).is_err());
+    assert!(reference::gather(&a, 1, &Tensor::from_slice(&[2i64, 0]).view(&[1, 2]).unwrap()).is_err());
     let src = Tensor::ones(&[2, 5], DType::F32);
     let index = Tensor::from_slice(&[0i64, 1, 2, 0, 0, 0, 1, 2, 2, 2]).view(&[2, 5]).unwrap();
     let base = Tensor::zeros(&[3, 5], DType::F32);
-    let r = ops::scatter_add(&base, 0, &index, &src).unwrap();
+    let r = reference::scatter_add(&base, 0, &index, &src).unwrap();
     assert_eq!(vals(&r), vec![2., 0., 0., 1., 1., 0., 2., 0., 0., 0., 0., 0., 2., 1., 1.]);
     // only the first row of the index
-    let r1 = ops::scatter_add(&base, 0, &index.narrow(0, 0, 1).unwrap(), &src).unwrap();
+    let r1 = reference::scatter_add(&base, 0, &index.narrow(0, 0, 1).unwrap(), &src).unwrap();
     assert_eq!(&vals(&r1)[..5], &[1., 0., 0., 1., 1.]);
-    ops::scatter_add_(&base, 0, &index, &src).unwrap();
+    reference::scatter_add_(&base, 0, &index, &src).unwrap();
     assert_eq!(vals(&base), vals(&r));
-    assert!(ops::scatter_add(&base, 0, &index, &Tensor::ones(&[2, 5], DType::F64)).is_err());
+    assert!(reference::scatter_add(&base, 0, &index, &Tensor::ones(&[2, 5], DType::F64)).is_err());
 }
 
 #[test]
 fn dropout_is_seeded_and_scaled() {
     let x = Tensor::ones(&[10_000], DType::F32);
-    let (o1, m1) = ops::dropout(&x, 0.25, true, &mut Generator::new(42)).unwrap();
-    let (o2, m2) = ops::dropout(&x, 0.25, true, &mut Generator::new(42)).unwrap();
+    let (o1, m1) = reference::dropout(&x, 0.25, true, &mut Generator::new(42)).unwrap();
+    let (o2, m2) = reference::dropout(&x, 0.25, true, &mut Generator::new(42)).unwrap();
     assert_eq!(vals(&o1), vals(&o2));
     assert_eq!(m1.to_vec::<bool>().unwrap(), m2.to_vec::<bool>().unwrap());
-    let (o3, _) = ops::dropout(&x, 0.25, true, &mut Generator::new(7)).unwrap();
+    let (o3, _) = reference::dropout(&x, 0.25, true, &mut Generator::new(7)).unwrap();
     assert_ne!(vals(&o1), vals(&o3));
     let kept = m1.to_vec::<bool>().unwrap().iter().filter(|k| **k).count();
     assert!((7_300..7_700).contains(&kept), "kept {kept}");
     assert!(vals(&o1).iter().all(|&v| v == 0.0 || (v - 4.0 / 3.0).abs() < 1e-6));
-    let (e, em) = ops::dropout(&x, 0.5, false, &mut Generator::new(1)).unwrap();
+    let (e, em) = reference::dropout(&x, 0.5, false, &mut Generator::new(1)).unwrap();
     assert_eq!(vals(&e), vals(&x));
     assert!(em.to_vec::<bool>().unwrap().iter().all(|k| *k));
-    let (z, _) = ops::dropout(&x, 1.0, true, &mut Generator::new(1)).unwrap();
+    let (z, _) = reference::dropout(&x, 1.0, true, &mut Generator::new(1)).unwrap();
     assert!(vals(&z).iter().all(|&v| v == 0.0));
-    assert!(ops::dropout(&x, 1.5, true, &mut Generator::new(1)).is_err());
-    let gb = ops::dropout_backward(&x, &m1, 4.0 / 3.0).unwrap();
+    assert!(reference::dropout(&x, 1.5, true, &mut Generator::new(1)).is_err());
+    let gb = reference::dropout_backward(&x, &m1, 4.0 / 3.0).unwrap();
     assert_eq!(vals(&gb), vals(&o1));
 }
 
@@ -329,46 +350,49 @@ fn nll_and_cross_entropy_values() {
     let lp = f32t(&[-1., -2., -3., -0.5, -1.5, -2.5], &[2, 3]);
     let t = Tensor::from_slice(&[0i64, 2]);
     let w = f32t(&[1., 2., 3.], &[3]);
-    let (l, tw) = ops::nll_loss(&lp, &t, Some(&w), Reduction::None, -100).unwrap();
+    let (l, tw) = reference::nll_loss(&lp, &t, Some(&w), Reduction::None, -100).unwrap();
     // PyTorch reports total_weight 0 when nothing is reduced (checked against torch 2.15 goldens).
     assert_eq!((vals(&l), vals(&tw)), (vec![1.0, 7.5], vec![0.0]));
-    let (_, tw) = ops::nll_loss(&lp, &t, Some(&w), Reduction::Sum, -100).unwrap();
+    let (_, tw) = reference::nll_loss(&lp, &t, Some(&w), Reduction::Sum, -100).unwrap();
     assert_eq!(vals(&tw), vec![4.0]);
-    assert_eq!(vals(&ops::nll_loss(&lp, &t, Some(&w), Reduction::Sum, -100).unwrap().0), vec![8.5]);
-    assert_eq!(vals(&ops::nll_loss(&lp, &t, Some(&w), Reduction::Mean, -100).unwrap().0), vec![2.125]);
-    assert_eq!(vals(&ops::nll_loss(&lp, &t, Some(&w), Reduction::Mean, 2).unwrap().0), vec![1.0]);
-    assert!(vals(&ops::nll_loss(&lp, &t, None, Reduction::Mean, 0).unwrap().0)[0] == 2.5);
-    let all_ignored = ops::nll_loss(&lp, &Tensor::from_slice(&[1i64, 1]), None, Reduction::Mean, 1).unwrap().0;
+    assert_eq!(vals(&reference::nll_loss(&lp, &t, Some(&w), Reduction::Sum, -100).unwrap().0), vec![8.5]);
+    assert_eq!(vals(&reference::nll_loss(&lp, &t, Some(&w), Reduction::Mean, -100).unwrap().0), vec![2.125]);
+    assert_eq!(vals(&reference::nll_loss(&lp, &t, Some(&w), Reduction::Mean, 2).unwrap().0), vec![1.0]);
+    assert!(vals(&reference::nll_loss(&lp, &t, None, Reduction::Mean, 0).unwrap().0)[0] == 2.5);
+    let all_ignored = reference::nll_loss(&lp, &Tensor::from_slice(&[1i64, 1]), None, Reduction::Mean, 1).unwrap().0;
     assert!(vals(&all_ignored)[0].is_nan());
     assert!(matches!(
-        ops::nll_loss(&lp, &Tensor::from_slice(&[0i64, 3]), None, Reduction::Sum, -100),
+        reference::nll_loss(&lp, &Tensor::from_slice(&[0i64, 3]), None, Reduction::Sum, -100),
         Err(Error::Index(_))
     ));
-    assert!(ops::nll_loss(&lp, &Tensor::from_slice(&[0i64]), None, Reduction::Sum, -100).is_err());
+    assert!(reference::nll_loss(&lp, &Tensor::from_slice(&[0i64]), None, Reduction::Sum, -100).is_err());
 
     let logits = f32t(&[1., 2., 3.], &[1, 3]);
     let tt = Tensor::from_slice(&[2i64]);
     close(
-        &vals(&ops::cross_entropy(&logits, &tt, None, Reduction::Mean, -100, 0.0).unwrap()),
+        &vals(&reference::cross_entropy(&logits, &tt, None, Reduction::Mean, -100, 0.0).unwrap()),
         &[0.4076059644443804],
         1e-6,
     );
     close(
-        &vals(&ops::cross_entropy(&logits, &tt, None, Reduction::Mean, -100, 0.1).unwrap()),
+        &vals(&reference::cross_entropy(&logits, &tt, None, Reduction::Mean, -100, 0.1).unwrap()),
         &[0.5076059644443804],
         1e-6,
     );
     // 1-D input with a zero-dim target
-    let one = ops::cross_entropy(&f32t(&[1., 2., 3.], &[3]), &Tensor::scalar(2i64), None, Reduction::Mean, -100, 0.0)
-        .unwrap();
+    let one =
+        reference::cross_entropy(&f32t(&[1., 2., 3.], &[3]), &Tensor::scalar(2i64), None, Reduction::Mean, -100, 0.0)
+            .unwrap();
     close(&vals(&one), &[0.4076059644443804], 1e-6);
-    assert!(ops::cross_entropy(&logits, &f32t(&[0., 0., 1.], &[1, 3]), None, Reduction::Mean, -100, 0.0).is_err());
+    assert!(
+        reference::cross_entropy(&logits, &f32t(&[0., 0., 1.], &[1, 3]), None, Reduction::Mean, -100, 0.0).is_err()
+    );
     // (N, C, d) input equals the flattened (N*d, C) computation
     let x = rand(2 * 3 * 4, 11);
     let xt = f64t(&x, &[2, 3, 4]);
     let tgt = Tensor::from_slice(&[0i64, 1, 2, 1, 2, 2, 0, 0]).view(&[2, 4]).unwrap();
-    let nd = ops::cross_entropy(&xt, &tgt, None, Reduction::None, -100, 0.0).unwrap();
-    let flat = ops::cross_entropy(
+    let nd = reference::cross_entropy(&xt, &tgt, None, Reduction::None, -100, 0.0).unwrap();
+    let flat = reference::cross_entropy(
         &xt.permute(&[0, 2, 1]).unwrap().reshape(&[8, 3]).unwrap(),
         &tgt.reshape(&[8]).unwrap(),
         None,
@@ -393,10 +417,13 @@ fn loss_backwards_match_finite_differences() {
                 let r = if reduction == Reduction::None { rand(n, 22) } else { vec![0.7] };
                 let g = if reduction == Reduction::None { f64t(&r, &[n]) } else { f64t(&r, &[]) };
                 let f = |v: &[f64]| {
-                    vals(&ops::cross_entropy(&f64t(v, &[n, c]), &tgt, weight, reduction, -100, smoothing).unwrap())
+                    vals(
+                        &reference::cross_entropy(&f64t(v, &[n, c]), &tgt, weight, reduction, -100, smoothing).unwrap(),
+                    )
                 };
-                let an = ops::cross_entropy_backward(&g, &f64t(&x, &[n, c]), &tgt, weight, reduction, -100, smoothing)
-                    .unwrap();
+                let an =
+                    reference::cross_entropy_backward(&g, &f64t(&x, &[n, c]), &tgt, weight, reduction, -100, smoothing)
+                        .unwrap();
                 close(&vals(&an), &numeric_grad(&x, &r, f), 1e-5);
             }
         }
@@ -404,28 +431,29 @@ fn loss_backwards_match_finite_differences() {
     // nll_loss backward on (N, C, d) input
     let x3 = rand(2 * 3 * 2, 23);
     let t3 = Tensor::from_slice(&[0i64, 2, 1, 1]).view(&[2, 2]).unwrap();
-    let (_, tw) = ops::nll_loss(&f64t(&x3, &[2, 3, 2]), &t3, None, Reduction::Mean, -100).unwrap();
-    let an = ops::nll_loss_backward(&f64t(&[1.3], &[]), &f64t(&x3, &[2, 3, 2]), &t3, None, Reduction::Mean, -100, &tw)
-        .unwrap();
-    let f = |v: &[f64]| vals(&ops::nll_loss(&f64t(v, &[2, 3, 2]), &t3, None, Reduction::Mean, -100).unwrap().0);
+    let (_, tw) = reference::nll_loss(&f64t(&x3, &[2, 3, 2]), &t3, None, Reduction::Mean, -100).unwrap();
+    let an =
+        reference::nll_loss_backward(&f64t(&[1.3], &[]), &f64t(&x3, &[2, 3, 2]), &t3, None, Reduction::Mean, -100, &tw)
+            .unwrap();
+    let f = |v: &[f64]| vals(&reference::nll_loss(&f64t(v, &[2, 3, 2]), &t3, None, Reduction::Mean, -100).unwrap().0);
     close(&vals(&an), &numeric_grad(&x3, &[1.3], f), 1e-6);
     // mse
     let a = f32t(&[1., 2., 3.], &[3]);
     let b = f32t(&[1., 0., 5.], &[3]);
-    close(&vals(&ops::mse_loss(&a, &b, Reduction::Mean).unwrap()), &[8.0 / 3.0], 1e-6);
-    assert_eq!(vals(&ops::mse_loss(&a, &b, Reduction::Sum).unwrap()), vec![8.0]);
-    assert_eq!(vals(&ops::mse_loss(&a, &b, Reduction::None).unwrap()), vec![0.0, 4.0, 4.0]);
-    let gm = ops::mse_loss_backward(&Tensor::scalar(1.0f32), &a, &b, Reduction::Mean).unwrap();
+    close(&vals(&reference::mse_loss(&a, &b, Reduction::Mean).unwrap()), &[8.0 / 3.0], 1e-6);
+    assert_eq!(vals(&reference::mse_loss(&a, &b, Reduction::Sum).unwrap()), vec![8.0]);
+    assert_eq!(vals(&reference::mse_loss(&a, &b, Reduction::None).unwrap()), vec![0.0, 4.0, 4.0]);
+    let gm = reference::mse_loss_backward(&Tensor::scalar(1.0f32), &a, &b, Reduction::Mean).unwrap();
     close(&vals(&gm), &[0.0, 4.0 / 3.0, -4.0 / 3.0], 1e-6);
 }
 
 #[test]
 fn where_and_masked_fill() {
     let c = Tensor::from_slice(&[true, false]);
-    assert!(ops::where_(&Tensor::from_slice(&[1u8, 0]), 1i64, 0i64).is_err());
-    assert_eq!(ops::where_(&c, 1i64, 0i64).unwrap().to_vec::<i64>().unwrap(), vec![1, 0]);
+    assert!(reference::where_(&Tensor::from_slice(&[1u8, 0]), 1i64, 0i64).is_err());
+    assert_eq!(reference::where_(&c, 1i64, 0i64).unwrap().to_vec::<i64>().unwrap(), vec![1, 0]);
     let x = Tensor::from_slice(&[1i32, 2]);
-    let m = ops::masked_fill(&x, &c, Scalar::Float(7.9)).unwrap();
+    let m = reference::masked_fill(&x, &c, Scalar::Float(7.9)).unwrap();
     assert_eq!((m.dtype(), m.to_vec::<i32>().unwrap()), (DType::I32, vec![7, 2]));
-    assert!(ops::masked_fill(&x, &Tensor::from_slice(&[1i64, 0]), Scalar::Int(0)).is_err());
+    assert!(reference::masked_fill(&x, &Tensor::from_slice(&[1i64, 0]), Scalar::Int(0)).is_err());
 }

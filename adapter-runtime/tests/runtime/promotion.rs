@@ -2,7 +2,7 @@
 //! the dtypes ops produce.
 
 use xirang_runtime::dtype::can_cast;
-use xirang_runtime::ops::{self, RoundingMode};
+use xirang_runtime::reference::{self, RoundingMode};
 use xirang_runtime::{DType, Operand, Scalar, Tensor, promote_types, result_type};
 
 use DType::*;
@@ -83,53 +83,60 @@ fn can_cast_rules() {
 fn ops_produce_promoted_dtypes() {
     let i = Tensor::from_slice(&[1i64, 2, 3]);
     let u = Tensor::from_slice(&[200u8, 100, 0]);
-    let r = ops::add(&i, 2.5, Scalar::Int(1)).unwrap();
+    let r = reference::add(&i, 2.5, Scalar::Int(1)).unwrap();
     assert_eq!(r.dtype(), F32);
     assert_eq!(r.to_vec::<f32>().unwrap(), vec![3.5, 4.5, 5.5]);
     // uint8 wraps; the int scalar does not widen it
-    let r = ops::add(&u, 100i64, Scalar::Int(1)).unwrap();
+    let r = reference::add(&u, 100i64, Scalar::Int(1)).unwrap();
     assert_eq!((r.dtype(), r.to_vec::<u8>().unwrap()), (U8, vec![44, 200, 100]));
     // zero-dim int64 does not widen int32
-    let r = ops::mul(&Tensor::from_slice(&[3i32]), &Tensor::scalar(2i64)).unwrap();
+    let r = reference::mul(&Tensor::from_slice(&[3i32]), &Tensor::scalar(2i64)).unwrap();
     assert_eq!(r.dtype(), I32);
     // bool + bool stays bool (logical or); mul is and
     let bt = Tensor::from_slice(&[true, true, false]);
     let bf = Tensor::from_slice(&[true, false, false]);
-    assert_eq!(ops::add(&bt, &bf, Scalar::Bool(true)).unwrap().to_vec::<bool>().unwrap(), vec![true, true, false]);
-    assert_eq!(ops::mul(&bt, &bf).unwrap().to_vec::<bool>().unwrap(), vec![true, false, false]);
-    assert!(ops::sub(&bt, &bf, Scalar::Int(1)).is_err());
-    assert!(ops::add(&i, &i, Scalar::Float(0.5)).is_err(), "float alpha with int tensors");
+    assert_eq!(
+        reference::add(&bt, &bf, Scalar::Bool(true)).unwrap().to_vec::<bool>().unwrap(),
+        vec![true, true, false]
+    );
+    assert_eq!(reference::mul(&bt, &bf).unwrap().to_vec::<bool>().unwrap(), vec![true, false, false]);
+    assert!(reference::sub(&bt, &bf, Scalar::Int(1)).is_err());
+    assert!(reference::add(&i, &i, Scalar::Float(0.5)).is_err(), "float alpha with int tensors");
     // comparisons return bool
-    assert_eq!(ops::lt(&i, 2.5).unwrap().to_vec::<bool>().unwrap(), vec![true, true, false]);
+    assert_eq!(reference::lt(&i, 2.5).unwrap().to_vec::<bool>().unwrap(), vec![true, true, false]);
     // unary float ops promote ints to float32
-    assert_eq!(ops::exp(&i).unwrap().dtype(), F32);
-    assert_eq!(ops::neg(&i).unwrap().dtype(), I64);
-    assert!(ops::neg(&bt).is_err());
-    assert!(ops::gelu(&i, "none").is_err());
+    assert_eq!(reference::exp(&i).unwrap().dtype(), F32);
+    assert_eq!(reference::neg(&i).unwrap().dtype(), I64);
+    assert!(reference::neg(&bt).is_err());
+    assert!(reference::gelu(&i, "none").is_err());
     // clamp with a float bound promotes an int tensor
-    assert_eq!(ops::clamp(&i, Some(Scalar::Float(1.5)), None).unwrap().to_vec::<f32>().unwrap(), vec![1.5, 2.0, 3.0]);
+    assert_eq!(
+        reference::clamp(&i, Some(Scalar::Float(1.5)), None).unwrap().to_vec::<f32>().unwrap(),
+        vec![1.5, 2.0, 3.0]
+    );
     // reductions
-    assert_eq!(ops::sum(&u, None, false, None).unwrap().dtype(), I64);
-    assert_eq!(ops::sum(&u, None, false, None).unwrap().to_vec::<i64>().unwrap(), vec![300]);
-    assert_eq!(ops::sum(&bt, None, false, None).unwrap().to_vec::<i64>().unwrap(), vec![2]);
-    assert_eq!(ops::sum(&u, None, false, Some(U8)).unwrap().to_vec::<u8>().unwrap(), vec![44]);
-    assert_eq!(ops::prod(&i, None, false, Some(F64)).unwrap().dtype(), F64);
-    assert!(ops::mean(&i, None, false, None).is_err());
-    assert_eq!(ops::mean(&i, None, false, Some(F32)).unwrap().to_vec::<f32>().unwrap(), vec![2.0]);
+    assert_eq!(reference::sum(&u, None, false, None).unwrap().dtype(), I64);
+    assert_eq!(reference::sum(&u, None, false, None).unwrap().to_vec::<i64>().unwrap(), vec![300]);
+    assert_eq!(reference::sum(&bt, None, false, None).unwrap().to_vec::<i64>().unwrap(), vec![2]);
+    assert_eq!(reference::sum(&u, None, false, Some(U8)).unwrap().to_vec::<u8>().unwrap(), vec![44]);
+    assert_eq!(reference::prod(&i, None, false, Some(F64)).unwrap().dtype(), F64);
+    assert!(reference::mean(&i, None, false, None).is_err());
+    assert_eq!(reference::mean(&i, None, false, Some(F32)).unwrap().to_vec::<f32>().unwrap(), vec![2.0]);
     // true division of ints is float32
-    let r = ops::div(&i, 2i64, None).unwrap();
+    let r = reference::div(&i, 2i64, None).unwrap();
     assert_eq!((r.dtype(), r.to_vec::<f32>().unwrap()), (F32, vec![0.5, 1.0, 1.5]));
     // matmul requires equal dtypes
     assert!(
-        ops::mm(&i.view(&[1, 3]).unwrap(), &Tensor::from_slice(&[1.0f32, 2.0, 3.0]).view(&[3, 1]).unwrap()).is_err()
+        reference::mm(&i.view(&[1, 3]).unwrap(), &Tensor::from_slice(&[1.0f32, 2.0, 3.0]).view(&[3, 1]).unwrap())
+            .is_err()
     );
     // where promotes its branches
     let c = Tensor::from_slice(&[true, false, true]);
-    let w = ops::where_(&c, &i, 0.5).unwrap();
+    let w = reference::where_(&c, &i, 0.5).unwrap();
     assert_eq!((w.dtype(), w.to_vec::<f32>().unwrap()), (F32, vec![1.0, 0.5, 3.0]));
     // in-place cannot narrow a float result into an int tensor
-    assert!(ops::add_(&i, 1.5, Scalar::Int(1)).is_err());
-    ops::add_(&i, 1i64, Scalar::Int(1)).unwrap();
+    assert!(reference::add_(&i, 1.5, Scalar::Int(1)).is_err());
+    reference::add_(&i, 1i64, Scalar::Int(1)).unwrap();
     assert_eq!(i.to_vec::<i64>().unwrap(), vec![2, 3, 4]);
 }
 
@@ -137,21 +144,25 @@ fn ops_produce_promoted_dtypes() {
 fn integer_division_rounding() {
     let a = Tensor::from_slice(&[-7i64, 7, -7, 7]);
     let b = Tensor::from_slice(&[2i64, 2, -2, -2]);
-    assert_eq!(ops::div(&a, &b, Some(RoundingMode::Floor)).unwrap().to_vec::<i64>().unwrap(), vec![-4, 3, 3, -4]);
-    assert_eq!(ops::div(&a, &b, Some(RoundingMode::Trunc)).unwrap().to_vec::<i64>().unwrap(), vec![-3, 3, 3, -3]);
-    assert!(ops::div(&a, 0i64, Some(RoundingMode::Floor)).is_err(), "ZeroDivisionError");
+    assert_eq!(reference::div(&a, &b, Some(RoundingMode::Floor)).unwrap().to_vec::<i64>().unwrap(), vec![-4, 3, 3, -4]);
+    assert_eq!(reference::div(&a, &b, Some(RoundingMode::Trunc)).unwrap().to_vec::<i64>().unwrap(), vec![-3, 3, 3, -3]);
+    assert!(reference::div(&a, 0i64, Some(RoundingMode::Floor)).is_err(), "ZeroDivisionError");
     let f = Tensor::from_slice(&[-7.5f32, 7.5, 1.0, -1.0, 0.0]);
-    let r = ops::div(&f, 2.0, Some(RoundingMode::Floor)).unwrap().to_vec::<f32>().unwrap();
+    let r = reference::div(&f, 2.0, Some(RoundingMode::Floor)).unwrap().to_vec::<f32>().unwrap();
     assert_eq!(&r[..4], &[-4.0, 3.0, 0.0, -1.0]);
-    let z = ops::div(&f, 0.0, None).unwrap().to_vec::<f32>().unwrap();
+    let z = reference::div(&f, 0.0, None).unwrap().to_vec::<f32>().unwrap();
     assert!(z[0] == f32::NEG_INFINITY && z[1] == f32::INFINITY && z[4].is_nan());
-    let fz = ops::div(&f, 0.0, Some(RoundingMode::Floor)).unwrap().to_vec::<f32>().unwrap();
+    let fz = reference::div(&f, 0.0, Some(RoundingMode::Floor)).unwrap().to_vec::<f32>().unwrap();
     assert_eq!(fz[0], f32::NEG_INFINITY);
     // floor of -0.0 result keeps the sign
-    let n = ops::div(&Tensor::from_slice(&[-0.0f64]), 3.0, Some(RoundingMode::Floor)).unwrap().to_vec::<f64>().unwrap();
+    let n = reference::div(&Tensor::from_slice(&[-0.0f64]), 3.0, Some(RoundingMode::Floor))
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap();
     assert!(n[0] == 0.0 && n[0].is_sign_negative());
     // int8 overflow wraps like C++
-    let m = ops::div(&Tensor::from_slice(&[-128i8]), &Tensor::from_slice(&[-1i8]), Some(RoundingMode::Trunc)).unwrap();
+    let m = reference::div(&Tensor::from_slice(&[-128i8]), &Tensor::from_slice(&[-1i8]), Some(RoundingMode::Trunc))
+        .unwrap();
     assert_eq!(m.to_vec::<i8>().unwrap(), vec![-128]);
 }
 
@@ -159,26 +170,26 @@ fn integer_division_rounding() {
 fn integer_pow() {
     let base = Tensor::from_slice(&[2i64, 1, -1, -1, 3]);
     let e = Tensor::from_slice(&[-1i64, -5, -1, -2, 4]);
-    assert_eq!(ops::pow(&base, &e).unwrap().to_vec::<i64>().unwrap(), vec![0, 1, -1, 1, 81]);
-    assert!(ops::pow(&base, -1i64).is_err());
-    assert_eq!(ops::pow(&base, 0.5).unwrap().dtype(), F32);
-    assert_eq!(ops::pow(&Tensor::from_slice(&[4.0f64]), 0.5).unwrap().to_vec::<f64>().unwrap(), vec![2.0]);
+    assert_eq!(reference::pow(&base, &e).unwrap().to_vec::<i64>().unwrap(), vec![0, 1, -1, 1, 81]);
+    assert!(reference::pow(&base, -1i64).is_err());
+    assert_eq!(reference::pow(&base, 0.5).unwrap().dtype(), F32);
+    assert_eq!(reference::pow(&Tensor::from_slice(&[4.0f64]), 0.5).unwrap().to_vec::<f64>().unwrap(), vec![2.0]);
 }
 
 #[test]
 fn operands_are_cast_to_the_common_dtype_first() {
     let u = Tensor::from_slice(&[5u8]);
     // a zero-dim int64 of 260 becomes uint8 4 before the comparison
-    let m = ops::maximum(&u, &Tensor::scalar(260i64)).unwrap();
+    let m = reference::maximum(&u, &Tensor::scalar(260i64)).unwrap();
     assert_eq!((m.dtype(), m.to_vec::<u8>().unwrap()), (U8, vec![5]));
     // clamp bounds are cast to the result dtype: min=-1 is 255 in uint8
-    assert_eq!(ops::clamp(&u, Some(Scalar::Int(-1)), None).unwrap().to_vec::<u8>().unwrap(), vec![255]);
+    assert_eq!(reference::clamp(&u, Some(Scalar::Int(-1)), None).unwrap().to_vec::<u8>().unwrap(), vec![255]);
     // float Python scalars become float32 (op-math) for float32 tensors
     let f = Tensor::from_slice(&[1.0f32]);
-    let r = ops::add(&f, 1e-8, Scalar::Int(1)).unwrap();
+    let r = reference::add(&f, 1e-8, Scalar::Int(1)).unwrap();
     assert_eq!(r.to_vec::<f32>().unwrap(), vec![1.0]);
     // no overflow panic on int64 floor division edge cases
-    let r = ops::div(&Tensor::from_slice(&[i64::MIN]), -1i64, Some(RoundingMode::Floor)).unwrap();
+    let r = reference::div(&Tensor::from_slice(&[i64::MIN]), -1i64, Some(RoundingMode::Floor)).unwrap();
     assert_eq!(r.to_vec::<i64>().unwrap(), vec![i64::MIN]);
 }
 
@@ -187,30 +198,30 @@ fn writes_to_expanded_views_are_rejected() {
     let base = Tensor::zeros(&[1, 3], F32);
     let e = base.expand(&[4, 3]).unwrap();
     assert!(e.fill_(Scalar::Int(1)).is_err());
-    assert!(ops::add_(&e, 1i64, Scalar::Int(1)).is_err());
+    assert!(reference::add_(&e, 1i64, Scalar::Int(1)).is_err());
 }
 
 #[test]
 fn in_place_and_out_variants() {
     let i = Tensor::from_slice(&[7i64, -7]);
-    assert!(ops::div_(&i, 2i64, None).is_err(), "float result into int64");
-    ops::div_(&i, 2i64, Some(RoundingMode::Floor)).unwrap();
+    assert!(reference::div_(&i, 2i64, None).is_err(), "float result into int64");
+    reference::div_(&i, 2i64, Some(RoundingMode::Floor)).unwrap();
     assert_eq!(i.to_vec::<i64>().unwrap(), vec![3, -4]);
-    ops::mul_(&i, 3i64).unwrap();
-    ops::sub_(&i, 1i64, Scalar::Int(2)).unwrap();
+    reference::mul_(&i, 3i64).unwrap();
+    reference::sub_(&i, 1i64, Scalar::Int(2)).unwrap();
     assert_eq!(i.to_vec::<i64>().unwrap(), vec![7, -14]);
     // in-place ops do not broadcast self
-    assert!(ops::add_(&Tensor::zeros(&[3], F32), &Tensor::zeros(&[2, 3], F32), Scalar::Int(1)).is_err());
+    assert!(reference::add_(&Tensor::zeros(&[3], F32), &Tensor::zeros(&[2, 3], F32), Scalar::Int(1)).is_err());
     // out=: castable dtype, resized when the shape differs
-    let r = ops::add(&Tensor::from_slice(&[1i64, 2]), 1i64, Scalar::Int(1)).unwrap();
+    let r = reference::add(&Tensor::from_slice(&[1i64, 2]), 1i64, Scalar::Int(1)).unwrap();
     let mut out = Tensor::zeros(&[5], F64);
-    ops::write_out(&r, &mut out).unwrap();
+    reference::write_out(&r, &mut out).unwrap();
     assert_eq!((out.sizes(), out.dtype(), out.to_vec::<f64>().unwrap()), (&[2usize][..], F64, vec![2.0, 3.0]));
     let mut bad = Tensor::zeros(&[2], I64);
-    assert!(ops::write_out(&ops::exp(&r).unwrap(), &mut bad).is_err());
+    assert!(reference::write_out(&reference::exp(&r).unwrap(), &mut bad).is_err());
     let same = Tensor::zeros(&[2], I32);
     let mut o = same.clone();
-    ops::write_out(&r, &mut o).unwrap();
+    reference::write_out(&r, &mut o).unwrap();
     assert!(o.shares_storage(&same), "same shape: written in place");
 }
 
@@ -218,10 +229,10 @@ fn in_place_and_out_variants() {
 fn bool_subtraction_and_reduction_dtype_casts() {
     let i = Tensor::from_slice(&[1i64, 2]);
     let b = Tensor::from_slice(&[true, false]);
-    assert!(ops::sub(&i, &b, Scalar::Int(1)).is_err());
-    assert!(ops::sub(&i, true, Scalar::Int(1)).is_err());
+    assert!(reference::sub(&i, &b, Scalar::Int(1)).is_err());
+    assert!(reference::sub(&i, true, Scalar::Int(1)).is_err());
     // sum(dtype=float32) casts the float64 input first (1 + 2^-30 rounds to 1)
     let x = Tensor::from_slice(&[1.0 + 2f64.powi(-30), -1.0]);
-    assert_eq!(ops::sum(&x, None, false, Some(F32)).unwrap().to_vec::<f32>().unwrap(), vec![0.0]);
-    assert_eq!(ops::sum(&x, None, false, None).unwrap().to_vec::<f64>().unwrap(), vec![2f64.powi(-30)]);
+    assert_eq!(reference::sum(&x, None, false, Some(F32)).unwrap().to_vec::<f32>().unwrap(), vec![0.0]);
+    assert_eq!(reference::sum(&x, None, false, None).unwrap().to_vec::<f64>().unwrap(), vec![2f64.powi(-30)]);
 }

@@ -7,7 +7,7 @@ fn readme_counts_are_the_codes() {
     let native = xirang_runtime::kernels::operators().len();
     let host = xirang_runtime::generated::ops::fallback::HOST_OPERATORS.len();
     for (needle, n) in
-        [("`kernels::is_native(op)` (", native), ("typed host implementations of ", host), ("`host.rs` (", host)]
+        [("`kernels::is_native(op)` (", native), ("typed host implementations of ", host), ("`reference/` (", host)]
     {
         let at = readme.find(needle).unwrap_or_else(|| panic!("README no longer says `{needle}`"));
         let rest = &readme[at + needle.len()..];

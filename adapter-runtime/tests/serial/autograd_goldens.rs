@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
-use xirang_runtime::autograd::{self, Ops};
+use xirang_runtime::autograd::{self, Ops, TensorAutograd};
 use xirang_runtime::dispatch::{self, FallbackMode, Policy};
 use xirang_runtime::ivalue::IValue;
 use xirang_runtime::kernels::npu_ops::NpuOps;

@@ -15,7 +15,7 @@ use crate::scope;
 use std::collections::BTreeSet;
 
 use scope::in_scope;
-use xirang_runtime::autograd;
+use xirang_runtime::autograd::{self, TensorAutograd};
 use xirang_runtime::dispatch::{self, FallbackMode, Policy};
 use xirang_runtime::ivalue::IValue;
 use xirang_runtime::kernels::npu_ops::NpuOps;
@@ -102,7 +102,7 @@ fn cases() -> Vec<(&'static str, Vec<A>)> {
             "as_strided",
             vec![T(&[2, 3]), V(|| IValue::IntList(vec![3, 2])), V(|| IValue::IntList(vec![1, 1])), V(|| IValue::None)],
         ),
-        // a translated formula through a runtime helper (`autograd_helpers::silu_backward`)
+        // a translated formula through a runtime helper (`autograd::helpers::silu_backward`)
         ("silu", vec![T(&[2, 3])]),
         ("add.Scalar", vec![T(&[2, 3]), V(|| IValue::Scalar(Scalar::Float(0.5))), V(one)]),
         ("sub.Scalar", vec![T(&[2, 3]), V(|| IValue::Scalar(Scalar::Float(0.5))), V(one)]),
@@ -175,7 +175,7 @@ fn cases() -> Vec<(&'static str, Vec<A>)> {
         ("_log_softmax", vec![T(&[2, 3]), V(|| int(1)), V(|| IValue::Bool(false))]),
         ("masked_fill.Scalar", vec![T(&[2, 3]), Fixed(mask), V(|| IValue::Scalar(Scalar::Float(0.25)))]),
         ("nll_loss_forward", vec![T(&[3, 4]), Fixed(target), V(|| IValue::None), V(|| int(1)), V(|| int(-100))]),
-        // translated through the runtime helpers (`autograd_helpers.rs`)
+        // translated through the runtime helpers (`autograd/helpers.rs`)
         ("mul.Scalar", vec![T(&[2, 3]), V(|| IValue::Scalar(Scalar::Float(-1.5)))]),
         ("div.Scalar", vec![T(&[2, 3]), V(|| IValue::Scalar(Scalar::Float(4.0)))]),
         ("gelu", vec![T(&[2, 3]), V(|| IValue::Str("none".into()))]),
@@ -196,7 +196,7 @@ fn cases() -> Vec<(&'static str, Vec<A>)> {
             vec![T(&[5, 3]), Fixed(indices), V(|| int(-1)), V(|| IValue::Bool(false)), V(|| IValue::Bool(false))],
         ),
         // translated after the translator learned `M_LN2`, `is_complex()`, string literals,
-        // `.to(dtype)` and the helpers of `autograd_helpers.rs`
+        // `.to(dtype)` and the helpers of `autograd/helpers.rs`
         ("acosh", vec![Gt1(&[2, 3])]),
         ("exp2", vec![T(&[2, 3])]),
         ("sgn", vec![T(&[2, 3])]),

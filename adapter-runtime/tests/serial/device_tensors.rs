@@ -2,7 +2,7 @@
 //! transfers, views of device storage, CPU fallback of ops.
 
 use half::{bf16, f16};
-use xirang_runtime::ops::{self, Reduction};
+use xirang_runtime::reference::{self, Reduction};
 use xirang_runtime::{DType, Device, Error, Runtime, Scalar, Tensor};
 
 fn rt() -> Runtime {
@@ -59,28 +59,28 @@ fn ops_fall_back_to_host_and_return_to_device() {
     let d = Device::Npu(0);
     let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0]).to_device(&rt, d).unwrap();
     let b = Tensor::from_slice(&[10.0f32, 20.0, 30.0]).to_device(&rt, d).unwrap();
-    let before = ops::fallback_counts().get("add").copied().unwrap_or(0);
-    let c = ops::add(&a, &b, Scalar::Int(2)).unwrap();
+    let before = reference::fallback_counts().get("add").copied().unwrap_or(0);
+    let c = reference::add(&a, &b, Scalar::Int(2)).unwrap();
     assert_eq!(c.device(), d);
     assert_eq!(c.to_cpu().unwrap().to_vec::<f32>().unwrap(), vec![21.0, 42.0, 63.0]);
-    assert_eq!(ops::fallback_counts()["add"], before + 1);
+    assert_eq!(reference::fallback_counts()["add"], before + 1);
     // zero-dim host tensors mix with device tensors; others do not
-    let s = ops::mul(&a, &Tensor::scalar(2.0f32)).unwrap();
+    let s = reference::mul(&a, &Tensor::scalar(2.0f32)).unwrap();
     assert_eq!(s.device(), d);
-    let err = ops::mul(&a, &Tensor::from_slice(&[1.0f32, 1.0, 1.0])).unwrap_err();
+    let err = reference::mul(&a, &Tensor::from_slice(&[1.0f32, 1.0, 1.0])).unwrap_err();
     assert!(matches!(err, Error::DeviceMismatch(_)), "{err:?}");
     // a few more ops end to end on the device
-    let m = ops::mm(&a.reshape(&[3, 1]).unwrap(), &b.reshape(&[1, 3]).unwrap()).unwrap();
+    let m = reference::mm(&a.reshape(&[3, 1]).unwrap(), &b.reshape(&[1, 3]).unwrap()).unwrap();
     assert_eq!(m.sizes(), &[3, 3]);
-    let sm = ops::sum(&m, Some(&[1]), false, None).unwrap();
+    let sm = reference::sum(&m, Some(&[1]), false, None).unwrap();
     assert_eq!(sm.to_cpu().unwrap().to_vec::<f32>().unwrap(), vec![60.0, 120.0, 180.0]);
     let tgt = Tensor::from_slice(&[2i64]).to_device(&rt, d).unwrap();
-    let loss = ops::cross_entropy(&a.reshape(&[1, 3]).unwrap(), &tgt, None, Reduction::Mean, -100, 0.0).unwrap();
+    let loss = reference::cross_entropy(&a.reshape(&[1, 3]).unwrap(), &tgt, None, Reduction::Mean, -100, 0.0).unwrap();
     assert_eq!(loss.device(), d);
     assert!((loss.to_cpu().unwrap().to_f64_vec().unwrap()[0] - 0.407_605_96).abs() < 1e-6);
     // in-place on a device view
     let mask = Tensor::from_slice(&[true, false, true]).to_device(&rt, d).unwrap();
-    ops::masked_fill_(&a, &mask, Scalar::Float(0.0)).unwrap();
+    reference::masked_fill_(&a, &mask, Scalar::Float(0.0)).unwrap();
     assert_eq!(a.to_cpu().unwrap().to_vec::<f32>().unwrap(), vec![0.0, 2.0, 0.0]);
 }
 
@@ -139,7 +139,7 @@ fn handles_are_thread_safe() {
     let handles: Vec<_> = (0..4)
         .map(|k| {
             let t = t.clone();
-            std::thread::spawn(move || ops::mul(&t, k as f64).unwrap().to_cpu().unwrap().to_vec::<f64>().unwrap())
+            std::thread::spawn(move || reference::mul(&t, k as f64).unwrap().to_cpu().unwrap().to_vec::<f64>().unwrap())
         })
         .collect();
     for (k, h) in handles.into_iter().enumerate() {
@@ -157,14 +157,14 @@ fn native_add_kernel_matches_the_reference() {
     let b = Tensor::from_slice(&[0.5f32, -1.0, 4.0]).to_device(&rt, d).unwrap();
     let n = kernels::add_f32(&a, &b, Scalar::Float(2.0)).unwrap();
     assert_eq!(n.device(), d);
-    let r = ops::add(&a.to_cpu().unwrap(), &b.to_cpu().unwrap(), Scalar::Float(2.0)).unwrap();
+    let r = reference::add(&a.to_cpu().unwrap(), &b.to_cpu().unwrap(), Scalar::Float(2.0)).unwrap();
     assert_eq!(n.to_cpu().unwrap().to_vec::<f32>().unwrap(), r.to_vec::<f32>().unwrap());
     // unsupported layouts are refused, so the caller falls back
     assert!(!kernels::add_f32_supported(&a, &b.to_cpu().unwrap()));
     assert!(kernels::add_f32(&a.reshape(&[3, 1]).unwrap().expand(&[3, 2]).unwrap(), &b, Scalar::Int(1)).is_err());
 }
 
-/// The device's own copy (`ops::copy_into_view`: a kernel on the stream, no host round trip)
+/// The device's own copy (`reference::copy_into_view`: a kernel on the stream, no host round trip)
 /// gives what the host path gives, for strided and broadcast sources, strided destinations and
 /// every dtype pair; `contiguous()` of a device view is made on the device too.
 #[test]
@@ -191,7 +191,7 @@ fn device_copies_match_the_host_path() {
                 let dst_d = wide_d.slice(2, Some(0), Some(8), 2).unwrap();
                 let src_d = src.to_device(&rt, d).unwrap();
                 dst_h.copy_(&src).unwrap();
-                ops::copy_into_view(&dst_d, &src_d).unwrap();
+                reference::copy_into_view(&dst_d, &src_d).unwrap();
                 assert_eq!(
                     wide_d.to_cpu().unwrap().gather_bytes().unwrap(),
                     wide_h.gather_bytes().unwrap(),
@@ -202,7 +202,7 @@ fn device_copies_match_the_host_path() {
                 let plain_h = Tensor::zeros(&[2, 3, 4], dd);
                 let plain_d = plain_h.to_device(&rt, d).unwrap();
                 plain_h.copy_(&src).unwrap();
-                ops::copy_into_view(&plain_d, &src_d).unwrap();
+                reference::copy_into_view(&plain_d, &src_d).unwrap();
                 assert_eq!(plain_d.to_cpu().unwrap().gather_bytes().unwrap(), plain_h.gather_bytes().unwrap());
             }
         }
@@ -243,9 +243,9 @@ fn device_reductions_match_the_host_over_any_dims() {
             for (h, x) in [(host.clone(), dev.clone()), (tr(&host), tr(&dev))] {
                 for keep in [false, true] {
                     let pairs = [
-                        (ops::sum(&h, Some(dims), keep, None), ops::sum(&x, Some(dims), keep, None)),
-                        (ops::mean(&h, Some(dims), keep, None), ops::mean(&x, Some(dims), keep, None)),
-                        (ops::amax(&h, Some(dims), keep), ops::amax(&x, Some(dims), keep)),
+                        (reference::sum(&h, Some(dims), keep, None), reference::sum(&x, Some(dims), keep, None)),
+                        (reference::mean(&h, Some(dims), keep, None), reference::mean(&x, Some(dims), keep, None)),
+                        (reference::amax(&h, Some(dims), keep), reference::amax(&x, Some(dims), keep)),
                     ];
                     for (i, (want, got)) in pairs.into_iter().enumerate() {
                         let (want, got) = (want.unwrap(), got.unwrap());

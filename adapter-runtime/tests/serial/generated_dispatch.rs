@@ -14,7 +14,7 @@ impl AtenOps for NoKernels {}
 struct ReluKernel;
 impl AtenOps for ReluKernel {
     fn relu(&self, self_: &Tensor) -> Result<Tensor> {
-        xirang_runtime::ops::relu(self_)
+        xirang_runtime::reference::relu(self_)
     }
 }
 

@@ -6,7 +6,7 @@
 //! has an `apply` that computes one gradient per differentiable input. Backward formulas (C++
 //! expressions) are parsed with tree-sitter-cpp and translated into calls of the generated
 //! front-ends (`aten::mul_tensor(o, &grad, &self.other)?`) and of runtime helpers
-//! (`adapter-runtime/src/autograd_helpers.rs`); a formula the translator cannot handle becomes a
+//! (`adapter-runtime/src/autograd/helpers.rs`); a formula the translator cannot handle becomes a
 //! hook, a method of the generated `BackwardHooks` trait the runtime implements by hand.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -198,7 +198,7 @@ pub struct Env<'a, 'b> {
     pub ops: &'b OpIndex<'a>,
 }
 
-/// A runtime helper (`crate::autograd_helpers`): the C++ name the formulas call, the Rust
+/// A runtime helper (`crate::autograd::helpers`): the C++ name the formulas call, the Rust
 /// function (overloads of one C++ name get distinct Rust names), parameter types (after `o`),
 /// and the result type (`Tensor`, or `Grads` for a helper that returns several gradients).
 struct Helper {
@@ -868,7 +868,7 @@ impl Env<'_, '_> {
                     why = format!("`{name}` with {} arguments", args.len());
                     continue;
                 }
-                let mut code = format!("autograd_helpers::{}(o", h.rust);
+                let mut code = format!("helpers::{}(o", h.rust);
                 for (a, p) in args.iter().zip(h.params.iter()) {
                     let Some(c) = conv_ty(a, *p) else {
                         why = format!("`{name}`: a {:?} for a {p:?}", a.ty);
@@ -1197,7 +1197,7 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
                     "the derivative for `{q}` input `{}` is not implemented upstream: {m}",
                     g.inputs.join(", ")
                 );
-                Ok(format!("autograd_helpers::not_implemented({what:?})?"))
+                Ok(format!("helpers::not_implemented({what:?})?"))
             } else if single_tensor {
                 env.translate(&g.rewritten)
             } else if several_tensors || single_list {
@@ -1376,30 +1376,22 @@ mod tests {
         assert_eq!(inputs.snapshot.meta.version.to_string(), "v2.3.1");
         let a = build(&inputs.snapshot.derivatives, &inputs.snapshot.registry.functions, &sel);
         let cases = [
-            (
-                "mul.Tensor",
-                "self",
-                "autograd_helpers::mul_tensor_backward(o, &grad, &self.other, self.self_scalar_type)?",
-            ),
-            (
-                "mul.Tensor",
-                "other",
-                "autograd_helpers::mul_tensor_backward(o, &grad, &self.self_, self.other_scalar_type)?",
-            ),
+            ("mul.Tensor", "self", "helpers::mul_tensor_backward(o, &grad, &self.other, self.self_scalar_type)?"),
+            ("mul.Tensor", "other", "helpers::mul_tensor_backward(o, &grad, &self.self_, self.other_scalar_type)?"),
             ("add.Tensor", "self", "grad.clone()"),
-            ("add.Tensor", "other", "autograd_helpers::maybe_multiply(o, &grad, self.alpha)?"),
+            ("add.Tensor", "other", "helpers::maybe_multiply(o, &grad, self.alpha)?"),
             ("relu", "self", "aten::threshold_backward(o, &grad, &self.result, Scalar::Int(0))?"),
             ("threshold", "self", "aten::threshold_backward(o, &grad, &self.self_, self.threshold)?"),
             ("threshold_backward", "grad_output", "aten::threshold_backward(o, &grad, &self.self_, self.threshold)?"),
             (
                 "mm",
                 "self",
-                "autograd_helpers::mm_mat1_backward(o, &grad, &self.mat2, &self.self_sym_sizes, &self.self_sym_strides, self.self_layout, Scalar::Int(1))?",
+                "helpers::mm_mat1_backward(o, &grad, &self.mat2, &self.self_sym_sizes, &self.self_sym_strides, self.self_layout, Scalar::Int(1))?",
             ),
             (
                 "mm",
                 "mat2",
-                "autograd_helpers::mm_mat2_backward(o, &grad, &self.self_, &self.mat2_sym_sizes, &self.mat2_sym_strides, self.mat2_layout, Scalar::Int(1))?",
+                "helpers::mm_mat2_backward(o, &grad, &self.self_, &self.mat2_sym_sizes, &self.mat2_sym_strides, self.mat2_layout, Scalar::Int(1))?",
             ),
             ("sum", "self", "aten::expand(o, &grad, &self.self_sym_sizes, false)?"),
             ("exp", "self", "aten::mul_tensor(o, &grad, &self.result)?"),
@@ -1407,23 +1399,19 @@ mod tests {
             ("neg", "self", "aten::neg(o, &grad)?"),
             // a `str` argument, passed to a keyword-only parameter positionally
             ("gelu", "self", "aten::gelu_backward(o, &grad, &self.self_, self.approximate.as_str())?"),
-            ("permute", "self", "autograd_helpers::permute_backwards(o, &grad, &self.dims)?"),
-            ("view", "self", "autograd_helpers::reshape(o, &grad, &self.self_sym_sizes)?"),
+            ("permute", "self", "helpers::permute_backwards(o, &grad, &self.dims)?"),
+            ("view", "self", "helpers::reshape(o, &grad, &self.self_sym_sizes)?"),
             (
                 "mean.dim",
                 "self",
-                "autograd_helpers::mean_backward(o, &grad, &self.self_sym_sizes, self.dim.as_deref(), self.self_sym_numel, self.keepdim)?",
+                "helpers::mean_backward(o, &grad, &self.self_sym_sizes, self.dim.as_deref(), self.self_sym_numel, self.keepdim)?",
             ),
             (
                 "sum.dim_IntList",
                 "self",
-                "autograd_helpers::sum_backward(o, &grad, &self.self_sym_sizes, self.dim.as_deref(), self.keepdim)?",
+                "helpers::sum_backward(o, &grad, &self.self_sym_sizes, self.dim.as_deref(), self.keepdim)?",
             ),
-            (
-                "mul.Scalar",
-                "self",
-                "autograd_helpers::mul_tensor_backward_scalar(o, &grad, self.other, self.self_scalar_type)?",
-            ),
+            ("mul.Scalar", "self", "helpers::mul_tensor_backward_scalar(o, &grad, self.other, self.self_scalar_type)?"),
         ];
         let learned = [
             // `<math.h>` constants
@@ -1447,12 +1435,12 @@ mod tests {
             // `weight.toDouble()`
             ("lerp.Scalar", "self", "aten::mul_scalar(o, &grad, Scalar::Float(((1 as f64) - self.weight.to_f64())))?"),
             // torchgen's `self_info.zeros()` (in-place `zeros_like(self)`)
-            ("eq_.Scalar", "self", "autograd_helpers::zeros_info(o, &self.self_info)?"),
+            ("eq_.Scalar", "self", "helpers::zeros_info(o, &self.self_info)?"),
             // one int for an `int[1]?`, and `.to(dtype)`
             (
                 "_log_softmax_backward_data",
                 "grad_output",
-                "aten::sub_tensor(o, &autograd_helpers::to_dtype(o, &grad, self.output.dtype())?, &aten::sum_dim_intlist(o, &aten::mul_tensor(o, &autograd_helpers::to_dtype(o, &grad, self.output.dtype())?, &aten::exp(o, &self.output)?)?, Some(&[self.dim][..]), true, None)?, Scalar::Int(1))?",
+                "aten::sub_tensor(o, &helpers::to_dtype(o, &grad, self.output.dtype())?, &aten::sum_dim_intlist(o, &aten::mul_tensor(o, &helpers::to_dtype(o, &grad, self.output.dtype())?, &aten::exp(o, &self.output)?)?, Some(&[self.dim][..]), true, None)?, Scalar::Int(1))?",
             ),
             // `where(condition, grad, 0)`: `masked_fill` (`where.ScalarOther` is not selected)
             (
@@ -1483,13 +1471,13 @@ mod tests {
             (
                 "put",
                 "self",
-                "(if self.accumulate { grad.clone() } else { aten::put(o, &grad, &self.index, &autograd_helpers::zeros_info(o, &self.source_info)?, false)? })",
+                "(if self.accumulate { grad.clone() } else { aten::put(o, &grad, &self.index, &helpers::zeros_info(o, &self.source_info)?, false)? })",
             ),
             // one list input: its gradients from one helper call
             (
                 "cat",
                 "tensors",
-                "autograd_helpers::cat_tensors_backward(o, &grad, &self.tensors_args_sizes_symint, &self.tensors_args_scalartypes, self.dim)?",
+                "helpers::cat_tensors_backward(o, &grad, &self.tensors_args_sizes_symint, &self.tensors_args_scalartypes, self.dim)?",
             ),
             // `sqrt(M_PI)` in f64
             (
@@ -1507,7 +1495,7 @@ mod tests {
         assert_eq!(
             g.code.as_deref(),
             Some(
-                "autograd_helpers::not_implemented(\"the derivative for `acosh_` input `self` is not implemented upstream: inplace version of acosh\")?"
+                "helpers::not_implemented(\"the derivative for `acosh_` input `self` is not implemented upstream: inplace version of acosh\")?"
             )
         );
         assert!(a.coverage.contains(&("acosh_".to_string(), "self".to_string(), "not_implemented")));
@@ -1518,7 +1506,7 @@ mod tests {
         assert_eq!(
             g.code.as_deref(),
             Some(
-                "autograd_helpers::native_layer_norm_backward(o, &grad, &self.input, &self.normalized_shape, &self.result1, &self.result2, self.weight.as_ref(), self.bias.as_ref(), &[need(needs, 0), need(needs, 1), need(needs, 2)])?"
+                "helpers::native_layer_norm_backward(o, &grad, &self.input, &self.normalized_shape, &self.result1, &self.result2, self.weight.as_ref(), self.bias.as_ref(), &[need(needs, 0), need(needs, 1), need(needs, 2)])?"
             ),
             "{}",
             g.reason
@@ -1595,18 +1583,12 @@ mod tests {
             t("handle_r_to_c(self_scalar_type, maybe_multiply(grad, alpha.conj()))").unwrap_err(),
             "unknown name `self_scalar_type`"
         );
-        assert_eq!(
-            t("maybe_multiply(grad, alpha.conj())").unwrap(),
-            "autograd_helpers::maybe_multiply(o, &grad, self.alpha)?"
-        );
-        assert_eq!(
-            t("sum_to(grad, self_sym_sizes)").unwrap(),
-            "autograd_helpers::sum_to(o, &grad, &self.self_sym_sizes)?"
-        );
+        assert_eq!(t("maybe_multiply(grad, alpha.conj())").unwrap(), "helpers::maybe_multiply(o, &grad, self.alpha)?");
+        assert_eq!(t("sum_to(grad, self_sym_sizes)").unwrap(), "helpers::sum_to(o, &grad, &self.self_sym_sizes)?");
         assert!(t("grad[0]").is_err());
         assert!(t("grads[i]").is_err());
         assert!(mentions_ident("aten::mul_tensor(o, &grad, &x)?", "grad"));
-        assert!(!mentions_ident("autograd_helpers::f(o, &self.grad_output, grads.get(0))?", "grad"));
+        assert!(!mentions_ident("helpers::f(o, &self.grad_output, grads.get(0))?", "grad"));
         assert!(t("not_implemented(\"x\")").is_err());
         assert!(t("self > 0 ? grad : other").is_err());
         // the two conditions the engine decides: a node runs with a defined `grad`, without grad mode

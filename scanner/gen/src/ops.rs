@@ -141,7 +141,7 @@ pub struct OpCtx {
     pub kernel_tensors: Vec<String>,
     /// Tensor-list arguments (`&[Tensor]`).
     pub kernel_lists: Vec<String>,
-    /// The host reference implementation the CPU fallback calls (`crate::host::add_tensor`): a
+    /// The host reference implementation the CPU fallback calls (`crate::reference::schema::add_tensor`): a
     /// runtime function marked `/// xirang-fallback: <op>`; `None` when there is none.
     pub host: Option<String>,
     /// PyTorch has kernels for it only on accelerators ([`crate::registry::NativeFunction::device_only`]):

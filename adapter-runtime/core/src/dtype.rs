@@ -295,7 +295,7 @@ pub fn can_cast(from: DType, to: DType) -> bool {
 
 /// Decode element `i` of a little-endian buffer as f64.
 #[inline]
-pub(crate) fn load_f64(b: &[u8], dtype: DType, i: usize) -> f64 {
+pub fn load_f64(b: &[u8], dtype: DType, i: usize) -> f64 {
     let s = dtype.size();
     let p = &b[i * s..i * s + s];
     match dtype {
@@ -314,7 +314,7 @@ pub(crate) fn load_f64(b: &[u8], dtype: DType, i: usize) -> f64 {
 
 /// Decode element `i` as i64 (floats truncate toward zero, like a C cast).
 #[inline]
-pub(crate) fn load_i64(b: &[u8], dtype: DType, i: usize) -> i64 {
+pub fn load_i64(b: &[u8], dtype: DType, i: usize) -> i64 {
     let s = dtype.size();
     let p = &b[i * s..i * s + s];
     match dtype {
@@ -332,7 +332,7 @@ pub(crate) fn load_i64(b: &[u8], dtype: DType, i: usize) -> i64 {
 /// semantics: round to nearest for floats, truncate then wrap for ints,
 /// `!= 0` for bool).
 #[inline]
-pub(crate) fn store_f64(b: &mut [u8], dtype: DType, i: usize, v: f64) {
+pub fn store_f64(b: &mut [u8], dtype: DType, i: usize, v: f64) {
     let s = dtype.size();
     let p = &mut b[i * s..i * s + s];
     match dtype {
@@ -347,7 +347,7 @@ pub(crate) fn store_f64(b: &mut [u8], dtype: DType, i: usize, v: f64) {
 
 /// Encode an i64 into `dtype` at element `i` (wrapping for narrow ints).
 #[inline]
-pub(crate) fn store_i64(b: &mut [u8], dtype: DType, i: usize, v: i64) {
+pub fn store_i64(b: &mut [u8], dtype: DType, i: usize, v: i64) {
     let s = dtype.size();
     let p = &mut b[i * s..i * s + s];
     match dtype {

@@ -1,6 +1,9 @@
-//! The host reference implementation of each operator the CPU-fallback tier serves, with the
-//! operator's typed arguments in schema order (positional, kwarg-only, out=), as the generated
-//! `AtenOps` method declares them.
+//! Entry points of the host reference tier with an operator's schema arguments in schema order
+//! (positional, kwarg-only, out=), as the generated `AtenOps` method declares them, for the
+//! operators whose reference function takes other arguments: reduction enums, rounding modes,
+//! sizes as `usize`, in-place and out= forms, factories placed on a device. A reference function
+//! that already takes its operator's schema arguments is marked itself (see [`crate::reference`]);
+//! there is no forwarder here for it.
 //!
 //! A function marked `/// xirang-fallback: <op>` is attached by `xirang-scan generate` as that
 //! operator's CPU fallback (`generated/ops_fallback.rs`), the way `/// xirang-kernel:` attaches a
@@ -8,12 +11,8 @@
 //! match the operator's fails to compile there, naming the function. An operator without a marked
 //! function has no host implementation (its fallback reports `Unsupported`).
 //!
-//! These are thin: they turn schema arguments into the reference ops' own (sizes, reduction
-//! enums, rounding modes), call [`crate::ops`] and place factory results on the requested device.
-//! The reference ops accept device tensors: they copy them to the host, compute, and copy the
-//! results back to the inputs' device. In-place functions (`add_.Tensor`) write through the `self`
-//! handle and return it; out= functions write into `out` (resized when it has another shape) and
-//! return it.
+//! In-place functions (`add_.Tensor`) write through the `self` handle and return it; out=
+//! functions write into `out` (resized when it has another shape) and return it.
 // The functions take their operators' schema arguments as they are: names (`N`, `C`, `HxW`) and
 // counts (`convolution` has nine) are PyTorch's.
 #![allow(non_snake_case, clippy::too_many_arguments)]
@@ -22,7 +21,7 @@ use crate::device::Device;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
 use crate::ivalue::{Layout, MemoryFormat};
-use crate::ops::{self, Reduction, RoundingMode};
+use crate::reference::{self, Reduction, RoundingMode};
 use crate::rng::with_default_generator;
 use crate::tensor::Tensor;
 
@@ -51,7 +50,7 @@ fn rounding(mode: Option<&str>) -> Result<Option<RoundingMode>> {
 }
 /// Stores `r` into `out` (PyTorch's out= rules) and returns `out`.
 fn out_into(out: &mut Tensor, r: &Tensor) -> Result<Tensor> {
-    ops::write_out(r, out)?;
+    reference::write_out(r, out)?;
     Ok(out.clone())
 }
 fn memory_format_ok(op: &str, m: Option<MemoryFormat>) -> Result<()> {
@@ -80,115 +79,83 @@ fn place_like(t: Tensor, like: &Tensor) -> Result<Tensor> {
 
 // ------------------------------------------------------------ arithmetic
 
-/// xirang-fallback: add.Tensor
-pub fn add_tensor(self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<Tensor> {
-    ops::add(self_, other, alpha)
-}
-/// xirang-fallback: add.Scalar
-pub fn add_scalar(self_: &Tensor, other: Scalar, alpha: Scalar) -> Result<Tensor> {
-    ops::add(self_, other, alpha)
-}
 /// xirang-fallback: add_.Tensor
 pub fn add_tensor_(self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<Tensor> {
     let x = self_;
-    ops::add_(x, other, alpha)?;
+    reference::add_(x, other, alpha)?;
     Ok(x.clone())
 }
 /// xirang-fallback: add_.Scalar
 pub fn add_scalar_(self_: &Tensor, other: Scalar, alpha: Scalar) -> Result<Tensor> {
     let x = self_;
-    ops::add_(x, other, alpha)?;
+    reference::add_(x, other, alpha)?;
     Ok(x.clone())
 }
 /// xirang-fallback: add.out
 pub fn add_out(self_: &Tensor, other: &Tensor, alpha: Scalar, out: &mut Tensor) -> Result<Tensor> {
-    let r = ops::add(self_, other, alpha)?;
+    let r = reference::add(self_, other, alpha)?;
     out_into(out, &r)
-}
-/// xirang-fallback: sub.Tensor
-pub fn sub_tensor(self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<Tensor> {
-    ops::sub(self_, other, alpha)
-}
-/// xirang-fallback: sub.Scalar
-pub fn sub_scalar(self_: &Tensor, other: Scalar, alpha: Scalar) -> Result<Tensor> {
-    ops::sub(self_, other, alpha)
 }
 /// xirang-fallback: sub_.Tensor
 pub fn sub_tensor_(self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<Tensor> {
     let x = self_;
-    ops::sub_(x, other, alpha)?;
+    reference::sub_(x, other, alpha)?;
     Ok(x.clone())
 }
 /// xirang-fallback: sub.out
 pub fn sub_out(self_: &Tensor, other: &Tensor, alpha: Scalar, out: &mut Tensor) -> Result<Tensor> {
-    let r = ops::sub(self_, other, alpha)?;
+    let r = reference::sub(self_, other, alpha)?;
     out_into(out, &r)
-}
-/// xirang-fallback: mul.Tensor
-pub fn mul_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-    ops::mul(self_, other)
-}
-/// xirang-fallback: mul.Scalar
-pub fn mul_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
-    ops::mul(self_, other)
 }
 /// xirang-fallback: mul_.Tensor
 pub fn mul_tensor_(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
     let x = self_;
-    ops::mul_(x, other)?;
+    reference::mul_(x, other)?;
     Ok(x.clone())
 }
 /// xirang-fallback: mul_.Scalar
 pub fn mul_scalar_(self_: &Tensor, other: Scalar) -> Result<Tensor> {
     let x = self_;
-    ops::mul_(x, other)?;
+    reference::mul_(x, other)?;
     Ok(x.clone())
 }
 /// xirang-fallback: mul.out
 pub fn mul_out(self_: &Tensor, other: &Tensor, out: &mut Tensor) -> Result<Tensor> {
-    let r = ops::mul(self_, other)?;
+    let r = reference::mul(self_, other)?;
     out_into(out, &r)
 }
 /// xirang-fallback: div.Tensor
 pub fn div_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-    ops::div(self_, other, None)
+    reference::div(self_, other, None)
 }
 /// xirang-fallback: div.Scalar
 pub fn div_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
-    ops::div(self_, other, None)
+    reference::div(self_, other, None)
 }
 /// xirang-fallback: div.Tensor_mode
 pub fn div_tensor_mode(self_: &Tensor, other: &Tensor, rounding_mode: Option<&str>) -> Result<Tensor> {
-    ops::div(self_, other, rounding(rounding_mode)?)
+    reference::div(self_, other, rounding(rounding_mode)?)
 }
 /// xirang-fallback: div.Scalar_mode
 pub fn div_scalar_mode(self_: &Tensor, other: Scalar, rounding_mode: Option<&str>) -> Result<Tensor> {
-    ops::div(self_, other, rounding(rounding_mode)?)
+    reference::div(self_, other, rounding(rounding_mode)?)
 }
 /// xirang-fallback: div_.Tensor
 pub fn div_tensor_(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
     let x = self_;
-    ops::div_(x, other, None)?;
+    reference::div_(x, other, None)?;
     Ok(x.clone())
 }
 /// xirang-fallback: div_.Scalar
 pub fn div_scalar_(self_: &Tensor, other: Scalar) -> Result<Tensor> {
     let x = self_;
-    ops::div_(x, other, None)?;
+    reference::div_(x, other, None)?;
     Ok(x.clone())
 }
 /// xirang-fallback: div.out
 pub fn div_out(self_: &Tensor, other: &Tensor, out: &mut Tensor) -> Result<Tensor> {
-    let r = ops::div(self_, other, None)?;
+    let r = reference::div(self_, other, None)?;
     out_into(out, &r)
-}
-/// xirang-fallback: pow.Tensor_Tensor
-pub fn pow_tensor_tensor(self_: &Tensor, exponent: &Tensor) -> Result<Tensor> {
-    ops::pow(self_, exponent)
-}
-/// xirang-fallback: pow.Tensor_Scalar
-pub fn pow_tensor_scalar(self_: &Tensor, exponent: Scalar) -> Result<Tensor> {
-    ops::pow(self_, exponent)
 }
 /// xirang-fallback: pow.Scalar
 pub fn pow_scalar(self_: Scalar, exponent: &Tensor) -> Result<Tensor> {
@@ -198,327 +165,23 @@ pub fn pow_scalar(self_: Scalar, exponent: &Tensor) -> Result<Tensor> {
     let b = place_like(Tensor::scalar_of(base, base.wrapped_dtype()), e)?;
     let d = crate::dtype::result_type(&[crate::dtype::Operand::Scalar(base), ops_operand(e)])
         .ok_or_else(|| Error::DType("pow: no result type".into()))?;
-    ops::pow(&b.to_dtype(d)?, e)
+    reference::pow(&b.to_dtype(d)?, e)
 }
 fn ops_operand(t: &Tensor) -> crate::dtype::Operand {
     if t.dim() == 0 { crate::dtype::Operand::ZeroDim(t.dtype()) } else { crate::dtype::Operand::Tensor(t.dtype()) }
-}
-/// xirang-fallback: maximum
-pub fn maximum(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-    ops::maximum(self_, other)
-}
-/// xirang-fallback: minimum
-pub fn minimum(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-    ops::minimum(self_, other)
-}
-
-/// xirang-fallback: eq.Tensor
-pub fn eq_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-    ops::eq(self_, other)
-}
-/// xirang-fallback: eq.Scalar
-pub fn eq_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
-    ops::eq(self_, other)
-}
-/// xirang-fallback: ne.Tensor
-pub fn ne_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-    ops::ne(self_, other)
-}
-/// xirang-fallback: ne.Scalar
-pub fn ne_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
-    ops::ne(self_, other)
-}
-/// xirang-fallback: lt.Tensor
-pub fn lt_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-    ops::lt(self_, other)
-}
-/// xirang-fallback: lt.Scalar
-pub fn lt_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
-    ops::lt(self_, other)
-}
-/// xirang-fallback: le.Tensor
-pub fn le_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-    ops::le(self_, other)
-}
-/// xirang-fallback: le.Scalar
-pub fn le_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
-    ops::le(self_, other)
-}
-/// xirang-fallback: gt.Tensor
-pub fn gt_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-    ops::gt(self_, other)
-}
-/// xirang-fallback: gt.Scalar
-pub fn gt_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
-    ops::gt(self_, other)
-}
-/// xirang-fallback: ge.Tensor
-pub fn ge_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-    ops::ge(self_, other)
-}
-/// xirang-fallback: ge.Scalar
-pub fn ge_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
-    ops::ge(self_, other)
-}
-
-/// xirang-fallback: neg
-pub fn neg(self_: &Tensor) -> Result<Tensor> {
-    ops::neg(self_)
-}
-/// xirang-fallback: abs
-pub fn abs(self_: &Tensor) -> Result<Tensor> {
-    ops::abs(self_)
-}
-/// xirang-fallback: exp
-pub fn exp(self_: &Tensor) -> Result<Tensor> {
-    ops::exp(self_)
-}
-/// xirang-fallback: log
-pub fn log(self_: &Tensor) -> Result<Tensor> {
-    ops::log(self_)
-}
-/// xirang-fallback: sqrt
-pub fn sqrt(self_: &Tensor) -> Result<Tensor> {
-    ops::sqrt(self_)
-}
-/// xirang-fallback: rsqrt
-pub fn rsqrt(self_: &Tensor) -> Result<Tensor> {
-    ops::rsqrt(self_)
-}
-/// xirang-fallback: sigmoid
-pub fn sigmoid(self_: &Tensor) -> Result<Tensor> {
-    ops::sigmoid(self_)
-}
-/// xirang-fallback: tanh
-pub fn tanh(self_: &Tensor) -> Result<Tensor> {
-    ops::tanh(self_)
-}
-/// xirang-fallback: relu
-pub fn relu(self_: &Tensor) -> Result<Tensor> {
-    ops::relu(self_)
-}
-/// xirang-fallback: silu
-pub fn silu(self_: &Tensor) -> Result<Tensor> {
-    ops::silu(self_)
-}
-
-/// xirang-fallback: sin
-pub fn sin(self_: &Tensor) -> Result<Tensor> {
-    ops::sin(self_)
-}
-/// xirang-fallback: cos
-pub fn cos(self_: &Tensor) -> Result<Tensor> {
-    ops::cos(self_)
-}
-/// xirang-fallback: tan
-pub fn tan(self_: &Tensor) -> Result<Tensor> {
-    ops::tan(self_)
-}
-/// xirang-fallback: asin
-pub fn asin(self_: &Tensor) -> Result<Tensor> {
-    ops::asin(self_)
-}
-/// xirang-fallback: acos
-pub fn acos(self_: &Tensor) -> Result<Tensor> {
-    ops::acos(self_)
-}
-/// xirang-fallback: atan
-pub fn atan(self_: &Tensor) -> Result<Tensor> {
-    ops::atan(self_)
-}
-/// xirang-fallback: sinh
-pub fn sinh(self_: &Tensor) -> Result<Tensor> {
-    ops::sinh(self_)
-}
-/// xirang-fallback: cosh
-pub fn cosh(self_: &Tensor) -> Result<Tensor> {
-    ops::cosh(self_)
-}
-/// xirang-fallback: asinh
-pub fn asinh(self_: &Tensor) -> Result<Tensor> {
-    ops::asinh(self_)
-}
-/// xirang-fallback: acosh
-pub fn acosh(self_: &Tensor) -> Result<Tensor> {
-    ops::acosh(self_)
-}
-/// xirang-fallback: atanh
-pub fn atanh(self_: &Tensor) -> Result<Tensor> {
-    ops::atanh(self_)
-}
-/// xirang-fallback: erf
-pub fn erf(self_: &Tensor) -> Result<Tensor> {
-    ops::erf(self_)
-}
-/// xirang-fallback: exp2
-pub fn exp2(self_: &Tensor) -> Result<Tensor> {
-    ops::exp2(self_)
-}
-/// xirang-fallback: ceil
-pub fn ceil(self_: &Tensor) -> Result<Tensor> {
-    ops::ceil(self_)
-}
-/// xirang-fallback: floor
-pub fn floor(self_: &Tensor) -> Result<Tensor> {
-    ops::floor(self_)
-}
-/// xirang-fallback: round
-pub fn round(self_: &Tensor) -> Result<Tensor> {
-    ops::round(self_)
-}
-/// xirang-fallback: trunc
-pub fn trunc(self_: &Tensor) -> Result<Tensor> {
-    ops::trunc(self_)
-}
-/// xirang-fallback: isnan
-pub fn isnan(self_: &Tensor) -> Result<Tensor> {
-    ops::isnan(self_)
-}
-/// xirang-fallback: isinf
-pub fn isinf(self_: &Tensor) -> Result<Tensor> {
-    ops::isinf(self_)
-}
-/// xirang-fallback: logical_not
-pub fn logical_not(self_: &Tensor) -> Result<Tensor> {
-    ops::logical_not(self_)
-}
-/// xirang-fallback: bitwise_not
-pub fn bitwise_not(self_: &Tensor) -> Result<Tensor> {
-    ops::bitwise_not(self_)
-}
-/// xirang-fallback: sign
-pub fn sign(self_: &Tensor) -> Result<Tensor> {
-    ops::sign(self_)
-}
-
-/// xirang-fallback: logical_and
-pub fn logical_and(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-    ops::logical_and(self_, other)
-}
-/// xirang-fallback: logical_or
-pub fn logical_or(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-    ops::logical_or(self_, other)
-}
-/// xirang-fallback: logical_xor
-pub fn logical_xor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-    ops::logical_xor(self_, other)
-}
-/// xirang-fallback: atan2
-pub fn atan2(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-    ops::atan2(self_, other)
-}
-/// xirang-fallback: bitwise_and.Tensor
-pub fn bitwise_and_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-    ops::bitwise_and(self_, other)
-}
-/// xirang-fallback: bitwise_and.Scalar
-pub fn bitwise_and_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
-    ops::bitwise_and(self_, other)
-}
-/// xirang-fallback: bitwise_or.Tensor
-pub fn bitwise_or_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-    ops::bitwise_or(self_, other)
-}
-/// xirang-fallback: bitwise_or.Scalar
-pub fn bitwise_or_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
-    ops::bitwise_or(self_, other)
-}
-/// xirang-fallback: bitwise_xor.Tensor
-pub fn bitwise_xor_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-    ops::bitwise_xor(self_, other)
-}
-/// xirang-fallback: bitwise_xor.Scalar
-pub fn bitwise_xor_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
-    ops::bitwise_xor(self_, other)
-}
-/// xirang-fallback: fmod.Tensor
-pub fn fmod_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-    ops::fmod(self_, other)
-}
-/// xirang-fallback: fmod.Scalar
-pub fn fmod_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
-    ops::fmod(self_, other)
-}
-/// xirang-fallback: remainder.Tensor
-pub fn remainder_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-    ops::remainder(self_, other)
-}
-/// xirang-fallback: remainder.Scalar
-pub fn remainder_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
-    ops::remainder(self_, other)
-}
-/// xirang-fallback: elu_backward
-pub fn elu_backward(
-    grad_output: &Tensor,
-    alpha: Scalar,
-    scale: Scalar,
-    input_scale: Scalar,
-    is_result: bool,
-    self_or_result: &Tensor,
-) -> Result<Tensor> {
-    ops::elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result)
-}
-/// xirang-fallback: hardsigmoid_backward
-pub fn hardsigmoid_backward(grad_output: &Tensor, self_: &Tensor) -> Result<Tensor> {
-    ops::hardsigmoid_backward(grad_output, self_)
-}
-/// xirang-fallback: hardswish_backward
-pub fn hardswish_backward(grad_output: &Tensor, self_: &Tensor) -> Result<Tensor> {
-    ops::hardswish_backward(grad_output, self_)
-}
-/// xirang-fallback: hardtanh_backward
-pub fn hardtanh_backward(grad_output: &Tensor, self_: &Tensor, min_val: Scalar, max_val: Scalar) -> Result<Tensor> {
-    ops::hardtanh_backward(grad_output, self_, min_val, max_val)
-}
-/// xirang-fallback: leaky_relu_backward
-pub fn leaky_relu_backward(
-    grad_output: &Tensor,
-    self_: &Tensor,
-    negative_slope: Scalar,
-    self_is_result: bool,
-) -> Result<Tensor> {
-    ops::leaky_relu_backward(grad_output, self_, negative_slope, self_is_result)
 }
 
 /// xirang-fallback: relu_
 pub fn relu_(self_: &Tensor) -> Result<Tensor> {
     let x = self_;
-    ops::assign_inplace(x, &ops::relu(x)?)?;
+    reference::assign_inplace(x, &reference::relu(x)?)?;
     Ok(x.clone())
-}
-/// xirang-fallback: gelu
-pub fn gelu(self_: &Tensor, approximate: &str) -> Result<Tensor> {
-    ops::gelu(self_, approximate)
-}
-/// xirang-fallback: threshold_backward
-pub fn threshold_backward(grad_output: &Tensor, self_: &Tensor, threshold: Scalar) -> Result<Tensor> {
-    ops::threshold_backward(grad_output, self_, threshold)
-}
-/// xirang-fallback: gelu_backward
-pub fn gelu_backward(grad_output: &Tensor, self_: &Tensor, approximate: &str) -> Result<Tensor> {
-    ops::gelu_backward(grad_output, self_, approximate)
-}
-/// xirang-fallback: sigmoid_backward
-pub fn sigmoid_backward(grad_output: &Tensor, output: &Tensor) -> Result<Tensor> {
-    ops::sigmoid_backward(grad_output, output)
-}
-/// xirang-fallback: tanh_backward
-pub fn tanh_backward(grad_output: &Tensor, output: &Tensor) -> Result<Tensor> {
-    ops::tanh_backward(grad_output, output)
 }
 /// xirang-fallback: clamp
 pub fn clamp(self_: &Tensor, min: Option<Scalar>, max: Option<Scalar>) -> Result<Tensor> {
     let lo = min;
     let hi = max;
-    ops::clamp(self_, lo, hi)
-}
-/// xirang-fallback: where.self
-pub fn where_self(condition: &Tensor, self_: &Tensor, other: &Tensor) -> Result<Tensor> {
-    ops::where_(condition, self_, other)
-}
-/// xirang-fallback: masked_fill.Scalar
-pub fn masked_fill_scalar(self_: &Tensor, mask: &Tensor, value: Scalar) -> Result<Tensor> {
-    ops::masked_fill(self_, mask, value)
+    reference::clamp(self_, lo, hi)
 }
 /// xirang-fallback: masked_fill.Tensor
 pub fn masked_fill_tensor(self_: &Tensor, mask: &Tensor, value: &Tensor) -> Result<Tensor> {
@@ -529,12 +192,12 @@ pub fn masked_fill_tensor(self_: &Tensor, mask: &Tensor, value: &Tensor) -> Resu
             v.dim()
         )));
     }
-    ops::masked_fill(self_, mask, v.item()?)
+    reference::masked_fill(self_, mask, v.item()?)
 }
 /// xirang-fallback: masked_fill_.Scalar
 pub fn masked_fill_scalar_(self_: &Tensor, mask: &Tensor, value: Scalar) -> Result<Tensor> {
     let x = self_;
-    ops::masked_fill_(x, mask, value)?;
+    reference::masked_fill_(x, mask, value)?;
     Ok(x.clone())
 }
 
@@ -544,72 +207,40 @@ pub fn masked_fill_scalar_(self_: &Tensor, mask: &Tensor, value: Scalar) -> Resu
 pub fn cat(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
     let ts = tensors;
     let refs: Vec<&Tensor> = ts.iter().collect();
-    ops::cat(&refs, dim)
-}
-/// xirang-fallback: index_select
-pub fn index_select(self_: &Tensor, dim: i64, index: &Tensor) -> Result<Tensor> {
-    ops::index_select(self_, dim, index)
+    reference::cat(&refs, dim)
 }
 /// xirang-fallback: tril
 pub fn tril(self_: &Tensor, diagonal: i64) -> Result<Tensor> {
-    ops::triangle(self_, diagonal, true)
+    reference::triangle(self_, diagonal, true)
 }
 /// xirang-fallback: triu
 pub fn triu(self_: &Tensor, diagonal: i64) -> Result<Tensor> {
-    ops::triangle(self_, diagonal, false)
+    reference::triangle(self_, diagonal, false)
 }
 /// xirang-fallback: gather
 pub fn gather(self_: &Tensor, dim: i64, index: &Tensor, _sparse_grad: bool) -> Result<Tensor> {
-    ops::gather(self_, dim, index)
-}
-/// xirang-fallback: scatter_add
-pub fn scatter_add(self_: &Tensor, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
-    ops::scatter_add(self_, dim, index, src)
+    reference::gather(self_, dim, index)
 }
 /// xirang-fallback: scatter_add_
 pub fn scatter_add_(self_: &Tensor, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
     let x = self_;
-    ops::scatter_add_(x, dim, index, src)?;
+    reference::scatter_add_(x, dim, index, src)?;
     Ok(x.clone())
 }
 
 // ------------------------------------------------------------ matmul
 
-/// xirang-fallback: mm
-pub fn mm(self_: &Tensor, mat2: &Tensor) -> Result<Tensor> {
-    ops::mm(self_, mat2)
-}
 /// xirang-fallback: mm.out
 pub fn mm_out(self_: &Tensor, mat2: &Tensor, out: &mut Tensor) -> Result<Tensor> {
-    let r = ops::mm(self_, mat2)?;
+    let r = reference::mm(self_, mat2)?;
     out_into(out, &r)
-}
-/// xirang-fallback: bmm
-pub fn bmm(self_: &Tensor, mat2: &Tensor) -> Result<Tensor> {
-    ops::bmm(self_, mat2)
-}
-/// xirang-fallback: addmm
-pub fn addmm(self_: &Tensor, mat1: &Tensor, mat2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
-    ops::addmm(self_, mat1, mat2, beta, alpha)
-}
-/// xirang-fallback: baddbmm
-pub fn baddbmm(self_: &Tensor, batch1: &Tensor, batch2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
-    ops::baddbmm(self_, batch1, batch2, beta, alpha)
-}
-/// xirang-fallback: addmv
-pub fn addmv(self_: &Tensor, mat: &Tensor, vec: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
-    ops::addmv(self_, mat, vec, beta, alpha)
 }
 
 // ------------------------------------------------------------ reductions
 
 /// xirang-fallback: sum
 pub fn sum(self_: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
-    ops::sum(self_, None, false, dtype)
-}
-/// xirang-fallback: sum.dim_IntList
-pub fn sum_dim_intlist(self_: &Tensor, dim: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
-    ops::sum(self_, dim, keepdim, dtype)
+    reference::sum(self_, None, false, dtype)
 }
 /// xirang-fallback: sum.IntList_out
 pub fn sum_intlist_out(
@@ -619,41 +250,29 @@ pub fn sum_intlist_out(
     dtype: Option<DType>,
     out: &mut Tensor,
 ) -> Result<Tensor> {
-    let r = ops::sum(self_, dim, keepdim, dtype)?;
+    let r = reference::sum(self_, dim, keepdim, dtype)?;
     out_into(out, &r)
 }
 /// xirang-fallback: mean
 pub fn mean(self_: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
-    ops::mean(self_, None, false, dtype)
-}
-/// xirang-fallback: mean.dim
-pub fn mean_dim(self_: &Tensor, dim: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
-    ops::mean(self_, dim, keepdim, dtype)
+    reference::mean(self_, None, false, dtype)
 }
 /// xirang-fallback: prod
 pub fn prod(self_: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
-    ops::prod(self_, None, false, dtype)
+    reference::prod(self_, None, false, dtype)
 }
 /// xirang-fallback: prod.dim_int
 pub fn prod_dim_int(self_: &Tensor, dim: i64, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
     let d = dim;
-    ops::prod(self_, Some(&[d]), keepdim, dtype)
+    reference::prod(self_, Some(&[d]), keepdim, dtype)
 }
 /// xirang-fallback: amax
 pub fn amax(self_: &Tensor, dim: &[i64], keepdim: bool) -> Result<Tensor> {
-    ops::amax(self_, Some(dim), keepdim)
+    reference::amax(self_, Some(dim), keepdim)
 }
 /// xirang-fallback: amin
 pub fn amin(self_: &Tensor, dim: &[i64], keepdim: bool) -> Result<Tensor> {
-    ops::amin(self_, Some(dim), keepdim)
-}
-/// xirang-fallback: argmax
-pub fn argmax(self_: &Tensor, dim: Option<i64>, keepdim: bool) -> Result<Tensor> {
-    ops::argmax(self_, dim, keepdim)
-}
-/// xirang-fallback: argmin
-pub fn argmin(self_: &Tensor, dim: Option<i64>, keepdim: bool) -> Result<Tensor> {
-    ops::argmin(self_, dim, keepdim)
+    reference::amin(self_, Some(dim), keepdim)
 }
 
 // ------------------------------------------------------------ nn
@@ -671,18 +290,18 @@ fn half_to_float_dtype(op: &str, x: &Tensor, h: bool) -> Result<Option<DType>> {
 pub fn _softmax(self_: &Tensor, dim: i64, half_to_float: bool) -> Result<Tensor> {
     const OP: &str = "_softmax";
     let x = self_;
-    ops::softmax(x, dim, half_to_float_dtype(OP, x, half_to_float)?)
+    reference::softmax(x, dim, half_to_float_dtype(OP, x, half_to_float)?)
 }
 /// xirang-fallback: _log_softmax
 pub fn _log_softmax(self_: &Tensor, dim: i64, half_to_float: bool) -> Result<Tensor> {
     const OP: &str = "_log_softmax";
     let x = self_;
-    ops::log_softmax(x, dim, half_to_float_dtype(OP, x, half_to_float)?)
+    reference::log_softmax(x, dim, half_to_float_dtype(OP, x, half_to_float)?)
 }
 /// xirang-fallback: _softmax_backward_data
 pub fn _softmax_backward_data(grad_output: &Tensor, output: &Tensor, dim: i64, input_dtype: DType) -> Result<Tensor> {
     let d = input_dtype;
-    ops::softmax_backward(grad_output, output, dim)?.to_dtype(d)
+    reference::softmax_backward(grad_output, output, dim)?.to_dtype(d)
 }
 /// xirang-fallback: _log_softmax_backward_data
 pub fn _log_softmax_backward_data(
@@ -692,7 +311,7 @@ pub fn _log_softmax_backward_data(
     input_dtype: DType,
 ) -> Result<Tensor> {
     let d = input_dtype;
-    ops::log_softmax_backward(grad_output, output, dim)?.to_dtype(d)
+    reference::log_softmax_backward(grad_output, output, dim)?.to_dtype(d)
 }
 /// xirang-fallback: native_layer_norm
 pub fn native_layer_norm(
@@ -704,7 +323,7 @@ pub fn native_layer_norm(
 ) -> Result<(Tensor, Tensor, Tensor)> {
     const OP: &str = "native_layer_norm";
     let ns = sizes(OP, normalized_shape)?;
-    let (o, m, r) = ops::layer_norm(input, &ns, weight, bias, eps)?;
+    let (o, m, r) = reference::layer_norm(input, &ns, weight, bias, eps)?;
     Ok((o, m, r))
 }
 /// xirang-fallback: native_layer_norm_backward
@@ -721,7 +340,7 @@ pub fn native_layer_norm_backward(
     const OP: &str = "native_layer_norm_backward";
     let ns = sizes(OP, normalized_shape)?;
     let mask = output_mask;
-    let (gx, gw, gb) = ops::layer_norm_backward(grad_out, input, &ns, mean, rstd, weight)?;
+    let (gx, gw, gb) = reference::layer_norm_backward(grad_out, input, &ns, mean, rstd, weight)?;
     let want = |i: usize| mask.get(i).copied().unwrap_or(true);
     let undefined_unless = |keep: bool, t: Option<Tensor>| t.filter(|_| keep).unwrap_or_else(Tensor::undefined);
     Ok((
@@ -738,7 +357,7 @@ pub fn embedding(
     _scale_grad_by_freq: bool,
     _sparse: bool,
 ) -> Result<Tensor> {
-    ops::embedding(weight, indices)
+    reference::embedding(weight, indices)
 }
 /// `scale_grad_by_freq` and `sparse` only shape the backward.
 ///
@@ -756,7 +375,7 @@ pub fn _embedding_bag(
 ) -> Result<(Tensor, Tensor, Tensor, Tensor)> {
     let (w, idx, off) = (weight, indices, offsets);
     let (o, o2b, bag_size, max_indices) =
-        ops::embedding_bag(w, idx, off, mode, per_sample_weights, include_last_offset, padding_idx)?;
+        reference::embedding_bag(w, idx, off, mode, per_sample_weights, include_last_offset, padding_idx)?;
     Ok((o, o2b, bag_size, max_indices))
 }
 /// xirang-fallback: embedding_dense_backward
@@ -770,19 +389,15 @@ pub fn embedding_dense_backward(
     const OP: &str = "embedding_dense_backward";
     let n = usize::try_from(num_weights).map_err(|_| Error::InvalidArgument(format!("{OP}: negative num_weights")))?;
     let pad = padding_idx;
-    ops::embedding_backward(grad_output, indices, n, (pad >= 0).then_some(pad), scale_grad_by_freq)
+    reference::embedding_backward(grad_output, indices, n, (pad >= 0).then_some(pad), scale_grad_by_freq)
 }
 
 /// xirang-fallback: native_dropout
 pub fn native_dropout(input: &Tensor, p: f64, train: Option<bool>) -> Result<(Tensor, Tensor)> {
     let train = train.unwrap_or(true);
     let (x, p) = (input, p);
-    let (o, m) = with_default_generator(|g| ops::dropout(x, p, train, g))?;
+    let (o, m) = with_default_generator(|g| reference::dropout(x, p, train, g))?;
     Ok((o, m))
-}
-/// xirang-fallback: native_dropout_backward
-pub fn native_dropout_backward(grad_output: &Tensor, mask: &Tensor, scale: f64) -> Result<Tensor> {
-    ops::dropout_backward(grad_output, mask, scale)
 }
 /// xirang-fallback: nll_loss_forward
 pub fn nll_loss_forward(
@@ -794,7 +409,7 @@ pub fn nll_loss_forward(
 ) -> Result<(Tensor, Tensor)> {
     const OP: &str = "nll_loss_forward";
     let r = reduction_of(OP, reduction)?;
-    let (o, w) = ops::nll_loss(self_, target, weight, r, ignore_index)?;
+    let (o, w) = reference::nll_loss(self_, target, weight, r, ignore_index)?;
     Ok((o, w))
 }
 /// xirang-fallback: nll_loss_backward
@@ -809,19 +424,19 @@ pub fn nll_loss_backward(
 ) -> Result<Tensor> {
     const OP: &str = "nll_loss_backward";
     let r = reduction_of(OP, reduction)?;
-    ops::nll_loss_backward(grad_output, self_, target, weight, r, ignore_index, total_weight)
+    reference::nll_loss_backward(grad_output, self_, target, weight, r, ignore_index, total_weight)
 }
 /// xirang-fallback: mse_loss
 pub fn mse_loss(self_: &Tensor, target: &Tensor, reduction: i64) -> Result<Tensor> {
     const OP: &str = "mse_loss";
     let r = reduction_of(OP, reduction)?;
-    ops::mse_loss(self_, target, r)
+    reference::mse_loss(self_, target, r)
 }
 /// xirang-fallback: mse_loss_backward
 pub fn mse_loss_backward(grad_output: &Tensor, self_: &Tensor, target: &Tensor, reduction: i64) -> Result<Tensor> {
     const OP: &str = "mse_loss_backward";
     let r = reduction_of(OP, reduction)?;
-    ops::mse_loss_backward(grad_output, self_, target, r)
+    reference::mse_loss_backward(grad_output, self_, target, r)
 }
 
 // ------------------------------------------------------------ views
@@ -1031,7 +646,7 @@ pub fn full_like(
     like(self_, dtype, device, fill_value)
 }
 
-// ------------------------------------------------------------ Core ATen (`ops::core_aten`)
+// ------------------------------------------------------------ Core ATen (`reference::core_aten`)
 
 fn usz(op: &str, v: i64) -> Result<usize> {
     usize::try_from(v).map_err(|_| Error::InvalidArgument(format!("{op}: negative value {v}")))
@@ -1052,7 +667,7 @@ pub fn _native_batch_norm_legit(
     eps: f64,
 ) -> Result<(Tensor, Tensor, Tensor)> {
     let running = Some((running_mean, running_var));
-    ops::batch_norm(input, weight, bias, running, training, momentum, eps)
+    reference::batch_norm(input, weight, bias, running, training, momentum, eps)
 }
 /// xirang-fallback: _native_batch_norm_legit.no_stats
 pub fn _native_batch_norm_legit_no_stats(
@@ -1063,7 +678,7 @@ pub fn _native_batch_norm_legit_no_stats(
     momentum: f64,
     eps: f64,
 ) -> Result<(Tensor, Tensor, Tensor)> {
-    ops::batch_norm(input, weight, bias, None, training, momentum, eps)
+    reference::batch_norm(input, weight, bias, None, training, momentum, eps)
 }
 /// xirang-fallback: _native_batch_norm_legit_no_training
 pub fn _native_batch_norm_legit_no_training(
@@ -1076,7 +691,7 @@ pub fn _native_batch_norm_legit_no_training(
     eps: f64,
 ) -> Result<(Tensor, Tensor, Tensor)> {
     let running = Some((running_mean, running_var));
-    ops::batch_norm(input, weight, bias, running, false, momentum, eps)
+    reference::batch_norm(input, weight, bias, running, false, momentum, eps)
 }
 /// xirang-fallback: alias
 pub fn alias(self_: &Tensor) -> Result<Tensor> {
@@ -1084,15 +699,11 @@ pub fn alias(self_: &Tensor) -> Result<Tensor> {
 }
 /// xirang-fallback: any
 pub fn any(self_: &Tensor) -> Result<Tensor> {
-    ops::any(self_, None, false)
+    reference::any(self_, None, false)
 }
 /// xirang-fallback: any.dim
 pub fn any_dim(self_: &Tensor, dim: i64, keepdim: bool) -> Result<Tensor> {
-    ops::any(self_, Some(&[dim]), keepdim)
-}
-/// xirang-fallback: any.dims
-pub fn any_dims(self_: &Tensor, dim: Option<&[i64]>, keepdim: bool) -> Result<Tensor> {
-    ops::any(self_, dim, keepdim)
+    reference::any(self_, Some(&[dim]), keepdim)
 }
 /// xirang-fallback: arange.start_step
 pub fn arange_start_step(
@@ -1104,40 +715,8 @@ pub fn arange_start_step(
     device: Option<Device>,
     _pin_memory: Option<bool>,
 ) -> Result<Tensor> {
-    let t = ops::arange(start, end, step, dtype)?;
+    let t = reference::arange(start, end, step, dtype)?;
     place(t, device)
-}
-/// xirang-fallback: avg_pool2d
-pub fn avg_pool2d(
-    self_: &Tensor,
-    kernel_size: &[i64],
-    stride: &[i64],
-    padding: &[i64],
-    ceil_mode: bool,
-    count_include_pad: bool,
-    divisor_override: Option<i64>,
-) -> Result<Tensor> {
-    ops::avg_pool2d(self_, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-}
-/// xirang-fallback: avg_pool3d
-pub fn avg_pool3d(
-    self_: &Tensor,
-    kernel_size: &[i64],
-    stride: &[i64],
-    padding: &[i64],
-    ceil_mode: bool,
-    count_include_pad: bool,
-    divisor_override: Option<i64>,
-) -> Result<Tensor> {
-    ops::avg_pool3d(self_, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-}
-/// xirang-fallback: clamp.Tensor
-pub fn clamp_tensor(self_: &Tensor, min: Option<&Tensor>, max: Option<&Tensor>) -> Result<Tensor> {
-    ops::clamp_tensor(self_, min, max)
-}
-/// xirang-fallback: constant_pad_nd
-pub fn constant_pad_nd(self_: &Tensor, pad: &[i64], value: Scalar) -> Result<Tensor> {
-    ops::constant_pad_nd(self_, pad, value)
 }
 /// xirang-fallback: convolution
 pub fn convolution(
@@ -1153,7 +732,7 @@ pub fn convolution(
 ) -> Result<Tensor> {
     let x = input;
     let (stride, padding, dilation) = (stride, padding, dilation);
-    ops::convolution(x, weight, bias, stride, padding, dilation, transposed, groups)
+    reference::convolution(x, weight, bias, stride, padding, dilation, transposed, groups)
 }
 /// xirang-fallback: copy
 pub fn copy(self_: &Tensor, src: &Tensor, _non_blocking: bool) -> Result<Tensor> {
@@ -1161,14 +740,6 @@ pub fn copy(self_: &Tensor, src: &Tensor, _non_blocking: bool) -> Result<Tensor>
     let out = x.clone_contiguous()?;
     out.copy_(src)?;
     Ok(out)
-}
-/// xirang-fallback: cumsum
-pub fn cumsum(self_: &Tensor, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
-    ops::cumsum(self_, dim, dtype)
-}
-/// xirang-fallback: diagonal
-pub fn diagonal(self_: &Tensor, offset: i64, dim1: i64, dim2: i64) -> Result<Tensor> {
-    ops::diagonal(self_, offset, dim1, dim2)
 }
 /// xirang-fallback: empty_strided
 pub fn empty_strided(
@@ -1191,27 +762,19 @@ pub fn fill_scalar(self_: &Tensor, value: Scalar) -> Result<Tensor> {
     let x = self_;
     place_like(Tensor::full(x.sizes(), value, x.dtype()), x)
 }
-/// xirang-fallback: flip
-pub fn flip(self_: &Tensor, dims: &[i64]) -> Result<Tensor> {
-    ops::flip(self_, dims)
-}
-/// xirang-fallback: index.Tensor
-pub fn index_tensor(self_: &Tensor, indices: &[Option<Tensor>]) -> Result<Tensor> {
-    ops::index(self_, indices)
-}
 /// xirang-fallback: index_put
 pub fn index_put(self_: &Tensor, indices: &[Option<Tensor>], values: &Tensor, accumulate: bool) -> Result<Tensor> {
     let idx = indices;
-    ops::index_put(self_, idx, values, accumulate)
+    reference::index_put(self_, idx, values, accumulate)
 }
 /// xirang-fallback: max.dim
 pub fn max_dim(self_: &Tensor, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
-    let (v, i) = ops::max_min_dim(self_, dim, keepdim, true)?;
+    let (v, i) = reference::max_min_dim(self_, dim, keepdim, true)?;
     Ok((v, i))
 }
 /// xirang-fallback: min.dim
 pub fn min_dim(self_: &Tensor, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
-    let (v, i) = ops::max_min_dim(self_, dim, keepdim, false)?;
+    let (v, i) = reference::max_min_dim(self_, dim, keepdim, false)?;
     Ok((v, i))
 }
 /// xirang-fallback: max_pool2d_with_indices
@@ -1223,7 +786,7 @@ pub fn max_pool2d_with_indices(
     dilation: &[i64],
     ceil_mode: bool,
 ) -> Result<(Tensor, Tensor)> {
-    let (v, i) = ops::max_pool2d_with_indices(self_, kernel_size, stride, padding, dilation, ceil_mode)?;
+    let (v, i) = reference::max_pool2d_with_indices(self_, kernel_size, stride, padding, dilation, ceil_mode)?;
     Ok((v, i))
 }
 /// xirang-fallback: max_pool3d_with_indices
@@ -1235,7 +798,7 @@ pub fn max_pool3d_with_indices(
     dilation: &[i64],
     ceil_mode: bool,
 ) -> Result<(Tensor, Tensor)> {
-    let (v, i) = ops::max_pool3d_with_indices(self_, kernel_size, stride, padding, dilation, ceil_mode)?;
+    let (v, i) = reference::max_pool3d_with_indices(self_, kernel_size, stride, padding, dilation, ceil_mode)?;
     Ok((v, i))
 }
 /// xirang-fallback: native_group_norm
@@ -1251,56 +814,29 @@ pub fn native_group_norm(
 ) -> Result<(Tensor, Tensor, Tensor)> {
     const OP: &str = "native_group_norm";
     let (n, c, hw, g) = (usz(OP, N)?, usz(OP, C)?, usz(OP, HxW)?, usz(OP, group)?);
-    ops::group_norm(input, weight, bias, n, c, hw, g, eps)
-}
-/// xirang-fallback: nonzero
-pub fn nonzero(self_: &Tensor) -> Result<Tensor> {
-    ops::nonzero(self_)
-}
-/// xirang-fallback: repeat
-pub fn repeat(self_: &Tensor, repeats: &[i64]) -> Result<Tensor> {
-    ops::repeat(self_, repeats)
+    reference::group_norm(input, weight, bias, n, c, hw, g, eps)
 }
 /// xirang-fallback: scatter.src
 pub fn scatter_src(self_: &Tensor, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
-    ops::scatter(self_, dim, index, ops::Rhs::Tensor(src))
+    reference::scatter(self_, dim, index, reference::Rhs::Tensor(src))
 }
 /// xirang-fallback: scatter.value
 pub fn scatter_value(self_: &Tensor, dim: i64, index: &Tensor, value: Scalar) -> Result<Tensor> {
-    ops::scatter(self_, dim, index, ops::Rhs::Scalar(value))
-}
-/// xirang-fallback: select_scatter
-pub fn select_scatter(self_: &Tensor, src: &Tensor, dim: i64, index: i64) -> Result<Tensor> {
-    ops::select_scatter(self_, src, dim, index)
-}
-/// xirang-fallback: slice_scatter
-pub fn slice_scatter(
-    self_: &Tensor,
-    src: &Tensor,
-    dim: i64,
-    start: Option<i64>,
-    end: Option<i64>,
-    step: i64,
-) -> Result<Tensor> {
-    ops::slice_scatter(self_, src, dim, start, end, step)
+    reference::scatter(self_, dim, index, reference::Rhs::Scalar(value))
 }
 /// xirang-fallback: sort
 pub fn sort(self_: &Tensor, dim: i64, descending: bool) -> Result<(Tensor, Tensor)> {
-    let (v, i) = ops::sort(self_, dim, descending)?;
+    let (v, i) = reference::sort(self_, dim, descending)?;
     Ok((v, i))
 }
 /// xirang-fallback: split_with_sizes
 pub fn split_with_sizes(self_: &Tensor, split_sizes: &[i64], dim: i64) -> Result<Vec<Tensor>> {
-    let parts = ops::split_with_sizes(self_, split_sizes, dim)?;
+    let parts = reference::split_with_sizes(self_, split_sizes, dim)?;
     Ok(parts)
-}
-/// xirang-fallback: squeeze.dims
-pub fn squeeze_dims(self_: &Tensor, dim: &[i64]) -> Result<Tensor> {
-    ops::squeeze_dims(self_, dim)
 }
 /// xirang-fallback: topk
 pub fn topk(self_: &Tensor, k: i64, dim: i64, largest: bool, _sorted: bool) -> Result<(Tensor, Tensor)> {
-    let (v, i) = ops::topk(self_, k, dim, largest)?;
+    let (v, i) = reference::topk(self_, k, dim, largest)?;
     Ok((v, i))
 }
 /// xirang-fallback: var.correction
@@ -1311,43 +847,16 @@ pub fn var_correction(
     keepdim: bool,
 ) -> Result<Tensor> {
     let c = correction.map_or(1.0, |s| s.to_f64());
-    ops::var(self_, dim, c, keepdim)
+    reference::var(self_, dim, c, keepdim)
 }
 /// xirang-fallback: var.dim
 pub fn var_dim(self_: &Tensor, dim: Option<&[i64]>, unbiased: bool, keepdim: bool) -> Result<Tensor> {
     let c = if unbiased { 1.0 } else { 0.0 };
-    ops::var(self_, dim, c, keepdim)
-}
-/// xirang-fallback: _adaptive_avg_pool2d
-pub fn _adaptive_avg_pool2d(self_: &Tensor, output_size: &[i64]) -> Result<Tensor> {
-    ops::adaptive_avg_pool(self_, output_size)
-}
-/// xirang-fallback: _adaptive_avg_pool3d
-pub fn _adaptive_avg_pool3d(self_: &Tensor, output_size: &[i64]) -> Result<Tensor> {
-    ops::adaptive_avg_pool(self_, output_size)
-}
-/// xirang-fallback: adaptive_avg_pool1d
-pub fn adaptive_avg_pool1d(self_: &Tensor, output_size: &[i64]) -> Result<Tensor> {
-    ops::adaptive_avg_pool(self_, output_size)
+    reference::var(self_, dim, c, keepdim)
 }
 /// xirang-fallback: _cdist_forward
 pub fn _cdist_forward(x1: &Tensor, x2: &Tensor, p: f64, _compute_mode: Option<i64>) -> Result<Tensor> {
-    ops::cdist(x1, x2, p)
-}
-/// xirang-fallback: _pdist_forward
-pub fn _pdist_forward(self_: &Tensor, p: f64) -> Result<Tensor> {
-    ops::pdist(self_, p)
-}
-/// xirang-fallback: avg_pool1d
-pub fn avg_pool1d(
-    self_: &Tensor,
-    kernel_size: &[i64],
-    stride: &[i64],
-    padding: &[i64],
-    ceil_mode: bool,
-    count_include_pad: bool,
-) -> Result<Tensor> {
-    ops::avg_pool1d(self_, kernel_size, stride, padding, ceil_mode, count_include_pad)
+    reference::cdist(x1, x2, p)
 }
 /// xirang-fallback: avg_pool2d_backward
 pub fn avg_pool2d_backward(
@@ -1361,7 +870,7 @@ pub fn avg_pool2d_backward(
     divisor_override: Option<i64>,
 ) -> Result<Tensor> {
     let (k, s, p) = (kernel_size, stride, padding);
-    ops::avg_pool2d_backward(grad_output, self_, k, s, p, ceil_mode, count_include_pad, divisor_override)
+    reference::avg_pool2d_backward(grad_output, self_, k, s, p, ceil_mode, count_include_pad, divisor_override)
 }
 fn bool3(op: &str, b: &[bool]) -> Result<[bool; 3]> {
     match b {
@@ -1392,7 +901,7 @@ pub fn convolution_backward(
     let has_bias = bias_sizes.is_some();
     let (stride, padding, dilation) = (stride, padding, dilation);
     let (go, x, w) = (grad_output, input, weight);
-    Ok(opt3(ops::convolution_backward(
+    Ok(opt3(reference::convolution_backward(
         go,
         x,
         w,
@@ -1416,7 +925,7 @@ pub fn max_pool2d_with_indices_backward(
     _ceil_mode: bool,
     indices: &Tensor,
 ) -> Result<Tensor> {
-    ops::max_pool2d_with_indices_backward(grad_output, self_, indices)
+    reference::max_pool2d_with_indices_backward(grad_output, self_, indices)
 }
 /// xirang-fallback: native_group_norm_backward
 pub fn native_group_norm_backward(
@@ -1434,7 +943,7 @@ pub fn native_group_norm_backward(
     const OP: &str = "native_group_norm_backward";
     let (n, c, hw, g) = (usz(OP, N)?, usz(OP, C)?, usz(OP, HxW)?, usz(OP, group)?);
     let (go, x, m, r) = (grad_out, input, mean, rstd);
-    Ok(opt3(ops::group_norm_backward(go, x, m, r, weight, n, c, hw, g, bool3(OP, output_mask)?)?))
+    Ok(opt3(reference::group_norm_backward(go, x, m, r, weight, n, c, hw, g, bool3(OP, output_mask)?)?))
 }
 /// `rand` / `randn` from the default generator (`manual_seed`): uniform in [0, 1) or standard
 /// normal (Box-Muller), computed in f64 and rounded to the dtype.
@@ -1503,38 +1012,23 @@ pub fn randperm(
 }
 /// xirang-fallback: reflection_pad1d
 pub fn reflection_pad1d(self_: &Tensor, padding: &[i64]) -> Result<Tensor> {
-    ops::pad_nd(self_, padding, ops::PadMode::Reflect)
+    reference::pad_nd(self_, padding, reference::PadMode::Reflect)
 }
 /// xirang-fallback: reflection_pad2d
 pub fn reflection_pad2d(self_: &Tensor, padding: &[i64]) -> Result<Tensor> {
-    ops::pad_nd(self_, padding, ops::PadMode::Reflect)
+    reference::pad_nd(self_, padding, reference::PadMode::Reflect)
 }
 /// xirang-fallback: reflection_pad3d
 pub fn reflection_pad3d(self_: &Tensor, padding: &[i64]) -> Result<Tensor> {
-    ops::pad_nd(self_, padding, ops::PadMode::Reflect)
+    reference::pad_nd(self_, padding, reference::PadMode::Reflect)
 }
 /// xirang-fallback: replication_pad2d
 pub fn replication_pad2d(self_: &Tensor, padding: &[i64]) -> Result<Tensor> {
-    ops::pad_nd(self_, padding, ops::PadMode::Replicate)
+    reference::pad_nd(self_, padding, reference::PadMode::Replicate)
 }
 /// xirang-fallback: replication_pad3d
 pub fn replication_pad3d(self_: &Tensor, padding: &[i64]) -> Result<Tensor> {
-    ops::pad_nd(self_, padding, ops::PadMode::Replicate)
-}
-/// xirang-fallback: scatter_reduce.two
-pub fn scatter_reduce_two(
-    self_: &Tensor,
-    dim: i64,
-    index: &Tensor,
-    src: &Tensor,
-    reduce: &str,
-    include_self: bool,
-) -> Result<Tensor> {
-    ops::scatter_reduce(self_, dim, index, src, reduce, include_self)
-}
-/// xirang-fallback: masked_scatter
-pub fn masked_scatter(self_: &Tensor, mask: &Tensor, source: &Tensor) -> Result<Tensor> {
-    ops::masked_scatter(self_, mask, source)
+    reference::pad_nd(self_, padding, reference::PadMode::Replicate)
 }
 /// `sym_is_contiguous(Tensor self, MemoryFormat memory_format=contiguous_format) -> SymBool` (new
 /// in PyTorch 2.15, Core ATen): the runtime's tensors have one memory format, row-major.
@@ -1575,7 +1069,7 @@ pub fn upsample_nearest2d_vec(
     scale_factors: Option<&[f64]>,
 ) -> Result<Tensor> {
     let scales = scale_factors;
-    ops::upsample_nearest2d(input, output_size, scales)
+    reference::upsample_nearest2d(input, output_size, scales)
 }
 /// xirang-fallback: col2im
 pub fn col2im(
@@ -1587,21 +1081,7 @@ pub fn col2im(
     stride: &[i64],
 ) -> Result<Tensor> {
     let (size, kernel, dilation) = (output_size, kernel_size, dilation);
-    ops::col2im(self_, size, kernel, dilation, padding, stride)
-}
-/// xirang-fallback: grid_sampler_2d
-pub fn grid_sampler_2d(
-    input: &Tensor,
-    grid: &Tensor,
-    interpolation_mode: i64,
-    padding_mode: i64,
-    align_corners: bool,
-) -> Result<Tensor> {
-    ops::grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners)
-}
-/// xirang-fallback: _adaptive_avg_pool2d_backward
-pub fn _adaptive_avg_pool2d_backward(grad_output: &Tensor, self_: &Tensor) -> Result<Tensor> {
-    ops::adaptive_avg_pool2d_backward(grad_output, self_)
+    reference::col2im(self_, size, kernel, dilation, padding, stride)
 }
 /// xirang-fallback: upsample_bilinear2d.vec
 pub fn upsample_bilinear2d_vec(
@@ -1611,7 +1091,7 @@ pub fn upsample_bilinear2d_vec(
     scale_factors: Option<&[f64]>,
 ) -> Result<Tensor> {
     let scales = scale_factors;
-    ops::upsample_bilinear2d(input, output_size, align_corners, scales)
+    reference::upsample_bilinear2d(input, output_size, align_corners, scales)
 }
 
 // The fused recurrent cells: PyTorch has no CPU kernel for them, so this tier is what serves
@@ -1625,7 +1105,7 @@ fn rnn_cell<const N: usize>(
 ) -> Result<[Tensor; N]> {
     let inputs: Vec<Option<&Tensor>> = inputs.iter().map(|t| t.filter(|t| !t.is_undefined())).collect();
     let present: Vec<&Tensor> = inputs.iter().flatten().copied().collect();
-    ops::on_host(name, &present, |h| {
+    reference::on_host(name, &present, |h| {
         let mut h = h.iter();
         let vals = inputs
             .iter()
@@ -1648,7 +1128,7 @@ pub fn _thnn_fused_lstm_cell(
     hidden_bias: Option<&Tensor>,
 ) -> Result<(Tensor, Tensor, Tensor)> {
     let name = "_thnn_fused_lstm_cell";
-    let (b, h) = ops::rnn::cell_dims(
+    let (b, h) = reference::rnn::cell_dims(
         name,
         4,
         input_gates.sizes(),
@@ -1657,11 +1137,11 @@ pub fn _thnn_fused_lstm_cell(
         &[input_bias.map(Tensor::sizes), hidden_bias.map(Tensor::sizes)],
     )?;
     let d = input_gates.dtype();
-    ops::require_float(name, d)?;
+    reference::require_float(name, d)?;
     let [hy, cy, ws] =
         rnn_cell(name, &[Some(input_gates), Some(hidden_gates), Some(cx), input_bias, hidden_bias], |x| {
             let (hy, cy, ws) =
-                ops::rnn::lstm_cell(b, h, v(&x[0]), v(&x[1]), v(&x[2]), x[3].as_deref(), x[4].as_deref());
+                reference::rnn::lstm_cell(b, h, v(&x[0]), v(&x[1]), v(&x[2]), x[3].as_deref(), x[4].as_deref());
             Ok([
                 Tensor::from_f64(&hy, &[b, h], d)?,
                 Tensor::from_f64(&cy, &[b, h], d)?,
@@ -1685,12 +1165,12 @@ pub fn _thnn_fused_lstm_cell_backward_impl(
     if ghy.is_none() && gcy.is_none() {
         return Ok((Tensor::undefined(), Tensor::undefined(), Tensor::undefined()));
     }
-    let (b, h) = ops::rnn::cell_dims(name, 4, workspace.sizes(), workspace.sizes(), cx.sizes(), &[])?;
+    let (b, h) = reference::rnn::cell_dims(name, 4, workspace.sizes(), workspace.sizes(), cx.sizes(), &[])?;
     let d = workspace.dtype();
     let [gg, gcx, gb] = rnn_cell(name, &[ghy, gcy, Some(cx), Some(cy), Some(workspace)], |x| {
         let (gg, gcx) =
-            ops::rnn::lstm_cell_backward(b, h, x[0].as_deref(), x[1].as_deref(), v(&x[2]), v(&x[3]), v(&x[4]));
-        let gb = ops::rnn::column_sums(&gg, 4 * h);
+            reference::rnn::lstm_cell_backward(b, h, x[0].as_deref(), x[1].as_deref(), v(&x[2]), v(&x[3]), v(&x[4]));
+        let gb = reference::rnn::column_sums(&gg, 4 * h);
         Ok([
             Tensor::from_f64(&gg, &[b, 4 * h], d)?,
             Tensor::from_f64(&gcx, &[b, h], d)?,
@@ -1709,7 +1189,7 @@ pub fn _thnn_fused_gru_cell(
     hidden_bias: Option<&Tensor>,
 ) -> Result<(Tensor, Tensor)> {
     let name = "_thnn_fused_gru_cell";
-    let (b, h) = ops::rnn::cell_dims(
+    let (b, h) = reference::rnn::cell_dims(
         name,
         3,
         input_gates.sizes(),
@@ -1718,9 +1198,9 @@ pub fn _thnn_fused_gru_cell(
         &[input_bias.map(Tensor::sizes), hidden_bias.map(Tensor::sizes)],
     )?;
     let d = input_gates.dtype();
-    ops::require_float(name, d)?;
+    reference::require_float(name, d)?;
     let [hy, ws] = rnn_cell(name, &[Some(input_gates), Some(hidden_gates), Some(hx), input_bias, hidden_bias], |x| {
-        let (hy, ws) = ops::rnn::gru_cell(b, h, v(&x[0]), v(&x[1]), v(&x[2]), x[3].as_deref(), x[4].as_deref());
+        let (hy, ws) = reference::rnn::gru_cell(b, h, v(&x[0]), v(&x[1]), v(&x[2]), x[3].as_deref(), x[4].as_deref());
         Ok([Tensor::from_f64(&hy, &[b, h], d)?, Tensor::from_f64(&ws, &[b, 5 * h], d)?])
     })?;
     Ok((hy, ws))
@@ -1743,8 +1223,8 @@ pub fn _thnn_fused_gru_cell_backward(
     let (b, h) = (s[0], s[1] / 5);
     let d = workspace.dtype();
     let [gi, gh, ghx, gib, ghb] = rnn_cell(name, &[Some(grad_hy), Some(workspace)], |x| {
-        let (gi, gh, ghx) = ops::rnn::gru_cell_backward(b, h, v(&x[0]), v(&x[1]));
-        let (gib, ghb) = (ops::rnn::column_sums(&gi, 3 * h), ops::rnn::column_sums(&gh, 3 * h));
+        let (gi, gh, ghx) = reference::rnn::gru_cell_backward(b, h, v(&x[0]), v(&x[1]));
+        let (gib, ghb) = (reference::rnn::column_sums(&gi, 3 * h), reference::rnn::column_sums(&gh, 3 * h));
         Ok([
             Tensor::from_f64(&gi, &[b, 3 * h], d)?,
             Tensor::from_f64(&gh, &[b, 3 * h], d)?,
@@ -1769,7 +1249,7 @@ fn depthwise(
     dilation: &[i64],
 ) -> Result<Tensor> {
     let groups = *x.sizes().get(1).ok_or_else(|| Error::Shape("depthwise convolution of a 0-d input".into()))?;
-    ops::convolution(x, weight, bias, stride, padding, dilation, false, groups as i64)
+    reference::convolution(x, weight, bias, stride, padding, dilation, false, groups as i64)
 }
 
 /// xirang-fallback: _conv_depthwise2d
@@ -1812,13 +1292,13 @@ fn out_dtype_check(name: &str, a: &Tensor, out_dtype: DType) -> Result<()> {
 /// xirang-fallback: mm.dtype
 pub fn mm_dtype(self_: &Tensor, mat2: &Tensor, out_dtype: DType) -> Result<Tensor> {
     out_dtype_check("mm.dtype", self_, out_dtype)?;
-    ops::mm(&self_.to_dtype(out_dtype)?, &mat2.to_dtype(out_dtype)?)
+    reference::mm(&self_.to_dtype(out_dtype)?, &mat2.to_dtype(out_dtype)?)
 }
 
 /// xirang-fallback: bmm.dtype
 pub fn bmm_dtype(self_: &Tensor, mat2: &Tensor, out_dtype: DType) -> Result<Tensor> {
     out_dtype_check("bmm.dtype", self_, out_dtype)?;
-    ops::bmm(&self_.to_dtype(out_dtype)?, &mat2.to_dtype(out_dtype)?)
+    reference::bmm(&self_.to_dtype(out_dtype)?, &mat2.to_dtype(out_dtype)?)
 }
 
 /// xirang-fallback: addmm.dtype
@@ -1832,7 +1312,7 @@ pub fn addmm_dtype(
 ) -> Result<Tensor> {
     out_dtype_check("addmm.dtype", mat1, out_dtype)?;
     let c = |t: &Tensor| t.to_dtype(out_dtype);
-    ops::addmm(&c(self_)?, &c(mat1)?, &c(mat2)?, beta, alpha)
+    reference::addmm(&c(self_)?, &c(mat1)?, &c(mat2)?, beta, alpha)
 }
 
 /// xirang-fallback: baddbmm.dtype
@@ -1846,13 +1326,13 @@ pub fn baddbmm_dtype(
 ) -> Result<Tensor> {
     out_dtype_check("baddbmm.dtype", batch1, out_dtype)?;
     let c = |t: &Tensor| t.to_dtype(out_dtype);
-    ops::baddbmm(&c(self_)?, &c(batch1)?, &c(batch2)?, beta, alpha)
+    reference::baddbmm(&c(self_)?, &c(batch1)?, &c(batch2)?, beta, alpha)
 }
 
 /// xirang-fallback: _masked_scale
 pub fn _masked_scale(self_: &Tensor, mask: &Tensor, scale: f64) -> Result<Tensor> {
-    let kept = ops::mul(self_, &mask.to_dtype(self_.dtype())?)?;
-    ops::mul(&kept, Scalar::Float(scale))
+    let kept = reference::mul(self_, &mask.to_dtype(self_.dtype())?)?;
+    reference::mul(&kept, Scalar::Float(scale))
 }
 
 /// xirang-fallback: _fused_rms_norm_backward
@@ -1879,7 +1359,7 @@ pub fn _fused_rms_norm_backward(
     let mask = |i: usize| output_mask.get(i).copied().unwrap_or(false);
     let mut ins = vec![grad_out, input, rstd];
     ins.extend(weight);
-    let [gi, gw] = ops::on_host(name, &ins, |h| {
+    let [gi, gw] = reference::on_host(name, &ins, |h| {
         let (g, x, r) = (h[0].to_f64_vec()?, h[1].to_f64_vec()?, h[2].to_f64_vec()?);
         let w = h.get(3).map(Tensor::to_f64_vec).transpose()?;
         let wv = |j: usize| w.as_ref().map_or(1.0, |w| w[j]);

@@ -33,6 +33,7 @@ fn pointwise2(
 }
 
 /// `threshold_backward(grad_output, self, threshold)`: `grad` where `self > threshold`, else 0.
+/// xirang-fallback: threshold_backward
 pub fn threshold_backward(grad: &Tensor, x: &Tensor, threshold: Scalar) -> Result<Tensor> {
     if grad.dtype() == DType::Bool {
         return shape_err("threshold_backward: bool gradients are not supported");
@@ -61,6 +62,7 @@ pub fn gelu_tanh_grad_f64(x: f64) -> f64 {
 }
 
 /// `gelu_backward(grad_output, self, approximate)`.
+/// xirang-fallback: gelu_backward
 pub fn gelu_backward(grad: &Tensor, x: &Tensor, approximate: &str) -> Result<Tensor> {
     let tanh = match approximate {
         "none" => false,
@@ -85,16 +87,19 @@ pub fn silu_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
 }
 
 /// `sigmoid_backward(grad_output, output)`: `g * (1 - y) * y`.
+/// xirang-fallback: sigmoid_backward
 pub fn sigmoid_backward(grad: &Tensor, y: &Tensor) -> Result<Tensor> {
     pointwise2("sigmoid_backward", grad, y, true, |g, y| g * (1.0 - y) * y)
 }
 
 /// `tanh_backward(grad_output, output)`: `g * (1 - y^2)`.
+/// xirang-fallback: tanh_backward
 pub fn tanh_backward(grad: &Tensor, y: &Tensor) -> Result<Tensor> {
     pointwise2("tanh_backward", grad, y, true, |g, y| g * (1.0 - y * y))
 }
 
 /// `elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result)`.
+/// xirang-fallback: elu_backward
 pub fn elu_backward(
     grad: &Tensor,
     alpha: Scalar,
@@ -112,6 +117,7 @@ pub fn elu_backward(
 
 /// `hardsigmoid_backward(grad_output, self)`: `grad * (1/6)` on `(-3, 3)`, else 0; the constant is
 /// PyTorch's float `1.0f / 6.0f`, also for double.
+/// xirang-fallback: hardsigmoid_backward
 pub fn hardsigmoid_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
     let sixth = f64::from(1.0f32 / 6.0f32);
     pointwise2("hardsigmoid_backward", grad, x, true, move |g, v| if v > -3.0 && v < 3.0 { g * sixth } else { 0.0 })
@@ -119,6 +125,7 @@ pub fn hardsigmoid_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
 
 /// `hardswish_backward(grad_output, self)`: 0 up to -3, `grad * (x / 3 + 0.5)` below 3, else
 /// `grad` (0 at -3 and `grad` at 3, as PyTorch).
+/// xirang-fallback: hardswish_backward
 pub fn hardswish_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
     pointwise2("hardswish_backward", grad, x, true, |g, v| {
         if v <= -3.0 {
@@ -132,12 +139,14 @@ pub fn hardswish_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
 }
 
 /// `hardtanh_backward(grad_output, self, min_val, max_val)`: 0 outside `(min_val, max_val)`.
+/// xirang-fallback: hardtanh_backward
 pub fn hardtanh_backward(grad: &Tensor, x: &Tensor, min_val: Scalar, max_val: Scalar) -> Result<Tensor> {
     let (lo, hi) = (min_val.to_f64(), max_val.to_f64());
     pointwise2("hardtanh_backward", grad, x, false, move |g, v| if v <= lo || v >= hi { 0.0 } else { g })
 }
 
 /// `leaky_relu_backward(grad_output, self, negative_slope, self_is_result)`.
+/// xirang-fallback: leaky_relu_backward
 pub fn leaky_relu_backward(grad: &Tensor, x: &Tensor, negative_slope: Scalar, self_is_result: bool) -> Result<Tensor> {
     let _ = self_is_result;
     let slope = negative_slope.to_f64();

@@ -76,6 +76,7 @@ fn bmm_host(a: &Tensor, b: &Tensor, d: DType) -> Result<Tensor> {
 }
 
 /// `torch.mm(a, b)`: `[n, k] x [k, m]`.
+/// xirang-fallback: mm
 pub fn mm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     if a.dim() != 2 || b.dim() != 2 {
         return shape_err(format!("mm: expected 2D tensors, got {}D and {}D", a.dim(), b.dim()));
@@ -97,6 +98,7 @@ pub fn mm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 }
 
 /// `torch.bmm(a, b)`: `[b, n, k] x [b, k, m]`.
+/// xirang-fallback: bmm
 pub fn bmm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     if a.dim() != 3 || b.dim() != 3 {
         return shape_err(format!("batch1 must be a 3D tensor; got {}D and {}D", a.dim(), b.dim()));
@@ -116,18 +118,21 @@ pub fn bmm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 
 /// `torch.addmm(input, m1, m2, beta, alpha)` = `beta*input + alpha*(m1@m2)`;
 /// with `beta == 0` the input is ignored (NaN in it does not propagate).
+/// xirang-fallback: addmm
 pub fn addmm(input: &Tensor, m1: &Tensor, m2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
     add_product("addmm", input, mm(m1, m2)?, beta, alpha)
 }
 
 /// `torch.baddbmm(input, b1, b2, beta, alpha)` = `beta*input + alpha*(b1@b2)`, batch by batch;
 /// with `beta == 0` the input is ignored.
+/// xirang-fallback: baddbmm
 pub fn baddbmm(input: &Tensor, b1: &Tensor, b2: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
     add_product("baddbmm", input, bmm(b1, b2)?, beta, alpha)
 }
 
 /// `torch.addmv(input, mat, vec, beta, alpha)` = `beta*input + alpha*(mat@vec)`; with `beta == 0`
 /// the input is ignored.
+/// xirang-fallback: addmv
 pub fn addmv(input: &Tensor, mat: &Tensor, vec: &Tensor, beta: Scalar, alpha: Scalar) -> Result<Tensor> {
     if mat.dim() != 2 || vec.dim() != 1 {
         return shape_err(format!(

@@ -1,147 +1,16 @@
-//! Reverse-mode autograd over the generated backward nodes.
-//!
-//! * **Recording.** The generated autograd front-ends (`generated::ops::ag::<op>`) run the
-//!   operator with recording off, then, when gradient mode is on and a differentiable input
-//!   requires grad, call [`record`]: it looks the operator up in `generated::autograd::NODES`,
-//!   captures the node's saved state from the boxed call (tensors saved *detached*, so a node
-//!   never keeps its own outputs' graph alive), connects one edge per differentiable input (to the
-//!   input's `grad_fn`, or to the leaf's gradient accumulator) and gives every floating output a
-//!   `grad_fn` pointing at the node.
-//! * **Backward.** [`backward`] counts dependencies over the graph reachable from the roots, then
-//!   runs nodes in topological order (ties by recording order, newest first, as PyTorch's
-//!   sequence numbers), summing gradients that meet at a node input, reducing each gradient to its
-//!   input's shape (the generated nodes return broadcast-shaped gradients) and accumulating into
-//!   leaves' `.grad()`.
-//! * **Saved tensors.** Released as soon as a node has run unless `retain_graph`; running a
-//!   released node again is the error PyTorch gives. Before a node runs, the version counter of
-//!   every tensor it saved is compared with the version at save time: an in-place write in
-//!   between is an error naming the node and both versions.
-//! * **Gradient mode.** [`no_grad`] returns a guard that turns recording off on this thread.
-//!
-//! Hand-written backward formulas are the `BackwardHooks` methods of the adapter's ops object; the
-//! engine calls nodes with the [`Ops`] object passed to [`backward`].
+//! The reverse-mode engine: autograd metadata and graph nodes, recording a call, running backward.
 
-use std::cell::Cell;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::mode::*;
+use super::node::*;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
-use crate::generated::autograd::{BackwardHooks, NODES};
 use crate::generated::ops::{AtenOps, aten};
-use crate::ivalue::{FromIValue, IValue, Layout};
+use crate::ivalue::IValue;
 use crate::tensor::Tensor;
-
-/// What the engine needs from the adapter: the operators and the hand-written backward hooks.
-pub trait Ops: AtenOps + BackwardHooks {}
-impl<T: AtenOps + BackwardHooks + ?Sized> Ops for T {}
-
-/// A generated backward node (`generated::autograd::<Op>Backward`) as the engine sees it.
-pub trait BackwardFn: Send + Sync {
-    fn name(&self) -> &'static str;
-    /// One gradient per differentiable input (a list input gives one per element). `needs[k]`
-    /// says whether slot `k` has somewhere to go (PyTorch's `should_compute_output`): a node
-    /// skips the formulas of inputs that need no gradient. A missing entry counts as `true`.
-    fn apply(&self, o: &dyn Ops, grads: &[Option<Tensor>], needs: &[bool]) -> Result<Vec<Option<Tensor>>>;
-    /// The tensors the node saved (their versions are checked before it runs).
-    fn saved_tensors(&self) -> Vec<&Tensor>;
-}
-
-/// A saved `x.options()` (`x_options`): the dtype and device a formula creates tensors with.
-#[derive(Clone)]
-pub struct TensorOptions {
-    pub dtype: DType,
-    /// The device context (`None`: host).
-    pub device: Option<Arc<crate::device::DeviceContext>>,
-}
-
-impl TensorOptions {
-    pub fn of(t: &Tensor) -> TensorOptions {
-        TensorOptions { dtype: t.dtype(), device: t.device_ctx().cloned() }
-    }
-
-    /// `t` moved to these options' device.
-    pub fn place(&self, t: Tensor) -> Result<Tensor> {
-        match &self.device {
-            Some(ctx) => t.to_ctx(ctx),
-            None => Ok(t),
-        }
-    }
-}
-
-/// A saved `x_info` (torchgen's `TypeAndSize`: in-place formulas' `zeros_like(x)`).
-#[derive(Clone)]
-pub struct TensorInfo {
-    pub sizes: Vec<i64>,
-    pub options: TensorOptions,
-}
-
-/// A saved `x_geometry` (torchgen's `TensorGeometry(x)`): the input's sizes, strides and storage
-/// offset (in elements), and its dtype and device.
-#[derive(Clone)]
-pub struct TensorGeometry {
-    pub sizes: Vec<i64>,
-    pub strides: Vec<i64>,
-    pub storage_offset: i64,
-    pub options: TensorOptions,
-}
-
-/// Signature of a generated capture function: boxed arguments, boxed results -> node.
-pub type Capture = fn(&[IValue], &[IValue]) -> Result<Box<dyn BackwardFn>>;
-
-/// A recordable operator (one row of `generated::autograd::NODES`).
-pub struct NodeInfo {
-    pub op: &'static str,
-    pub node: &'static str,
-    /// Differentiable inputs: (boxed argument index, is a tensor list).
-    pub inputs: &'static [(usize, bool)],
-    /// Per forward result: whether it gets a `grad_fn` (torchgen's differentiable outputs:
-    /// `native_layer_norm`'s mean and rstd do not).
-    pub differentiable_outputs: &'static [bool],
-    /// Whether the backward saves the input `self` itself (an in-place call of the operator must
-    /// then save a copy of `self` from before the write, as torchgen's `original_self`).
-    pub saves_self: bool,
-    pub capture: Capture,
-}
-
-/// The node of `op`, if the generator made one.
-pub fn node_info(op: &str) -> Option<&'static NodeInfo> {
-    NODES.binary_search_by(|n| n.op.cmp(op)).ok().map(|i| &NODES[i])
-}
-
-// ------------------------------------------------------------------------------------------
-// gradient mode
-// ------------------------------------------------------------------------------------------
-
-thread_local! {
-    static GRAD_ENABLED: Cell<bool> = const { Cell::new(true) };
-}
-
-/// Whether calls are recorded on this thread.
-pub fn is_grad_enabled() -> bool {
-    GRAD_ENABLED.with(Cell::get)
-}
-
-/// Restores the previous gradient mode when dropped.
-#[must_use = "recording is off only while the guard lives"]
-pub struct GradModeGuard(bool);
-
-impl Drop for GradModeGuard {
-    fn drop(&mut self) {
-        GRAD_ENABLED.with(|g| g.set(self.0));
-    }
-}
-
-/// Turns recording off until the guard is dropped (`torch.no_grad()`).
-pub fn no_grad() -> GradModeGuard {
-    GradModeGuard(GRAD_ENABLED.with(|g| g.replace(false)))
-}
-
-/// Turns recording on until the guard is dropped (`torch.enable_grad()`).
-pub fn enable_grad() -> GradModeGuard {
-    GradModeGuard(GRAD_ENABLED.with(|g| g.replace(true)))
-}
 
 // ------------------------------------------------------------------------------------------
 // graph
@@ -223,60 +92,59 @@ static SEQ: AtomicU64 = AtomicU64::new(0);
 /// The autograd metadata of `t` (the slot `tensor.rs` holds untyped: [`crate::tensor::Attached`];
 /// this module puts only [`AutogradMeta`] in it).
 fn meta(t: &Tensor) -> Option<&AutogradMeta> {
-    t.autograd.as_deref().and_then(|m| m.downcast_ref())
+    t.autograd_slot().as_deref().and_then(|m| m.downcast_ref())
 }
 
 /// [`meta`], shared.
 fn meta_arc(t: &Tensor) -> Option<Arc<AutogradMeta>> {
-    t.autograd.clone().and_then(|m| m.downcast().ok())
+    t.autograd_slot().clone().and_then(|m| m.downcast().ok())
 }
 
-impl Tensor {
-    /// Whether gradients flow to or through this tensor.
-    pub fn requires_grad(&self) -> bool {
-        self.autograd.is_some()
-    }
-
+/// The autograd methods of a tensor (PyTorch's `VariableMethods`): the tensor keeps autograd's
+/// metadata in an untyped slot (`xirang_core::tensor::Attached`), and this trait reads it.
+/// `requires_grad()` and `detach()` are the tensor's own (they only test or clear the slot).
+pub trait TensorAutograd {
     /// A leaf handle that requires grad (`requires_grad_(true)`), or a detached one (`false`).
     /// Shares storage with `self`.
-    pub fn requires_grad_(&self, on: bool) -> Tensor {
-        let mut t = self.clone();
-        t.autograd = if on { Some(Arc::new(AutogradMeta::leaf())) } else { None };
-        t
-    }
-
-    /// The same data without autograd history or forward-mode tangent (`detach()`).
-    pub fn detach(&self) -> Tensor {
-        let mut t = self.clone();
-        t.autograd = None;
-        t.tangent = None;
-        t
-    }
-
+    fn requires_grad_(&self, on: bool) -> Tensor;
     /// Whether the tensor is a leaf (requires grad, made by the user rather than recorded).
-    pub fn is_leaf(&self) -> bool {
+    fn is_leaf(&self) -> bool;
+    /// The node that produced the tensor (`MmBackward`), if recorded.
+    fn grad_fn(&self) -> Option<Arc<Node>>;
+    /// The accumulated gradient of a leaf.
+    fn grad(&self) -> Option<Tensor>;
+    /// Clears the accumulated gradient (`.grad = None`).
+    fn zero_grad(&self);
+    /// `loss.backward()` for a one-element tensor: seeds the gradient with one.
+    fn backward(&self, o: &dyn Ops) -> Result<()>;
+}
+
+impl TensorAutograd for Tensor {
+    fn requires_grad_(&self, on: bool) -> Tensor {
+        let mut t = self.clone();
+        t.set_autograd_slot(if on { Some(Arc::new(AutogradMeta::leaf())) } else { None });
+        t
+    }
+
+    fn is_leaf(&self) -> bool {
         meta(self).is_none_or(|m| lock(&m.grad_fn).is_none())
     }
 
-    /// The name of the node that produced the tensor (`MmBackward`), if recorded.
-    pub fn grad_fn(&self) -> Option<Arc<Node>> {
+    fn grad_fn(&self) -> Option<Arc<Node>> {
         meta(self).and_then(|m| m.grad_fn().map(|(n, _)| n))
     }
 
-    /// The accumulated gradient of a leaf.
-    pub fn grad(&self) -> Option<Tensor> {
+    fn grad(&self) -> Option<Tensor> {
         meta(self).and_then(|m| lock(&m.grad).clone())
     }
 
-    /// Clears the accumulated gradient (`.grad = None`).
-    pub fn zero_grad(&self) {
+    fn zero_grad(&self) {
         if let Some(m) = meta(self) {
             *lock(&m.grad) = None;
         }
     }
 
-    /// `loss.backward()` for a one-element tensor: seeds the gradient with one.
-    pub fn backward(&self, o: &dyn Ops) -> Result<()> {
+    fn backward(&self, o: &dyn Ops) -> Result<()> {
         backward(o, std::slice::from_ref(self), None, false)
     }
 }
@@ -290,7 +158,7 @@ pub fn any_requires_grad(op: &str, args: &[IValue]) -> bool {
         Some(IValue::TensorList(ts)) => ts.iter().any(Tensor::requires_grad),
         Some(IValue::OptTensorList(ts)) => ts.iter().flatten().any(Tensor::requires_grad),
         _ => false,
-    }) || crate::forward_ad::any_dual(info, args)
+    }) || crate::autograd::forward::any_dual(info, args)
 }
 
 fn edge_of(t: &Tensor) -> Option<(Edge, Vec<usize>, DType)> {
@@ -319,7 +187,7 @@ pub fn record(op: &'static str, args: &[IValue], mut outs: Vec<IValue>) -> Resul
             _ => next.push(None),
         }
     }
-    crate::forward_ad::propagate(info, args, &mut outs)?;
+    crate::autograd::forward::propagate(info, args, &mut outs)?;
     if next.iter().all(Option::is_none) {
         return Ok(outs);
     }
@@ -347,11 +215,11 @@ pub fn record(op: &'static str, args: &[IValue], mut outs: Vec<IValue>) -> Resul
     };
     let attach = |t: &mut Tensor, k: usize, differentiable: bool| {
         if differentiable && t.dtype().is_floating() {
-            t.autograd = Some(Arc::new(AutogradMeta {
+            t.set_autograd_slot(Some(Arc::new(AutogradMeta {
                 grad_fn: Mutex::new(Some((node.clone(), k))),
                 grad: Mutex::new(None),
                 is_view: view_of_input(t),
-            }));
+            })));
         }
     };
     for (r, v) in outs.iter_mut().enumerate() {
@@ -384,7 +252,7 @@ fn fit<O: Ops + ?Sized>(o: &O, g: Tensor, sizes: &[usize], dtype: DType) -> Resu
         g
     } else {
         let target: Vec<i64> = sizes.iter().map(|&s| s as i64).collect();
-        let r = crate::autograd_helpers::sum_to(o, &g, &target)?;
+        let r = crate::autograd::helpers::sum_to(o, &g, &target)?;
         if r.sizes() != sizes {
             return Err(Error::InvalidArgument(format!(
                 "autograd: gradient of shape {:?} does not fit an input of shape {sizes:?}",
@@ -626,7 +494,7 @@ pub fn inplace_begin<O: AtenOps + ?Sized>(
     let Some(info) = node_info(node_op) else {
         return Err(Error::Unsupported(format!("autograd: `{node_op}` has no derivatives.yaml entry in this build")));
     };
-    if crate::forward_ad::any_dual(info, args) {
+    if crate::autograd::forward::any_dual(info, args) {
         return Err(Error::Unsupported(format!(
             "forward-mode AD: in-place `{op}` on a dual tensor is not supported (the jvp would have to write the tangent in place)"
         )));
@@ -652,7 +520,7 @@ pub fn inplace_begin<O: AtenOps + ?Sized>(
     let copy = |t: &Tensor| -> Result<Tensor> {
         let _g = no_grad();
         let mut c = aten::clone(o, &t.detach(), None)?;
-        c.autograd = t.autograd.clone();
+        c.set_autograd_slot(t.autograd_slot().clone());
         Ok(c)
     };
     let mut originals = Vec::new();
@@ -697,7 +565,7 @@ pub fn inplace_end(pre: InplacePre, args: &[IValue], r: Tensor) -> Result<Tensor
         None => Arc::new(AutogradMeta { grad_fn: Mutex::new(Some(new)), grad: Mutex::new(None), is_view: false }),
     };
     let mut t = r;
-    t.autograd = Some(m);
+    t.set_autograd_slot(Some(m));
     Ok(t)
 }
 
@@ -716,115 +584,4 @@ pub fn grad(o: &dyn Ops, root: &Tensor, inputs: &[Tensor], retain_graph: bool) -
         }
     }
     r.map(|()| out)
-}
-
-// ------------------------------------------------------------------------------------------
-// capture helpers for the generated nodes
-// ------------------------------------------------------------------------------------------
-
-/// Capture helpers the generated `capture` functions call.
-pub mod cap {
-    use super::*;
-
-    fn want<'a>(op: &str, what: &str, v: &'a IValue) -> Result<&'a Tensor> {
-        match v {
-            IValue::Tensor(t) => Ok(t),
-            other => Err(Error::InvalidArgument(format!("{op}: saved `{what}` is {}, not a Tensor", other.kind()))),
-        }
-    }
-
-    /// Boxed value `i` (an argument or a result); a call recorded with fewer values than the
-    /// schema has (trailing defaults omitted) is an error, not a panic.
-    pub fn arg<'a>(op: &str, v: &'a [IValue], i: usize) -> Result<&'a IValue> {
-        v.get(i).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "autograd: `{op}` was recorded with {} values; pass every argument (schema defaults included)",
-                v.len()
-            ))
-        })
-    }
-
-    /// A saved tensor: detached (the node must not keep the graph of its outputs alive).
-    pub fn tensor(op: &str, what: &str, v: &IValue) -> Result<Tensor> {
-        Ok(want(op, what, v)?.detach())
-    }
-    pub fn opt_tensor(op: &str, what: &str, v: &IValue) -> Result<Option<Tensor>> {
-        match v {
-            IValue::None => Ok(None),
-            v => tensor(op, what, v).map(Some),
-        }
-    }
-    pub fn tensor_list(op: &str, what: &str, v: &IValue) -> Result<Vec<Tensor>> {
-        match v {
-            IValue::TensorList(ts) => Ok(ts.iter().map(Tensor::detach).collect()),
-            other => Err(Error::InvalidArgument(format!("{op}: saved `{what}` is {}, not Tensor[]", other.kind()))),
-        }
-    }
-    pub fn value<T: FromIValue>(op: &str, v: &IValue) -> Result<T> {
-        T::from_ivalue(op, v.clone())
-    }
-    fn ints(xs: &[usize]) -> Vec<i64> {
-        xs.iter().map(|&x| x as i64).collect()
-    }
-    pub fn sizes(op: &str, v: &IValue) -> Result<Vec<i64>> {
-        Ok(ints(want(op, "sizes", v)?.sizes()))
-    }
-    pub fn sizes_opt(op: &str, v: &IValue) -> Result<Option<Vec<i64>>> {
-        match v {
-            IValue::None => Ok(None),
-            v => sizes(op, v).map(Some),
-        }
-    }
-    pub fn strides(op: &str, v: &IValue) -> Result<Vec<i64>> {
-        Ok(ints(want(op, "strides", v)?.strides()))
-    }
-    pub fn scalar_type(op: &str, v: &IValue) -> Result<DType> {
-        Ok(want(op, "scalar_type", v)?.dtype())
-    }
-    pub fn layout(op: &str, v: &IValue) -> Result<Layout> {
-        want(op, "layout", v).map(|_| Layout::Strided)
-    }
-    pub fn dim(op: &str, v: &IValue) -> Result<i64> {
-        Ok(want(op, "dim", v)?.dim() as i64)
-    }
-    pub fn numel(op: &str, v: &IValue) -> Result<i64> {
-        Ok(want(op, "numel", v)?.numel() as i64)
-    }
-    pub fn size(op: &str, v: &IValue, k: i64) -> Result<i64> {
-        Ok(want(op, "size", v)?.size(k)? as i64)
-    }
-    pub fn list_sizes(op: &str, v: &IValue) -> Result<Vec<Vec<i64>>> {
-        match v {
-            IValue::TensorList(ts) => Ok(ts.iter().map(|t| ints(t.sizes())).collect()),
-            other => Err(Error::InvalidArgument(format!("{op}: expected Tensor[], got {}", other.kind()))),
-        }
-    }
-    pub fn list_scalar_types(op: &str, v: &IValue) -> Result<Vec<DType>> {
-        match v {
-            IValue::TensorList(ts) => Ok(ts.iter().map(Tensor::dtype).collect()),
-            other => Err(Error::InvalidArgument(format!("{op}: expected Tensor[], got {}", other.kind()))),
-        }
-    }
-    pub fn options(op: &str, v: &IValue) -> Result<TensorOptions> {
-        Ok(TensorOptions::of(want(op, "options", v)?))
-    }
-    pub fn info(op: &str, v: &IValue) -> Result<TensorInfo> {
-        let t = want(op, "info", v)?;
-        Ok(TensorInfo { sizes: ints(t.sizes()), options: TensorOptions::of(t) })
-    }
-    pub fn geometry(op: &str, v: &IValue) -> Result<TensorGeometry> {
-        let t = want(op, "geometry", v)?;
-        Ok(TensorGeometry {
-            sizes: ints(t.sizes()),
-            strides: ints(t.strides()),
-            storage_offset: t.storage_offset() as i64,
-            options: TensorOptions::of(t),
-        })
-    }
-    /// A saved value the generator cannot capture from the boxed call.
-    pub fn unsupported(op: &str, what: &str) -> Error {
-        Error::Unsupported(format!(
-            "autograd: cannot record `{op}`: its backward saves `{what}`, which the engine does not capture"
-        ))
-    }
 }

@@ -3,7 +3,7 @@
 //! indices (cumsum, any, max/min over a dim, var, sort, topk), nonzero, convolution, pooling and
 //! the batch / group norms.
 //!
-//! Same conventions as the rest of [`crate::ops`]: device inputs are copied to the host
+//! Same conventions as the rest of [`crate::reference`]: device inputs are copied to the host
 //! ([`on_host`]), floating math runs in f64 and is rounded once to the result dtype; data
 //! movement copies element bytes, so every dtype (bool and the integers included) is exact.
 
@@ -66,6 +66,7 @@ fn usize_list(name: &str, v: &[i64]) -> Result<Vec<usize>> {
 /// `torch.masked_scatter(x, mask, source)`: `x` with the positions where `mask` (broadcast to `x`'s
 /// shape) is true replaced, in row-major order, by `source`'s leading elements (read row-major).
 /// Joined Core ATen in PyTorch 2.7. Exact for every dtype.
+/// xirang-fallback: masked_scatter
 pub fn masked_scatter(x: &Tensor, mask: &Tensor, source: &Tensor) -> Result<Tensor> {
     if mask.dtype() != DType::Bool {
         return dtype_err(format!(
@@ -102,6 +103,7 @@ pub fn masked_scatter(x: &Tensor, mask: &Tensor, source: &Tensor) -> Result<Tens
 }
 
 /// `torch.flip(x, dims)`.
+/// xirang-fallback: flip
 pub fn flip(x: &Tensor, dims: &[i64]) -> Result<Tensor> {
     let nd = x.dim();
     let mut flipped = vec![false; nd.max(1)];
@@ -123,6 +125,7 @@ pub fn flip(x: &Tensor, dims: &[i64]) -> Result<Tensor> {
 
 /// `Tensor.repeat(repeats)`: `repeats` has at least `x.dim()` entries; leading extra ones add
 /// dimensions.
+/// xirang-fallback: repeat
 pub fn repeat(x: &Tensor, repeats: &[i64]) -> Result<Tensor> {
     if repeats.len() < x.dim() {
         return arg_err("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor");
@@ -140,6 +143,7 @@ pub fn repeat(x: &Tensor, repeats: &[i64]) -> Result<Tensor> {
 
 /// `constant_pad_nd(x, pad, value)`: `pad` holds (before, after) pairs from the last dimension
 /// backwards; negative amounts crop.
+/// xirang-fallback: constant_pad_nd
 pub fn constant_pad_nd(x: &Tensor, pad: &[i64], value: Scalar) -> Result<Tensor> {
     if !pad.len().is_multiple_of(2) {
         return arg_err(format!("Length of pad must be even but instead it equals {}", pad.len()));
@@ -270,6 +274,7 @@ pub fn scatter(x: &Tensor, dim: i64, index: &Tensor, src: super::Rhs) -> Result<
 
 /// `torch.slice_scatter(x, src, dim, start, end, step)`: a copy of `x` with `src` written into
 /// the slice.
+/// xirang-fallback: slice_scatter
 pub fn slice_scatter(
     x: &Tensor,
     src: &Tensor,
@@ -292,6 +297,7 @@ pub fn slice_scatter(
 }
 
 /// `torch.select_scatter(x, src, dim, index)`.
+/// xirang-fallback: select_scatter
 pub fn select_scatter(x: &Tensor, src: &Tensor, dim: i64, index: i64) -> Result<Tensor> {
     let out = x.clone_contiguous()?;
     let view = out.select(dim, index)?;
@@ -416,6 +422,7 @@ fn advanced_index(xs: &[usize], indices: &[Option<Tensor>]) -> Result<(Vec<usize
 }
 
 /// `x[indices]` (`index.Tensor`).
+/// xirang-fallback: index.Tensor
 pub fn index(x: &Tensor, indices: &[Option<Tensor>]) -> Result<Tensor> {
     let mut ins: Vec<&Tensor> = vec![x];
     ins.extend(indices.iter().flatten());
@@ -463,6 +470,7 @@ pub fn index_put(x: &Tensor, indices: &[Option<Tensor>], values: &Tensor, accumu
 }
 
 /// `torch.nonzero(x)`: `[n, x.dim()]` int64 indices of the non-zero elements, row-major.
+/// xirang-fallback: nonzero
 pub fn nonzero(x: &Tensor) -> Result<Tensor> {
     on_host1("nonzero", &[x], |h| {
         let s = h[0].sizes().to_vec();
@@ -515,6 +523,7 @@ fn unrows(v: Vec<f64>, x_sizes: &[usize], dim: usize, n: usize, perm: &[i64], d:
 }
 
 /// `torch.cumsum(x, dim, dtype)`: integral and bool inputs accumulate in int64.
+/// xirang-fallback: cumsum
 pub fn cumsum(x: &Tensor, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
     let od = dtype.unwrap_or(x.dtype().sum_dtype());
     let d = wrap_dim(dim, x.dim())?;
@@ -560,6 +569,7 @@ pub fn cumsum(x: &Tensor, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
 
 /// `torch.any(x, dims, keepdim)`: bool result (uint8 for uint8 input, as PyTorch); `None` or
 /// empty `dims` reduce everything.
+/// xirang-fallback: any.dims
 pub fn any(x: &Tensor, dims: Option<&[i64]>, keepdim: bool) -> Result<Tensor> {
     let od = if x.dtype() == DType::U8 { DType::U8 } else { DType::Bool };
     on_host1("any", &[x], |h| {
@@ -840,6 +850,7 @@ pub fn max_pool2d_with_indices(
 
 /// `avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)`:
 /// the n-d average pooling of `core_aten_more` (floating dtypes and int64).
+/// xirang-fallback: avg_pool2d
 pub fn avg_pool2d(
     x: &Tensor,
     kernel: &[i64],
@@ -1048,6 +1059,7 @@ pub fn group_norm(
 
 /// `clamp.Tensor(x, min, max)`: `min(max(x, min), max)` with broadcasting and type promotion; NaN
 /// in any operand gives NaN.
+/// xirang-fallback: clamp.Tensor
 pub fn clamp_tensor(x: &Tensor, min: Option<&Tensor>, max: Option<&Tensor>) -> Result<Tensor> {
     if min.is_none() && max.is_none() {
         return arg_err("torch.clamp: At least one of 'min' or 'max' must not be None");
@@ -1118,6 +1130,7 @@ pub fn arange(start: Scalar, end: Scalar, step: Scalar, dtype: Option<DType>) ->
 
 /// `Tensor.diagonal(offset, dim1, dim2)`: a view (no copy) of the diagonal, appended as the last
 /// dimension.
+/// xirang-fallback: diagonal
 pub fn diagonal(x: &Tensor, offset: i64, dim1: i64, dim2: i64) -> Result<Tensor> {
     let nd = x.dim();
     let (d1, d2) = (wrap_dim(dim1, nd)?, wrap_dim(dim2, nd)?);
@@ -1167,6 +1180,7 @@ pub fn split_with_sizes(x: &Tensor, split_sizes: &[i64], dim: i64) -> Result<Vec
 }
 
 /// `Tensor.squeeze(dims)`: a view without the listed dimensions of size 1.
+/// xirang-fallback: squeeze.dims
 pub fn squeeze_dims(x: &Tensor, dims: &[i64]) -> Result<Tensor> {
     let nd = x.dim();
     let mut drop = vec![false; nd];
@@ -1260,6 +1274,7 @@ pub fn pad_nd(x: &Tensor, pad: &[i64], mode: PadMode) -> Result<Tensor> {
 
 /// `adaptive_avg_pool{1,2,3}d` over the last `output_size.len()` dimensions: window `i` of an
 /// input length `n` and output length `m` is `[floor(i n / m), ceil((i + 1) n / m))`.
+/// xirang-fallback: _adaptive_avg_pool2d, _adaptive_avg_pool3d, adaptive_avg_pool1d
 pub fn adaptive_avg_pool(x: &Tensor, output_size: &[i64]) -> Result<Tensor> {
     let k = output_size.len();
     super::require_float("adaptive_avg_pool", x.dtype())?;
@@ -1308,6 +1323,7 @@ pub fn adaptive_avg_pool(x: &Tensor, output_size: &[i64]) -> Result<Tensor> {
 
 /// `avg_pool1d(x, kernel_size, stride, padding, ceil_mode, count_include_pad)`: `avg_pool2d`
 /// over a height of 1.
+/// xirang-fallback: avg_pool1d
 pub fn avg_pool1d(
     x: &Tensor,
     kernel: &[i64],
@@ -1629,6 +1645,7 @@ pub fn cdist(x1: &Tensor, x2: &Tensor, p: f64) -> Result<Tensor> {
 }
 
 /// `_pdist_forward(x, p)`: the distances between the rows of `[N, M]`, upper triangle, row-major.
+/// xirang-fallback: _pdist_forward
 pub fn pdist(x: &Tensor, p: f64) -> Result<Tensor> {
     if x.dim() != 2 {
         return shape_err(format!("pdist only supports 2D tensors, got: {}D", x.dim()));
@@ -1648,6 +1665,7 @@ pub fn pdist(x: &Tensor, p: f64) -> Result<Tensor> {
 /// `scatter_reduce.two(x, dim, index, src, reduce, include_self)`: `reduce` is `sum`, `prod`,
 /// `mean`, `amax` or `amin`; without `include_self` the scattered-to elements start from the
 /// first scattered value (positions nothing is scattered to keep `x`'s value).
+/// xirang-fallback: scatter_reduce.two
 pub fn scatter_reduce(
     x: &Tensor,
     dim: i64,
@@ -1735,6 +1753,7 @@ pub fn scatter_reduce(
 
 /// `_adaptive_avg_pool2d_backward(grad_output, x)`: each output's gradient spread evenly over
 /// its adaptive window.
+/// xirang-fallback: _adaptive_avg_pool2d_backward
 pub fn adaptive_avg_pool2d_backward(grad_output: &Tensor, x: &Tensor) -> Result<Tensor> {
     if !(3..=4).contains(&x.dim()) || grad_output.dim() != x.dim() {
         return shape_err("_adaptive_avg_pool2d_backward: expected 3-d or 4-d input and grad_output");

@@ -1,5 +1,11 @@
-//! The runtime: a driver, its devices renumbered to `0..n`, and the
+//! The runtime: a driver, its devices renumbered to `0..n` (ascending physical id), and the
 //! current device.
+//!
+//! The current device here is one index per [`Runtime`], shared by every thread that holds it
+//! (a Rust program that drives several devices passes contexts explicitly). PyTorch's current
+//! device is per thread, as CUDA's: the bridge keeps that one itself (`xirang-bridge`'s
+//! `devices::current`) and does not read this one. [`Runtime::set_current_device`] also makes the
+//! device current in the driver, which for ACL (`aclrtSetDevice`) is the calling thread's only.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -79,9 +85,12 @@ impl Runtime {
             Device::Cpu => Err(Error::InvalidArgument("cpu has no device context".into())),
         }
     }
+    /// This runtime's current device (shared by all threads; see the module docs).
     pub fn current_device(&self) -> usize {
         self.inner.current.load(Ordering::Relaxed)
     }
+    /// Sets this runtime's current device for every thread, and makes it current in the driver on
+    /// the calling thread (`aclrtSetDevice` is per thread).
     pub fn set_current_device(&self, index: usize) -> Result<()> {
         let ctx = self.device(index)?;
         self.inner.driver.set_device(ctx.physical_id())?;

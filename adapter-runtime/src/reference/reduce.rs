@@ -78,6 +78,7 @@ fn chunks_map<T: Send + Sync, U: Send>(
 /// `torch.sum(x, dim, keepdim, dtype)`: integral and bool inputs sum in
 /// (and return) int64 unless `dtype` says otherwise; the input is cast to
 /// `dtype` first.
+/// xirang-fallback: sum.dim_IntList
 pub fn sum(x: &Tensor, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
     let od = dtype.unwrap_or(x.dtype().sum_dtype());
     on_host1("sum", &[x], |h| {
@@ -113,6 +114,7 @@ pub fn prod(x: &Tensor, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType
 
 /// `torch.mean(x, dim, keepdim, dtype)`: floating dtypes only; the mean of
 /// nothing is NaN.
+/// xirang-fallback: mean.dim
 pub fn mean(x: &Tensor, dims: Option<&[i64]>, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
     let od = dtype.unwrap_or(x.dtype());
     if !od.is_floating() {
@@ -229,11 +231,13 @@ fn arg_extreme(name: &'static str, x: &Tensor, dim: Option<i64>, keepdim: bool, 
 
 /// `torch.argmax(x, dim, keepdim)`: first maximal index; NaN counts as
 /// maximal; `dim=None` flattens.
+/// xirang-fallback: argmax
 pub fn argmax(x: &Tensor, dim: Option<i64>, keepdim: bool) -> Result<Tensor> {
     arg_extreme("argmax", x, dim, keepdim, true)
 }
 
 /// `torch.argmin(x, dim, keepdim)`: first minimal index; NaN counts as minimal.
+/// xirang-fallback: argmin
 pub fn argmin(x: &Tensor, dim: Option<i64>, keepdim: bool) -> Result<Tensor> {
     arg_extreme("argmin", x, dim, keepdim, false)
 }

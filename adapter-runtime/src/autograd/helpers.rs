@@ -2,7 +2,7 @@
 //! `FunctionsManual.cpp` functions and the engine's `sum_to`, over the operator front-ends
 //! (`generated::ops::aten`) and the host reference ops. Real dtypes only: `conj` is the identity.
 
-use crate::autograd::{TensorGeometry, TensorInfo, TensorOptions};
+use super::node::{TensorGeometry, TensorInfo, TensorOptions};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
 use crate::generated::ops::{AtenOps, aten};

@@ -48,15 +48,15 @@ impl Error {
     }
 }
 
-pub(crate) fn shape_err<T>(msg: impl Into<String>) -> Result<T> {
+pub fn shape_err<T>(msg: impl Into<String>) -> Result<T> {
     Err(Error::Shape(msg.into()))
 }
-pub(crate) fn dtype_err<T>(msg: impl Into<String>) -> Result<T> {
+pub fn dtype_err<T>(msg: impl Into<String>) -> Result<T> {
     Err(Error::DType(msg.into()))
 }
-pub(crate) fn index_err<T>(msg: impl Into<String>) -> Result<T> {
+pub fn index_err<T>(msg: impl Into<String>) -> Result<T> {
     Err(Error::Index(msg.into()))
 }
-pub(crate) fn arg_err<T>(msg: impl Into<String>) -> Result<T> {
+pub fn arg_err<T>(msg: impl Into<String>) -> Result<T> {
     Err(Error::InvalidArgument(msg.into()))
 }

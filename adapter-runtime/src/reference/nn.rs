@@ -355,6 +355,7 @@ pub fn dropout(x: &Tensor, p: f64, train: bool, generator: &mut Generator) -> Re
 
 /// `native_dropout_backward(grad, mask, scale)` = `grad * mask * scale`
 /// with `scale = 1 / (1 - p)`.
+/// xirang-fallback: native_dropout_backward
 pub fn dropout_backward(grad: &Tensor, mask: &Tensor, scale: f64) -> Result<Tensor> {
     if mask.dtype() != DType::Bool {
         return dtype_err("Mask should be Bool Scalar Type");

@@ -2,7 +2,7 @@
 //! (`generated::forward`).
 //!
 //! ```ignore
-//! use xirang_runtime::forward_ad;
+//! use xirang_runtime::autograd::forward;
 //! let _level = forward_ad::dual_level(&NpuOps)?;           // `with fwAD.dual_level():`
 //! let x = forward_ad::make_dual(&x, &v)?;                   // primal x, tangent v
 //! let y = ag::exp(&NpuOps, &ag::mul_tensor(&NpuOps, &x, &x)?)?;
@@ -27,7 +27,8 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::autograd::{NodeInfo, Ops, no_grad};
+use super::mode::no_grad;
+use super::node::{NodeInfo, Ops};
 use crate::error::{Error, Result};
 use crate::generated::forward::JVPS;
 use crate::ivalue::IValue;
@@ -158,7 +159,7 @@ pub fn make_dual(primal: &Tensor, tangent: &Tensor) -> Result<Tensor> {
         )));
     }
     let mut t = primal.clone();
-    t.tangent = Some(Arc::new(Tangent { level, tangent: tangent.detach() }));
+    t.set_tangent_slot(Some(Arc::new(Tangent { level, tangent: tangent.detach() })));
     Ok(t)
 }
 
@@ -167,27 +168,20 @@ pub fn make_dual(primal: &Tensor, tangent: &Tensor) -> Result<Tensor> {
 pub fn unpack_dual(t: &Tensor) -> (Tensor, Option<Tensor>) {
     let tangent = tangent_of(t);
     let mut p = t.clone();
-    p.tangent = None;
+    p.set_tangent_slot(None);
     (p, tangent)
 }
 
 /// The tangent of `t` at the active level.
 pub fn tangent_of(t: &Tensor) -> Option<Tensor> {
     let (level, _) = active()?;
-    let x: &Tangent = t.tangent.as_deref()?.downcast_ref()?;
+    let x: &Tangent = t.tangent_slot().as_deref()?.downcast_ref()?;
     (x.level == level).then(|| x.tangent.clone())
 }
 
 /// Whether `t` carries a tangent at the active level.
 pub fn is_dual(t: &Tensor) -> bool {
     tangent_of(t).is_some()
-}
-
-impl Tensor {
-    /// Whether the tensor carries a forward-mode tangent at the active dual level.
-    pub fn is_dual(&self) -> bool {
-        is_dual(self)
-    }
 }
 
 /// Whether a differentiable input (`info.inputs`) of a call is dual.
@@ -233,7 +227,7 @@ pub(crate) fn propagate(info: &NodeInfo, args: &[IValue], outs: &mut [IValue]) -
             )));
         }
         let tan = if tan.dtype() == t.dtype() { tan.detach() } else { tan.to_dtype(t.dtype())?.detach() };
-        t.tangent = Some(Arc::new(Tangent { level, tangent: tan }));
+        t.set_tangent_slot(Some(Arc::new(Tangent { level, tangent: tan })));
     }
     Ok(())
 }

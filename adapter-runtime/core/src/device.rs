@@ -100,7 +100,7 @@ struct AllocState {
 
 /// One logical device: driver, physical id, caching allocator, current stream.
 pub struct DeviceContext {
-    pub(crate) driver: Arc<dyn Driver>,
+    pub driver: Arc<dyn Driver>,
     index: usize,
     physical: i32,
     alloc: Mutex<AllocState>,
@@ -118,7 +118,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// A device block owned by a storage; returned to the cache on drop.
 pub struct Block {
-    pub(crate) ctx: Arc<DeviceContext>,
+    pub ctx: Arc<DeviceContext>,
     pub ptr: DevicePtr,
     pub size: usize,
     pub stream: StreamId,
@@ -147,7 +147,7 @@ impl Drop for DeviceContext {
 }
 
 impl DeviceContext {
-    pub(crate) fn new(driver: Arc<dyn Driver>, index: usize, physical: i32) -> DeviceContext {
+    pub fn new(driver: Arc<dyn Driver>, index: usize, physical: i32) -> DeviceContext {
         DeviceContext {
             driver,
             index,

@@ -70,11 +70,13 @@ pub(crate) fn to_common(t: &Tensor, wrapped_scalar: bool, common: DType) -> Resu
 }
 
 /// `torch.add(a, b, alpha=alpha)`.
+/// xirang-fallback: add.Tensor, add.Scalar
 pub fn add<'a>(a: &Tensor, b: impl Into<Rhs<'a>>, alpha: Scalar) -> Result<Tensor> {
     add_sub("add", a, b.into(), alpha, false)
 }
 
 /// `torch.sub(a, b, alpha=alpha)`.
+/// xirang-fallback: sub.Tensor, sub.Scalar
 pub fn sub<'a>(a: &Tensor, b: impl Into<Rhs<'a>>, alpha: Scalar) -> Result<Tensor> {
     add_sub("sub", a, b.into(), alpha, true)
 }
@@ -103,6 +105,7 @@ fn add_sub(name: &'static str, a: &Tensor, b: Rhs<'_>, alpha: Scalar, neg: bool)
 }
 
 /// `torch.mul(a, b)`.
+/// xirang-fallback: mul.Tensor, mul.Scalar
 pub fn mul<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
     binary("mul", a, b.into(), |x, y, d, shape| {
         if d.is_floating() {
@@ -201,6 +204,7 @@ fn powi(a: i64, b: i64) -> i64 {
 }
 
 /// `torch.pow(a, b)`.
+/// xirang-fallback: pow.Tensor_Tensor, pow.Tensor_Scalar
 pub fn pow<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
     let b = b.into();
     if let Rhs::Scalar(s) = b
@@ -223,11 +227,13 @@ pub fn pow<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
 }
 
 /// `torch.maximum` (NaN-propagating).
+/// xirang-fallback: maximum
 pub fn maximum(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     min_max("maximum", a, b, true)
 }
 
 /// `torch.minimum` (NaN-propagating).
+/// xirang-fallback: minimum
 pub fn minimum(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     min_max("minimum", a, b, false)
 }
@@ -286,21 +292,27 @@ fn cmp<T: PartialOrd>(op: CmpOp, p: T, q: T) -> bool {
     }
 }
 
+/// xirang-fallback: eq.Tensor, eq.Scalar
 pub fn eq<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
     compare(CmpOp::Eq, a, b)
 }
+/// xirang-fallback: ne.Tensor, ne.Scalar
 pub fn ne<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
     compare(CmpOp::Ne, a, b)
 }
+/// xirang-fallback: lt.Tensor, lt.Scalar
 pub fn lt<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
     compare(CmpOp::Lt, a, b)
 }
+/// xirang-fallback: le.Tensor, le.Scalar
 pub fn le<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
     compare(CmpOp::Le, a, b)
 }
+/// xirang-fallback: gt.Tensor, gt.Scalar
 pub fn gt<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
     compare(CmpOp::Gt, a, b)
 }
+/// xirang-fallback: ge.Tensor, ge.Scalar
 pub fn ge<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
     compare(CmpOp::Ge, a, b)
 }
@@ -394,38 +406,49 @@ pub fn unary(op: Unary, x: &Tensor) -> Result<Tensor> {
     })
 }
 
+/// xirang-fallback: neg
 pub fn neg(x: &Tensor) -> Result<Tensor> {
     unary(Unary::Neg, x)
 }
+/// xirang-fallback: abs
 pub fn abs(x: &Tensor) -> Result<Tensor> {
     unary(Unary::Abs, x)
 }
+/// xirang-fallback: exp
 pub fn exp(x: &Tensor) -> Result<Tensor> {
     unary(Unary::Exp, x)
 }
+/// xirang-fallback: log
 pub fn log(x: &Tensor) -> Result<Tensor> {
     unary(Unary::Log, x)
 }
+/// xirang-fallback: sqrt
 pub fn sqrt(x: &Tensor) -> Result<Tensor> {
     unary(Unary::Sqrt, x)
 }
+/// xirang-fallback: rsqrt
 pub fn rsqrt(x: &Tensor) -> Result<Tensor> {
     unary(Unary::Rsqrt, x)
 }
+/// xirang-fallback: sigmoid
 pub fn sigmoid(x: &Tensor) -> Result<Tensor> {
     unary(Unary::Sigmoid, x)
 }
+/// xirang-fallback: tanh
 pub fn tanh(x: &Tensor) -> Result<Tensor> {
     unary(Unary::Tanh, x)
 }
+/// xirang-fallback: relu
 pub fn relu(x: &Tensor) -> Result<Tensor> {
     unary(Unary::Relu, x)
 }
+/// xirang-fallback: silu
 pub fn silu(x: &Tensor) -> Result<Tensor> {
     unary(Unary::Silu, x)
 }
 
 /// `gelu(approximate=...)`: `"none"` or `"tanh"`.
+/// xirang-fallback: gelu
 pub fn gelu(x: &Tensor, approximate: &str) -> Result<Tensor> {
     match approximate {
         "none" => unary(Unary::Gelu, x),
@@ -501,6 +524,7 @@ pub fn clamp(x: &Tensor, min: Option<Scalar>, max: Option<Scalar>) -> Result<Ten
 
 /// `torch.where(cond, a, b)`: `cond` must be bool; the result dtype is
 /// `result_type(a, b)`; all three broadcast.
+/// xirang-fallback: where.self
 pub fn where_<'a, 'b>(cond: &Tensor, a: impl Into<Rhs<'a>>, b: impl Into<Rhs<'b>>) -> Result<Tensor> {
     if cond.dtype() != DType::Bool {
         return dtype_err(format!(
@@ -528,6 +552,7 @@ pub fn where_<'a, 'b>(cond: &Tensor, a: impl Into<Rhs<'a>>, b: impl Into<Rhs<'b>
 
 /// `Tensor.masked_fill(mask, value)`: out-of-place; `mask` (bool) must
 /// broadcast to `x`'s shape; the result keeps `x`'s dtype.
+/// xirang-fallback: masked_fill.Scalar
 pub fn masked_fill(x: &Tensor, mask: &Tensor, value: Scalar) -> Result<Tensor> {
     if mask.dtype() != DType::Bool {
         return dtype_err(format!(
@@ -685,69 +710,90 @@ fn predicate_fn(name: &'static str, x: &Tensor, f: fn(f64) -> bool) -> Result<Te
     })
 }
 
+/// xirang-fallback: sin
 pub fn sin(x: &Tensor) -> Result<Tensor> {
     float_fn("sin", x, f64::sin)
 }
+/// xirang-fallback: cos
 pub fn cos(x: &Tensor) -> Result<Tensor> {
     float_fn("cos", x, f64::cos)
 }
+/// xirang-fallback: tan
 pub fn tan(x: &Tensor) -> Result<Tensor> {
     float_fn("tan", x, f64::tan)
 }
+/// xirang-fallback: asin
 pub fn asin(x: &Tensor) -> Result<Tensor> {
     float_fn("asin", x, f64::asin)
 }
+/// xirang-fallback: acos
 pub fn acos(x: &Tensor) -> Result<Tensor> {
     float_fn("acos", x, f64::acos)
 }
+/// xirang-fallback: atan
 pub fn atan(x: &Tensor) -> Result<Tensor> {
     float_fn("atan", x, f64::atan)
 }
+/// xirang-fallback: sinh
 pub fn sinh(x: &Tensor) -> Result<Tensor> {
     float_fn("sinh", x, f64::sinh)
 }
+/// xirang-fallback: cosh
 pub fn cosh(x: &Tensor) -> Result<Tensor> {
     float_fn("cosh", x, f64::cosh)
 }
+/// xirang-fallback: asinh
 pub fn asinh(x: &Tensor) -> Result<Tensor> {
     float_fn("asinh", x, f64::asinh)
 }
+/// xirang-fallback: acosh
 pub fn acosh(x: &Tensor) -> Result<Tensor> {
     float_fn("acosh", x, f64::acosh)
 }
+/// xirang-fallback: atanh
 pub fn atanh(x: &Tensor) -> Result<Tensor> {
     float_fn("atanh", x, f64::atanh)
 }
+/// xirang-fallback: exp2
 pub fn exp2(x: &Tensor) -> Result<Tensor> {
     float_fn("exp2", x, f64::exp2)
 }
+/// xirang-fallback: erf
 pub fn erf(x: &Tensor) -> Result<Tensor> {
     float_fn("erf", x, libm::erf)
 }
+/// xirang-fallback: ceil
 pub fn ceil(x: &Tensor) -> Result<Tensor> {
     rounding_fn("ceil", x, f64::ceil)
 }
+/// xirang-fallback: floor
 pub fn floor(x: &Tensor) -> Result<Tensor> {
     rounding_fn("floor", x, f64::floor)
 }
 /// `round`: halves to even.
+/// xirang-fallback: round
 pub fn round(x: &Tensor) -> Result<Tensor> {
     rounding_fn("round", x, f64::round_ties_even)
 }
+/// xirang-fallback: trunc
 pub fn trunc(x: &Tensor) -> Result<Tensor> {
     rounding_fn("trunc", x, f64::trunc)
 }
+/// xirang-fallback: isnan
 pub fn isnan(x: &Tensor) -> Result<Tensor> {
     predicate_fn("isnan", x, f64::is_nan)
 }
+/// xirang-fallback: isinf
 pub fn isinf(x: &Tensor) -> Result<Tensor> {
     predicate_fn("isinf", x, f64::is_infinite)
 }
+/// xirang-fallback: logical_not
 pub fn logical_not(x: &Tensor) -> Result<Tensor> {
     predicate_fn("logical_not", x, |v| v == 0.0)
 }
 
 /// `sign`: -1, 0 or 1 in the input's dtype (NaN gives 0; bool is unchanged).
+/// xirang-fallback: sign
 pub fn sign(x: &Tensor) -> Result<Tensor> {
     on_host1("sign", &[x], |h| {
         let t = &h[0];
@@ -784,12 +830,15 @@ fn logical_fn(name: &'static str, a: &Tensor, b: &Tensor, f: fn(bool, bool) -> b
         out_b(pmap2(&x, &y, f), &shape)
     })
 }
+/// xirang-fallback: logical_and
 pub fn logical_and(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     logical_fn("logical_and", a, b, |p, q| p && q)
 }
+/// xirang-fallback: logical_or
 pub fn logical_or(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     logical_fn("logical_or", a, b, |p, q| p || q)
 }
+/// xirang-fallback: logical_xor
 pub fn logical_xor(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     logical_fn("logical_xor", a, b, |p, q| p != q)
 }
@@ -803,16 +852,20 @@ fn bitwise_fn(name: &'static str, a: &Tensor, b: Rhs<'_>, f: fn(i64, i64) -> i64
         out_i(pmap2(&i64s(x, shape)?, &i64s(y, shape)?, f), shape, d)
     })
 }
+/// xirang-fallback: bitwise_and.Tensor, bitwise_and.Scalar
 pub fn bitwise_and<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
     bitwise_fn("bitwise_and", a, b.into(), |x, y| x & y)
 }
+/// xirang-fallback: bitwise_or.Tensor, bitwise_or.Scalar
 pub fn bitwise_or<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
     bitwise_fn("bitwise_or", a, b.into(), |x, y| x | y)
 }
+/// xirang-fallback: bitwise_xor.Tensor, bitwise_xor.Scalar
 pub fn bitwise_xor<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
     bitwise_fn("bitwise_xor", a, b.into(), |x, y| x ^ y)
 }
 /// `bitwise_not`: `!x` on integers, logical not on bool (floats are an error).
+/// xirang-fallback: bitwise_not
 pub fn bitwise_not(x: &Tensor) -> Result<Tensor> {
     on_host1("bitwise_not", &[x], |h| {
         let t = &h[0];
@@ -826,6 +879,7 @@ pub fn bitwise_not(x: &Tensor) -> Result<Tensor> {
 }
 
 /// `atan2(self, other)`: integral inputs promote to the default float dtype.
+/// xirang-fallback: atan2
 pub fn atan2(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     binary("atan2", a, Rhs::Tensor(b), |x, y, d, shape| {
         let od = if d.is_floating() { d } else { DEFAULT_FLOAT };
@@ -856,9 +910,11 @@ fn modulo(name: &'static str, a: &Tensor, b: Rhs<'_>, python: bool) -> Result<Te
         }
     })
 }
+/// xirang-fallback: fmod.Tensor, fmod.Scalar
 pub fn fmod<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
     modulo("fmod", a, b.into(), false)
 }
+/// xirang-fallback: remainder.Tensor, remainder.Scalar
 pub fn remainder<'a>(a: &Tensor, b: impl Into<Rhs<'a>>) -> Result<Tensor> {
     modulo("remainder", a, b.into(), true)
 }

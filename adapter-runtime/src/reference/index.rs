@@ -68,6 +68,7 @@ pub fn cat(tensors: &[&Tensor], dim: i64) -> Result<Tensor> {
 }
 
 /// `torch.index_select(x, dim, index)`: `index` is 1-D (or 0-dim) int64/int32.
+/// xirang-fallback: index_select
 pub fn index_select(x: &Tensor, dim: i64, index: &Tensor) -> Result<Tensor> {
     check_index_dtype("index_select", index, true)?;
     if index.dim() > 1 {
@@ -204,6 +205,7 @@ pub fn gather(x: &Tensor, dim: i64, index: &Tensor) -> Result<Tensor> {
 
 /// `Tensor.scatter_add(dim, index, src)` (out-of-place):
 /// `out[index[i][j]][j] += src[i][j]` (dim 0).
+/// xirang-fallback: scatter_add
 pub fn scatter_add(x: &Tensor, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
     check_index_dtype("scatter_add", index, false)?;
     if src.dtype() != x.dtype() {

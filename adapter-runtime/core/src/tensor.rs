@@ -12,22 +12,22 @@ use crate::runtime::Runtime;
 use crate::shape;
 
 /// Where the bytes are.
-pub(crate) enum StorageData {
+pub enum StorageData {
     Host(RwLock<Vec<u8>>),
     Device(Block),
 }
 
 /// Reference-counted untyped storage (opaque outside the runtime: see [`Storage::into_arc`]).
 pub struct StorageImpl {
-    pub(crate) data: StorageData,
-    pub(crate) nbytes: usize,
+    pub data: StorageData,
+    pub nbytes: usize,
     /// Version counter shared by every view of the storage: bumped by in-place writes, read by
     /// autograd to detect saved tensors modified before backward (as PyTorch's).
-    pub(crate) version: std::sync::atomic::AtomicU64,
+    pub version: std::sync::atomic::AtomicU64,
 }
 
 impl StorageImpl {
-    pub(crate) fn new(data: StorageData, nbytes: usize) -> StorageImpl {
+    pub fn new(data: StorageData, nbytes: usize) -> StorageImpl {
         StorageImpl { data, nbytes, version: std::sync::atomic::AtomicU64::new(0) }
     }
 }
@@ -123,11 +123,30 @@ pub struct Tensor {
     pub(crate) tangent: Attached,
 }
 
+impl Tensor {
+    /// Autograd's slot (only `xirang_runtime::autograd` reads and writes it).
+    pub fn autograd_slot(&self) -> &Attached {
+        &self.autograd
+    }
+    /// Sets autograd's slot.
+    pub fn set_autograd_slot(&mut self, v: Attached) {
+        self.autograd = v;
+    }
+    /// Forward-mode autograd's slot (only `xirang_runtime::autograd::forward` reads and writes it).
+    pub fn tangent_slot(&self) -> &Attached {
+        &self.tangent
+    }
+    /// Sets forward-mode autograd's slot.
+    pub fn set_tangent_slot(&mut self, v: Attached) {
+        self.tangent = v;
+    }
+}
+
 /// What a higher layer attaches to a tensor handle (autograd's metadata, a forward-mode tangent),
 /// untyped here as PyTorch's `TensorImpl` holds an `AutogradMetaInterface`: the autograd engine
 /// depends on `tensor`, `tensor` does not depend on the engine. Each slot has one owner module,
 /// which keeps one type in it and reads it back with `downcast_ref`.
-pub(crate) type Attached = Option<Arc<dyn std::any::Any + Send + Sync>>;
+pub type Attached = Option<Arc<dyn std::any::Any + Send + Sync>>;
 
 /// The one storage of every undefined tensor.
 fn undefined_storage() -> &'static Arc<StorageImpl> {
@@ -224,7 +243,7 @@ impl Tensor {
     /// `stream`. Work queued on that stream runs before any later use of the block (a freed block
     /// is handed only to allocations on its own stream, and the driver's free waits for the
     /// device), so a kernel launched there need not keep the tensor alive.
-    pub(crate) fn is_stream_ordered_on(&self, ctx: &Arc<DeviceContext>, stream: crate::driver::StreamId) -> bool {
+    pub fn is_stream_ordered_on(&self, ctx: &Arc<DeviceContext>, stream: crate::driver::StreamId) -> bool {
         match &self.storage.data {
             StorageData::Device(b) => b.size > 0 && b.stream == stream && Arc::ptr_eq(&b.ctx, ctx),
             StorageData::Host(_) => false,
@@ -664,6 +683,20 @@ impl Tensor {
         Ok(self.with_meta(sz, st, self.offset))
     }
 
+    /// Whether gradients flow to or through this tensor (autograd's metadata is attached; the
+    /// rest of autograd's methods are `xirang_runtime::autograd::TensorAutograd`).
+    pub fn requires_grad(&self) -> bool {
+        self.autograd.is_some()
+    }
+
+    /// The same data without autograd history or forward-mode tangent (`detach()`).
+    pub fn detach(&self) -> Tensor {
+        let mut t = self.clone();
+        t.autograd = None;
+        t.tangent = None;
+        t
+    }
+
     /// A contiguous tensor with the same values (self if already contiguous).
     pub fn contiguous(&self) -> Result<Tensor> {
         if self.is_contiguous() {
@@ -675,15 +708,38 @@ impl Tensor {
 
     /// A fresh contiguous copy on the same device (`Tensor.clone()`).
     pub fn clone_contiguous(&self) -> Result<Tensor> {
-        if self.device_ctx().is_some() {
-            // on the device, as a kernel on the current stream: no host round trip
-            return crate::kernels::index::strided_copy(self);
+        if let Some(ctx) = self.device_ctx() {
+            // on the device, on the current stream: no host round trip
+            return self.copy_strided_on(ctx);
         }
         let host = Tensor::from_bytes(self.gather_bytes()?, &self.sizes, self.dtype)?;
         match self.device_ctx() {
             None => Ok(host),
             Some(ctx) => host.to_ctx(ctx),
         }
+    }
+
+    /// A contiguous copy of this device tensor made by the driver on `ctx`'s current stream
+    /// ([`Driver::copy_strided`](crate::driver::Driver::copy_strided)). The source stays alive
+    /// with the copy unless it is ordered on that stream (its block then goes back to the
+    /// stream's cache, and whatever reuses it is queued after the copy).
+    fn copy_strided_on(&self, ctx: &Arc<DeviceContext>) -> Result<Tensor> {
+        let out = Tensor::empty_on(ctx, &self.sizes, self.dtype)?;
+        if self.numel() == 0 {
+            return Ok(out);
+        }
+        let view = crate::driver::StridedView {
+            sizes: self.sizes.to_vec(),
+            strides: self.strides.to_vec(),
+            elem_size: self.dtype.size(),
+        };
+        let stream = ctx.current_stream();
+        let keep: Box<dyn std::any::Any + Send> =
+            if self.is_stream_ordered_on(ctx, stream) { Box::new(()) } else { Box::new(self.storage.clone()) };
+        let driver = ctx.driver();
+        driver.collect_finished_batch();
+        driver.copy_strided(ctx.physical_id(), stream, self.data_ptr()?, view, out.data_ptr()?, keep)?;
+        Ok(out)
     }
 
     // ------------------------------------------------------------ data
@@ -938,7 +994,7 @@ impl Tensor {
     }
 }
 
-pub(crate) fn store_scalar(b: &mut [u8], dtype: DType, i: usize, v: Scalar) {
+pub fn store_scalar(b: &mut [u8], dtype: DType, i: usize, v: Scalar) {
     match v {
         Scalar::Float(f) => store_f64(b, dtype, i, f),
         Scalar::Int(x) => store_i64(b, dtype, i, x),

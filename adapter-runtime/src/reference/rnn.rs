@@ -2,7 +2,7 @@
 //! takes the fused path for CUDA, XPU and PrivateUse1 inputs): `_thnn_fused_lstm_cell`,
 //! `_thnn_fused_gru_cell` and their backwards. PyTorch has no CPU kernel for them (only CUDA and
 //! XPU), so the CPU fallback can never serve them; the device kernels
-//! ([`crate::kernels::rnn`]) and the host reference tier (`host.rs`) both compute with the
+//! ([`crate::kernels::rnn`]) and the host reference tier (`reference/`) both compute with the
 //! functions here, in f64, with the layouts of `aten/src/ATen/native/cuda/RNN.cu`:
 //!
 //! * LSTM: gates `[B, 4H]` in the order input, forget, cell, output; the workspace is the four

@@ -2,7 +2,7 @@
 //! bags (`_embedding_bag`), 3-d pooling (`avg_pool3d`, `max_pool3d_with_indices`, on a pooling
 //! window engine for any number of spatial dimensions), `col2im` and `grid_sampler_2d`.
 //!
-//! Same conventions as [`crate::ops`]: device inputs are copied to the host ([`on_host`]),
+//! Same conventions as [`crate::reference`]: device inputs are copied to the host ([`on_host`]),
 //! floating math runs in f64 and is rounded once to the result dtype; selections (max pooling,
 //! `max` bags, nearest sampling) return input values unchanged, so they are exact in every dtype.
 //!
@@ -557,6 +557,7 @@ pub fn max_pool3d_with_indices(
 /// `avg_pool3d(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
 /// divisor_override)` over `[N, C, D, H, W]` or `[C, D, H, W]`. Floating dtypes and int64 (PyTorch's
 /// CPU kernel has f32, f64 and int64; f16/bf16 are computed like the others, in f64).
+/// xirang-fallback: avg_pool3d
 pub fn avg_pool3d(
     x: &Tensor,
     kernel: &[i64],
@@ -740,6 +741,7 @@ fn compute_coordinates(x: f64, size: usize, padding_mode: i64, align_corners: bo
 /// ATen's `GridSampler.h` formulas, in f64 and rounded once (PyTorch computes positions and
 /// weights in the input dtype: for f16/bf16 its own result differs from the exact one wherever
 /// a position is not exactly representable).
+/// xirang-fallback: grid_sampler_2d
 pub fn grid_sampler_2d(
     input: &Tensor,
     grid: &Tensor,

@@ -1,4 +1,14 @@
-//! Host reference implementations: the CPU-fallback tier.
+//! The host reference tier: every operator's reference implementation on the host, which the
+//! CPU-fallback tier runs, the precision suite compares device kernels with, and recipes and
+//! backward formulas may call.
+//!
+//! A function whose arguments are its operator's schema arguments (`mm(self, mat2)`,
+//! `add(self, other, alpha)`) carries the operator's marker itself, `/// xirang-fallback: <op>`,
+//! and `xirang-scan generate` attaches it as that operator's fallback
+//! (`generated/ops_fallback.rs`, by its path: `crate::reference::linalg::mm`). [`schema`] holds
+//! the entry points of the operators whose schema arguments differ from the reference function's
+//! (reduction enums, rounding-mode strings, sizes as `i64`, in-place and out= forms, factories
+//! placed on a device): only those that adapt something.
 //!
 //! Every public op accepts host or device tensors. Device inputs are copied
 //! to the host, the reference implementation runs, and results are copied
@@ -12,15 +22,16 @@
 //! accumulates f16/bf16 in f32 and f32 in f32 with cascade summation), so
 //! golden comparisons use tolerances. Integer arithmetic wraps like C++.
 
-mod activation_bwd;
-mod core_aten;
-mod core_aten_more;
-mod elementwise;
-mod index;
-mod linalg;
-mod nn;
-mod reduce;
+pub mod activation_bwd;
+pub mod core_aten;
+pub mod core_aten_more;
+pub mod elementwise;
+pub mod index;
+pub mod linalg;
+pub mod nn;
+pub mod reduce;
 pub mod rnn;
+pub mod schema;
 
 pub use activation_bwd::*;
 pub use core_aten::*;

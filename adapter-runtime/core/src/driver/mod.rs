@@ -17,10 +17,13 @@
 pub mod acl;
 /// The driver table `xirang-scan generate` writes from the vendor headers and `xirang.toml
 /// [driver]` (also named `crate::generated::driver`).
-#[path = "../../../generated/driver.rs"]
+#[path = "../../../../generated/driver.rs"]
 pub mod table;
 
+use std::any::Any;
+
 use crate::error::Result;
+use crate::shape;
 
 /// An opaque device address. Never dereferenced on the host.
 pub type DevicePtr = u64;
@@ -77,6 +80,62 @@ pub type MapBody<'a> = dyn FnMut(&[&[u8]], &mut [&mut [u8]]) + 'a;
 /// hand a finished kernel back to be dropped on a launching thread
 /// ([`Driver::collect_finished`]) instead of freeing its captures on the stream's worker.
 pub type Kernel = Box<dyn FnMut(&dyn KernelMemory) -> Result<()> + Send + 'static>;
+
+/// A strided view to copy into a contiguous buffer: sizes and strides in elements, from the view's
+/// first element, and the element size in bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StridedView {
+    pub sizes: Vec<usize>,
+    pub strides: Vec<usize>,
+    pub elem_size: usize,
+}
+
+impl StridedView {
+    /// Bytes the view spans in its storage, from its first element.
+    pub fn span_bytes(&self) -> usize {
+        shape::storage_extent(&self.sizes, &self.strides, 0) * self.elem_size
+    }
+
+    /// Bytes of the contiguous copy.
+    pub fn dense_bytes(&self) -> usize {
+        shape::numel(&self.sizes) * self.elem_size
+    }
+}
+
+/// Results below this many bytes are copied through [`KernelMemory::read`] even when the
+/// driver maps device memory (mapping costs more than it saves for a few pages).
+const MAP_MIN_BYTES: usize = 1 << 12;
+
+/// The default [`Driver::copy_strided`]: a kernel that walks the view on the device, one inner
+/// run at a time, on mapped memory when the driver maps it, else through one read and one write.
+pub fn strided_copy_kernel(src: DevicePtr, view: StridedView, dst: DevicePtr, keep: Box<dyn Any + Send>) -> Kernel {
+    Box::new(move |mem| {
+        // `keep` lives as long as the kernel box
+        let _ = &keep;
+        let (span, n, es) = (view.span_bytes(), view.dense_bytes(), view.elem_size);
+        if n == 0 {
+            return Ok(());
+        }
+        let mut ran = false;
+        if n >= MAP_MIN_BYTES {
+            let mapped = mem.with_mapped(&[(src, span)], &[(dst, n)], &mut |ins, outs| {
+                if let (Some(x), Some(o)) = (ins.first(), outs.get_mut(0)) {
+                    shape::gather_strided(x, es, &view.sizes, &view.strides, o);
+                    ran = true;
+                }
+            })?;
+            ran &= mapped;
+        }
+        if !ran {
+            let mut x = vec![0u8; span];
+            mem.read(src, &mut x)?;
+            let mut o = vec![0u8; n];
+            shape::gather_strided(&x, es, &view.sizes, &view.strides, &mut o);
+            mem.write(dst, &o)?;
+        }
+        Ok(())
+    })
+}
 
 /// Device operations the runtime needs from a vendor driver.
 pub trait Driver: Send + Sync {
@@ -136,6 +195,24 @@ pub trait Driver: Send + Sync {
 
     /// Enqueue a kernel on `stream`.
     fn launch_kernel(&self, device: i32, stream: StreamId, kernel: Kernel) -> Result<()>;
+
+    /// Enqueue on `stream` the copy of the strided view at `src` into the contiguous buffer at
+    /// `dst`: the one device computation the tensor layer needs (`contiguous()`, `clone()`), the
+    /// device's operation as candle's `BackendStorage::copy_strided_src` is the backend's. The
+    /// default launches [`strided_copy_kernel`]; a driver with a strided-copy engine (CUDA's
+    /// `cudaMemcpy3DAsync`, CANN's ViewCopy) overrides it. `keep` (what must outlive the copy)
+    /// is dropped once the copy has run.
+    fn copy_strided(
+        &self,
+        device: i32,
+        stream: StreamId,
+        src: DevicePtr,
+        view: StridedView,
+        dst: DevicePtr,
+        keep: Box<dyn Any + Send>,
+    ) -> Result<()> {
+        self.launch_kernel(device, stream, strided_copy_kernel(src, view, dst, keep))
+    }
 
     /// Drops, on the calling thread, the kernels the streams have finished since the last call,
     /// with everything they captured (tensors a kernel kept alive return their blocks to the
