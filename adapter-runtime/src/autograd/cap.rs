@@ -1,108 +1,170 @@
-//! Capture helpers the generated `capture` functions call: a node's saved state read from the
-//! boxed arguments and results of the recorded call.
+//! Capture helpers of the generated nodes' constructors (`generated::autograd::<Op>Backward::new`):
+//! a node's saved state taken from the recorded call's *typed* arguments and results, each as its
+//! field's type. Nothing is boxed or read back by position: the constructor has the operator's
+//! parameters, so a saved value of the wrong type fails to compile in the generated file.
 
 use super::node::*;
-use crate::dtype::DType;
+use crate::device::Device;
+use crate::dtype::{DType, Scalar};
 use crate::error::{Error, Result};
-use crate::ivalue::{FromIValue, IValue, Layout};
+use crate::ivalue::{Generator, Layout, MemoryFormat};
 use crate::tensor::Tensor;
 
-fn want<'a>(op: &str, what: &str, v: &'a IValue) -> Result<&'a Tensor> {
-    match v {
-        IValue::Tensor(t) => Ok(t),
-        other => Err(Error::InvalidArgument(format!("{op}: saved `{what}` is {}, not a Tensor", other.kind()))),
+/// A typed argument or result as the node keeps it: tensors detached (a node must not keep the
+/// graph of its outputs alive), borrowed values owned.
+pub trait Save {
+    type Saved;
+    fn save(self) -> Self::Saved;
+}
+
+/// `v` as the node keeps it ([`Save`]).
+pub fn save<T: Save>(v: T) -> T::Saved {
+    v.save()
+}
+
+macro_rules! save_copy {
+    ($($t:ty),*) => {$(
+        impl Save for $t {
+            type Saved = $t;
+            fn save(self) -> $t {
+                self
+            }
+        }
+        impl Save for Option<$t> {
+            type Saved = Option<$t>;
+            fn save(self) -> Option<$t> {
+                self
+            }
+        }
+    )*};
+}
+save_copy!(i64, f64, bool, Scalar, DType, Layout, MemoryFormat, Device);
+
+impl Save for &Tensor {
+    type Saved = Tensor;
+    fn save(self) -> Tensor {
+        self.detach()
+    }
+}
+impl Save for Option<&Tensor> {
+    type Saved = Option<Tensor>;
+    fn save(self) -> Option<Tensor> {
+        self.map(Tensor::detach)
+    }
+}
+impl Save for &Option<Tensor> {
+    type Saved = Option<Tensor>;
+    fn save(self) -> Option<Tensor> {
+        self.as_ref().map(Tensor::detach)
+    }
+}
+impl Save for &[Tensor] {
+    type Saved = Vec<Tensor>;
+    fn save(self) -> Vec<Tensor> {
+        self.iter().map(Tensor::detach).collect()
+    }
+}
+impl Save for &[Option<Tensor>] {
+    type Saved = Vec<Option<Tensor>>;
+    fn save(self) -> Vec<Option<Tensor>> {
+        self.iter().map(|t| t.as_ref().map(Tensor::detach)).collect()
+    }
+}
+macro_rules! save_list {
+    ($($t:ty),*) => {$(
+        impl Save for &[$t] {
+            type Saved = Vec<$t>;
+            fn save(self) -> Vec<$t> {
+                self.to_vec()
+            }
+        }
+        impl Save for Option<&[$t]> {
+            type Saved = Option<Vec<$t>>;
+            fn save(self) -> Option<Vec<$t>> {
+                self.map(<[$t]>::to_vec)
+            }
+        }
+    )*};
+}
+save_list!(i64, f64, bool, Scalar, String);
+impl Save for &str {
+    type Saved = String;
+    fn save(self) -> String {
+        self.to_string()
+    }
+}
+impl Save for Option<&str> {
+    type Saved = Option<String>;
+    fn save(self) -> Option<String> {
+        self.map(str::to_string)
+    }
+}
+impl Save for &Generator {
+    type Saved = Generator;
+    fn save(self) -> Generator {
+        self.clone()
+    }
+}
+impl Save for Option<&Generator> {
+    type Saved = Option<Generator>;
+    fn save(self) -> Option<Generator> {
+        self.cloned()
     }
 }
 
-/// Boxed value `i` (an argument or a result); a call recorded with fewer values than the
-/// schema has (trailing defaults omitted) is an error, not a panic.
-pub fn arg<'a>(op: &str, v: &'a [IValue], i: usize) -> Result<&'a IValue> {
-    v.get(i).ok_or_else(|| {
-        Error::InvalidArgument(format!(
-            "autograd: `{op}` was recorded with {} values; pass every argument (schema defaults included)",
-            v.len()
-        ))
-    })
+/// An optional tensor a derived value (`weight_sizes`) is read from: the call must have passed one.
+pub fn some<'a>(op: &str, what: &str, t: Option<&'a Tensor>) -> Result<&'a Tensor> {
+    t.ok_or_else(|| Error::InvalidArgument(format!("{op}: its backward saves `{what}` of an absent tensor")))
 }
 
-/// A saved tensor: detached (the node must not keep the graph of its outputs alive).
-pub fn tensor(op: &str, what: &str, v: &IValue) -> Result<Tensor> {
-    Ok(want(op, what, v)?.detach())
-}
-pub fn opt_tensor(op: &str, what: &str, v: &IValue) -> Result<Option<Tensor>> {
-    match v {
-        IValue::None => Ok(None),
-        v => tensor(op, what, v).map(Some),
-    }
-}
-pub fn tensor_list(op: &str, what: &str, v: &IValue) -> Result<Vec<Tensor>> {
-    match v {
-        IValue::TensorList(ts) => Ok(ts.iter().map(Tensor::detach).collect()),
-        other => Err(Error::InvalidArgument(format!("{op}: saved `{what}` is {}, not Tensor[]", other.kind()))),
-    }
-}
-pub fn value<T: FromIValue>(op: &str, v: &IValue) -> Result<T> {
-    T::from_ivalue(op, v.clone())
-}
 fn ints(xs: &[usize]) -> Vec<i64> {
     xs.iter().map(|&x| x as i64).collect()
 }
-pub fn sizes(op: &str, v: &IValue) -> Result<Vec<i64>> {
-    Ok(ints(want(op, "sizes", v)?.sizes()))
+pub fn sizes(t: &Tensor) -> Vec<i64> {
+    ints(t.sizes())
 }
-pub fn sizes_opt(op: &str, v: &IValue) -> Result<Option<Vec<i64>>> {
-    match v {
-        IValue::None => Ok(None),
-        v => sizes(op, v).map(Some),
-    }
+pub fn sizes_opt(t: Option<&Tensor>) -> Option<Vec<i64>> {
+    t.map(sizes)
 }
-pub fn strides(op: &str, v: &IValue) -> Result<Vec<i64>> {
-    Ok(ints(want(op, "strides", v)?.strides()))
+pub fn strides(t: &Tensor) -> Vec<i64> {
+    ints(t.strides())
 }
-pub fn scalar_type(op: &str, v: &IValue) -> Result<DType> {
-    Ok(want(op, "scalar_type", v)?.dtype())
+pub fn scalar_type(t: &Tensor) -> DType {
+    t.dtype()
 }
-pub fn layout(op: &str, v: &IValue) -> Result<Layout> {
-    want(op, "layout", v).map(|_| Layout::Strided)
+pub fn layout(_t: &Tensor) -> Layout {
+    Layout::Strided
 }
-pub fn dim(op: &str, v: &IValue) -> Result<i64> {
-    Ok(want(op, "dim", v)?.dim() as i64)
+pub fn dim(t: &Tensor) -> i64 {
+    t.dim() as i64
 }
-pub fn numel(op: &str, v: &IValue) -> Result<i64> {
-    Ok(want(op, "numel", v)?.numel() as i64)
+pub fn numel(t: &Tensor) -> i64 {
+    t.numel() as i64
 }
-pub fn size(op: &str, v: &IValue, k: i64) -> Result<i64> {
-    Ok(want(op, "size", v)?.size(k)? as i64)
+pub fn size(t: &Tensor, k: i64) -> Result<i64> {
+    Ok(t.size(k)? as i64)
 }
-pub fn list_sizes(op: &str, v: &IValue) -> Result<Vec<Vec<i64>>> {
-    match v {
-        IValue::TensorList(ts) => Ok(ts.iter().map(|t| ints(t.sizes())).collect()),
-        other => Err(Error::InvalidArgument(format!("{op}: expected Tensor[], got {}", other.kind()))),
-    }
+pub fn list_sizes(ts: &[Tensor]) -> Vec<Vec<i64>> {
+    ts.iter().map(sizes).collect()
 }
-pub fn list_scalar_types(op: &str, v: &IValue) -> Result<Vec<DType>> {
-    match v {
-        IValue::TensorList(ts) => Ok(ts.iter().map(Tensor::dtype).collect()),
-        other => Err(Error::InvalidArgument(format!("{op}: expected Tensor[], got {}", other.kind()))),
-    }
+pub fn list_scalar_types(ts: &[Tensor]) -> Vec<DType> {
+    ts.iter().map(Tensor::dtype).collect()
 }
-pub fn options(op: &str, v: &IValue) -> Result<TensorOptions> {
-    Ok(TensorOptions::of(want(op, "options", v)?))
+pub fn options(t: &Tensor) -> TensorOptions {
+    TensorOptions::of(t)
 }
-pub fn info(op: &str, v: &IValue) -> Result<TensorInfo> {
-    let t = want(op, "info", v)?;
-    Ok(TensorInfo { sizes: ints(t.sizes()), options: TensorOptions::of(t) })
+pub fn info(t: &Tensor) -> TensorInfo {
+    TensorInfo { sizes: sizes(t), options: TensorOptions::of(t) }
 }
-pub fn geometry(op: &str, v: &IValue) -> Result<TensorGeometry> {
-    let t = want(op, "geometry", v)?;
-    Ok(TensorGeometry {
-        sizes: ints(t.sizes()),
-        strides: ints(t.strides()),
+pub fn geometry(t: &Tensor) -> TensorGeometry {
+    TensorGeometry {
+        sizes: sizes(t),
+        strides: strides(t),
         storage_offset: t.storage_offset() as i64,
         options: TensorOptions::of(t),
-    })
+    }
 }
-/// A saved value the generator cannot capture from the boxed call.
+/// A saved value the generator cannot capture from the call's arguments and results.
 pub fn unsupported(op: &str, what: &str) -> Error {
     Error::Unsupported(format!(
         "autograd: cannot record `{op}`: its backward saves `{what}`, which the engine does not capture"

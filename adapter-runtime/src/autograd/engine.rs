@@ -174,7 +174,7 @@ fn edge_of(t: &Tensor) -> Option<(Edge, Vec<usize>, DType)> {
 /// with autograd metadata attached to the floating-point tensors. When a differentiable input is
 /// dual, the results first get their tangents from the operator's generated jvp
 /// (`forward_ad::propagate`); the backward node is recorded only if an input requires grad.
-pub fn record(op: &'static str, args: &[IValue], mut outs: Vec<IValue>) -> Result<Vec<IValue>> {
+pub fn record(op: &'static str, args: &[IValue], mut outs: Vec<IValue>, f: Box<dyn BackwardFn>) -> Result<Vec<IValue>> {
     let Some(info) = node_info(op) else {
         return Err(Error::Unsupported(format!("autograd: `{op}` has no derivatives.yaml entry in this build")));
     };
@@ -191,7 +191,6 @@ pub fn record(op: &'static str, args: &[IValue], mut outs: Vec<IValue>) -> Resul
     if next.iter().all(Option::is_none) {
         return Ok(outs);
     }
-    let f = (info.capture)(args, &outs)?;
     let versions = f.saved_tensors().iter().map(|t| t.version()).collect();
     let n_outputs = outs.iter().map(|v| if let IValue::TensorList(ts) = v { ts.len() } else { 1 }).sum();
     let node = Arc::new(Node {
@@ -427,29 +426,23 @@ pub fn backward(o: &dyn Ops, roots: &[Tensor], grads: Option<&[Tensor]>, retain_
 /// every argument, schema defaults included. An in-place operator is recorded as the `ag::`
 /// in-place front-ends do ([`inplace_begin`]); its first result carries the rebased history.
 pub fn call<O: Ops + ?Sized>(o: &O, op: &str, args: &[IValue]) -> Result<Vec<IValue>> {
-    if let Some((op, node_op)) = inplace_node(op) {
-        let pre = inplace_begin(o, op, node_op, args)?;
-        let mut outs = {
-            let _g = no_grad();
-            crate::generated::ops::call_boxed(o, op, args)?
-        };
-        let Some(pre) = pre else { return Ok(outs) };
-        let r = match outs.first() {
-            Some(IValue::Tensor(t)) => t.clone(),
-            _ => return Err(Error::InvalidArgument(format!("autograd: in-place `{op}` returned no tensor"))),
-        };
-        outs[0] = IValue::Tensor(inplace_end(pre, args, r)?);
-        return Ok(outs);
-    }
-    let outs = {
-        let _g = no_grad();
-        crate::generated::ops::call_boxed(o, op, args)?
+    use crate::generated::ops::{call_boxed_at, call_boxed_at_recorded, has_recorded_front_end, operator_index};
+    let Some(i) = operator_index(op) else {
+        return Err(Error::InvalidArgument(format!("unknown operator `{op}` (not selected in xirang.toml)")));
     };
-    let Some(info) = node_info(op) else { return Ok(outs) };
-    if !is_grad_enabled() || !any_requires_grad(op, args) {
-        return Ok(outs);
+    // the operator's `ag::` front-end, with the typed arguments unboxed by its schema
+    if has_recorded_front_end(i) {
+        return call_boxed_at_recorded(o, i, args);
     }
-    record(info.op, args, outs)
+    // a node but no front-end (an in-place view such as `t_`): refused when it would record,
+    // never a result silently without history
+    if is_grad_enabled() && node_info(op).is_some() && any_requires_grad(op, args) {
+        return Err(Error::Unsupported(format!(
+            "autograd: `{op}` has a backward node but no autograd front-end (an in-place view or an in-place operator without a functional twin); call it under no_grad or on tensors that do not require grad"
+        )));
+    }
+    let _g = no_grad();
+    call_boxed_at(o, i, args)
 }
 
 // ------------------------------------------------------------------------------------------
@@ -474,6 +467,14 @@ pub struct InplacePre {
     /// argument's history): `self` when the node saves it (torchgen's `original_self`), and any
     /// other tensor argument that aliases `self` (`x.mul_(x)`).
     originals: Vec<(usize, Tensor)>,
+}
+
+impl InplacePre {
+    /// Argument `i` as the node must save it: the copy taken before the write when there is one
+    /// (`self` when the node saves it, an argument aliasing `self`), else `t` itself.
+    pub fn original<'a>(&'a self, i: usize, t: &'a Tensor) -> &'a Tensor {
+        self.originals.iter().find(|(j, _)| *j == i).map_or(t, |(_, c)| c)
+    }
 }
 
 /// Before an in-place operator writes `args[0]` (`self`): decides whether the call must be
@@ -542,14 +543,14 @@ pub fn inplace_begin<O: AtenOps + ?Sized>(
 /// history onto it. Returns `r` (the written tensor) with the new history. Every handle that
 /// shares `self`'s autograd metadata sees the new history; a `self` that did not require grad
 /// before has no metadata to share, so only the returned handle carries it (use the result).
-pub fn inplace_end(pre: InplacePre, args: &[IValue], r: Tensor) -> Result<Tensor> {
+pub fn inplace_end(pre: InplacePre, args: &[IValue], r: Tensor, f: Box<dyn BackwardFn>) -> Result<Tensor> {
     let mut cargs = args.to_vec();
     for (i, t) in pre.originals {
         if let Some(slot) = cargs.get_mut(i) {
             *slot = IValue::Tensor(t);
         }
     }
-    let outs = record(pre.node_op, &cargs, vec![IValue::Tensor(r.detach())])?;
+    let outs = record(pre.node_op, &cargs, vec![IValue::Tensor(r.detach())], f)?;
     let Some(IValue::Tensor(out)) = outs.into_iter().next() else {
         return Err(Error::InvalidArgument(format!("autograd: in-place `{}` recorded no result", pre.op)));
     };

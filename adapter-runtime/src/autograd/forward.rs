@@ -301,3 +301,47 @@ pub fn opt_tangent(op: &str, what: &str, v: &IValue) -> Result<Option<Tensor>> {
 pub fn sizes(t: &Tensor) -> Vec<i64> {
     t.sizes().iter().map(|&s| s as i64).collect()
 }
+
+/// The generated jvps' readers of the recorded call's boxed arguments and results (forward-mode
+/// propagation runs inside [`crate::autograd::record`], which sees the call boxed).
+pub mod unbox {
+    use crate::error::{Error, Result};
+    use crate::ivalue::{FromIValue, IValue};
+    use crate::tensor::Tensor;
+
+    fn want<'a>(op: &str, what: &str, v: &'a IValue) -> Result<&'a Tensor> {
+        match v {
+            IValue::Tensor(t) => Ok(t),
+            other => Err(Error::InvalidArgument(format!("{op}: `{what}` is {}, not a Tensor", other.kind()))),
+        }
+    }
+
+    /// Boxed value `i` (an argument or a result); a call recorded with fewer values than the
+    /// schema has (trailing defaults omitted) is an error, not a panic.
+    pub fn arg<'a>(op: &str, v: &'a [IValue], i: usize) -> Result<&'a IValue> {
+        v.get(i).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "autograd: `{op}` was recorded with {} values; pass every argument (schema defaults included)",
+                v.len()
+            ))
+        })
+    }
+
+    /// A tensor argument or result, detached.
+    pub fn tensor(op: &str, what: &str, v: &IValue) -> Result<Tensor> {
+        Ok(want(op, what, v)?.detach())
+    }
+
+    /// An optional tensor argument, detached.
+    pub fn opt_tensor(op: &str, what: &str, v: &IValue) -> Result<Option<Tensor>> {
+        match v {
+            IValue::None => Ok(None),
+            v => tensor(op, what, v).map(Some),
+        }
+    }
+
+    /// A non-tensor argument.
+    pub fn value<T: FromIValue>(op: &str, v: &IValue) -> Result<T> {
+        T::from_ivalue(op, v.clone())
+    }
+}

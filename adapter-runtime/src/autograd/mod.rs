@@ -2,11 +2,14 @@
 //!
 //! * **Recording.** The generated autograd front-ends (`generated::ops::ag::<op>`) run the
 //!   operator with recording off, then, when gradient mode is on and a differentiable input
-//!   requires grad, call [`record`]: it looks the operator up in `generated::autograd::NODES`,
-//!   captures the node's saved state from the boxed call (tensors saved *detached*, so a node
-//!   never keeps its own outputs' graph alive), connects one edge per differentiable input (to the
-//!   input's `grad_fn`, or to the leaf's gradient accumulator) and gives every floating output a
-//!   `grad_fn` pointing at the node.
+//!   requires grad, build the operator's node from their typed arguments and result
+//!   (`generated::autograd::<Op>Backward::new`, whose fields are the saved state: tensors saved
+//!   *detached*, so a node never keeps its own outputs' graph alive, as burn's `Backward::State`)
+//!   and call [`record`]: it looks the operator up in `generated::autograd::NODES`, connects one
+//!   edge per differentiable input (to the input's `grad_fn`, or to the leaf's gradient
+//!   accumulator) and gives every floating output a `grad_fn` pointing at the node. [`call`], the
+//!   by-name entry point, unboxes the arguments by the operator's schema and calls the same
+//!   front-end.
 //! * **Backward.** [`backward`] counts dependencies over the graph reachable from the roots, then
 //!   runs nodes in topological order (ties by recording order, newest first, as PyTorch's
 //!   sequence numbers), summing gradients that meet at a node input, reducing each gradient to its

@@ -7,7 +7,6 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::generated::autograd::{BackwardHooks, NODES};
 use crate::generated::ops::AtenOps;
-use crate::ivalue::IValue;
 use crate::tensor::Tensor;
 
 /// What the engine needs from the adapter: the operators and the hand-written backward hooks.
@@ -64,9 +63,6 @@ pub struct TensorGeometry {
     pub options: TensorOptions,
 }
 
-/// Signature of a generated capture function: boxed arguments, boxed results -> node.
-pub type Capture = fn(&[IValue], &[IValue]) -> Result<Box<dyn BackwardFn>>;
-
 /// A recordable operator (one row of `generated::autograd::NODES`).
 pub struct NodeInfo {
     pub op: &'static str,
@@ -79,7 +75,6 @@ pub struct NodeInfo {
     /// Whether the backward saves the input `self` itself (an in-place call of the operator must
     /// then save a copy of `self` from before the write, as torchgen's `original_self`).
     pub saves_self: bool,
-    pub capture: Capture,
 }
 
 /// The node of `op`, if the generator made one.

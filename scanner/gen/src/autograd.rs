@@ -16,9 +16,9 @@ use askama::Template;
 use crate::derivatives::Derivative;
 use crate::naming::method_name;
 use crate::registry::NativeFunction;
-use crate::schema::{Argument, BaseTy, DefaultValue, SchemaKind, Type};
+use crate::schema::{Argument, BaseTy, DefaultValue, Return, SchemaKind, Type};
 
-use super::types::arg_name;
+use super::types::{arg_map, arg_name, return_ty, returns_ty};
 
 /// The translator's view of a value's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -927,8 +927,9 @@ pub struct FieldCtx {
     pub ty: String,
     /// The saved variable of the IR (`self_sym_sizes`, `result`).
     pub saved: String,
-    /// The Rust expression that captures it from the boxed call (`a`: arguments, `r`: results), or
-    /// a `return Err(..)` when the engine cannot capture it.
+    /// The Rust expression of the node constructor (`new`) that captures it from the call's typed
+    /// arguments (by their parameter names) and results (`r`), or a `return Err(..)` when the
+    /// engine cannot capture it.
     pub capture: String,
     /// Whether the field holds tensors (`Tensor`, `Option<Tensor>`, `Vec<Tensor>`): the engine
     /// tracks their versions.
@@ -976,6 +977,11 @@ pub struct NodeCtx {
     pub name: String,
     pub op: String,
     pub schema: String,
+    /// The constructor's parameters: the operator's arguments (positional, kwarg-only) as the
+    /// `ag::` front-end has them, (Rust name, Rust type).
+    pub params: Vec<(String, String)>,
+    /// The operator's Rust return type (the constructor takes `r: &{ret}`).
+    pub ret: String,
     pub fields: Vec<FieldCtx>,
     pub groups: Vec<GroupCtx>,
     /// Differentiable inputs in argument order: (variable, is a list).
@@ -1028,63 +1034,95 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The expression that captures saved value `s` (owned Rust type `ty`) from the boxed call:
-/// `a[i]` for an argument, `r[j]` for a result, a `cap::` helper for a derived value
-/// (`self_sym_sizes`). Values the engine cannot capture give a `return Err(..)` (the node is then
-/// usable only when built by hand).
-fn capture_expr(s: &str, ty: &str, args: &[&Argument], outs: &[(String, Type, usize)]) -> String {
-    let direct = |v: String| match ty {
-        "Tensor" => format!("cap::tensor(OP, {s:?}, {v})?"),
-        "Option<Tensor>" => format!("cap::opt_tensor(OP, {s:?}, {v})?"),
-        "Vec<Tensor>" => format!("cap::tensor_list(OP, {s:?}, {v})?"),
-        "Opaque" => format!("return Err(cap::unsupported(OP, {s:?}))"),
-        _ => format!("cap::value::<{ty}>(OP, {v})?"),
+/// A typed value the node constructor reads saved values from: an argument (its parameter) or a
+/// result (`r`, the constructor's `&Ret`): the expression and its Rust type.
+struct Src {
+    expr: String,
+    ty: String,
+}
+
+fn arg_src(a: &Argument) -> Src {
+    Src { expr: arg_name(&a.name), ty: arg_map(&a.ty, false).ty }
+}
+
+/// Result `j` of `n` as a typed value, read through the constructor's `r: &Ret`.
+fn out_src(rets: &[Return], j: usize) -> Src {
+    let one = rets.len() == 1;
+    let place = if one { "r".to_string() } else { format!("r.{j}") };
+    let t = return_ty(&rets[j]);
+    let (expr, ty) = match t.as_str() {
+        "Tensor" => (if one { "r".to_string() } else { format!("&r.{j}") }, "&Tensor".to_string()),
+        "Vec<Tensor>" => (format!("&{place}[..]"), "&[Tensor]".to_string()),
+        "Vec<i64>" => (format!("&{place}[..]"), "&[i64]".to_string()),
+        "Option<Tensor>" => (format!("{place}.as_ref()"), "Option<&Tensor>".to_string()),
+        "Opaque" => (place, "&Opaque".to_string()),
+        _ => (if one { "*r".to_string() } else { place }, t),
     };
-    if let Some(i) = args.iter().position(|a| a.name == s) {
-        return direct(format!("cap::arg(OP, a, {i})?"));
-    }
-    if let Some((_, _, j)) = outs.iter().find(|(n, _, _)| n == s) {
-        return direct(format!("cap::arg(OP, r, {j})?"));
+    Src { expr, ty }
+}
+
+/// The expression that captures saved value `s` (owned Rust type `ty`) from the call's typed
+/// arguments and results: `cap::save(x)` for an argument or result itself, a `cap::` helper for a
+/// derived value (`self_sym_sizes`). Values the engine cannot capture give a `return Err(..)` (the
+/// node is then usable only when built by hand).
+fn capture_expr(s: &str, ty: &str, args: &[(String, Src)], outs: &[(String, Src)]) -> String {
+    let unsupported = format!("return Err(cap::unsupported(OP, {s:?}))");
+    let direct = |v: &Src| {
+        if ty == "Opaque" || v.ty.contains("Opaque") { unsupported.clone() } else { format!("cap::save({})", v.expr) }
+    };
+    if let Some((_, v)) = args.iter().chain(outs).find(|(n, _)| n == s) {
+        return direct(v);
     }
     // derived: the longest argument / result name that prefixes `s`
-    let mut best: Option<(usize, String)> = None;
-    for (i, a) in args.iter().enumerate() {
-        if s.starts_with(&format!("{}_", a.name)) && best.as_ref().is_none_or(|(l, _)| a.name.len() > *l) {
-            best = Some((a.name.len(), format!("cap::arg(OP, a, {i})?")));
-        }
-    }
-    for (n, _, j) in outs {
+    let mut best: Option<(usize, &Src)> = None;
+    for (n, v) in args.iter().chain(outs) {
         if s.starts_with(&format!("{n}_")) && best.as_ref().is_none_or(|(l, _)| n.len() > *l) {
-            best = Some((n.len(), format!("cap::arg(OP, r, {j})?")));
+            best = Some((n.len(), v));
         }
     }
-    let Some((len, v)) = best else { return format!("return Err(cap::unsupported(OP, {s:?}))") };
+    let Some((len, v)) = best else { return unsupported };
     let suffix = &s[len + 1..];
-    match suffix {
-        "sym_sizes" | "sizes" => format!("cap::sizes(OP, {v})?"),
-        "sym_strides" | "strides" => format!("cap::strides(OP, {v})?"),
-        "sym_sizes_opt" => format!("cap::sizes_opt(OP, {v})?"),
-        "scalar_type" => format!("cap::scalar_type(OP, {v})?"),
-        "layout" => format!("cap::layout(OP, {v})?"),
-        "dim" => format!("cap::dim(OP, {v})?"),
-        "sym_numel" => format!("cap::numel(OP, {v})?"),
-        "args_sizes" | "args_sizes_symint" if ty == "Vec<Vec<i64>>" => format!("cap::list_sizes(OP, {v})?"),
-        "args_scalartypes" => format!("cap::list_scalar_types(OP, {v})?"),
-        "options" => format!("cap::options(OP, {v})?"),
-        "info" => format!("cap::info(OP, {v})?"),
-        "geometry" => format!("cap::geometry(OP, {v})?"),
-        x if x.starts_with("sym_argsize_") => {
-            let k = &x["sym_argsize_".len()..];
-            let k = match k.strip_prefix("minus_") {
-                Some(m) => m.parse::<i64>().ok().map(|m| -m),
-                None => k.parse::<i64>().ok(),
-            };
-            match k {
-                Some(k) => format!("cap::size(OP, {v}, {k})?"),
-                None => format!("return Err(cap::unsupported(OP, {s:?}))"),
+    let e = &v.expr;
+    match v.ty.as_str() {
+        "&[Tensor]" => match suffix {
+            "args_sizes" | "args_sizes_symint" if ty == "Vec<Vec<i64>>" => format!("cap::list_sizes({e})"),
+            "args_scalartypes" => format!("cap::list_scalar_types({e})"),
+            _ => unsupported,
+        },
+        "&Tensor" | "Option<&Tensor>" => {
+            if suffix == "sym_sizes_opt" {
+                return if v.ty == "&Tensor" {
+                    format!("Some(cap::sizes({e}))")
+                } else {
+                    format!("cap::sizes_opt({e})")
+                };
+            }
+            let t = if v.ty == "&Tensor" { e.clone() } else { format!("cap::some(OP, {s:?}, {e})?") };
+            match suffix {
+                "sym_sizes" | "sizes" => format!("cap::sizes({t})"),
+                "sym_strides" | "strides" => format!("cap::strides({t})"),
+                "scalar_type" => format!("cap::scalar_type({t})"),
+                "layout" => format!("cap::layout({t})"),
+                "dim" => format!("cap::dim({t})"),
+                "sym_numel" => format!("cap::numel({t})"),
+                "options" => format!("cap::options({t})"),
+                "info" => format!("cap::info({t})"),
+                "geometry" => format!("cap::geometry({t})"),
+                x if x.starts_with("sym_argsize_") => {
+                    let k = &x["sym_argsize_".len()..];
+                    let k = match k.strip_prefix("minus_") {
+                        Some(m) => m.parse::<i64>().ok().map(|m| -m),
+                        None => k.parse::<i64>().ok(),
+                    };
+                    match k {
+                        Some(k) => format!("cap::size({t}, {k})?"),
+                        None => unsupported,
+                    }
+                }
+                _ => unsupported,
             }
         }
-        _ => format!("return Err(cap::unsupported(OP, {s:?}))"),
+        _ => unsupported,
     }
 }
 
@@ -1125,6 +1163,11 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
             let alias = if f.func.returns.len() == 1 { "result".to_string() } else { format!("result{i}") };
             outs.push((alias, r.ty.clone(), i));
         }
+        let arg_srcs: Vec<(String, Src)> = args.iter().map(|a| (a.name.clone(), arg_src(a))).collect();
+        let out_srcs: Vec<(String, Src)> =
+            outs.iter().map(|(n, _, j)| (n.clone(), out_src(&f.func.returns, *j))).collect();
+        let params: Vec<(String, String)> = arg_srcs.iter().map(|(_, v)| (v.expr.clone(), v.ty.clone())).collect();
+        let ret = returns_ty(&f.func.returns);
         let known: Vec<(String, Type)> = args
             .iter()
             .map(|a| (a.name.clone(), a.ty.clone()))
@@ -1153,7 +1196,7 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
                 continue;
             }
             vars.insert(s.clone(), (format!("self.{fname}"), t));
-            let capture = capture_expr(s, &ty, &args, &outs);
+            let capture = capture_expr(s, &ty, &arg_srcs, &out_srcs);
             let tensors = match ty.as_str() {
                 "Tensor" => Some("one"),
                 "Option<Tensor>" => Some("opt"),
@@ -1300,6 +1343,8 @@ pub fn build(derivatives: &[Derivative], functions: &[NativeFunction], selected:
             name,
             op: q,
             schema: one_line(&d.schema),
+            params,
+            ret,
             fields,
             groups,
             outputs,

@@ -164,12 +164,12 @@ fn jvp_of(d: &Derivative, f: &NativeFunction, index: &OpIndex) -> JvpCtx {
     let mut tensor_names: Vec<(String, String)> = Vec::new();
     for (i, a) in args.iter().enumerate() {
         let n = &a.name;
-        let arg = format!("cap::arg(OP, a, {i})?");
+        let arg = format!("unbox::arg(OP, a, {i})?");
         let differentiable = d.args_with_derivatives.contains(n);
         match &a.ty {
             Type::Base(BaseTy::Tensor) => {
                 let p = format!("p_{n}");
-                locals.push(Local { name: p.clone(), bind: format!("let {p} = cap::tensor(OP, {n:?}, {arg})?;") });
+                locals.push(Local { name: p.clone(), bind: format!("let {p} = unbox::tensor(OP, {n:?}, {arg})?;") });
                 vars.insert(n.clone(), (p.clone(), Ty::Tensor));
                 vars.insert(format!("{n}_p"), (p.clone(), Ty::Tensor));
                 tensor_names.push((n.clone(), p.clone()));
@@ -183,7 +183,8 @@ fn jvp_of(d: &Derivative, f: &NativeFunction, index: &OpIndex) -> JvpCtx {
             }
             Type::Optional(inner) if **inner == Type::Base(BaseTy::Tensor) => {
                 let p = format!("p_{n}");
-                locals.push(Local { name: p.clone(), bind: format!("let {p} = cap::opt_tensor(OP, {n:?}, {arg})?;") });
+                locals
+                    .push(Local { name: p.clone(), bind: format!("let {p} = unbox::opt_tensor(OP, {n:?}, {arg})?;") });
                 vars.insert(n.clone(), (p.clone(), Ty::OptTensor));
                 vars.insert(format!("{n}_p"), (p, Ty::OptTensor));
                 if differentiable {
@@ -201,7 +202,7 @@ fn jvp_of(d: &Derivative, f: &NativeFunction, index: &OpIndex) -> JvpCtx {
                     continue;
                 }
                 let v = format!("v_{n}");
-                locals.push(Local { name: v.clone(), bind: format!("let {v} = cap::value::<{rust}>(OP, {arg})?;") });
+                locals.push(Local { name: v.clone(), bind: format!("let {v} = unbox::value::<{rust}>(OP, {arg})?;") });
                 vars.insert(n.clone(), (v, t));
             }
         }
@@ -224,7 +225,7 @@ fn jvp_of(d: &Derivative, f: &NativeFunction, index: &OpIndex) -> JvpCtx {
         let l = format!("r_{j}");
         locals.push(Local {
             name: l.clone(),
-            bind: format!("let {l} = cap::tensor(OP, \"result\", cap::arg(OP, r, {j})?)?;"),
+            bind: format!("let {l} = unbox::tensor(OP, \"result\", unbox::arg(OP, r, {j})?)?;"),
         });
         for n in names {
             vars.insert(n.clone(), (l.clone(), Ty::Tensor));

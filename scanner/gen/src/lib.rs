@@ -286,17 +286,25 @@ pub fn render_all_with(
     let selected = m.ops.iter().map(|o| o.qualified.clone()).collect();
     let ag = autograd::autograd_model(inputs, &selected);
     // functional operators with a backward node get an autograd front-end (`ag::`)
-    let recorded: std::collections::HashSet<&str> = ag.nodes.iter().map(|n| n.op.as_str()).collect();
+    let recorded: std::collections::HashMap<&str, &str> =
+        ag.nodes.iter().map(|n| (n.op.as_str(), n.name.as_str())).collect();
     for op in &mut m.ops {
-        op.autograd = recorded.contains(op.qualified.as_str()) && op.mutated.is_empty();
+        // functional: no out= argument, not in-place (a base name ending in `_`, dunders aside);
+        // arguments it writes besides (batch norm's running statistics) are not differentiable
+        let base = op.qualified.split('.').next().unwrap_or_default();
+        let inplace = base.ends_with('_') && !base.starts_with("__");
+        let functional = !op.params.iter().any(|p| p.is_out) && (op.mutated.is_empty() || !inplace);
+        op.autograd = recorded.contains_key(op.qualified.as_str()) && functional;
         // in-place: its own derivatives.yaml entry, else the functional operator's node
         if let Some(func) = &op.inplace_functional {
-            op.inplace_node = if recorded.contains(op.qualified.as_str()) {
+            op.inplace_node = if recorded.contains_key(op.qualified.as_str()) {
                 Some(op.qualified.clone())
             } else {
-                recorded.contains(func.as_str()).then(|| func.clone())
+                recorded.contains_key(func.as_str()).then(|| func.clone())
             };
         }
+        let node_op = if op.autograd { Some(op.qualified.as_str()) } else { op.inplace_node.as_deref() };
+        op.node_struct = node_op.and_then(|n| recorded.get(n)).map(|s| s.to_string());
     }
     // the native tier and the host implementations, found by one index of the runtime
     let (native_text, _, hosts) = native::render(

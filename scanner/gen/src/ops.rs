@@ -107,6 +107,9 @@ pub struct OpCtx {
     /// An in-place operator's recording node (`inplace_functional`'s, or its own derivatives.yaml
     /// entry): it gets an in-place `ag::` front-end that rebases `self`'s history.
     pub inplace_node: Option<String>,
+    /// The backward node struct (`generated::autograd::<Op>Backward`) the `ag::` front-end builds:
+    /// the operator's own (functional) or `inplace_node`'s (in-place).
+    pub node_struct: Option<String>,
     /// Statements bumping the version counters of the tensors the operator writes (in-place and
     /// `out=` arguments), run after the call: autograd's saved-tensor check reads them.
     pub bumps: Vec<String>,
@@ -461,6 +464,7 @@ pub fn op_ctx(f: &NativeFunction, reason: Reason, env: &OpEnv) -> OpCtx {
         qualified: q,
         autograd: false,
         inplace_node: None,
+        node_struct: None,
         bumps,
         kernel_tensors,
         kernel_lists,
