@@ -4,13 +4,13 @@
 // where PyTorch has no composite kernel. Compiled into the torch-xirang package's shim
 // (adapter-runtime/torch-xirang/csrc/boxed.cpp holds the kernel).
 //
-// Registered: 526 (116 native kernel, 249 recipe, 8 accelerator-only operators
+// Registered: 528 (118 native kernel, 249 recipe, 8 accelerator-only operators
 // the runtime's host tier serves (PyTorch's CPU has no kernel for them), 153 functional operators with a
 // structured delegate that run on the host: their own CPU kernel through the shim's counted fallback,
 // not PyTorch's composite kernel running the out= form on a pre-shaped device output).
 // Left to PyTorch: CompositeImplicitAutograd operators decompose there (0 of the
 // served ones); CompositeExplicitAutograd operators the adapter serves only by recipe or on the
-// host run PyTorch's composite kernel (85); views keep PyTorch's metadata kernels
+// host run PyTorch's composite kernel (87); views keep PyTorch's metadata kernels
 // (5); the shim's own kernels ([bridge] shim of xirang.toml: 3); custom
 // operators (1, not defined in PyTorch's aten library). Every other operator runs
 // PyTorch's CPU kernel through the shim's boxed fallback, counted by the runtime's policy.
@@ -163,6 +163,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("clone", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; overrides PyTorch's CompositeExplicitAutograd kernel
   m.impl("col2im.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("conv_depthwise3d", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // host tier; PyTorch has only accelerator kernels
+  m.impl("convolution_backward_overrideable", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; overrides PyTorch's CompositeExplicitAutograd kernel
+  m.impl("convolution_overrideable", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; overrides PyTorch's CompositeExplicitAutograd kernel
   m.impl("copysign.Tensor", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
   m.impl("cos", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("cos.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels

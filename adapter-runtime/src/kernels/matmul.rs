@@ -66,7 +66,7 @@ fn load_matrix<T: Real>(mem: &dyn KernelMemory, op: Operand, batch: usize, d: DT
 }
 
 /// `c[n, m] += alpha * a[n, k] * b[k, m]` (row-major slices).
-fn gemm<T: Real>(a: &[T], b: &[T], c: &mut [T], n: usize, k: usize, m: usize, alpha: T) -> Result<()> {
+pub(super) fn gemm<T: Real>(a: &[T], b: &[T], c: &mut [T], n: usize, k: usize, m: usize, alpha: T) -> Result<()> {
     if m == 0 || n == 0 || k == 0 {
         return Ok(());
     }

@@ -31,6 +31,7 @@
 //! [`Driver::launch_kernel`]: crate::driver::Driver::launch_kernel
 //! [`KernelMemory`]: crate::driver::KernelMemory
 
+pub mod conv;
 pub mod elementwise;
 pub mod index;
 pub mod matmul;

@@ -7,6 +7,7 @@
 
 mod autograd_engine;
 mod broadcasting;
+mod conv;
 mod core_aten_more;
 /// Custom operators' tests, one module each (`xirang-scan new-op` adds them).
 mod custom;
