@@ -718,7 +718,7 @@ pub fn arange_start_step(
     let t = reference::arange(start, end, step, dtype)?;
     place(t, device)
 }
-/// xirang-fallback: convolution
+/// xirang-fallback: convolution, convolution_overrideable
 pub fn convolution(
     input: &Tensor,
     weight: &Tensor,
@@ -727,12 +727,75 @@ pub fn convolution(
     padding: &[i64],
     dilation: &[i64],
     transposed: bool,
-    _output_padding: &[i64],
+    output_padding: &[i64],
     groups: i64,
 ) -> Result<Tensor> {
-    let x = input;
-    let (stride, padding, dilation) = (stride, padding, dilation);
-    reference::convolution(x, weight, bias, stride, padding, dilation, transposed, groups)
+    if !transposed {
+        return reference::convolution(input, weight, bias, stride, padding, dilation, false, groups);
+    }
+    // a transposed convolution is the adjoint of the regular one from its output's space:
+    // `y = conv_t(x, w)` is the input gradient of `conv(y, w)` at `dy = x`
+    let shape = transposed_output(input, weight, stride, padding, dilation, output_padding, groups)?;
+    let like = Tensor::zeros(&shape, input.dtype());
+    let like = place_like(like, input)?;
+    let [y, _, _] = reference::convolution_backward(
+        input,
+        &like,
+        weight,
+        false,
+        stride,
+        padding,
+        dilation,
+        false,
+        groups,
+        [true, false, false],
+    )?;
+    let y = y.ok_or_else(|| Error::InvalidArgument("convolution: the transposed form computed no result".into()))?;
+    match bias {
+        Some(b) => {
+            let mut bs = vec![1usize; shape.len()];
+            bs[1] = b.numel();
+            reference::add(&y, &b.reshape(&bs.iter().map(|&v| v as i64).collect::<Vec<_>>())?, Scalar::Int(1))
+        }
+        None => Ok(y),
+    }
+}
+/// The output sizes of a transposed convolution: `(in - 1) * stride - 2 * padding + dilation *
+/// (kernel - 1) + output_padding + 1` per spatial dimension.
+fn transposed_output(
+    input: &Tensor,
+    weight: &Tensor,
+    stride: &[i64],
+    padding: &[i64],
+    dilation: &[i64],
+    output_padding: &[i64],
+    groups: i64,
+) -> Result<Vec<usize>> {
+    let sp = weight.dim().saturating_sub(2);
+    if input.dim() != sp + 2 || sp == 0 || groups <= 0 {
+        return Err(Error::Shape(format!(
+            "convolution: expected a {}-d input for a {}-d weight, got input {:?}",
+            weight.dim(),
+            weight.dim(),
+            input.sizes()
+        )));
+    }
+    let at = |v: &[i64], i: usize, default: i64| v.get(if v.len() == 1 { 0 } else { i }).copied().unwrap_or(default);
+    let mut shape = vec![input.sizes()[0], weight.sizes()[1] * groups as usize];
+    for i in 0..sp {
+        let (s, p, d, o) = (at(stride, i, 1), at(padding, i, 0), at(dilation, i, 1), at(output_padding, i, 0));
+        let k = weight.sizes()[2 + i] as i64;
+        let len = (input.sizes()[2 + i] as i64 - 1) * s - 2 * p + d * (k - 1) + o + 1;
+        if len <= 0 {
+            return Err(Error::Shape(format!(
+                "Calculated output size is too small: input {:?}, kernel {:?}",
+                input.sizes(),
+                weight.sizes()
+            )));
+        }
+        shape.push(len as usize);
+    }
+    Ok(shape)
 }
 /// xirang-fallback: copy
 pub fn copy(self_: &Tensor, src: &Tensor, _non_blocking: bool) -> Result<Tensor> {
@@ -893,26 +956,89 @@ pub fn convolution_backward(
     padding: &[i64],
     dilation: &[i64],
     transposed: bool,
-    _output_padding: &[i64],
+    output_padding: &[i64],
     groups: i64,
     output_mask: &[bool],
 ) -> Result<(Tensor, Tensor, Tensor)> {
     const OP: &str = "convolution_backward";
-    let has_bias = bias_sizes.is_some();
-    let (stride, padding, dilation) = (stride, padding, dilation);
+    let mut mask = bool3(OP, output_mask)?;
+    mask[2] &= bias_sizes.is_some();
+    conv_backward(grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, mask)
+}
+/// xirang-fallback: convolution_backward_overrideable
+pub fn convolution_backward_overrideable(
+    grad_output: &Tensor,
+    input: &Tensor,
+    weight: &Tensor,
+    stride: &[i64],
+    padding: &[i64],
+    dilation: &[i64],
+    transposed: bool,
+    output_padding: &[i64],
+    groups: i64,
+    output_mask: &[bool],
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let mask = bool3("convolution_backward_overrideable", output_mask)?;
+    conv_backward(grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, mask)
+}
+/// The gradients of a regular or transposed convolution. A transposed one by its adjoint:
+/// `y = conv_t(x, w)` has `dx = conv(dy, w)` and `dw` the weight gradient of `conv(dy, w)` at
+/// output gradient `x`.
+#[allow(clippy::too_many_arguments)]
+fn conv_backward(
+    grad_output: &Tensor,
+    input: &Tensor,
+    weight: &Tensor,
+    stride: &[i64],
+    padding: &[i64],
+    dilation: &[i64],
+    transposed: bool,
+    output_padding: &[i64],
+    groups: i64,
+    mask: [bool; 3],
+) -> Result<(Tensor, Tensor, Tensor)> {
     let (go, x, w) = (grad_output, input, weight);
-    Ok(opt3(reference::convolution_backward(
-        go,
-        x,
-        w,
-        has_bias,
-        stride,
-        padding,
-        dilation,
-        transposed,
-        groups,
-        bool3(OP, output_mask)?,
-    )?))
+    if !transposed {
+        return Ok(opt3(reference::convolution_backward(
+            go, x, w, mask[2], stride, padding, dilation, false, groups, mask,
+        )?));
+    }
+    let shape = transposed_output(x, w, stride, padding, dilation, output_padding, groups)?;
+    if go.sizes() != shape.as_slice() {
+        return Err(Error::Shape(format!(
+            "convolution_backward: grad_output {:?} for an output {shape:?}",
+            go.sizes()
+        )));
+    }
+    let gi = if mask[0] {
+        Some(reference::convolution(go, w, None, stride, padding, dilation, false, groups)?)
+    } else {
+        None
+    };
+    let gw = if mask[1] {
+        let [_, gw, _] = reference::convolution_backward(
+            x,
+            go,
+            w,
+            false,
+            stride,
+            padding,
+            dilation,
+            false,
+            groups,
+            [false, true, false],
+        )?;
+        gw
+    } else {
+        None
+    };
+    let gb = if mask[2] {
+        let dims: Vec<i64> = (0..go.dim() as i64).filter(|&d| d != 1).collect();
+        Some(reference::sum(go, Some(&dims), false, None)?)
+    } else {
+        None
+    };
+    Ok(opt3([gi, gw, gb]))
 }
 /// xirang-fallback: max_pool2d_with_indices_backward
 pub fn max_pool2d_with_indices_backward(

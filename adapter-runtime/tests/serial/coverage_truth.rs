@@ -106,7 +106,7 @@ struct Maker {
 impl Maker {
     /// A device tensor for argument `name` of `op`: int64 `[2]` zeros for indices and targets,
     /// a one-element gradient for the loss backward kernels (the probe passes reduction 1, mean),
-    /// else float32 `[2, 2]`.
+    /// a 1-d convolution's tensors for the convolutions, else float32 `[2, 2]`.
     fn tensor(&self, op: &str, name: &str) -> Tensor {
         let integer =
             matches!(name, "index" | "indices" | "offsets") || (name == "target" && op.starts_with("nll_loss"));
@@ -120,6 +120,15 @@ impl Maker {
             Tensor::zeros(&[2], DType::I64)
         } else if matches!(name, "mask" | "condition") {
             Tensor::zeros(&[2, 2], DType::Bool)
+        } else if op.starts_with("convolution") && matches!(name, "input" | "weight" | "grad_output") {
+            // a 1-d convolution: input [1, 1, 2] and weight [1, 1, 1]; with the probe's stride,
+            // padding and dilation of 1 its output (the backward's grad_output) is [1, 1, 4]
+            let sizes: &[usize] = match name {
+                "input" => &[1, 1, 2],
+                "weight" => &[1, 1, 1],
+                _ => &[1, 1, 4],
+            };
+            Tensor::from_vec(vec![1.0f32; sizes.iter().product()], sizes).expect("tensor")
         } else if (op.starts_with("nll_loss") || op.starts_with("mse_loss")) && name == "grad_output" {
             Tensor::from_vec(vec![1.0f32], &[1]).expect("tensor")
         } else {

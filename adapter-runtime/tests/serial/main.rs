@@ -5,6 +5,7 @@
 
 mod autograd_goldens;
 mod autograd_gradcheck;
+mod autograd_memory;
 mod coverage_truth;
 mod device_tensors;
 mod dispatch_frames;
