@@ -151,7 +151,74 @@ fn index_file(rel: &str, text: &str, method_ops: &HashMap<String, String>) -> Re
             "{rel}:{line}:{col}: brackets nested deeper than {MAX_NESTING} (from offset {depth_at}); the file is not indexed"
         )));
     }
+    // a file whose only index content is `xirang-fallback:` markers on functions (a host
+    // reference tier) needs only each marked item's head lexed, not the whole file
+    if !text.contains(MARKER)
+        && !text.contains(TRAIT_NAME)
+        && !text.contains(HOOKS_TRAIT)
+        && !text.contains(FALLBACK_FN_TYPE)
+        && let Some(found) = marked_heads(rel, text)
+    {
+        return Ok(Ok((Vec::new(), found)));
+    }
     Ok(Ok(index_source_all(rel, text, method_ops)?))
+}
+
+/// The host implementations of a file that holds only `xirang-fallback:` markers, found by lexing
+/// each marked item's head (from the marker's line to the first `{` or `;` on a line that is not a
+/// comment): what [`index_source_all`] finds in the whole file, at a fraction of the lexing.
+/// A marker in a `//` or `//!` comment is no item's doc and is passed over. `None` when a head does
+/// not lex or does not end, or a marker sits inside a block comment or a string (a line that does
+/// not start with `///` or `#[`): the caller then lexes the whole file.
+fn marked_heads(rel: &str, text: &str) -> Option<Vec<Kernel>> {
+    let mut found = Vec::new();
+    let (mut from, mut line0) = (0usize, 0usize);
+    let mut counted = 0usize;
+    while let Some(off) = text[from..].find(FALLBACK_MARKER) {
+        let at = from + off;
+        let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+        let lead = text[start..at].trim_start();
+        let doc = lead.starts_with("///") && !lead.starts_with("////");
+        if !doc && lead.starts_with("//") {
+            // a plain or inner (`//!`) comment names the marker: no item's doc
+            from = at + FALLBACK_MARKER.len();
+            continue;
+        }
+        if !(doc || lead.starts_with("#[")) {
+            return None;
+        }
+        // the head ends at the first `{` or `;` of a code line after the marker's line
+        let mut end = None;
+        let mut pos = text[at..].find('\n').map_or(text.len(), |i| at + i + 1);
+        while pos < text.len() {
+            let line_end = text[pos..].find('\n').map_or(text.len(), |i| pos + i);
+            let line = &text[pos..line_end];
+            if !line.trim_start().starts_with("//")
+                && let Some(i) = line.find(['{', ';'])
+            {
+                end = Some(pos + i);
+                break;
+            }
+            pos = line_end + 1;
+        }
+        let end = end?;
+        let head = &text[start..end];
+        if too_deep(head).is_some() {
+            return None;
+        }
+        line0 += text[counted..start].matches('\n').count();
+        counted = start;
+        let Ok(tokens) = head.parse::<TokenStream>() else { return None };
+        let empty = HashMap::new();
+        let mut w = Walker { file: rel, method_ops: &empty, out: Vec::new(), fallbacks: Vec::new() };
+        w.items(tokens, None);
+        found.extend(w.fallbacks.into_iter().map(|mut k| {
+            k.line += line0 as u32;
+            k
+        }));
+        from = end;
+    }
+    Some(found)
 }
 
 /// Sources smaller than this in all are lexed on one thread.
@@ -651,6 +718,48 @@ impl Walker<'_> {
 
 #[cfg(test)]
 mod tests {
+    /// The marked-heads path finds exactly what lexing the whole file finds, on every file of
+    /// this repository's runtime that takes it, and on crafted files.
+    #[test]
+    fn marked_heads_match_the_whole_file_walk() {
+        let full = |text: &str| {
+            let mut fb = index_source_all("f.rs", text, &HashMap::new()).unwrap().1;
+            fb.sort();
+            fb
+        };
+        let heads = |text: &str| {
+            marked_heads("f.rs", text).map(|mut v| {
+                v.sort();
+                v
+            })
+        };
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../adapter-runtime");
+        let mut files = Vec::new();
+        collect_rs(&root, &mut files).unwrap();
+        let mut tried = 0;
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            if !text.contains(FALLBACK_MARKER) || text.contains(MARKER) || text.contains(TRAIT_NAME) {
+                continue;
+            }
+            tried += 1;
+            assert_eq!(heads(&text), Some(full(&text)), "{}", f.display());
+        }
+        assert!(tried >= 5, "{tried} files");
+        // a doc line with `;` and `{` between the marker and the function, attributes, a
+        // multi-line signature, two markers on one item, and an item that is not a function
+        let crafted = "//! m\n\n/// xirang-fallback: add.Tensor\n/// `a; b {c}`\n#[inline]\npub fn add(\n    a: &T,\n) -> R {\n    x\n}\n/// xirang-fallback: mul.Tensor\n/// xirang-fallback: mul.Scalar\nfn mul<'a>(a: impl Into<Rhs<'a>>) -> R { y }\n/// xirang-fallback: sub.Tensor\nconst C: u8 = 1;\n";
+        let got = heads(crafted).unwrap();
+        assert_eq!(got, full(crafted));
+        assert_eq!(
+            got.iter().map(|k| (k.op.as_str(), k.line)).collect::<Vec<_>>(),
+            [("add.Tensor", 6), ("mul.Scalar", 13), ("mul.Tensor", 13)]
+        );
+        // a marker inside a string or a block comment: the whole file is lexed instead
+        assert_eq!(heads("fn f() { let s = \"xirang-fallback: add.Tensor\"; }\n"), None);
+        assert_eq!(heads("/*\n xirang-fallback: add.Tensor\n*/\nfn g() {}\n"), None);
+    }
+
     #[test]
     fn nesting_depth_skips_literals_and_comments() {
         use super::{MAX_NESTING, too_deep};
