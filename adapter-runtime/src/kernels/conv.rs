@@ -355,12 +355,11 @@ pub fn convolution_overrideable(
             let xv = load::<T>(mem, &px, d)?;
             let wv = load::<T>(mem, &pw, d)?;
             let wm = weight_matrix(&c, &wv);
-            let mut y = if c.transposed {
-                if xv.is_empty() { vec![T::ZERO; c.out_sizes.iter().product()] } else { product(&c, &wm, &xv, true)? }
-            } else if xv.is_empty() {
+            // regular: y = W · cols(x); transposed: y = col2im(Wᵀ · x)
+            let mut y = if xv.is_empty() {
                 vec![T::ZERO; c.out_sizes.iter().product()]
             } else {
-                product(&c, &wm, &xv, false)?
+                product(&c, &wm, &xv, c.transposed)?
             };
             if pb.is_some() {
                 let bv = load::<T>(mem, &pb, d)?;
