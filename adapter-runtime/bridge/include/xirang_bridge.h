@@ -129,6 +129,8 @@ void xirang_result_free(XrResult* out);
 /* copies (raw elements of the tensor's dtype, row-major) */
 int32_t xirang_read(const XrTensor* src, uint8_t* dst, uint64_t nbytes);
 int32_t xirang_write(const XrTensor* dst, const uint8_t* src, uint64_t nbytes);
+/* between two xirang tensors, casting; XR_DECLINED for a cast from or to a dtype the runtime does not
+   model (complex, the unsigned and float8 types), which the caller does on the host */
 int32_t xirang_copy(const XrTensor* dst, const XrTensor* src);
 /* bytes at a device address of device `index` that no runtime storage handle names (a tensor of
    at::from_blob over xirang memory, as torch's serialization makes): after the device's queued

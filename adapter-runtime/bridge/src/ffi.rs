@@ -453,6 +453,16 @@ pub unsafe extern "C" fn xirang_copy(dst: *const XrTensor, src: *const XrTensor)
     guard(|| {
         let b = get()?;
         // SAFETY: header contract for both.
+        let codes = unsafe { (dst.as_ref().map(|t| t.dtype), src.as_ref().map(|t| t.dtype)) };
+        // a dtype the runtime does not model crosses as raw bytes: a cast from or to one (complex
+        // to float) is the host's to do
+        if let (Some(dc), Some(sc)) = codes
+            && dc != sc
+            && (values::dtype(dc).is_none() || values::dtype(sc).is_none())
+        {
+            return Err(BridgeError::Declined(format!("a cast from dtype code {sc} to {dc}")));
+        }
+        // SAFETY: header contract for both.
         let (d, s) = unsafe { (raw_tensor(dst)?, raw_tensor(src)?) };
         b.copy(&d, &s)
     })

@@ -452,10 +452,49 @@ c10::DeviceIndex device_of(const c10::OperatorHandle& op, const torch::jit::Stac
 }  // namespace
 
 void run_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::string& name) {
+  // the CPU fallback's copy to the host would resolve a conjugate view's bit with clone on the device
+  const auto nargs = op.schema().arguments().size();
+  for (size_t i = stack->size() - nargs; i < stack->size(); ++i) {
+    if (C10_UNLIKELY((*stack)[i].isTensor() && has_math_bits((*stack)[i].toTensor()))) {
+      call_with_math_bits(op, stack, &fallback_kernel);
+      return;
+    }
+  }
   check(xirang_fallback_admit(reinterpret_cast<const uint8_t*>(name.data()), name.size()), name.c_str());
+  // at::native::cpu_fallback puts the results on the device of the first tensor argument; when that
+  // one is a CPU scalar (rsub's `other` wrapped as a 0-dim tensor: `1 - x`), the results belong on
+  // the xirang tensor's device, as PyTorch's own device kernels put them
+  std::optional<c10::Device> moved_to;
+  bool first_seen = false;
+  for (size_t i = stack->size() - nargs; i < stack->size(); ++i) {
+    const auto& iv = (*stack)[i];
+    if (!iv.isTensor() || !iv.toTensor().defined()) {
+      continue;
+    }
+    const auto& t = iv.toTensor();
+    if (!first_seen) {
+      first_seen = true;
+      if (!t.is_cpu()) {
+        break;
+      }
+    } else if (t.device().type() == kDevice) {
+      moved_to = t.device();
+      break;
+    }
+  }
   LentGenerators gens;
   gens.lend(op, stack, device_of(op, stack));
   at::native::cpu_fallback(op, stack);
+  if (C10_UNLIKELY(moved_to.has_value())) {
+    const auto& rets = op.schema().returns();
+    const auto base = stack->size() - rets.size();
+    for (size_t r = 0; r < rets.size(); ++r) {
+      auto& iv = (*stack)[base + r];
+      if (rets[r].alias_info() == nullptr && iv.isTensor() && iv.toTensor().defined() && iv.toTensor().is_cpu()) {
+        iv = c10::IValue(iv.toTensor().to(*moved_to));
+      }
+    }
+  }
 }
 
 void boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -474,6 +513,10 @@ void boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
               "generated from different operator sets (rebuild the package after `xirang-scan generate`)");
   bool crosses = true;
   for (size_t i = 0; i < nargs && crosses; ++i) {
+    if (C10_UNLIKELY(args[i].isTensor() && has_math_bits(args[i].toTensor()))) {
+      call_with_math_bits(op, stack, &boxed_kernel);
+      return;
+    }
     values.push_back(value(frame, schema.arguments()[i], args[i]));
     if (values.back().tag == XR_TAG_UNSUPPORTED) {
       crosses = false;

@@ -9,6 +9,8 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/as_strided_cpu_dispatch.h>
 #include <ATen/ops/set_cpu_dispatch.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
@@ -52,6 +54,16 @@ at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
 
 at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
   return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+// complex <-> (…, 2) real views of the same storage (make_tensor on the device, `x.real`, `x.imag`):
+// as the CPU fallback they were copies, and writes through them were lost
+at::Tensor view_as_real(const at::Tensor& self) {
+  return at::native::view_as_real(self);
+}
+
+at::Tensor view_as_complex(const at::Tensor& self) {
+  return at::native::view_as_complex(self);
 }
 
 at::Tensor unfold(const at::Tensor& self, int64_t dimension, int64_t size, int64_t step) {
@@ -108,6 +120,12 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   if (dst.numel() == 0) {
     return dst;
   }
+  // a conjugate or negative view (csrc/mathbits.cpp) on the device: its memory crosses as it is and
+  // the host applies the bit; between two xirang tensors the copy goes by way of the host
+  if (C10_UNLIKELY(self.device().type() == kDevice && dst.device().type() == kDevice &&
+                   (has_math_bits(self) || has_math_bits(dst)))) {
+    return copy_from(self.cpu(), dst, false);
+  }
   if (dst.is_cpu()) {
     // device -> host: read the source's elements, then PyTorch's CPU copy (broadcast, cast)
     auto tmp = at::empty(self.sizes(), self.options().device(c10::kCPU));
@@ -119,12 +137,17 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
       auto src = described(self);
       check(xirang_read(&src, static_cast<uint8_t*>(tmp.data_ptr()), tmp.nbytes()), "copying to the host");
     }
-    dst.copy_(tmp);
+    dst.copy_(with_bits_of(tmp, self));
     return dst;
   }
   if (self.is_cpu()) {
-    // host -> device: cast and broadcast on the host, then write the elements into dst's view
-    auto tmp = self.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+    // host -> device: cast and broadcast on the host, then write the elements into dst's view (the
+    // memory behind a conjugate or negative view holds the conjugate or negation of its values)
+    auto tmp = self.to(dst.scalar_type()).expand(dst.sizes()).contiguous().resolve_conj().resolve_neg();
+    if (C10_UNLIKELY(has_math_bits(dst))) {
+      tmp = (dst.is_conj() ? tmp.conj_physical() : tmp);
+      tmp = (dst.is_neg() ? tmp.neg() : tmp).contiguous();
+    }
     if (unowned(dst)) {
       check(xirang_write_address(dst.device().index(), address(dst), static_cast<const uint8_t*>(tmp.const_data_ptr()),
                                  tmp.nbytes()),
@@ -137,7 +160,12 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   }
   auto s = described(self);
   auto d = described(dst);
-  check(xirang_copy(&d, &s), "copying between xirang tensors");
+  auto status = xirang_copy(&d, &s);
+  if (status == XR_DECLINED) {
+    // a cast the runtime does not model (complex to real): by way of the host
+    return copy_from(self.cpu(), dst, false);
+  }
+  check(status, "copying between xirang tensors");
   return dst;
 }
 
@@ -210,6 +238,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", TORCH_FN(xirang::view));
   m.impl("_reshape_alias", TORCH_FN(xirang::reshape_alias));
   m.impl("unfold", TORCH_FN(xirang::unfold));
+  m.impl("view_as_real", TORCH_FN(xirang::view_as_real));
+  m.impl("view_as_complex", TORCH_FN(xirang::view_as_complex));
   m.impl("resize_", TORCH_FN(xirang::resize_));
   m.impl("_copy_from", TORCH_FN(xirang::copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(xirang::copy_from_and_resize));

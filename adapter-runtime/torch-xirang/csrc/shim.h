@@ -66,4 +66,15 @@ void run_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const
 // (generated/bridge_registrations.cpp).
 void fallback_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// PyTorch's conjugate and negative bits (csrc/mathbits.cpp): whether `t` carries one; an alias
+// of `t`'s memory without them; `host` with the bits of `like` applied as lazy views.
+bool has_math_bits(const at::Tensor& t);
+at::Tensor bitless_alias(const at::Tensor& t);
+at::Tensor with_bits_of(at::Tensor host, const at::Tensor& like);
+
+// `op` on a stack with an argument carrying a bit: views keep it, other operators get it resolved;
+// `next` (boxed_kernel or fallback_kernel) then runs the call.
+void call_with_math_bits(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                         void (*next)(const c10::OperatorHandle&, torch::jit::Stack*));
+
 }  // namespace xirang
