@@ -40,7 +40,9 @@ fn operand(t: &Tensor) -> Result<(Tensor, bool)> {
     if t.is_contiguous() {
         return Ok((t.clone(), false));
     }
-    if (c <= 1 || st[nd - 2] == 1) && (r <= 1 || st[nd - 1] == r) && batch_ok(r * c) {
+    // stored as [c, r] row-major: a row steps by 1 (when there are rows to step), a column by r
+    // (when there are columns); a [1, n] view with a column stride other than 1 is neither layout
+    if (r <= 1 || st[nd - 2] == 1) && (c <= 1 || st[nd - 1] == r) && batch_ok(r * c) {
         return Ok((t.clone(), true));
     }
     Ok((super::contiguous(t)?.into_owned(), false))

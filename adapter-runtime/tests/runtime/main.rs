@@ -15,6 +15,7 @@ mod forward_ad;
 mod generated_autograd;
 mod generated_driver;
 mod index_math;
+mod matmul_layouts;
 mod ops_reference;
 mod precision;
 mod promotion;
