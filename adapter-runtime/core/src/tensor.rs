@@ -481,9 +481,14 @@ impl Tensor {
                 sizes.len()
             ));
         }
+        // as PyTorch's checkInBoundsForStorage: a view of no elements fits any storage, whatever its
+        // offset (a slice past the end of an empty dimension keeps the offset it computed)
+        if shape::numel(sizes) == 0 {
+            return Ok(());
+        }
         let extent = shape::storage_extent(sizes, strides, offset);
         let avail = self.storage.nbytes / self.dtype.size();
-        if extent > avail || (shape::numel(sizes) == 0 && offset > avail) {
+        if extent > avail {
             return shape_err(format!(
                 "setStorage: sizes {sizes:?}, strides {strides:?}, storage offset {offset} require {} bytes but the storage has {}",
                 extent * self.dtype.size(),

@@ -21,12 +21,14 @@ fn rows_of(t: &Tensor, dim: usize) -> Result<Tensor> {
     Ok(super::contiguous(&t.transpose(dim as i64, last)?)?.into_owned())
 }
 
-/// Undoes [`rows_of`]'s transpose on a result laid out like the rows.
+/// Undoes [`rows_of`]'s transpose on a result laid out like the rows, into a contiguous tensor:
+/// PyTorch's softmax returns one, and kernels that run on it require it (`nll_loss2d_backward`'s
+/// CPU kernel refused the transposed view of `log_softmax(x, 1)` that a 4-d cross entropy made).
 fn unrows(t: Tensor, dim: usize) -> Result<Tensor> {
-    if t.dim() == 0 {
+    if t.dim() == 0 || dim + 1 == t.dim() {
         return Ok(t);
     }
-    t.transpose(dim as i64, t.dim() as i64 - 1)
+    Ok(super::contiguous(&t.transpose(dim as i64, t.dim() as i64 - 1)?)?.into_owned())
 }
 
 fn row_len(t: &Tensor, dim: usize) -> usize {

@@ -735,7 +735,11 @@ pub fn convolution(
     if transposed {
         return Err(Error::Unsupported("convolution: transposed convolution has no host implementation".into()));
     }
-    super::require_float("convolution", input.dtype())?;
+    // PyTorch's CPU convolution takes int64 too (`nn.functional.conv2d` OpInfo's dtypes): the
+    // sums are computed in f64, exact while they stay below 2^53
+    if input.dtype() != DType::I64 {
+        super::require_float("convolution", input.dtype())?;
+    }
     let sp = weight.dim().saturating_sub(2);
     if !(1..=3).contains(&sp) || input.dim() != sp + 2 {
         return shape_err(format!(

@@ -738,6 +738,25 @@ pub fn convolution(
     let shape = transposed_output(input, weight, stride, padding, dilation, output_padding, groups)?;
     let like = Tensor::zeros(&shape, input.dtype());
     let like = place_like(like, input)?;
+    // An output_padding of at least the stride (allowed while below the dilation) makes the regular
+    // convolution of `like` longer than `input`: its extra positions get no gradient, so `input`
+    // is `dy` padded with zeros at their end.
+    let sp = shape.len() - 2;
+    let at = |v: &[i64], i: usize, default: i64| v.get(if v.len() == 1 { 0 } else { i }).copied().unwrap_or(default);
+    let mut pad = Vec::with_capacity(2 * sp);
+    for i in (0..sp).rev() {
+        let (s, p, d) = (at(stride, i, 1), at(padding, i, 0), at(dilation, i, 1));
+        let k = weight.sizes()[2 + i] as i64;
+        let regular = (shape[2 + i] as i64 + 2 * p - d * (k - 1) - 1) / s + 1;
+        pad.extend([0, (regular - input.sizes()[2 + i] as i64).max(0)]);
+    }
+    let padded;
+    let input = if pad.iter().any(|&v| v > 0) {
+        padded = reference::constant_pad_nd(input, &pad, Scalar::Int(0))?;
+        &padded
+    } else {
+        input
+    };
     let [y, _, _] = reference::convolution_backward(
         input,
         &like,

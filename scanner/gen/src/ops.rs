@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::naming::method_name;
 use crate::registry::{NativeFunction, signature};
-use crate::schema::{Argument, DefaultValue, FunctionSchema, SchemaKind, Type};
+use crate::schema::{Argument, FunctionSchema, SchemaKind, Type};
 
 use super::config::{Config, OperatorsTable};
 use super::types::{arg_map, arg_name, default_ivalue, returns_ty};
@@ -369,11 +369,12 @@ pub fn op_ctx(f: &NativeFunction, reason: Reason, env: &OpEnv) -> OpCtx {
     for (p, (a, _)) in ps.iter().zip(&args) {
         match &a.ty {
             Type::List { size: Some(n), .. } if *n >= 2 => {
-                // `int[2] stride=[]`: empty means "the default" (pooling: the kernel size), as in PyTorch
-                let empty_ok =
-                    a.default.as_ref().is_some_and(|d| matches!(&d.value, DefaultValue::List(l) if l.is_empty()));
+                // `int[2] stride=[]`: empty means "the default" (pooling: the kernel size), as in
+                // PyTorch, whose dispatcher checks no list length: the backward gets the forward's
+                // empty `stride` as it was given (`max_pool2d_with_indices_backward`), so an empty
+                // list passes to the kernel, which knows what it means
                 let check = format!("dispatch::check_len(OP, \"{}\", {}.len(), {n})?;", p.schema_name, p.name);
-                checks.push(if empty_ok { format!("if !{}.is_empty() {{ {check} }}", p.name) } else { check })
+                checks.push(format!("if !{}.is_empty() {{ {check} }}", p.name))
             }
             Type::Optional(inner) => {
                 if let Type::List { size: Some(n), .. } = &**inner

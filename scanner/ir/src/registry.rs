@@ -142,8 +142,14 @@ impl NativeFunction {
     }
     /// Whether PyTorch has kernels for this operator only on accelerators (CUDA, XPU, MPS, ...):
     /// dispatch keys, none of them a CPU or composite kernel. The CPU fallback of an out-of-tree
-    /// device can never run such an operator; only the adapter can serve it.
+    /// device can never run such an operator; only the adapter can serve it. The `_overrideable`
+    /// operators (`convolution_overrideable` and its backward) count too: their one kernel,
+    /// CompositeExplicitAutograd, only raises "not implemented", as they exist for backends outside
+    /// PyTorch to override.
     pub fn device_only(&self) -> bool {
+        if self.func.name.name.ends_with("_overrideable") {
+            return true;
+        }
         self.composite() == Composite::None
             && !self.dispatch.is_empty()
             && !self.dispatch.keys().any(|k| k.contains("CPU") || k.starts_with("Math") || k.starts_with("Composite"))
