@@ -201,6 +201,81 @@ pub(crate) fn binary_real<T: Real>(
     Ok(out)
 }
 
+/// A float kernel of three same-dtype tensors with broadcasting, computed in the compute type
+/// (f32 for f16/bf16/f32, f64 for f64) and rounded once to the inputs' dtype: what PyTorch's
+/// CPU kernels of `addcmul`, `addcdiv` and `lerp` do, where a composition of binary kernels in
+/// float16 would round after each step.
+fn ternary_real<T: Real>(
+    name: &str,
+    a: &Tensor,
+    b: &Tensor,
+    c: &Tensor,
+    f: impl Fn(T, T, T) -> T + Send + Sync + Copy + 'static,
+) -> Result<Tensor> {
+    let ctx = device_of(name, &[a, b, c])?;
+    let d = same_dtype(name, a, b)?;
+    same_dtype(name, a, c)?;
+    let (a, b, c) = (super::contiguous(a)?, super::contiguous(b)?, super::contiguous(c)?);
+    let bc = Bcast::new(&[a.sizes(), b.sizes(), c.sizes()])?;
+    let out = Tensor::empty_on(&ctx, &bc.shape, d)?;
+    if bc.numel() == 0 {
+        return Ok(out);
+    }
+    let (pa, pb, pc, po) = (a.data_ptr()?, b.data_ptr()?, c.data_ptr()?, out.data_ptr()?);
+    let (na, nb, nc) = (a.numel(), b.numel(), c.numel());
+    launch(&ctx, [&*a, &*b, &*c, &out], move |mem| {
+        let (x, y, z) = (T::load(mem, pa, na, d)?, T::load(mem, pb, nb, d)?, T::load(mem, pc, nc, d)?);
+        let [ma, mb, mc] = [&bc.maps[0], &bc.maps[1], &bc.maps[2]];
+        let g = |i: usize| f(x[ma.at(i)], y[mb.at(i)], z[mc.at(i)]);
+        let n = bc.numel();
+        let v: Vec<T> = if n >= PAR_MIN { (0..n).into_par_iter().map(g).collect() } else { (0..n).map(g).collect() };
+        T::store(mem, po, &v, d)
+    })?;
+    Ok(out)
+}
+
+/// `addcmul`: `self + value * tensor1 * tensor2`, rounded once.
+/// xirang-kernel: addcmul
+pub fn addcmul(self_: &Tensor, tensor1: &Tensor, tensor2: &Tensor, value: Scalar) -> Result<Tensor> {
+    let v = value.to_f64();
+    with_real!("addcmul", self_.dtype(), T => {
+        let v = T::from_f64(v);
+        ternary_real::<T>("addcmul", self_, tensor1, tensor2, move |s, a, b| s + v * a * b)
+    })
+}
+
+/// `addcdiv`: `self + value * tensor1 / tensor2`, rounded once.
+/// xirang-kernel: addcdiv
+pub fn addcdiv(self_: &Tensor, tensor1: &Tensor, tensor2: &Tensor, value: Scalar) -> Result<Tensor> {
+    let v = value.to_f64();
+    with_real!("addcdiv", self_.dtype(), T => {
+        let v = T::from_f64(v);
+        ternary_real::<T>("addcdiv", self_, tensor1, tensor2, move |s, a, b| s + v * (a / b))
+    })
+}
+
+/// PyTorch's `lerp` formula (ATen/native/Lerp.h): from the nearer end, so `lerp(a, b, 1) == b`.
+fn lerp_t<T: Real>(s: T, e: T, w: T) -> T {
+    let half = T::from_f64(0.5);
+    if w.abs() < half { s + w * (e - s) } else { e - (e - s) * (T::ONE - w) }
+}
+
+/// `lerp.Tensor`: `self + weight * (end - self)`, rounded once.
+/// xirang-kernel: lerp.Tensor
+pub fn lerp_tensor(self_: &Tensor, end: &Tensor, weight: &Tensor) -> Result<Tensor> {
+    with_real!("lerp", self_.dtype(), T => ternary_real::<T>("lerp", self_, end, weight, lerp_t::<T>))
+}
+
+/// `lerp.Scalar`: `self + weight * (end - self)`, rounded once.
+/// xirang-kernel: lerp.Scalar
+pub fn lerp_scalar(self_: &Tensor, end: &Tensor, weight: Scalar) -> Result<Tensor> {
+    let w = weight.to_f64();
+    with_real!("lerp", self_.dtype(), T => {
+        let w = T::from_f64(w);
+        binary_real::<T>("lerp", self_, end, move |s, e| lerp_t(s, e, w))
+    })
+}
+
 /// A float kernel `f(a, b) -> bool` with broadcasting; the result is bool.
 fn compare_real<T: Real>(
     name: &str,
@@ -684,6 +759,18 @@ pub fn exp(self_: &Tensor) -> Result<Tensor> {
 /// xirang-kernel: log
 pub fn log(self_: &Tensor) -> Result<Tensor> {
     with_real!("log", self_.dtype(), T => unary_real::<T>("log", self_, |x| x.ln()))
+}
+/// `expm1`: `exp(x) - 1` without the cancellation of computing it so (`exp_m1`, in f64 for every
+/// storage dtype, rounded once); a composition `exp(x) - 1` loses every digit below 1e-8 in f32.
+/// xirang-kernel: expm1
+pub fn expm1(self_: &Tensor) -> Result<Tensor> {
+    with_real!("expm1", self_.dtype(), T => unary_real::<T>("expm1", self_, |x| T::from_f64(x.to_f64().exp_m1())))
+}
+/// `log1p`: `ln(1 + x)` accurate for small `x` (`ln_1p` in f64, rounded once), which `log(x + 1)`
+/// is not.
+/// xirang-kernel: log1p
+pub fn log1p(self_: &Tensor) -> Result<Tensor> {
+    with_real!("log1p", self_.dtype(), T => unary_real::<T>("log1p", self_, |x| T::from_f64(x.to_f64().ln_1p())))
 }
 /// `sqrt`.
 /// xirang-kernel: sqrt

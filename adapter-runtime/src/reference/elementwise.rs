@@ -325,7 +325,9 @@ pub enum Unary {
     Neg,
     Abs,
     Exp,
+    Expm1,
     Log,
+    Log1p,
     Sqrt,
     Rsqrt,
     Sigmoid,
@@ -394,7 +396,9 @@ pub fn unary(op: Unary, x: &Tensor) -> Result<Tensor> {
                 let od = if d.is_floating() { d } else { DEFAULT_FLOAT };
                 let f = match op {
                     Unary::Exp => |v: &f64| v.exp(),
+                    Unary::Expm1 => |v: &f64| v.exp_m1(),
                     Unary::Log => |v: &f64| v.ln(),
+                    Unary::Log1p => |v: &f64| v.ln_1p(),
                     Unary::Sqrt => |v: &f64| v.sqrt(),
                     Unary::Rsqrt => |v: &f64| 1.0 / v.sqrt(),
                     Unary::Sigmoid => |v: &f64| sigmoid_f64(*v),
@@ -421,6 +425,65 @@ pub fn exp(x: &Tensor) -> Result<Tensor> {
 /// xirang-fallback: log
 pub fn log(x: &Tensor) -> Result<Tensor> {
     unary(Unary::Log, x)
+}
+/// xirang-fallback: expm1
+pub fn expm1(x: &Tensor) -> Result<Tensor> {
+    unary(Unary::Expm1, x)
+}
+/// xirang-fallback: log1p
+pub fn log1p(x: &Tensor) -> Result<Tensor> {
+    unary(Unary::Log1p, x)
+}
+
+/// A floating three-tensor elementwise op over the broadcast of `a`, `b` and `c`, computed in f64
+/// and rounded once to their common dtype (`addcmul`, `addcdiv`, `lerp`).
+fn ternary_f(
+    name: &'static str,
+    a: &Tensor,
+    b: &Tensor,
+    c: &Tensor,
+    f: impl Fn(f64, f64, f64) -> f64,
+) -> Result<Tensor> {
+    let d = common(&[operand(a), operand(b), operand(c)])?;
+    require_float(name, d)?;
+    on_host1(name, &[a, b, c], |h| {
+        let shape = broadcast_shapes(&broadcast_shapes(h[0].sizes(), h[1].sizes())?, h[2].sizes())?;
+        let (x, y, z) = (f64s(&h[0], &shape)?, f64s(&h[1], &shape)?, f64s(&h[2], &shape)?);
+        let v = x.iter().zip(y.iter().zip(&z)).map(|(x, (y, z))| f(*x, *y, *z)).collect();
+        out_f(v, &shape, d)
+    })
+}
+
+/// `addcmul(self, tensor1, tensor2, value)`: `self + value * tensor1 * tensor2`.
+/// xirang-fallback: addcmul
+pub fn addcmul(self_: &Tensor, tensor1: &Tensor, tensor2: &Tensor, value: Scalar) -> Result<Tensor> {
+    let v = value.to_f64();
+    ternary_f("addcmul", self_, tensor1, tensor2, move |s, a, b| s + v * a * b)
+}
+
+/// `addcdiv(self, tensor1, tensor2, value)`: `self + value * tensor1 / tensor2`.
+/// xirang-fallback: addcdiv
+pub fn addcdiv(self_: &Tensor, tensor1: &Tensor, tensor2: &Tensor, value: Scalar) -> Result<Tensor> {
+    let v = value.to_f64();
+    ternary_f("addcdiv", self_, tensor1, tensor2, move |s, a, b| s + v * (a / b))
+}
+
+fn lerp_f64(s: f64, e: f64, w: f64) -> f64 {
+    if w.abs() < 0.5 { s + w * (e - s) } else { e - (e - s) * (1.0 - w) }
+}
+
+/// `lerp.Tensor(self, end, weight)`.
+/// xirang-fallback: lerp.Tensor
+pub fn lerp_tensor(self_: &Tensor, end: &Tensor, weight: &Tensor) -> Result<Tensor> {
+    ternary_f("lerp", self_, end, weight, lerp_f64)
+}
+
+/// `lerp.Scalar(self, end, weight)`.
+/// xirang-fallback: lerp.Scalar
+pub fn lerp_scalar(self_: &Tensor, end: &Tensor, weight: Scalar) -> Result<Tensor> {
+    let w = weight.to_f64();
+    let wt = super::on_device_of(Tensor::from_f64(&[w], &[], self_.dtype())?, self_)?;
+    ternary_f("lerp", self_, end, &wt, lerp_f64)
 }
 /// xirang-fallback: sqrt
 pub fn sqrt(x: &Tensor) -> Result<Tensor> {
