@@ -4,7 +4,7 @@
 // where PyTorch has no composite kernel. Compiled into the torch-xirang package's shim
 // (adapter-runtime/torch-xirang/csrc/boxed.cpp holds the kernel).
 //
-// Registered: 528 (118 native kernel, 249 recipe, 8 accelerator-only operators
+// Registered: 528 (124 native kernel, 243 recipe, 8 accelerator-only operators
 // the runtime's host tier serves (PyTorch's CPU has no kernel for them), 153 functional operators with a
 // structured delegate that run on the host: their own CPU kernel through the shim's counted fallback,
 // not PyTorch's composite kernel running the out= form on a pre-shaped device output).
@@ -74,10 +74,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("add.Tensor", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("add.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("add_.Tensor", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
-  m.impl("addcdiv", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("addcdiv", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("addcdiv.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("addcdiv_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
-  m.impl("addcmul", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("addcmul", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("addcmul.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("addcmul_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("addmm", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
@@ -207,7 +207,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("exp2.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("exp2_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("exp_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
-  m.impl("expm1", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("expm1", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("expm1.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("expm1_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("floor", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
@@ -291,9 +291,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("leaky_relu_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("leaky_relu_backward", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("leaky_relu_backward.grad_input", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
-  m.impl("lerp.Scalar", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("lerp.Scalar", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("lerp.Scalar_out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
-  m.impl("lerp.Tensor", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("lerp.Tensor", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("lerp.Tensor_out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("lerp_.Scalar", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("lerp_.Tensor", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
@@ -314,7 +314,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("log10", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("log10.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("log10_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
-  m.impl("log1p", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("log1p", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("log1p.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("log1p_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("log2", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
