@@ -452,36 +452,32 @@ c10::DeviceIndex device_of(const c10::OperatorHandle& op, const torch::jit::Stac
 }  // namespace
 
 void run_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::string& name) {
-  // the CPU fallback's copy to the host would resolve a conjugate view's bit with clone on the device
+  // One pass over the arguments:
+  // - a conjugate or negative view: the CPU fallback's copy to the host would resolve its bit with
+  //   clone on the device (csrc/mathbits.cpp resolves it first);
+  // - at::native::cpu_fallback puts the results on the device of the first tensor argument; when
+  //   that one is a CPU scalar (rsub's `other` wrapped as a 0-dim tensor: `1 - x`), the results
+  //   belong on the xirang tensor's device, as PyTorch's own device kernels put them.
   const auto nargs = op.schema().arguments().size();
-  for (size_t i = stack->size() - nargs; i < stack->size(); ++i) {
-    if (C10_UNLIKELY((*stack)[i].isTensor() && has_math_bits((*stack)[i].toTensor()))) {
-      call_with_math_bits(op, stack, &fallback_kernel);
-      return;
-    }
-  }
-  check(xirang_fallback_admit(reinterpret_cast<const uint8_t*>(name.data()), name.size()), name.c_str());
-  // at::native::cpu_fallback puts the results on the device of the first tensor argument; when that
-  // one is a CPU scalar (rsub's `other` wrapped as a 0-dim tensor: `1 - x`), the results belong on
-  // the xirang tensor's device, as PyTorch's own device kernels put them
   std::optional<c10::Device> moved_to;
-  bool first_seen = false;
+  std::optional<bool> first_on_cpu;
   for (size_t i = stack->size() - nargs; i < stack->size(); ++i) {
     const auto& iv = (*stack)[i];
     if (!iv.isTensor() || !iv.toTensor().defined()) {
       continue;
     }
     const auto& t = iv.toTensor();
-    if (!first_seen) {
-      first_seen = true;
-      if (!t.is_cpu()) {
-        break;
-      }
-    } else if (t.device().type() == kDevice) {
+    if (C10_UNLIKELY(has_math_bits(t))) {
+      call_with_math_bits(op, stack, &fallback_kernel);
+      return;
+    }
+    if (!first_on_cpu.has_value()) {
+      first_on_cpu = t.is_cpu();
+    } else if (*first_on_cpu && !moved_to.has_value() && t.device().type() == kDevice) {
       moved_to = t.device();
-      break;
     }
   }
+  check(xirang_fallback_admit(reinterpret_cast<const uint8_t*>(name.data()), name.size()), name.c_str());
   LentGenerators gens;
   gens.lend(op, stack, device_of(op, stack));
   at::native::cpu_fallback(op, stack);
