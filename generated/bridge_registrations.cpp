@@ -4,13 +4,13 @@
 // where PyTorch has no composite kernel. Compiled into the torch-xirang package's shim
 // (adapter-runtime/torch-xirang/csrc/boxed.cpp holds the kernel).
 //
-// Registered: 528 (124 native kernel, 243 recipe, 8 accelerator-only operators
-// the runtime's host tier serves (PyTorch's CPU has no kernel for them), 153 functional operators with a
+// Registered: 536 (134 native kernel, 244 recipe, 8 accelerator-only operators
+// the runtime's host tier serves (PyTorch's CPU has no kernel for them), 150 functional operators with a
 // structured delegate that run on the host: their own CPU kernel through the shim's counted fallback,
 // not PyTorch's composite kernel running the out= form on a pre-shaped device output).
 // Left to PyTorch: CompositeImplicitAutograd operators decompose there (0 of the
 // served ones); CompositeExplicitAutograd operators the adapter serves only by recipe or on the
-// host run PyTorch's composite kernel (87); views keep PyTorch's metadata kernels
+// host run PyTorch's composite kernel (89); views keep PyTorch's metadata kernels
 // (5); the shim's own kernels ([bridge] shim of xirang.toml: 3); custom
 // operators (1, not defined in PyTorch's aten library). Every other operator runs
 // PyTorch's CPU kernel through the shim's boxed fallback, counted by the runtime's policy.
@@ -88,8 +88,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addmv", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("addmv.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("addmv_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
-  m.impl("all", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
-  m.impl("all.dim", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
+  m.impl("all.all_out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("all.dim", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
+  m.impl("all.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("amax", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("amax.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("amin.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
@@ -246,14 +247,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("gt_.Tensor", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("hardshrink", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
   m.impl("hardshrink_backward", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
-  m.impl("hardsigmoid", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("hardsigmoid", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("hardsigmoid.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("hardsigmoid_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("hardsigmoid_backward", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("hardsigmoid_backward.grad_input", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
-  m.impl("hardswish", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("hardswish", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("hardswish.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
-  m.impl("hardswish_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("hardswish_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("hardswish_backward", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("hardtanh", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("hardtanh.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
@@ -277,7 +278,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("isin.Tensor_Tensor", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
   m.impl("isinf", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; overrides PyTorch's CompositeExplicitAutograd kernel
   m.impl("isnan", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
-  m.impl("isneginf", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
+  m.impl("isneginf", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
+  m.impl("isneginf.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("isposinf", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
   m.impl("lcm", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
   m.impl("le.Scalar", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
@@ -344,7 +346,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_fill_.Tensor", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("masked_scatter_", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("max.dim_max", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("max_pool2d_with_indices", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("max_pool2d_with_indices.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("max_pool2d_with_indices_backward", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("max_pool2d_with_indices_backward.grad_input", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("max_pool3d_with_indices.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("maximum", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
@@ -368,6 +372,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mul.Tensor", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("mul.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("mul_.Tensor", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("native_batch_norm", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
+  m.impl("native_batch_norm.out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("native_batch_norm_backward", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("native_dropout", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("native_dropout_backward", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("native_layer_norm", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; overrides PyTorch's CompositeExplicitAutograd kernel
@@ -391,6 +398,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("norm.ScalarOpt_dim_dtype", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
   m.impl("polygamma", torch::CppFunction::makeFromBoxedFunction<&xirang::fallback_kernel>());  // host; PyTorch's CPU kernel of the functional form, not its out= form on a pre-shaped output
   m.impl("pow.Scalar_out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
+  m.impl("pow.Tensor_Scalar", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // native kernel; PyTorch has only device kernels
   m.impl("pow.Tensor_Scalar_out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("pow.Tensor_Tensor_out", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels
   m.impl("pow_.Scalar", torch::CppFunction::makeFromBoxedFunction<&xirang::boxed_kernel>());  // recipe; PyTorch has only device kernels

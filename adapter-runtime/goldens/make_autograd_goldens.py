@@ -445,6 +445,23 @@ def triangle_specs():
     ]
 
 
+def cnn_specs():
+    """Max pooling and `pow.Tensor_Scalar`, translated once their forward became device kernels
+    (`kernels/pool.rs`, `kernels/elementwise.rs`), added after every other case with their own
+    generator: the backward scatters the gradient to each window's maximum, and
+    `grad * exponent * self.pow(exponent - 1)`. Overlapping windows sum their gradients into one
+    input (`reduce`: CPU adds in the storage dtype, the device in float32)."""
+    return [
+        ("max_pool2d_with_indices", "reduce", "contiguous",
+         [T(2, 3, 7, 6), IL([3, 3]), IL([2, 1]), IL([1, 1]), IL([1, 1]), B(True)]),
+        ("max_pool2d_with_indices", "arith", "contiguous",
+         [T(3, 6, 6), IL([2]), IL([]), IL([0]), IL([1]), B(False)]),
+        ("pow.Tensor_Scalar", "transcendental", "contiguous", [T(16, 24, kind="positive"), S(2.5)]),
+        ("pow.Tensor_Scalar", "transcendental", "contiguous", [T(16, 24), S(3)]),
+        ("pow.Tensor_Scalar", "transcendental", "transposed", [T(5, 7, kind="positive", layout="transposed"), S(-0.5)]),
+    ]
+
+
 def kinks(dt):
     """Values at and around 0: the bound itself (twice, and -0.0), both sides, NaN."""
     return torch.tensor([-1.0, -0.5, 0.0, 0.0, -0.0, 0.5, 1.0, float("nan")], dtype=mg.DT[dt])
@@ -522,7 +539,7 @@ def main():
     # each block draws from a generator of its own, so a block added at the end leaves the inputs of
     # the cases before it as they were
     blocks = [(20240601, specs), (20261201, extra_specs), (20261202, kink_specs), (20261203, view_specs),
-              (20261205, triangle_specs)]
+              (20261205, triangle_specs), (20261207, cnn_specs)]
     for seed, block in blocks:
         mg.gen = torch.Generator().manual_seed(seed)
         for dt in DTYPES:

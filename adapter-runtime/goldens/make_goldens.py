@@ -1393,6 +1393,81 @@ def build_conv_device():
             case("convolution_backward_overrideable", "matmul", dt, "contiguous", bwd)
 
 
+def build_cnn_device():
+    """The device kernels a CNN step needs besides convolution (`kernels/norm.rs`, `kernels/pool.rs`,
+    `kernels/elementwise.rs`, `kernels/reduce.rs`): `native_batch_norm` (training with and without
+    running statistics, evaluation) and its backward (training and evaluation), hardswish,
+    hardsigmoid, isneginf, `all.dim` and more `pow.Tensor_Scalar` exponents. Appended after every
+    other builder, so the earlier cases keep their inputs."""
+    eps, mom = 1e-5, 0.1
+    for dt in FLOATS:
+        def bn_train(c, dt=dt):
+            x = tensor_arg(c, [4, 3, 5, 2], dt)
+            w, b = tensor_arg(c, [3], dt), tensor_arg(c, [3], dt)
+            m, v = tensor_arg(c, [3], dt), tensor_arg(c, [3], dt, kind="positive")
+            rm, rv = m.value.clone(), v.value.clone()
+            out = aten.native_batch_norm(x.value, w.value, b.value, rm, rv, True, mom, eps)
+            return [x.enc, w.enc, b.enc, m.enc, v.enc, {"b": True}, {"f": mom}, {"f": eps}], out
+        case("native_batch_norm", "norm", dt, "contiguous", bn_train)
+
+        def bn_no_stats(c, dt=dt):
+            x = tensor_arg(c, [5, 4, 3], dt)
+            out = aten.native_batch_norm(x.value, None, None, None, None, True, mom, eps)
+            return [x.enc, None, None, None, None, {"b": True}, {"f": mom}, {"f": eps}], out
+        case("native_batch_norm", "norm", dt, "contiguous", bn_no_stats)
+
+        def bn_eval(c, dt=dt):
+            x = tensor_arg(c, [3, 4, 2, 2], dt)
+            w, b = tensor_arg(c, [4], dt), tensor_arg(c, [4], dt)
+            m, v = tensor_arg(c, [4], dt), tensor_arg(c, [4], dt, kind="positive")
+            out = aten.native_batch_norm(x.value, w.value, b.value, m.value, v.value, False, mom, eps)
+            return [x.enc, w.enc, b.enc, m.enc, v.enc, {"b": False}, {"f": mom}, {"f": eps}], out
+        case("native_batch_norm", "norm", dt, "contiguous", bn_eval)
+
+        def bn_bwd_train(c, dt=dt):
+            x = tensor_arg(c, [4, 3, 3, 2], dt)
+            w = tensor_arg(c, [3], dt)
+            _, sm, si = aten.native_batch_norm(x.value, w.value, None, None, None, True, mom, eps)
+            g = tensor_arg(c, [4, 3, 3, 2], dt)
+            smv, siv = tensor_arg(c, [3], dt, value=sm), tensor_arg(c, [3], dt, value=si)
+            out = aten.native_batch_norm_backward(g.value, x.value, w.value, None, None, sm, si, True, eps,
+                                                  [True, True, True])
+            return [g.enc, x.enc, w.enc, None, None, smv.enc, siv.enc, {"b": True}, {"f": eps},
+                    {"bl": [True, True, True]}], out
+        case("native_batch_norm_backward", "norm", dt, "contiguous", bn_bwd_train)
+
+        def bn_bwd_eval(c, dt=dt):
+            x = tensor_arg(c, [3, 2, 5], dt)
+            w = tensor_arg(c, [2], dt)
+            m, v = tensor_arg(c, [2], dt), tensor_arg(c, [2], dt, kind="positive")
+            g = tensor_arg(c, [3, 2, 5], dt)
+            out = aten.native_batch_norm_backward(g.value, x.value, w.value, m.value, v.value, None, None, False, eps,
+                                                  [True, True, True])
+            return [g.enc, x.enc, w.enc, m.enc, v.enc, None, None, {"b": False}, {"f": eps},
+                    {"bl": [True, True, True]}], out
+        case("native_batch_norm_backward", "norm", dt, "contiguous", bn_bwd_eval)
+
+    unary("hardswish", "transcendental", aten.hardswish, FLOATS)
+    unary("hardsigmoid", "transcendental", aten.hardsigmoid, FLOATS)
+    for dt in FLOATS:
+        def neginf(c, dt=dt):
+            v = rand([4, 5], "f64").to(DT[dt])
+            v[0, 1], v[1, 2], v[2, 3], v[3, 4] = float("-inf"), float("inf"), float("nan"), -0.0
+            x = tensor_arg(c, [4, 5], dt, value=v)
+            return [x.enc], aten.isneginf(x.value)
+        case("isneginf", "compare", dt, "contiguous", neginf)
+    for dt in FLOATS + INTS + ["bool"]:
+        def all_dim(c, dt=dt):
+            v = rand([3, 4, 2], dt)
+            if dt != "bool":
+                v = (v > -1.0).to(DT[dt]) if dt in FLOATS else v
+                v.view(-1)[::5] = 0
+            x = tensor_arg(c, [3, 4, 2], dt, value=v)
+            return [x.enc, {"i": 1}, {"b": False}], aten.all.dim(x.value, 1, False)
+        case("all.dim", "compare", dt, "contiguous", all_dim)
+    binary_scalar("pow.Tensor_Scalar", "transcendental", aten.pow.Tensor_Scalar, FLOATS, [-1, -0.5, 2.5])
+
+
 def keep_committed_tensors():
     """The committed outputs of the cases that already existed stay as they are (the CPU's vector
     unit moves a few last bits between machines); only new tensors come from this run."""
@@ -1422,6 +1497,7 @@ def main():
     build_triangles()
     build_bias_products()
     build_conv_device()
+    build_cnn_device()
     keep_committed_tensors()
     save_file(tensors, os.path.join(HERE, "cases.safetensors"))
     index = {"torch": torch.__version__, "count": len(cases), "skipped": dict(sorted(skipped.items())), "cases": cases}

@@ -810,6 +810,41 @@ pub fn silu(self_: &Tensor) -> Result<Tensor> {
     with_real!("silu", self_.dtype(), T => unary_real::<T>("silu", self_, |x| x * sigmoid_t(x)))
 }
 
+fn relu6_over_6<T: Real>(x: T) -> T {
+    let (three, six) = (T::from_f64(3.0), T::from_f64(6.0));
+    let v = x + three;
+    // NaN stays NaN (PyTorch's min(max(x + 3, 0), 6) propagates it)
+    if v.is_nan() {
+        v
+    } else if v < T::ZERO {
+        T::ZERO
+    } else if v > six {
+        T::ONE
+    } else {
+        v / six
+    }
+}
+/// `hardsigmoid`: `relu6(x + 3) / 6`.
+/// xirang-kernel: hardsigmoid
+pub fn hardsigmoid(self_: &Tensor) -> Result<Tensor> {
+    with_real!("hardsigmoid", self_.dtype(), T => unary_real::<T>("hardsigmoid", self_, relu6_over_6::<T>))
+}
+/// `hardswish`: `x * relu6(x + 3) / 6`.
+/// xirang-kernel: hardswish
+pub fn hardswish(self_: &Tensor) -> Result<Tensor> {
+    with_real!("hardswish", self_.dtype(), T => unary_real::<T>("hardswish", self_, |x| x * relu6_over_6(x)))
+}
+/// `hardswish_`: in place into `self_` (MobileNetV3's `nn.Hardswish(inplace=True)`).
+/// xirang-kernel: hardswish_
+pub fn hardswish_(self_: &Tensor) -> Result<Tensor> {
+    if !self_.is_contiguous() {
+        return unsupported("hardswish_", "in-place kernels need a contiguous self");
+    }
+    let r = hardswish(self_)?;
+    copy_into(&r, self_)?;
+    Ok(self_.clone())
+}
+
 fn gelu_t<T: Real>(x: T, tanh: bool) -> T {
     let half = T::from_f64(0.5);
     if tanh {
@@ -1173,7 +1208,7 @@ fn rounding(name: &str, a: &Tensor, f: fn(f64) -> f64) -> Result<Tensor> {
 }
 
 /// Values of any real, integer or bool dtype as f64 (for predicates and truth values).
-fn load_f64(
+pub(crate) fn load_f64(
     mem: &dyn crate::driver::KernelMemory,
     p: crate::driver::DevicePtr,
     n: usize,
@@ -1350,6 +1385,39 @@ pub fn isnan(self_: &Tensor) -> Result<Tensor> {
 /// xirang-kernel: isinf
 pub fn isinf(self_: &Tensor) -> Result<Tensor> {
     predicate("isinf", self_, f64::is_infinite)
+}
+/// `pow.Tensor_Scalar` for floating tensors: the small exponents CPU special-cases as products
+/// (`2`, `3`), square roots (`0.5`, `-0.5`) and reciprocals (`-1`, `-2`) are computed so too,
+/// others as `powf` in f64, rounded once. Integer and bool tensors take the fallback.
+/// xirang-kernel: pow.Tensor_Scalar
+pub fn pow_tensor_scalar(self_: &Tensor, exponent: Scalar) -> Result<Tensor> {
+    const NAME: &str = "pow";
+    if matches!(exponent, Scalar::Bool(_)) {
+        return unsupported(NAME, "a bool exponent takes the fallback");
+    }
+    let e = exponent.to_f64();
+    with_real!(NAME, self_.dtype(), T => {
+        if e == 2.0 {
+            unary_real::<T>(NAME, self_, |x| x * x)
+        } else if e == 3.0 {
+            unary_real::<T>(NAME, self_, |x| x * x * x)
+        } else if e == 0.5 {
+            unary_real::<T>(NAME, self_, |x| x.sqrt())
+        } else if e == -0.5 {
+            unary_real::<T>(NAME, self_, |x| T::ONE / x.sqrt())
+        } else if e == -1.0 {
+            unary_real::<T>(NAME, self_, |x| T::ONE / x)
+        } else if e == -2.0 {
+            unary_real::<T>(NAME, self_, |x| T::ONE / (x * x))
+        } else {
+            unary_real::<T>(NAME, self_, move |x| T::from_f64(x.to_f64().powf(e)))
+        }
+    })
+}
+/// `isneginf` (false for integers and bool).
+/// xirang-kernel: isneginf
+pub fn isneginf(self_: &Tensor) -> Result<Tensor> {
+    predicate("isneginf", self_, |v| v == f64::NEG_INFINITY)
 }
 /// `logical_not`: `x == 0` (NaN is true, so its `logical_not` is false).
 /// xirang-kernel: logical_not

@@ -36,7 +36,9 @@ pub mod elementwise;
 pub mod index;
 pub mod matmul;
 pub mod nn;
+pub mod norm;
 pub mod npu_ops;
+pub mod pool;
 pub mod reduce;
 pub mod rnn;
 

@@ -140,3 +140,30 @@ pub fn mean_dim(self_: &Tensor, dim: Option<&[i64]>, keepdim: bool, dtype: Optio
 pub fn amax(self_: &Tensor, dim: &[i64], keepdim: bool) -> Result<Tensor> {
     reduce("amax", self_, Some(dim), keepdim, None, Red::Max)
 }
+
+/// `all.dim(self, dim, keepdim)`: whether every element along `dim` is non-zero (NaN is); a bool
+/// result, true for an empty slice. uint8 inputs (whose result is uint8) take the fallback.
+/// xirang-kernel: all.dim
+pub fn all_dim(self_: &Tensor, dim: i64, keepdim: bool) -> Result<Tensor> {
+    const NAME: &str = "all";
+    let ctx = device_of(NAME, &[self_])?;
+    let d = self_.dtype();
+    if d == DType::U8 {
+        return unsupported(NAME, format!("dtype {d} takes the fallback"));
+    }
+    let l = crate::reference::layout(self_, Some(&[dim]), keepdim)?;
+    let rows = super::contiguous(&l.permuted)?;
+    let out = Tensor::empty_on(&ctx, &l.out_shape, DType::Bool)?;
+    let (outer, inner) = (l.outer, l.inner);
+    if outer == 0 {
+        return Ok(out);
+    }
+    let (pr, po) = (if rows.numel() > 0 { rows.data_ptr()? } else { 0 }, out.data_ptr()?);
+    launch(&ctx, [&*rows, &out], move |mem| {
+        let v = super::elementwise::load_f64(mem, pr, outer * inner, d)?;
+        let o: Vec<u8> =
+            (0..outer).map(|i| u8::from(v[i * inner..(i + 1) * inner].iter().all(|x| *x != 0.0))).collect();
+        super::write_slice(mem, po, &o)
+    })?;
+    Ok(out)
+}

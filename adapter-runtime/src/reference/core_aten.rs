@@ -571,8 +571,19 @@ pub fn cumsum(x: &Tensor, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
 /// empty `dims` reduce everything.
 /// xirang-fallback: any.dims
 pub fn any(x: &Tensor, dims: Option<&[i64]>, keepdim: bool) -> Result<Tensor> {
+    any_all("any", x, dims, keepdim, false)
+}
+
+/// `torch.all(x, dims, keepdim)`: whether every element is non-zero (NaN is); bool result
+/// (uint8 for uint8 input, as PyTorch); an empty slice is true.
+/// xirang-fallback: all.dims
+pub fn all(x: &Tensor, dims: Option<&[i64]>, keepdim: bool) -> Result<Tensor> {
+    any_all("all", x, dims, keepdim, true)
+}
+
+fn any_all(name: &'static str, x: &Tensor, dims: Option<&[i64]>, keepdim: bool, all: bool) -> Result<Tensor> {
     let od = if x.dtype() == DType::U8 { DType::U8 } else { DType::Bool };
-    on_host1("any", &[x], |h| {
+    on_host1(name, &[x], |h| {
         let l = super::reduce::layout(&h[0], dims, keepdim)?;
         let nz: Vec<bool> = if h[0].dtype().is_floating() {
             l.permuted.to_f64_vec()?.iter().map(|v| *v != 0.0).collect()
@@ -580,7 +591,10 @@ pub fn any(x: &Tensor, dims: Option<&[i64]>, keepdim: bool) -> Result<Tensor> {
             l.permuted.to_i64_vec()?.iter().map(|v| *v != 0).collect()
         };
         let r: Vec<i64> = (0..l.outer)
-            .map(|o| i64::from(l.inner > 0 && nz[o * l.inner..o * l.inner + l.inner].iter().any(|b| *b)))
+            .map(|o| {
+                let row = &nz[o * l.inner..o * l.inner + l.inner];
+                i64::from(if all { row.iter().all(|b| *b) } else { row.iter().any(|b| *b) })
+            })
             .collect();
         Tensor::from_i64(&r, &l.out_shape, od)
     })
@@ -968,10 +982,13 @@ pub fn batch_norm(
             }
         }
         let out = Tensor::from_f64(&y, h[0].sizes(), d)?;
+        // a reduced-precision input with float32 parameters (mixed types, as autocast leaves
+        // batch norm) saves its statistics in the parameters' dtype, as PyTorch's CPU kernel
+        let sd = h[1..].iter().map(|t| t.dtype()).find(|&t| t != d).unwrap_or(d);
         let (sm, sv) = if training {
-            (Tensor::from_f64(&mean, &[c], d)?, Tensor::from_f64(&invstd, &[c], d)?)
+            (Tensor::from_f64(&mean, &[c], sd)?, Tensor::from_f64(&invstd, &[c], sd)?)
         } else {
-            (Tensor::empty(&[0], d), Tensor::empty(&[0], d))
+            (Tensor::empty(&[0], sd), Tensor::empty(&[0], sd))
         };
         let (rm, rv) = match new_run {
             Some((nm, nv, dm, dv)) => (Tensor::from_f64(&nm, &[c], dm)?, Tensor::from_f64(&nv, &[c], dv)?),
@@ -984,6 +1001,90 @@ pub fn batch_norm(
         v.copy_(&rv)?;
     }
     Ok((out, sm, sv))
+}
+
+/// `native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean,
+/// save_invstd, train, eps, output_mask)`: (grad_input, grad_weight, grad_bias). Training uses the
+/// saved batch statistics (the batch mean and `1/sqrt(var + eps)`), evaluation the running ones;
+/// in training the input's gradient includes the statistics' dependence on the input.
+#[allow(clippy::too_many_arguments)]
+pub fn batch_norm_backward(
+    grad_out: &Tensor,
+    input: &Tensor,
+    weight: Option<&Tensor>,
+    running: Option<(&Tensor, &Tensor)>,
+    saved: Option<(&Tensor, &Tensor)>,
+    train: bool,
+    eps: f64,
+    mask: [bool; 3],
+) -> Result<[Option<Tensor>; 3]> {
+    super::require_float("native_batch_norm_backward", input.dtype())?;
+    if input.dim() < 2 || grad_out.sizes() != input.sizes() {
+        return shape_err(format!(
+            "native_batch_norm_backward: grad_out {:?} and input {:?} must be one shape of at least 2 dims",
+            grad_out.sizes(),
+            input.sizes()
+        ));
+    }
+    let (n, c) = (input.sizes()[0], input.sizes()[1]);
+    let inner: usize = input.sizes()[2..].iter().product();
+    let stats = if train { saved } else { running };
+    let Some((sm, sv)) = stats else {
+        return arg_err(if train {
+            "native_batch_norm_backward: save_mean and save_invstd must be defined in training"
+        } else {
+            "native_batch_norm_backward: running_mean and running_var must be defined in evaluation"
+        });
+    };
+    if sm.numel() != c || sv.numel() != c || weight.is_some_and(|w| w.numel() != c) {
+        return shape_err(format!("native_batch_norm_backward: statistics and weight must have {c} elements"));
+    }
+    let d = input.dtype();
+    let mut ins: Vec<&Tensor> = vec![grad_out, input, sm, sv];
+    ins.extend(weight);
+    let [gx, gw, gb] = on_host("native_batch_norm_backward", &ins, |h| {
+        let dy = h[0].to_f64_vec()?;
+        let x = h[1].to_f64_vec()?;
+        let mean = h[2].to_f64_vec()?;
+        let invstd: Vec<f64> = if train {
+            h[3].to_f64_vec()?
+        } else {
+            h[3].to_f64_vec()?.iter().map(|v| 1.0 / (v + eps).sqrt()).collect()
+        };
+        let w = if h.len() > 4 { h[4].to_f64_vec()? } else { vec![1.0; c] };
+        let cnt = (n * inner) as f64;
+        let mut gi = vec![0.0; x.len()];
+        let (mut gwv, mut gbv) = (vec![0.0; c], vec![0.0; c]);
+        for ch in 0..c {
+            let (mu, rs) = (mean[ch], invstd[ch]);
+            let (mut sum, mut dot) = (0.0, 0.0);
+            for b in 0..n {
+                let o = (b * c + ch) * inner;
+                for k in o..o + inner {
+                    sum += dy[k];
+                    dot += dy[k] * (x[k] - mu);
+                }
+            }
+            gwv[ch] = dot * rs;
+            gbv[ch] = sum;
+            for b in 0..n {
+                let o = (b * c + ch) * inner;
+                for k in o..o + inner {
+                    gi[k] = if train {
+                        (dy[k] - sum / cnt - (x[k] - mu) * rs * rs * dot / cnt) * rs * w[ch]
+                    } else {
+                        dy[k] * rs * w[ch]
+                    };
+                }
+            }
+        }
+        Ok([
+            Tensor::from_f64(&gi, h[1].sizes(), d)?,
+            Tensor::from_f64(&gwv, &[c], d)?,
+            Tensor::from_f64(&gbv, &[c], d)?,
+        ])
+    })?;
+    Ok([mask[0].then_some(gx), mask[1].then_some(gw), mask[2].then_some(gb)])
 }
 
 /// `native_group_norm(input, weight, bias, N, C, HxW, group, eps)`: (output, mean, rstd), the

@@ -236,7 +236,7 @@ pub fn embedding_bag(
 /// The windows of an `n`-d pooling op from its `int[n]` arguments: `kernel` (one or `n`
 /// values), `stride` (empty: the kernel; one or `n`), `padding` and `dilation` (one or `n`),
 /// with PyTorch's checks (positive kernel, stride and dilation; padding at most half the kernel).
-pub(super) fn windows(
+pub(crate) fn windows(
     name: &str,
     n: usize,
     kernel: &[i64],
@@ -289,7 +289,7 @@ pub(super) fn windows(
 /// spatial dimensions: (leading sizes, spatial sizes, output spatial sizes). PyTorch's checks:
 /// only the batch dimension may be empty, the output has at least one window per dimension and,
 /// for average pooling (`kernel_fits`), the input is at least as large as the kernel.
-fn pool_geometry(
+pub(crate) fn pool_geometry(
     name: &str,
     x: &Tensor,
     win: &[Window],

@@ -509,6 +509,24 @@ pub fn relu(x: &Tensor) -> Result<Tensor> {
 pub fn silu(x: &Tensor) -> Result<Tensor> {
     unary(Unary::Silu, x)
 }
+/// `hardsigmoid`: `relu6(x + 3) / 6`.
+/// xirang-fallback: hardsigmoid
+pub fn hardsigmoid(x: &Tensor) -> Result<Tensor> {
+    require_float("hardsigmoid", x.dtype())?;
+    float_fn("hardsigmoid", x, |v| (v + 3.0).clamp(0.0, 6.0) / 6.0)
+}
+/// `hardswish`: `x * relu6(x + 3) / 6`.
+/// xirang-fallback: hardswish
+pub fn hardswish(x: &Tensor) -> Result<Tensor> {
+    require_float("hardswish", x.dtype())?;
+    float_fn("hardswish", x, |v| v * (v + 3.0).clamp(0.0, 6.0) / 6.0)
+}
+/// `hardswish_`: [`hardswish`] written into `x`.
+/// xirang-fallback: hardswish_
+pub fn hardswish_(x: &Tensor) -> Result<Tensor> {
+    x.copy_(&hardswish(x)?)?;
+    Ok(x.clone())
+}
 
 /// `gelu(approximate=...)`: `"none"` or `"tanh"`.
 /// xirang-fallback: gelu
@@ -849,6 +867,10 @@ pub fn isnan(x: &Tensor) -> Result<Tensor> {
 /// xirang-fallback: isinf
 pub fn isinf(x: &Tensor) -> Result<Tensor> {
     predicate_fn("isinf", x, f64::is_infinite)
+}
+/// xirang-fallback: isneginf
+pub fn isneginf(x: &Tensor) -> Result<Tensor> {
+    predicate_fn("isneginf", x, |v| v == f64::NEG_INFINITY)
 }
 /// xirang-fallback: logical_not
 pub fn logical_not(x: &Tensor) -> Result<Tensor> {

@@ -655,6 +655,56 @@ fn usz(op: &str, v: i64) -> Result<usize> {
 pub fn _local_scalar_dense(self_: &Tensor) -> Result<Scalar> {
     self_.item()
 }
+/// Both running statistics or neither.
+fn running_pair<'a>(
+    op: &str,
+    m: Option<&'a Tensor>,
+    v: Option<&'a Tensor>,
+) -> Result<Option<(&'a Tensor, &'a Tensor)>> {
+    match (m, v) {
+        (Some(m), Some(v)) => Ok(Some((m, v))),
+        (None, None) => Ok(None),
+        _ => Err(Error::InvalidArgument(format!("{op}: running_mean and running_var must be given together"))),
+    }
+}
+/// xirang-fallback: native_batch_norm
+#[allow(clippy::too_many_arguments)]
+pub fn native_batch_norm(
+    input: &Tensor,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    running_mean: Option<&Tensor>,
+    running_var: Option<&Tensor>,
+    training: bool,
+    momentum: f64,
+    eps: f64,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let running = running_pair("native_batch_norm", running_mean, running_var)?;
+    reference::batch_norm(input, weight, bias, running, training, momentum, eps)
+}
+/// xirang-fallback: native_batch_norm_backward
+#[allow(clippy::too_many_arguments)]
+pub fn native_batch_norm_backward(
+    grad_out: &Tensor,
+    input: &Tensor,
+    weight: Option<&Tensor>,
+    running_mean: Option<&Tensor>,
+    running_var: Option<&Tensor>,
+    save_mean: Option<&Tensor>,
+    save_invstd: Option<&Tensor>,
+    train: bool,
+    eps: f64,
+    output_mask: &[bool],
+) -> Result<(Tensor, Tensor, Tensor)> {
+    const OP: &str = "native_batch_norm_backward";
+    let running = running_pair(OP, running_mean, running_var)?;
+    let saved = match (save_mean, save_invstd) {
+        (Some(m), Some(v)) => Some((m, v)),
+        _ => None,
+    };
+    let mask = bool3(OP, output_mask)?;
+    Ok(opt3(reference::batch_norm_backward(grad_out, input, weight, running, saved, train, eps, mask)?))
+}
 /// xirang-fallback: _native_batch_norm_legit
 pub fn _native_batch_norm_legit(
     input: &Tensor,
@@ -696,6 +746,14 @@ pub fn _native_batch_norm_legit_no_training(
 /// xirang-fallback: alias
 pub fn alias(self_: &Tensor) -> Result<Tensor> {
     Ok(self_.clone())
+}
+/// xirang-fallback: all
+pub fn all(self_: &Tensor) -> Result<Tensor> {
+    reference::all(self_, None, false)
+}
+/// xirang-fallback: all.dim
+pub fn all_dim(self_: &Tensor, dim: i64, keepdim: bool) -> Result<Tensor> {
+    reference::all(self_, Some(&[dim]), keepdim)
 }
 /// xirang-fallback: any
 pub fn any(self_: &Tensor) -> Result<Tensor> {

@@ -206,6 +206,19 @@ fn cases() -> Vec<(&'static str, Vec<A>)> {
         ("lerp.Scalar", vec![T(&[2, 3]), T(&[2, 3]), V(|| IValue::Scalar(Scalar::Float(0.3)))]),
         ("amax", vec![T(&[2, 3, 2]), V(|| IValue::IntList(vec![1])), V(|| IValue::Bool(false))]),
         ("amax", vec![T(&[2, 3]), V(|| IValue::IntList(vec![])), V(|| IValue::Bool(true))]),
+        (
+            "max_pool2d_with_indices",
+            vec![
+                T(&[1, 2, 4, 5]),
+                V(|| IValue::IntList(vec![2, 2])),
+                V(|| IValue::IntList(vec![1, 2])),
+                V(|| IValue::IntList(vec![0])),
+                V(|| IValue::IntList(vec![1])),
+                V(|| IValue::Bool(true)),
+            ],
+        ),
+        ("pow.Tensor_Scalar", vec![Pos(&[2, 3]), V(|| IValue::Scalar(Scalar::Float(2.5)))]),
+        ("pow.Tensor_Scalar", vec![T(&[2, 3]), V(|| IValue::Scalar(Scalar::Int(3)))]),
         ("mv", vec![T(&[2, 3]), T(&[3])]),
         (
             "addmv",

@@ -99,6 +99,9 @@ fn schema_args(schema: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The optional per-channel statistics arguments of `native_batch_norm` and its backward.
+const BN_STATS: [&str; 4] = ["running_mean", "running_var", "save_mean", "save_invstd"];
+
 struct Maker {
     rt: Runtime,
 }
@@ -129,6 +132,9 @@ impl Maker {
                 _ => &[1, 1, 4],
             };
             Tensor::from_vec(vec![1.0f32; sizes.iter().product()], sizes).expect("tensor")
+        } else if op.starts_with("native_batch_norm") && BN_STATS.contains(&name) {
+            // per-channel statistics of the [2, 2] input (2 channels; variances positive)
+            Tensor::from_vec(vec![1.0f32, 2.0], &[2]).expect("tensor")
         } else if (op.starts_with("nll_loss") || op.starts_with("mse_loss")) && name == "grad_output" {
             Tensor::from_vec(vec![1.0f32], &[1]).expect("tensor")
         } else {
@@ -140,6 +146,10 @@ impl Maker {
     /// A value of schema type `ty` for argument `name` of `op`.
     fn value(&self, op: &str, ty: &str, name: &str) -> IValue {
         if ty.ends_with('?') {
+            // batch norm's statistics: evaluation (the probe's `false`) needs the running ones
+            if op.starts_with("native_batch_norm") && BN_STATS.contains(&name) {
+                return IValue::Tensor(self.tensor(op, name));
+            }
             return IValue::None;
         }
         if let Some(open) = ty.find('[') {
