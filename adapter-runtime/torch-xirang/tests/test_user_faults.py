@@ -99,3 +99,42 @@ def test_pickle_of_a_model_and_a_second_device():
     buf.seek(0)
     sd = torch.load(buf)
     assert sd["weight"].device == torch.device("xirang:1")
+
+
+class _Tied(torch.nn.Module):
+    """An input embedding shared with the output layer, as GPT-2 and BERT's heads tie them."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(11, 4)
+        self.head = torch.nn.Linear(4, 11, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, ids):
+        return self.head(torch.tanh(self.emb(ids)))
+
+
+def test_module_to_keeps_tied_parameters_tied():
+    """PyTorch makes a Parameter per module when it moves one to a PrivateUse1 device
+    (pytorch/pytorch#116255); `import xirang` keeps the ties, so the model trained is the model built."""
+    torch.manual_seed(0)
+    m = _Tied()
+    ids = torch.tensor([[1, 4, 7], [2, 9, 0]])
+    losses = {}
+    for dev in ("cpu", "xirang"):
+        d = copy.deepcopy(m).to(dev)
+        assert d.head.weight is d.emb.weight, dev
+        assert len(list(d.parameters())) == 1
+        opt = torch.optim.SGD(d.parameters(), lr=0.5)
+        out = []
+        for _ in range(3):
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(d(ids.to(dev)).flatten(0, 1), ids.flatten().to(dev))
+            loss.backward()
+            opt.step()
+            out.append(loss.item())
+        losses[dev] = out
+    assert losses["xirang"] == pytest.approx(losses["cpu"], rel=1e-5)
+    # back to the CPU, and between devices, the tie holds too
+    d = copy.deepcopy(m).to("xirang").to("xirang:1").cpu()
+    assert d.head.weight is d.emb.weight

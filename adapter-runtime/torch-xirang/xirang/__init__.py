@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import threading
 from pathlib import Path
 
 import torch
@@ -316,6 +317,46 @@ def pytorch_version() -> str:
 
 def get_amp_supported_dtype():
     return [torch.float16, torch.bfloat16]
+
+
+# --- modules -------------------------------------------------------------------------------------
+
+_module_apply = torch.nn.Module._apply
+_applying = threading.local()
+
+
+def _apply_keeping_ties(self, fn, recurse=True):
+    """`Module._apply` (what `.to()`, `.xirang()`, `.half()` run) that keeps tied parameters tied.
+
+    PyTorch moves a parameter in place, one Parameter object for all its names, only between the
+    backends `TensorImpl::has_compatible_shallow_copy_type` lists (CPU, CUDA, MPS, HIP, XPU, HPU,
+    MTIA; not PrivateUse1); otherwise every module gets a Parameter of its own, so `model.to("xirang")`
+    unties what the model ties (GPT-2's output layer and input embedding) and trains another model
+    (pytorch/pytorch#116255). After the move, each name of a parameter that was shared points at the
+    one new Parameter again. A no-op where the move kept the ties."""
+    if not recurse or getattr(_applying, "active", False):
+        return _module_apply(self, fn, recurse)
+    groups = {}
+    for mod in self.modules():
+        for name, p in mod._parameters.items():
+            if p is not None:
+                groups.setdefault(id(p), (p, []))[1].append((mod, name))
+    shared = [names for _, names in groups.values() if len(names) > 1]
+    _applying.active = True
+    try:
+        out = _module_apply(self, fn, recurse)
+    finally:
+        _applying.active = False
+    for names in shared:
+        first_mod, first_name = names[0]
+        first = first_mod._parameters[first_name]
+        for mod, name in names[1:]:
+            if mod._parameters[name] is not first:
+                mod._parameters[name] = first
+    return out
+
+
+torch.nn.Module._apply = _apply_keeping_ties
 
 
 def _register() -> None:
