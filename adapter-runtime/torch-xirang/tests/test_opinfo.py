@@ -49,6 +49,10 @@ CAUSES = {
              "window on xirang where CPU computes one (the input's gradient matches); the formula's operators each "
              "keep the window's gradient on their own (checked: pow, expand, unfold_backward, mul)",
     "linalg.householder_product": ORDER,
+    "linalg.vector_norm": "not found yet: float16 backward, 1 of 15 elements in 1 of 2 samples beyond float16's "
+                          "tolerance; it appeared when `pow.Tensor_Scalar` (which the backward formula calls) became a "
+                          "native kernel that rounds `x^p` once from float64, where CPU's float16 kernel computes in "
+                          "float32; the forward in every dtype and the other dtypes' backward match",
     "linalg.lstsq": ORDER,
     "linalg.lstsq.grad_oriented": ORDER,
     "masked.log_softmax": LOWP,
