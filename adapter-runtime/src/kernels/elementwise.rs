@@ -170,6 +170,41 @@ fn same_dtype(name: &str, a: &Tensor, b: &Tensor) -> Result<DType> {
     Ok(a.dtype())
 }
 
+/// Two float operands of different dtypes (a bfloat16 activation and a float32 one under autocast)
+/// cast to PyTorch's result dtype (`torch.result_type`: a zero-dim operand does not raise it), for
+/// the promoting binary kernels; `None` when the dtypes agree or either is not a float (integer and
+/// bool mixes take the fallback). Widening a float is exact, so computing on the cast operands is
+/// what PyTorch's CPU kernel does (it casts on load).
+///
+/// A zero-dim operand wider than the result (a float32 scalar tensor with a bfloat16 one) is
+/// `Unsupported`: PyTorch's CPU kernels of reduced floats take such a scalar at its original
+/// precision (and `div` multiplies by its reciprocal), which casting it to the result dtype
+/// would not reproduce; the fallback runs that kernel.
+fn mixed_floats(a: &Tensor, b: &Tensor) -> Result<Option<(Tensor, Tensor)>> {
+    use crate::dtype::{Operand, promote_types, result_type};
+    if a.dtype() == b.dtype() || !is_real(a.dtype()) || !is_real(b.dtype()) {
+        return Ok(None);
+    }
+    let operand = |t: &Tensor| if t.dim() == 0 { Operand::ZeroDim(t.dtype()) } else { Operand::Tensor(t.dtype()) };
+    let Some(d) = result_type(&[operand(a), operand(b)]) else {
+        return Ok(None);
+    };
+    let ctx = device_of("binary", &[a, b])?;
+    let cast = |t: &Tensor| -> Result<Tensor> {
+        if t.dtype() == d {
+            return Ok(t.clone());
+        }
+        if promote_types(t.dtype(), d) != d {
+            return unsupported("binary", "a zero-dim operand wider than the result takes the fallback");
+        }
+        // widening on the device: exact
+        let out = Tensor::empty_on(&ctx, t.sizes(), d)?;
+        copy_strided(&out, t)?;
+        Ok(out)
+    };
+    Ok(Some((cast(a)?, cast(b)?)))
+}
+
 /// A float binary kernel with broadcasting; the result has the inputs' dtype.
 pub(crate) fn binary_real<T: Real>(
     name: &str,
@@ -417,6 +452,9 @@ fn nan_min<T: Real>(x: T, y: T) -> T {
 /// `add.Tensor`: `self + alpha * other`.
 /// xirang-kernel: add.Tensor
 pub fn add_tensor(self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<Tensor> {
+    if let Some((a, b)) = mixed_floats(self_, other)? {
+        return add_tensor(&a, &b, alpha);
+    }
     let d = self_.dtype();
     if is_int(d) {
         if alpha.is_floating() {
@@ -445,6 +483,9 @@ pub fn add_scalar(self_: &Tensor, other: Scalar, alpha: Scalar) -> Result<Tensor
 /// `sub.Tensor`: `self - alpha * other`.
 /// xirang-kernel: sub.Tensor
 pub fn sub_tensor(self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<Tensor> {
+    if let Some((a, b)) = mixed_floats(self_, other)? {
+        return sub_tensor(&a, &b, alpha);
+    }
     let d = self_.dtype();
     if is_int(d) {
         if alpha.is_floating() {
@@ -469,6 +510,9 @@ pub fn sub_scalar(self_: &Tensor, other: Scalar, alpha: Scalar) -> Result<Tensor
 /// `mul.Tensor`.
 /// xirang-kernel: mul.Tensor
 pub fn mul_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    if let Some((a, b)) = mixed_floats(self_, other)? {
+        return mul_tensor(&a, &b);
+    }
     let d = self_.dtype();
     if is_int(d) {
         return binary_int("mul", self_, other, None, i64::wrapping_mul);
@@ -486,6 +530,9 @@ pub fn mul_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
 /// `div.Tensor` (true division; integer inputs promote, so they fall back).
 /// xirang-kernel: div.Tensor
 pub fn div_tensor(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    if let Some((a, b)) = mixed_floats(self_, other)? {
+        return div_tensor(&a, &b);
+    }
     with_real!("div", self_.dtype(), T => binary_real::<T>("div", self_, other, |x, y| x / y))
 }
 
@@ -502,6 +549,9 @@ pub fn div_scalar(self_: &Tensor, other: Scalar) -> Result<Tensor> {
 /// `maximum` (NaN-propagating).
 /// xirang-kernel: maximum
 pub fn maximum(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    if let Some((a, b)) = mixed_floats(self_, other)? {
+        return maximum(&a, &b);
+    }
     let d = self_.dtype();
     if is_int(d) {
         return binary_int("maximum", self_, other, None, i64::max);
@@ -512,6 +562,9 @@ pub fn maximum(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
 /// `minimum` (NaN-propagating).
 /// xirang-kernel: minimum
 pub fn minimum(self_: &Tensor, other: &Tensor) -> Result<Tensor> {
+    if let Some((a, b)) = mixed_floats(self_, other)? {
+        return minimum(&a, &b);
+    }
     let d = self_.dtype();
     if is_int(d) {
         return binary_int("minimum", self_, other, None, i64::min);
@@ -526,7 +579,12 @@ pub fn add_tensor_(self_: &Tensor, other: &Tensor, alpha: Scalar) -> Result<Tens
         return unsupported("add_", "in-place kernels need a contiguous self of the broadcast shape");
     }
     let r = add_tensor(self_, other, alpha)?;
-    copy_into(&r, self_)?;
+    if r.dtype() == self_.dtype() {
+        copy_into(&r, self_)?;
+    } else {
+        // computed in the result type (a float32 `other` into a bfloat16 `self_`), rounded on the write
+        copy_strided(self_, &r)?;
+    }
     Ok(self_.clone())
 }
 

@@ -2,9 +2,11 @@
 //! `nn.BatchNorm*d` and `F.batch_norm` of a PrivateUse1 tensor (training and evaluation), and
 //! `native_batch_norm_backward`, its backward. One launch per call. Statistics are accumulated in
 //! f64 (PyTorch's CPU kernel accumulates in double too); each element is computed in f64 and
-//! rounded once to the storage dtype. Mixed dtypes (a reduced-precision input with float32
-//! parameters, as autocast leaves batch norm) and non-contiguous running statistics take the
-//! fallback.
+//! rounded once to the storage dtype. A reduced-precision input (float16, bfloat16) with float32
+//! parameters and statistics, as autocast leaves batch norm, runs here as on PyTorch's CPU kernel:
+//! the output and the input's gradient in the input's dtype, the saved statistics, the running
+//! statistics and the parameters' gradients in float32. Other dtype mixes (which PyTorch refuses)
+//! and non-contiguous running statistics take the fallback.
 
 use rayon::prelude::*;
 
@@ -14,19 +16,26 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::tensor::Tensor;
 
-/// (N, C, inner) of an `[N, C, ...]` input after the checks both directions share.
+/// (N, C, inner) of an `[N, C, ...]` input, and the dtype of the per-channel tensors, after the
+/// checks both directions share: `same` (the input, the output's gradient) are of the input's
+/// dtype, `per_channel` of one dtype, the input's or float32 under a float16/bfloat16 input.
 fn layout(
     name: &str,
     input: &Tensor,
-    all: &[&Tensor],
+    same: &[&Tensor],
     per_channel: &[Option<&Tensor>],
-) -> Result<(usize, usize, usize)> {
+) -> Result<(usize, usize, usize, DType)> {
     let d = input.dtype();
     if !is_real(d) {
         return unsupported(name, format!("dtype {d} takes the fallback"));
     }
-    if all.iter().any(|t| t.dtype() != d) {
-        return unsupported(name, "mixed dtypes take the fallback");
+    let pd = per_channel.iter().flatten().next().map_or(d, |t| t.dtype());
+    let mixed_ok = pd == d || (matches!(d, DType::F16 | DType::BF16) && pd == DType::F32);
+    if same.iter().any(|t| t.dtype() != d) || per_channel.iter().flatten().any(|t| t.dtype() != pd) || !mixed_ok {
+        return unsupported(
+            name,
+            "mixed dtypes other than a float16/bfloat16 input with float32 parameters take the fallback",
+        );
     }
     if input.dim() < 2 {
         return unsupported(name, "an input of fewer than 2 dimensions takes the fallback (which raises)");
@@ -39,7 +48,7 @@ fn layout(
     if n * inner == 0 {
         return unsupported(name, "an empty batch takes the fallback");
     }
-    Ok((n, c, inner))
+    Ok((n, c, inner, pd))
 }
 
 fn ptr(t: Option<&Tensor>) -> Result<Option<u64>> {
@@ -109,7 +118,7 @@ pub fn native_batch_norm(
     let mut all = vec![input];
     all.extend(params.iter().flatten().copied());
     let ctx = device_of(NAME, &all)?;
-    let (n, c, inner) = layout(NAME, input, &all, &params)?;
+    let (n, c, inner, pd) = layout(NAME, input, &[input], &params)?;
     if running_mean.is_some() != running_var.is_some() || (!training && running_mean.is_none()) {
         return unsupported(NAME, "running statistics missing where they are needed take the fallback (which raises)");
     }
@@ -117,7 +126,7 @@ pub fn native_batch_norm(
     let x = contiguous(input)?.into_owned();
     let out = Tensor::empty_on(&ctx, x.sizes(), d)?;
     let stat = if training { c } else { 0 };
-    let (save_mean, save_invstd) = (Tensor::empty_on(&ctx, &[stat], d)?, Tensor::empty_on(&ctx, &[stat], d)?);
+    let (save_mean, save_invstd) = (Tensor::empty_on(&ctx, &[stat], pd)?, Tensor::empty_on(&ctx, &[stat], pd)?);
     let (px, po) = (x.data_ptr()?, out.data_ptr()?);
     let (pw, pb, prm, prv) = (ptr(weight)?, ptr(bias)?, ptr(running_mean)?, ptr(running_var)?);
     let (psm, psi) = if training { (Some(save_mean.data_ptr()?), Some(save_invstd.data_ptr()?)) } else { (None, None) };
@@ -126,10 +135,10 @@ pub fn native_batch_norm(
     let total = n * c * inner;
     with_real!(NAME, d, T => launch(&ctx, keep, move |mem| {
         let xv = T::load(mem, px, total, d)?;
-        let w = load_f64::<T>(mem, pw, c, d)?;
-        let b = load_f64::<T>(mem, pb, c, d)?;
-        let rm = load_f64::<T>(mem, prm, c, d)?;
-        let rv = load_f64::<T>(mem, prv, c, d)?;
+        let w = load_f64::<T>(mem, pw, c, pd)?;
+        let b = load_f64::<T>(mem, pb, c, pd)?;
+        let rm = load_f64::<T>(mem, prm, c, pd)?;
+        let rv = load_f64::<T>(mem, prv, c, pd)?;
         let (mean, var): (Vec<f64>, Vec<f64>) = match (&rm, &rv) {
             (Some(m), Some(v)) if !training => (m.clone(), v.clone()),
             _ => per_channel(n, c, inner, |ch| {
@@ -147,16 +156,16 @@ pub fn native_batch_norm(
         each(c, inner, &mut y, |ch, i| T::from_f64((xv[i].to_f64() - mean[ch]) * scale[ch] + shift[ch]));
         T::store(mem, po, &y, d)?;
         if let (Some(psm), Some(psi)) = (psm, psi) {
-            store_f64::<T>(mem, psm, &mean, d)?;
-            store_f64::<T>(mem, psi, &invstd, d)?;
+            store_f64::<T>(mem, psm, &mean, pd)?;
+            store_f64::<T>(mem, psi, &invstd, pd)?;
             if let (Some(rm), Some(rv), Some(prm), Some(prv)) = (&rm, &rv, prm, prv) {
                 let cnt = (n * inner) as f64;
                 let unbiased = if cnt > 1.0 { cnt / (cnt - 1.0) } else { 1.0 };
                 let nm: Vec<f64> = rm.iter().zip(&mean).map(|(r, m)| (1.0 - momentum) * r + momentum * m).collect();
                 let nv: Vec<f64> =
                     rv.iter().zip(&var).map(|(r, v)| (1.0 - momentum) * r + momentum * v * unbiased).collect();
-                store_f64::<T>(mem, prm, &nm, d)?;
-                store_f64::<T>(mem, prv, &nv, d)?;
+                store_f64::<T>(mem, prm, &nm, pd)?;
+                store_f64::<T>(mem, prv, &nv, pd)?;
             }
         }
         Ok(())
@@ -191,15 +200,15 @@ pub fn native_batch_norm_backward(
     let mut all = vec![grad_out, input];
     all.extend(params.iter().flatten().copied());
     let ctx = device_of(NAME, &all)?;
-    let (n, c, inner) = layout(NAME, input, &all, &params)?;
+    let (n, c, inner, pd) = layout(NAME, input, &[grad_out, input], &params)?;
     if grad_out.sizes() != input.sizes() {
         return unsupported(NAME, "a grad_out of another shape takes the fallback (which raises)");
     }
     let d = input.dtype();
     let want = |i: usize| output_mask.get(i).copied().unwrap_or(true);
     let gi = if want(0) { Some(Tensor::empty_on(&ctx, input.sizes(), d)?) } else { None };
-    let gw = if want(1) { Some(Tensor::empty_on(&ctx, &[c], d)?) } else { None };
-    let gb = if want(2) { Some(Tensor::empty_on(&ctx, &[c], d)?) } else { None };
+    let gw = if want(1) { Some(Tensor::empty_on(&ctx, &[c], pd)?) } else { None };
+    let gb = if want(2) { Some(Tensor::empty_on(&ctx, &[c], pd)?) } else { None };
     let (pgi, pgw, pgb) = (ptr(gi.as_ref())?, ptr(gw.as_ref())?, ptr(gb.as_ref())?);
     let dy = contiguous(grad_out)?.into_owned();
     let x = contiguous(input)?.into_owned();
@@ -211,10 +220,10 @@ pub fn native_batch_norm_backward(
     with_real!(NAME, d, T => launch(&ctx, keep, move |mem| {
         let dyv = T::load(mem, pdy, total, d)?;
         let xv = T::load(mem, px, total, d)?;
-        let mean = load_f64::<T>(mem, Some(psm), c, d)?.unwrap_or_default();
-        let s = load_f64::<T>(mem, Some(psv), c, d)?.unwrap_or_default();
+        let mean = load_f64::<T>(mem, Some(psm), c, pd)?.unwrap_or_default();
+        let s = load_f64::<T>(mem, Some(psv), c, pd)?.unwrap_or_default();
         let invstd: Vec<f64> = if train { s } else { s.iter().map(|v| 1.0 / (v + eps).sqrt()).collect() };
-        let w = load_f64::<T>(mem, pw, c, d)?;
+        let w = load_f64::<T>(mem, pw, c, pd)?;
         let (sum, dot): (Vec<f64>, Vec<f64>) = per_channel(n, c, inner, |ch| {
             let m = mean[ch];
             let s = channel_sum(n, c, inner, ch, |k| dyv[k].to_f64());
@@ -223,11 +232,11 @@ pub fn native_batch_norm_backward(
         .into_iter()
         .unzip();
         if let Some(p) = pgb {
-            store_f64::<T>(mem, p, &sum, d)?;
+            store_f64::<T>(mem, p, &sum, pd)?;
         }
         if let Some(p) = pgw {
             let g: Vec<f64> = dot.iter().zip(&invstd).map(|(a, r)| a * r).collect();
-            store_f64::<T>(mem, p, &g, d)?;
+            store_f64::<T>(mem, p, &g, pd)?;
         }
         if let Some(p) = pgi {
             let cnt = (n * inner) as f64;

@@ -62,6 +62,70 @@ def test_batch_norm_forward_backward_and_running_stats_match_cpu(case, dtype):
         torch.testing.assert_close(bd.cpu(), bc, **_tol(dtype), msg=n)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("case", ["train", "eval"])
+def test_batch_norm_of_a_half_input_with_float32_parameters_matches_cpu(case, dtype):
+    """What autocast leaves batch norm: a float16/bfloat16 activation with the layer's float32
+    weights and statistics. CPU returns the output and the input's gradient in the input's dtype,
+    the parameters' gradients and the statistics in float32; the device kernel must too (natively)."""
+    torch.manual_seed(2)
+    layer = nn.BatchNorm2d(4)
+    nn.init.normal_(layer.weight)
+    nn.init.normal_(layer.bias)
+    if case == "eval":
+        layer.running_mean.normal_()
+        layer.running_var.uniform_(0.5, 2.0)
+        layer.eval()
+    dev = copy.deepcopy(layer).to("xirang")
+    x = (torch.randn(3, 4, 5, 6) * 2 + 1).to(dtype)
+    g = torch.randn(3, 4, 5, 6).to(dtype)
+    xc = x.clone().requires_grad_()
+    yc = layer(xc)
+    yc.backward(g)
+    xd = x.to("xirang").requires_grad_()
+    xirang.reset_fallback_counts()
+    yd = dev(xd)
+    yd.backward(g.to("xirang"))
+    assert _native("native_batch_norm"), xirang.fallback_counts()
+    assert _native("native_batch_norm_backward"), xirang.fallback_counts()
+    assert yd.dtype == yc.dtype == dtype and xd.grad.dtype == dtype
+    # one rounding to the half dtype apart at most (CPU accumulates in float32, the device in float64)
+    tol = {"atol": 2e-2, "rtol": 1e-2} if dtype == torch.bfloat16 else {"atol": 2e-3, "rtol": 2e-3}
+    torch.testing.assert_close(yd.cpu(), yc, **tol)
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad, **tol)
+    for (n, pc), pd in zip(layer.named_parameters(), dev.parameters()):
+        assert pd.grad.dtype == pc.grad.dtype == torch.float32, n
+        torch.testing.assert_close(pd.grad.cpu(), pc.grad, atol=1e-3, rtol=1e-3, msg=n)
+    for (n, bc), bd in zip(layer.named_buffers(), dev.buffers()):
+        assert bd.dtype == bc.dtype, n
+        torch.testing.assert_close(bd.cpu(), bc, atol=1e-5, rtol=1e-5, msg=n)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "maximum", "minimum", "add_"])
+@pytest.mark.parametrize("pair", [(torch.bfloat16, torch.float32), (torch.float32, torch.float16),
+                                  (torch.float16, torch.bfloat16), (torch.float64, torch.float32)])
+def test_binary_operators_of_mixed_float_dtypes_promote_natively(op, pair):
+    """Autocast mixes a half activation with a float32 residual or bias: PyTorch promotes to the
+    result type (exactly: it casts on load), and the device kernels serve the mix instead of the
+    fallback. A zero-dim operand does not raise the result type; one wider than the result keeps its
+    precision in CPU's kernels, so it takes the fallback (values checked all the same)."""
+    torch.manual_seed(3)
+    a = torch.randn(4, 5).to(pair[0])
+    b = (torch.rand(4, 5) + 0.5).to(pair[1])
+    s = torch.tensor(1.7, dtype=pair[1])
+    f = (lambda x, y: x.clone().add_(y)) if op == "add_" else getattr(torch, op)
+    name = {"add_": "add_.Tensor", "maximum": "maximum", "minimum": "minimum"}.get(op, f"{op}.Tensor")
+    for x, y in ((a, b), (b, a), (a, s)):
+        xirang.reset_fallback_counts()
+        want = f(x, y)
+        got = f(x.to("xirang"), y.to("xirang"))
+        assert got.dtype == want.dtype, (x.dtype, y.dtype)
+        torch.testing.assert_close(got.cpu(), want, atol=0, rtol=0)
+        # a zero-dim operand wider than the result keeps its precision on CPU: that one falls back
+        if y.dim() or torch.promote_types(y.dtype, x.dtype) == x.dtype:
+            assert _native(name), (x.dtype, y.dtype, xirang.fallback_counts())
+
+
 MAXPOOL = {
     "k2": dict(kernel_size=2),
     "k3s2p1": dict(kernel_size=3, stride=2, padding=1),
