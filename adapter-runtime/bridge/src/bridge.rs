@@ -85,12 +85,16 @@ impl Bridge {
     /// Runs the operator `OPERATORS[index]` of the generated table (the shim looks each operator
     /// up once by name, `generated::ops::operator_index`) through the generated boxed entry with
     /// the adapter's kernels. An operator on the force-fallback list, or one the runtime would
-    /// have to run on its host tier, is declined.
+    /// have to run on its host tier, is declined: PyTorch's CPU kernel runs it. An operator PyTorch
+    /// has no CPU kernel for (`convolution_overrideable`) is not declined when forced: the
+    /// generated front-end runs its host implementation, its fallback tier.
     pub fn call_at(&self, index: usize, args: &[IValue]) -> Result<Vec<IValue>> {
         let Some(op) = xirang_runtime::generated::ops::OPERATORS.get(index) else {
             return Err(BridgeError::Abi(format!("operator index {index} is out of range")));
         };
-        if dispatch::forced_fallback(op) {
+        if dispatch::forced_fallback(op)
+            && !xirang_runtime::generated::ops::fallback::ACCELERATOR_ONLY_HOST.contains(op)
+        {
             return Err(BridgeError::Declined(format!("{op} is on the force-fallback list")));
         }
         Ok(xirang_runtime::generated::ops::call_boxed_at(&NpuOps, index, args)?)
