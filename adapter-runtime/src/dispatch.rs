@@ -399,6 +399,36 @@ pub fn mark(tier: Tier) {
     })
 }
 
+/// A recipe's `requires = ["same_dtype(...)"]` (generated `*_requires` functions): the tensors
+/// share one dtype. Otherwise the recipe declines and the CPU fallback raises PyTorch's error.
+pub fn require_same_dtype(op: &str, ts: &[&crate::tensor::Tensor]) -> Result<()> {
+    match ts.split_first() {
+        Some((first, rest)) if rest.iter().any(|t| t.dtype() != first.dtype()) => {
+            Err(Error::Unsupported(format!("{op}: its recipe requires one dtype across its tensor arguments")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A recipe's `requires = ["same_shape(...)"]`: the tensors have one shape (no broadcasting).
+pub fn require_same_shape(op: &str, ts: &[&crate::tensor::Tensor]) -> Result<()> {
+    match ts.split_first() {
+        Some((first, rest)) if rest.iter().any(|t| t.sizes() != first.sizes()) => {
+            Err(Error::Unsupported(format!("{op}: its recipe requires one shape across its tensor arguments")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A recipe's `requires = ["dim(t, n)"]`: `t` has `n` dimensions.
+pub fn require_dim(op: &str, t: &crate::tensor::Tensor, n: usize) -> Result<()> {
+    if t.dim() == n {
+        Ok(())
+    } else {
+        Err(Error::Unsupported(format!("{op}: its recipe requires {n}-dimensional input, got {}", t.dim())))
+    }
+}
+
 /// Checks the fallback policy for `op` (error mode, warn once, alert). The caller counts the
 /// fallback afterwards ([`record`] with [`Tier::Fallback`]); an embedding application that runs
 /// the CPU fallback itself calls both.

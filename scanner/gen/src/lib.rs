@@ -250,7 +250,7 @@ fn model_with<T>(
     let kb = crate::error::SourceFile::new(cfg.adapter.recipes.clone(), kb_text);
     let recipes = recipes::compile(&kb, functions, &env.selected)?;
     for (op, c) in &recipes.chosen {
-        env.recipes.insert(op.clone(), (c.function.clone(), c.cost.describe()));
+        env.recipes.insert(op.clone(), (c.function.clone(), c.cost.describe(), !c.requires.is_empty()));
     }
     let ops = selected.iter().map(|(f, r)| each(f, *r, &env)).collect();
     Ok((ops, recipes))

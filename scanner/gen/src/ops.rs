@@ -75,7 +75,8 @@ pub struct ParamCtx {
 #[derive(Debug, Clone)]
 pub enum Body {
     /// A composition recipe from the knowledge base.
-    Recipe { function: String, cost: String },
+    /// `guarded`: the recipe has `requires` checks, run before it marks the recipe tier.
+    Recipe { function: String, cost: String, guarded: bool },
     /// `out=` variant: call the functional operator, store into the out tensors.
     Out { functional_method: String, functional: String, writes: Vec<(String, String)>, result: String },
     /// In-place variant: call the functional operator, store into `self`.
@@ -192,7 +193,7 @@ pub struct OpEnv<'a> {
     /// The selected operator names.
     pub selected: BTreeSet<String>,
     /// Operator -> (recipe function, cost text).
-    pub recipes: BTreeMap<String, (String, String)>,
+    pub recipes: BTreeMap<String, (String, String, bool)>,
 }
 
 impl<'a> OpEnv<'a> {
@@ -298,8 +299,8 @@ fn inplace_functional(f: &NativeFunction, env: &OpEnv) -> Option<String> {
 /// What the trait's default body of `f` does: its recipe, an out=/in-place wrapper of the
 /// functional operator, or the CPU fallback (`ps`: its parameters, built when not given).
 fn body_of(f: &NativeFunction, env: &OpEnv, q: &str, ps: Option<&[ParamCtx]>) -> Body {
-    if let Some((function, cost)) = env.recipes.get(q) {
-        return Body::Recipe { function: function.clone(), cost: cost.clone() };
+    if let Some((function, cost, guarded)) = env.recipes.get(q) {
+        return Body::Recipe { function: function.clone(), cost: cost.clone(), guarded: *guarded };
     }
     let body = match ps {
         Some(ps) => wrapper_body(f, env, ps),

@@ -33,6 +33,13 @@ pub struct RecipeSpec {
     pub body: String,
     #[serde(default)]
     pub note: Option<String>,
+    /// Preconditions of the operator that the composition would not enforce itself (PyTorch's
+    /// `dot` refuses mixed dtypes and non-1-D inputs; `sum(mul(a, b))` would broadcast and promote).
+    /// Each is `same_dtype(t, ...)`, `same_shape(t, ...)` or `dim(t, n)` over tensor parameters.
+    /// A call that fails one is declined by the recipe tier and runs on the CPU fallback, which
+    /// raises PyTorch's own error.
+    #[serde(default)]
+    pub requires: Vec<String>,
     #[serde(default = "yes")]
     pub enabled: bool,
 }
@@ -68,6 +75,10 @@ pub struct Compiled {
     pub callees: BTreeSet<String>,
     pub body: String,
     pub note: String,
+    /// The compiled `requires` checks (Rust statements over the parameters), empty when none.
+    pub requires: Vec<String>,
+    /// The source text of `requires`, for the generated documentation.
+    pub requires_src: Vec<String>,
     /// Alternatives not chosen (for the coverage report), with their cost.
     pub alternatives: Vec<(String, Cost)>,
 }
@@ -364,6 +375,10 @@ fn compile_one(
         Val::Param { rust, rust_ty, .. } if rust_ty == "&Tensor" => format!("{rust}.clone()"),
         other => return Err(format!("the result must be a tensor, not {other:?}")),
     };
+    let mut requires = Vec::new();
+    for r in &spec.requires {
+        requires.push(compile_require(r, &cx.env, &f.func.name.to_string())?);
+    }
     let method = method_name(&f.func.name);
     Ok(Compiled {
         op: f.func.name.to_string(),
@@ -375,8 +390,44 @@ fn compile_one(
         callees: cx.callees,
         body: spec.body.clone(),
         note: spec.note.clone().unwrap_or_default(),
+        requires,
+        requires_src: spec.requires.clone(),
         alternatives: Vec::new(),
     })
+}
+
+/// Compiles one `requires` entry into a statement of the recipe's guard function.
+fn compile_require(src: &str, env: &HashMap<String, Val>, op: &str) -> std::result::Result<String, String> {
+    let Expr::Call(check, args) = parse_expr(src)? else {
+        return Err(format!("`requires` entry `{src}` is not a check call"));
+    };
+    let tensor = |e: &Expr| -> std::result::Result<String, String> {
+        match e {
+            Expr::Name(n) => match env.get(n) {
+                Some(Val::Param { rust, rust_ty, .. }) if rust_ty == "&Tensor" => Ok(rust.clone()),
+                Some(_) => Err(format!("`{n}` in `{src}` is not a Tensor parameter")),
+                None => Err(format!("unknown name `{n}` in `{src}`")),
+            },
+            other => Err(format!("{other:?} in `{src}` is not a Tensor parameter")),
+        }
+    };
+    let list = |args: &[Expr]| -> std::result::Result<String, String> {
+        if args.len() < 2 {
+            return Err(format!("`{src}` compares fewer than two tensors"));
+        }
+        Ok(args.iter().map(tensor).collect::<std::result::Result<Vec<_>, _>>()?.join(", "))
+    };
+    match check.as_str() {
+        "same_dtype" => Ok(format!("crate::dispatch::require_same_dtype(\"{op}\", &[{}])?;", list(&args)?)),
+        "same_shape" => Ok(format!("crate::dispatch::require_same_shape(\"{op}\", &[{}])?;", list(&args)?)),
+        "dim" => match args.as_slice() {
+            [t, Expr::Int(n)] if *n >= 0 => {
+                Ok(format!("crate::dispatch::require_dim(\"{op}\", {}, {n})?;", tensor(t)?))
+            }
+            _ => Err(format!("`{src}`: `dim` takes a Tensor parameter and a non-negative integer")),
+        },
+        other => Err(format!("unknown check `{other}` in `{src}` (known: same_dtype, same_shape, dim)")),
+    }
 }
 
 impl Ctx<'_> {
@@ -594,6 +645,37 @@ mod tests {
         assert!(parse_body("mm(a").is_err());
         assert!(parse_body("").is_err());
         assert!(parse_body("x1 = mm(a, b); x1").is_ok());
+    }
+
+    #[test]
+    fn requires_compiles_checks_and_rejects_what_it_cannot_check() {
+        let Ok(store) = crate::snapshot::Store::discover(None) else { return };
+        let Some(v) = store.versions("pytorch").last().cloned() else { return };
+        let snap = store.load_pytorch(&v).expect("loads");
+        let all: BTreeSet<String> = snap.registry.functions.iter().map(|f| f.func.name.to_string()).collect();
+        let kb = |requires: &str| {
+            let text = format!(
+                "[[recipe]]\nop = \"dot\"\nbody = \"sum(mul.Tensor(self, tensor))\"\nrequires = [{requires}]\n"
+            );
+            compile(&SourceFile::new("kb.toml", text), &snap.registry.functions, &all).expect("parses")
+        };
+        let ok = kb("\"same_dtype(self, tensor)\", \"dim(self, 1)\", \"same_shape(self, tensor)\"");
+        let dot = &ok.chosen["dot"];
+        assert_eq!(dot.requires.len(), 3);
+        assert_eq!(dot.requires[0], "crate::dispatch::require_same_dtype(\"dot\", &[self_, tensor])?;");
+        assert_eq!(dot.requires[1], "crate::dispatch::require_dim(\"dot\", self_, 1)?;");
+        for (bad, why) in [
+            ("\"same_dtype(self)\"", "fewer than two"),
+            ("\"dim(self, -1)\"", "non-negative"),
+            ("\"dim(self, other)\"", "non-negative"),
+            ("\"same_dtype(self, nope)\"", "unknown name `nope`"),
+            ("\"is_contiguous(self)\"", "unknown check `is_contiguous`"),
+            ("\"self\"", "not a check call"),
+        ] {
+            let r = kb(bad);
+            assert!(!r.chosen.contains_key("dot"), "{bad} accepted");
+            assert!(r.rejected.iter().any(|x| x.reason.contains(why)), "{bad}: {:?}", r.rejected);
+        }
     }
 
     #[test]
