@@ -109,7 +109,8 @@ struct Maker {
 impl Maker {
     /// A device tensor for argument `name` of `op`: int64 `[2]` zeros for indices and targets,
     /// a one-element gradient for the loss backward kernels (the probe passes reduction 1, mean),
-    /// a 1-d convolution's tensors for the convolutions, else float32 `[2, 2]`.
+    /// a 1-d convolution's tensors for the convolutions, float32 `[2]` for the vectors of dot and
+    /// mv, else float32 `[2, 2]`.
     fn tensor(&self, op: &str, name: &str) -> Tensor {
         let integer =
             matches!(name, "index" | "indices" | "offsets") || (name == "target" && op.starts_with("nll_loss"));
@@ -134,6 +135,9 @@ impl Maker {
             Tensor::from_vec(vec![1.0f32; sizes.iter().product()], sizes).expect("tensor")
         } else if op.starts_with("native_batch_norm") && BN_STATS.contains(&name) {
             // per-channel statistics of the [2, 2] input (2 channels; variances positive)
+            Tensor::from_vec(vec![1.0f32, 2.0], &[2]).expect("tensor")
+        } else if matches!((op, name), ("dot" | "dot.out", "self" | "tensor") | ("mv" | "mv.out", "vec")) {
+            // dot and mv take vectors (their recipes decline other ranks, as PyTorch refuses them)
             Tensor::from_vec(vec![1.0f32, 2.0], &[2]).expect("tensor")
         } else if (op.starts_with("nll_loss") || op.starts_with("mse_loss")) && name == "grad_output" {
             Tensor::from_vec(vec![1.0f32], &[1]).expect("tensor")
