@@ -154,6 +154,16 @@ int32_t xirang_event_destroy(int32_t index, uint64_t event);
 /* memory */
 int32_t xirang_memory_stats(int32_t index, XrMemoryStats* out);
 int32_t xirang_reset_peak_memory_stats(int32_t index);
+int32_t xirang_reset_accumulated_memory_stats(int32_t index); /* event counts to 0; gauges stay */
+int32_t xirang_mem_get_info(int32_t index, uint64_t* free, uint64_t* total);
+
+/* in a forked child (os.register_at_fork): every later call fails, storages are not released */
+void xirang_mark_forked(void);
+
+/* pinned (page-locked) host memory of the driver, PyTorch's pin_memory() */
+int32_t xirang_host_alloc(uint64_t size, uint64_t* out);
+int32_t xirang_host_free(uint64_t addr);
+int32_t xirang_host_is_pinned(uint64_t addr); /* 1 or 0 */
 int32_t xirang_empty_cache(int32_t index);
 
 /* fallback policy and counters */

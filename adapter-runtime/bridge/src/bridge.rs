@@ -22,6 +22,43 @@ pub struct Bridge {
 
 static BRIDGE: OnceLock<Result<Bridge>> = OnceLock::new();
 
+/// Host bytes into `out.len()` bytes of device memory at `addr`, in order on the current stream
+/// (after the work queued there). One driver copy: pinned host memory goes straight to the device,
+/// pageable memory through the driver's staging buffer.
+pub fn write_dense(ctx: &Arc<DeviceContext>, addr: u64, bytes: &[u8]) -> Result<()> {
+    ctx.driver().memcpy_h2d_async(ctx.physical_id(), addr, bytes, ctx.current_stream())?;
+    xirang_runtime::observe::on_copy(xirang_runtime::observe::CopyDir::HostToDevice, bytes.len());
+    Ok(())
+}
+
+/// `out.len()` bytes of device memory at `addr` into host memory, after the work queued on the
+/// current stream.
+pub fn read_dense(ctx: &Arc<DeviceContext>, addr: u64, out: &mut [u8]) -> Result<()> {
+    ctx.driver().memcpy_d2h_async(ctx.physical_id(), out, addr, ctx.current_stream())?;
+    xirang_runtime::observe::on_copy(xirang_runtime::observe::CopyDir::DeviceToHost, out.len());
+    Ok(())
+}
+
+/// Set in a forked child of a process whose runtime ran ([`mark_forked`]).
+static FORKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Marks this process as a fork: the bridge refuses every later call ([`BridgeError::Forked`]).
+pub fn mark_forked() {
+    FORKED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether this process is a fork of one whose runtime ran.
+pub fn forked() -> bool {
+    FORKED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Live pinned host allocations: address -> size.
+static PINNED: Mutex<std::collections::BTreeMap<usize, usize>> = Mutex::new(std::collections::BTreeMap::new());
+
+fn lock_pinned() -> std::sync::MutexGuard<'static, std::collections::BTreeMap<usize, usize>> {
+    PINNED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl Bridge {
     /// The process's bridge: the simulated device's runtime (configured from the environment:
     /// `XIRANG_SIM_DEVICES`, `XIRANG_SIM_CAPACITY_BYTES`), `XIRANG_VISIBLE_DEVICES`, and the
@@ -41,6 +78,24 @@ impl Bridge {
 
     pub fn runtime(&self) -> &Runtime {
         &self.rt
+    }
+
+    /// `size` bytes of the driver's page-locked host memory (PyTorch's pinned memory): its address.
+    pub fn host_alloc(&self, size: usize) -> Result<usize> {
+        let addr = self.rt.driver().malloc_host(size.max(1))?;
+        lock_pinned().insert(addr, size.max(1));
+        Ok(addr)
+    }
+
+    /// Frees what [`Bridge::host_alloc`] returned.
+    pub fn host_free(&self, addr: usize) -> Result<()> {
+        lock_pinned().remove(&addr);
+        Ok(self.rt.driver().free_host(addr)?)
+    }
+
+    /// Whether `addr` lies inside pinned memory of [`Bridge::host_alloc`] (`Tensor.is_pinned`).
+    pub fn is_pinned(addr: usize) -> bool {
+        lock_pinned().range(..=addr).next_back().is_some_and(|(&start, &size)| addr < start + size)
     }
     pub fn visible(&self) -> &Visible {
         &self.visible

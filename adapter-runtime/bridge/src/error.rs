@@ -52,6 +52,12 @@ pub enum BridgeError {
     /// The fallback policy forbids PyTorch's CPU kernel for this operator (`XIRANG_FALLBACK=error`).
     #[error("{0}")]
     FallbackForbidden(String),
+    /// A call in a forked child of a process whose runtime ran (CUDA's message, for xirang).
+    #[error(
+        "Cannot re-initialize xirang in forked subprocess. To use xirang with multiprocessing, you must use \
+         the 'spawn' start method"
+    )]
+    Forked,
     /// A panic caught at the boundary.
     #[error("internal error in the xirang runtime: {0}")]
     Panic(String),
@@ -72,6 +78,7 @@ impl BridgeError {
             | BridgeError::Config(_)
             | BridgeError::Device { .. }
             | BridgeError::FallbackForbidden(_)
+            | BridgeError::Forked
             | BridgeError::DeviceMismatch(_) => Status::Error,
             BridgeError::Panic(_) => Status::Panic,
         }

@@ -66,7 +66,18 @@ fn message(e: &BridgeError) -> String {
 }
 
 fn get() -> Result<&'static Bridge> {
+    if bridge::forked() {
+        return Err(BridgeError::Forked);
+    }
     Bridge::get()
+}
+
+/// The package's `os.register_at_fork(after_in_child=...)`: this process is a fork of one whose
+/// runtime was running. Its driver threads did not survive the fork, so every later call fails
+/// (CUDA's "Cannot re-initialize CUDA in forked subprocess"), and storages are not released.
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_mark_forked() {
+    bridge::mark_forked();
 }
 
 /// Resolves -1 to the calling thread's current device.
@@ -200,7 +211,9 @@ pub unsafe extern "C" fn xirang_storage_retain(h: *mut c_void) -> *mut c_void {
 /// Drops a handle (the storage returns to the cache once no handle or tensor holds it).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn xirang_storage_release(h: *mut c_void) {
-    if !h.is_null() {
+    // in a forked child the storage's block belongs to the parent's driver (its locks may have
+    // been held by a thread that did not survive the fork): leave it to the process's exit
+    if !h.is_null() && !bridge::forked() {
         // SAFETY: `h` came from `Arc::into_raw` in `into_handle` (`xirang_storage_alloc`,
         // `xirang_storage_retain`) and the caller gives up its only use of it, with the count it
         // holds (header contract). Dropping a storage cannot panic (the block's drop only takes a
@@ -407,6 +420,17 @@ unsafe fn raw_tensor(t: *const XrTensor) -> Result<Tensor> {
     values::tensor(&unsafe { tensor_ref(t) }?, Elements::Raw)
 }
 
+/// A device tensor whose `n` bytes are one dense row-major run of its storage: its device context
+/// and the run's device address (a copy to or from the host moves them with one driver copy).
+fn dense_device_bytes(t: &Tensor, n: usize) -> Option<(Arc<xirang_runtime::device::DeviceContext>, u64)> {
+    if n == 0 || !t.is_contiguous() || t.numel() * t.dtype().size() != n {
+        return None;
+    }
+    let storage = t.storage();
+    let base = storage.device_ptr()?;
+    Some((storage.device_ctx()?.clone(), base + (t.storage_offset() * t.dtype().size()) as u64))
+}
+
 /// Reads the elements of the `xirang` tensor `src` in row-major order into `nbytes` bytes at `dst`
 /// (exactly `numel * itemsize`). Synchronous.
 #[unsafe(no_mangle)]
@@ -415,6 +439,13 @@ pub unsafe extern "C" fn xirang_read(src: *const XrTensor, dst: *mut u8, nbytes:
         get()?;
         // SAFETY: header contract.
         let t = unsafe { raw_tensor(src) }?;
+        let n = usize::try_from(nbytes).map_err(|_| BridgeError::Abi(format!("{nbytes} bytes")))?;
+        if let Some((ctx, addr)) = dense_device_bytes(&t, n) {
+            // SAFETY: header contract: `dst` points at `nbytes` writable bytes.
+            let out = unsafe { std::slice::from_raw_parts_mut(dst, n) };
+            bridge::read_dense(&ctx, addr, out)?;
+            return Ok(());
+        }
         let b = t.gather_bytes()?;
         if b.len() as u64 != nbytes {
             return Err(BridgeError::Abi(format!("reading {} bytes into a {nbytes}-byte buffer", b.len())));
@@ -438,6 +469,10 @@ pub unsafe extern "C" fn xirang_write(dst: *const XrTensor, src: *const u8, nbyt
         let n = usize::try_from(nbytes).map_err(|_| BridgeError::Abi(format!("{nbytes} bytes")))?;
         if n != d.numel() * d.dtype().size() {
             return Err(BridgeError::Abi(format!("writing {n} bytes into {} elements of {}", d.numel(), d.dtype())));
+        }
+        if let Some((ctx, addr)) = dense_device_bytes(&d, n) {
+            // SAFETY: header contract: `src` points at `nbytes` readable bytes.
+            return bridge::write_dense(&ctx, addr, unsafe { slice(src, n) });
         }
         // SAFETY: header contract: `src` points at `nbytes` readable bytes.
         let bytes = unsafe { slice(src, n) }.to_vec();
@@ -615,6 +650,51 @@ pub extern "C" fn xirang_reset_peak_memory_stats(index: i32) -> i32 {
         get()?.context(device(index))?.reset_peak_stats();
         Ok(())
     })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_reset_accumulated_memory_stats(index: i32) -> i32 {
+    guard(|| {
+        get()?.context(device(index))?.reset_accumulated_stats();
+        Ok(())
+    })
+}
+
+/// The driver's free and total bytes of the device.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_mem_get_info(index: i32, free: *mut u64, total: *mut u64) -> i32 {
+    guard(|| {
+        let m = get()?.context(device(index))?.mem_info()?;
+        // SAFETY: header contract: writable out-pointers.
+        unsafe {
+            free.write(m.free as u64);
+            total.write(m.total as u64);
+        }
+        Ok(())
+    })
+}
+
+/// `size` bytes of pinned (page-locked) host memory; its address in `*out`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_host_alloc(size: u64, out: *mut u64) -> i32 {
+    guard(|| {
+        let addr = get()?.host_alloc(size as usize)?;
+        // SAFETY: header contract: a writable out-pointer.
+        unsafe { out.write(addr as u64) };
+        Ok(())
+    })
+}
+
+/// Frees what xirang_host_alloc returned.
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_host_free(addr: u64) -> i32 {
+    guard(|| get()?.host_free(addr as usize))
+}
+
+/// 1 when `addr` lies inside pinned memory of xirang_host_alloc, else 0.
+#[unsafe(no_mangle)]
+pub extern "C" fn xirang_host_is_pinned(addr: u64) -> i32 {
+    catch_unwind(|| Bridge::is_pinned(addr as usize) as i32).unwrap_or(0)
 }
 
 /// Waits for the device, then gives its cached blocks back to the driver.

@@ -202,6 +202,23 @@ impl DeviceContext {
     pub fn stats(&self) -> AllocatorStats {
         lock(&self.alloc).stats
     }
+    /// Zeroes the event counts (allocations, frees, cache hits, driver calls, OOM retries and
+    /// failures); the byte gauges and their peaks stay (`torch.cuda.reset_accumulated_memory_stats`).
+    pub fn reset_accumulated_stats(&self) {
+        let mut g = lock(&self.alloc);
+        let s = &mut g.stats;
+        s.alloc_count = 0;
+        s.free_count = 0;
+        s.cache_hits = 0;
+        s.device_mallocs = 0;
+        s.device_frees = 0;
+        s.oom_retries = 0;
+        s.ooms = 0;
+    }
+    /// The driver's free and total bytes of this device (`torch.cuda.mem_get_info`).
+    pub fn mem_info(&self) -> Result<crate::driver::MemInfo> {
+        self.driver.mem_info(self.physical)
+    }
     pub fn reset_peak_stats(&self) {
         let mut g = lock(&self.alloc);
         g.stats.peak_allocated_bytes = g.stats.allocated_bytes;

@@ -171,6 +171,33 @@ pub unsafe extern "C" fn aclrtFree(dev_ptr: *mut c_void) -> AclError {
     ret(state::free(dev_ptr.addr() as u64))
 }
 
+/// `aclError aclrtMallocHost(void **hostPtr, size_t size);`
+///
+/// Page-locked host memory: copies to and from it skip the staging buffer pageable memory goes
+/// through, and an asynchronous copy from it reads it when the copy runs (keep it unchanged until
+/// the stream is done, as with CUDA's pinned memory).
+///
+/// # Safety
+/// `hostPtr` is null or valid for writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMallocHost(host_ptr: *mut *mut c_void, size: usize) -> AclError {
+    let r = state::malloc_host(size);
+    // SAFETY: forwarded caller contract.
+    unsafe { put(host_ptr, r) }
+}
+
+/// `aclError aclrtFreeHost(void *hostPtr);`
+///
+/// # Safety
+/// Always safe (the pointer is only looked up); `unsafe` for ABI uniformity.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtFreeHost(host_ptr: *mut c_void) -> AclError {
+    if host_ptr.is_null() {
+        return ret(fail(ACL_ERROR_INVALID_PARAM, "aclrtFreeHost: hostPtr is null"));
+    }
+    ret(state::free_host(host_ptr.addr()))
+}
+
 /// Direction of a copy after resolving `ACL_MEMCPY_DEFAULT`.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Dir {
@@ -252,12 +279,12 @@ pub unsafe extern "C" fn aclrtMemcpy(
             Dir::H2D => {
                 // SAFETY: `src` is a host pointer valid for `count` reads.
                 let s = unsafe { std::slice::from_raw_parts(src as *const u8, count) };
-                state::write_device(dst.addr() as u64, s)
+                state::write_device_from_host(dst.addr() as u64, s)
             }
             Dir::D2H => {
                 // SAFETY: `dst` is a host pointer valid for `count` writes.
                 let d = unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, count) };
-                state::read_device(src.addr() as u64, d)
+                state::read_device_to_host(src.addr() as u64, d)
             }
             Dir::D2D => state::copy_d2d(dst.addr() as u64, src.addr() as u64, count as u64),
         }
@@ -288,7 +315,19 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
         let st = state::get_stream(handle(stream))?;
         let (d, s) = (dst.addr() as u64, src.addr() as u64);
         let task: state::Job = match dir {
+            Dir::H2D if state::is_page_locked(src.addr(), count) => {
+                // page-locked memory is read when the copy runs, as a DMA engine reads it
+                let from = SendPtr(src as *mut c_void);
+                Box::new(move || {
+                    let from = from;
+                    // SAFETY: page-locked host `src` stays valid and unchanged for `count` reads
+                    // until the stream is synchronized (caller contract, as CUDA's pinned memory).
+                    let bytes = unsafe { std::slice::from_raw_parts(from.0 as *const u8, count) };
+                    state::write_device(d, bytes)
+                })
+            }
             Dir::H2H | Dir::H2D => {
+                // pageable memory is staged at enqueue time (the caller may change it afterwards)
                 // SAFETY: `src` is a host pointer valid for `count` reads.
                 let bytes = unsafe { std::slice::from_raw_parts(src as *const u8, count) }.to_vec();
                 if dir == Dir::H2D {
@@ -311,7 +350,7 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
                     // SAFETY: host `dst` valid for `count` writes until the
                     // stream is synchronized (caller contract).
                     let dst = unsafe { std::slice::from_raw_parts_mut(out.0 as *mut u8, count) };
-                    state::read_device(s, dst)
+                    state::read_device_to_host(s, dst)
                 })
             }
             Dir::D2D => Box::new(move || state::copy_d2d(d, s, count as u64)),

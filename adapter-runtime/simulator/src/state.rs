@@ -1032,3 +1032,64 @@ pub(crate) fn check_launch_fault() -> R<()> {
 
 /// Serializes tests that reconfigure the process-wide simulator.
 pub(crate) static EXCLUSIVE: OnceLock<Mutex<()>> = OnceLock::new();
+
+// ---------------------------------------------------------------- page-locked host memory
+
+/// One page of page-locked host memory (`aclrtMallocHost` returns page-aligned memory).
+#[derive(Clone, Copy)]
+#[repr(C, align(4096))]
+struct HostPage([u8; HOST_PAGE]);
+
+const HOST_PAGE: usize = 4096;
+
+/// Live `aclrtMallocHost` allocations by start address: the pages and the requested size.
+type HostAllocations = BTreeMap<usize, (Box<[HostPage]>, usize)>;
+static HOST: Mutex<HostAllocations> = Mutex::new(BTreeMap::new());
+
+/// Page-locked host memory of `size` bytes (zeroed, page-aligned): the device's copy engine reads
+/// and writes it directly, where pageable memory goes through a staging buffer first.
+pub(crate) fn malloc_host(size: usize) -> R<*mut std::ffi::c_void> {
+    if size == 0 {
+        return fail(ACL_ERROR_INVALID_PARAM, "aclrtMallocHost: size must be greater than 0");
+    }
+    let mut pages = vec![HostPage([0; HOST_PAGE]); size.div_ceil(HOST_PAGE)].into_boxed_slice();
+    let ptr = pages.as_mut_ptr().cast::<std::ffi::c_void>();
+    lock(&HOST).insert(ptr.addr(), (pages, size));
+    Ok(ptr)
+}
+
+/// Frees what [`malloc_host`] returned at `addr`.
+pub(crate) fn free_host(addr: usize) -> R<()> {
+    match lock(&HOST).remove(&addr) {
+        Some(_) => Ok(()),
+        None => fail(ACL_ERROR_INVALID_PARAM, format!("aclrtFreeHost: {addr:#x} is not an aclrtMallocHost allocation")),
+    }
+}
+
+/// Whether `len` bytes at `addr` lie inside one live page-locked allocation.
+pub(crate) fn is_page_locked(addr: usize, len: usize) -> bool {
+    let host = lock(&HOST);
+    host.range(..=addr).next_back().is_some_and(|(&start, (_, size))| addr + len <= start + size)
+}
+
+/// A host-to-device copy as the copy engine does it: page-locked memory is read directly,
+/// pageable memory is first staged into a page-locked buffer (one more pass over the bytes).
+pub(crate) fn write_device_from_host(addr: u64, src: &[u8]) -> R<()> {
+    if is_page_locked(src.as_ptr().addr(), src.len()) {
+        return write_device(addr, src);
+    }
+    let staged = src.to_vec();
+    write_device(addr, &staged)
+}
+
+/// A device-to-host copy: into page-locked memory directly, into pageable memory through a
+/// staging buffer.
+pub(crate) fn read_device_to_host(addr: u64, dst: &mut [u8]) -> R<()> {
+    if is_page_locked(dst.as_ptr().addr(), dst.len()) {
+        return read_device(addr, dst);
+    }
+    let mut staged = vec![0u8; dst.len()];
+    read_device(addr, &mut staged)?;
+    dst.copy_from_slice(&staged);
+    Ok(())
+}

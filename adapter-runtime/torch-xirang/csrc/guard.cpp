@@ -72,9 +72,11 @@ struct XirangGuardImpl final : c10::impl::DeviceGuardImplInterface {
   }
 
   c10::Stream getNewStream(c10::Device d, int priority = 0) const override {
+    // torch.Stream("xirang") names no index: the stream is of the current device, and says so
+    auto dev = d.index() < 0 ? c10::Device(kDevice, current_device()) : d;
     int64_t id = 0;
-    check(xirang_stream_new(d.index(), &id), "creating a stream");
-    return c10::Stream(c10::Stream::UNSAFE, d, id);
+    check(xirang_stream_new(dev.index(), &id), "creating a stream");
+    return c10::Stream(c10::Stream::UNSAFE, dev, id);
   }
 
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool isHighPriority = false) const override {

@@ -1,5 +1,6 @@
-// PrivateUse1 hooks: availability, device count, default generators, storage resizing; and the
-// two functions the Python package calls for seeding (everything else it calls is the bridge).
+// PrivateUse1 hooks: availability, device count, default generators, storage resizing, pinned host
+// memory; and the two functions the Python package calls for seeding (everything else it calls is
+// the bridge).
 #include "shim.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -41,6 +42,33 @@ const at::Generator& default_generator(c10::DeviceIndex index) {
 }
 
 namespace {
+
+void release_pinned(void* ptr) {
+  (void)xirang_host_free(reinterpret_cast<uint64_t>(ptr));
+}
+
+// Pinned host memory (Tensor.pin_memory(), DataLoader(pin_memory=True), the host side of a
+// non-blocking device-to-host copy): the driver's page-locked memory, which its copy engine reads
+// and writes without the staging buffer pageable memory needs.
+struct XirangPinnedAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    if (nbytes == 0) {
+      return {nullptr, nullptr, &release_pinned, c10::Device(c10::DeviceType::CPU)};
+    }
+    uint64_t addr = 0;
+    check(xirang_host_alloc(nbytes, &addr), "allocating pinned host memory");
+    auto* p = reinterpret_cast<void*>(addr);
+    return {p, p, &release_pinned, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override {
+    return &release_pinned;
+  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
+
+XirangPinnedAllocator g_pinned;
 
 struct XirangHooks final : at::PrivateUse1HooksInterface {
   bool isBuilt() const override {
@@ -84,8 +112,11 @@ struct XirangHooks final : at::PrivateUse1HooksInterface {
   at::Device getDeviceFromPtr(void*) const override {
     return at::Device(kDevice, current_device());
   }
-  bool isPinnedPtr(const void*) const override {
-    return false;
+  bool isPinnedPtr(const void* data) const override {
+    return data != nullptr && xirang_host_is_pinned(reinterpret_cast<uint64_t>(data)) == 1;
+  }
+  at::Allocator* getPinnedMemoryAllocator() const override {
+    return &g_pinned;
   }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     resize_storage_bytes(storage, newsize);

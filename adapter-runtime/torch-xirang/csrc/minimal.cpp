@@ -127,8 +127,11 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
     return copy_from(self.cpu(), dst, false);
   }
   if (dst.is_cpu()) {
-    // device -> host: read the source's elements, then PyTorch's CPU copy (broadcast, cast)
-    auto tmp = at::empty(self.sizes(), self.options().device(c10::kCPU));
+    // device -> host: read the source's elements, then PyTorch's CPU copy (broadcast, cast); into
+    // dst itself when it is their dense row-major image (a pinned dst then gets the direct copy)
+    const bool direct = dst.is_contiguous() && dst.scalar_type() == self.scalar_type() &&
+                        dst.sizes() == self.sizes() && !has_math_bits(self) && !has_math_bits(dst);
+    auto tmp = direct ? dst : at::empty(self.sizes(), self.options().device(c10::kCPU));
     if (unowned(self)) {
       check(xirang_read_address(self.device().index(), address(self), static_cast<uint8_t*>(tmp.data_ptr()),
                                 tmp.nbytes()),
@@ -137,7 +140,9 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
       auto src = described(self);
       check(xirang_read(&src, static_cast<uint8_t*>(tmp.data_ptr()), tmp.nbytes()), "copying to the host");
     }
-    dst.copy_(with_bits_of(tmp, self));
+    if (!direct) {
+      dst.copy_(with_bits_of(tmp, self));
+    }
     return dst;
   }
   if (self.is_cpu()) {

@@ -28,8 +28,10 @@ __all__ = [
     "device", "manual_seed", "manual_seed_all", "initial_seed", "seed", "get_rng_state", "set_rng_state",
     "get_rng_state_all", "set_rng_state_all",
     "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved", "memory_stats",
-    "reset_peak_memory_stats", "empty_cache", "fallback_counts", "reset_fallback_counts", "set_fallback_mode",
+    "reset_peak_memory_stats", "reset_accumulated_memory_stats", "reset_max_memory_allocated", "mem_get_info",
+    "init", "seed_all", "device_of", "empty_cache", "fallback_counts", "reset_fallback_counts", "set_fallback_mode",
     "fallback_mode", "set_force_fallback", "set_fallback_alert", "pytorch_version",
+    "Stream", "Event", "StreamContext", "current_stream", "default_stream", "set_stream", "stream",
 ]
 
 
@@ -81,6 +83,8 @@ _synchronize = _sig(_bridge, "xirang_synchronize", _i32, _i32)
 _memory_stats = _sig(_bridge, "xirang_memory_stats", _i32, _i32, ctypes.POINTER(_MemoryStats))
 _reset_peak = _sig(_bridge, "xirang_reset_peak_memory_stats", _i32, _i32)
 _empty_cache = _sig(_bridge, "xirang_empty_cache", _i32, _i32)
+_reset_accumulated = _sig(_bridge, "xirang_reset_accumulated_memory_stats", _i32, _i32)
+_mem_get_info = _sig(_bridge, "xirang_mem_get_info", _i32, _i32, ctypes.POINTER(_u64), ctypes.POINTER(_u64))
 _counters_json = _sig(_bridge, "xirang_counters_json", ctypes.c_void_p)
 _string_free = _sig(_bridge, "xirang_string_free", None, ctypes.c_void_p)
 _reset_counters = _sig(_bridge, "xirang_reset_counters", None)
@@ -136,12 +140,33 @@ def is_initialized() -> bool:
     return True
 
 
+_in_bad_fork = False
+_mark_forked = _sig(_bridge, "xirang_mark_forked", None)
+
+
+def _after_fork_in_child() -> None:
+    # the runtime's driver threads do not survive a fork: the child's calls fail with CUDA's error
+    # ("Cannot re-initialize ... in forked subprocess"); torch.manual_seed in DataLoader workers
+    # skips the device (torch.random._seed_custom_device asks _is_in_bad_fork)
+    global _in_bad_fork
+    _in_bad_fork = True
+    _mark_forked()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _is_in_bad_fork() -> bool:
-    return False
+    return _in_bad_fork
 
 
 def _lazy_init() -> None:
     pass
+
+
+def init() -> None:
+    """The runtime starts at `import xirang`; nothing is left to initialise (torch.cuda.init)."""
+    _lazy_init()
 
 
 def current_device() -> int:
@@ -174,9 +199,23 @@ class device:
         return False
 
 
+class device_of(device):
+    """Context manager that makes the device of `obj` (a tensor or storage) current, or does nothing
+    when `obj` is not on xirang (as torch.cuda.device_of)."""
+
+    def __init__(self, obj):
+        super().__init__(obj.get_device() if getattr(obj, "device", None) is not None
+                         and torch.device(obj.device).type == "xirang" else -1)
+
+
 def synchronize(d=None) -> None:
     """Waits for every stream of the device (None: the current one)."""
     _ok(_synchronize(_index(d)), "synchronize")
+
+
+# --- streams and events (streams.py) ------------------------------------------------------------
+
+from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream  # noqa: E402
 
 
 # --- random numbers ------------------------------------------------------------------------------
@@ -196,8 +235,20 @@ def initial_seed() -> int:
     return out.value
 
 
+def _random_seed() -> int:
+    # as CUDA's generators seed themselves: from the OS, leaving PyTorch's CPU generator alone
+    # (torch.seed() would reseed it, and every device)
+    return int.from_bytes(os.urandom(8), "little") & 0x7FFF_FFFF_FFFF_FFFF
+
+
 def seed() -> None:
-    manual_seed(torch.seed())
+    """Seeds the current device's generator with a random seed (torch.cuda.seed)."""
+    manual_seed(_random_seed())
+
+
+def seed_all() -> None:
+    """Seeds every device's generator with one random seed (torch.cuda.seed_all)."""
+    manual_seed_all(_random_seed())
 
 
 def _rng_index(device) -> int:
@@ -256,6 +307,23 @@ def max_memory_reserved(d=None) -> int:
 
 def reset_peak_memory_stats(d=None) -> None:
     _ok(_reset_peak(_index(d)), "reset_peak_memory_stats")
+
+
+def reset_accumulated_memory_stats(d=None) -> None:
+    """Zeroes the allocation, free, cache-hit and driver-call counts; byte gauges and peaks stay."""
+    _ok(_reset_accumulated(_index(d)), "reset_accumulated_memory_stats")
+
+
+def reset_max_memory_allocated(d=None) -> None:
+    """The peak of allocated bytes starts again from the current value (resets both peaks)."""
+    reset_peak_memory_stats(d)
+
+
+def mem_get_info(d=None) -> tuple:
+    """(free, total) bytes of the device, as the driver reports them (torch.cuda.mem_get_info)."""
+    free, total = _u64(), _u64()
+    _ok(_mem_get_info(_index(d), ctypes.byref(free), ctypes.byref(total)), "mem_get_info")
+    return free.value, total.value
 
 
 def empty_cache() -> None:

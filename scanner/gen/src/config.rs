@@ -237,6 +237,8 @@ pub const DRIVER_OPS: &[DriverOp] = &[
     DriverOp { name: "event_destroy", required: false, doc: "destroy an event" },
     DriverOp { name: "stream_wait_event", required: false, doc: "make a stream wait for an event" },
     DriverOp { name: "memory_info", required: false, doc: "free and total device memory" },
+    DriverOp { name: "malloc_host", required: false, doc: "allocate page-locked host memory (pinned)" },
+    DriverOp { name: "free_host", required: false, doc: "free page-locked host memory" },
     DriverOp { name: "error_text", required: false, doc: "text of the most recent error" },
 ];
 

@@ -97,6 +97,8 @@ fn contract(op: &str) -> Vec<Role> {
         "event_elapsed" => vec![r("ms", OutFloat), r("start", Handle), r("end", Handle)],
         "stream_wait_event" => vec![r("stream", Handle), r("event", Handle)],
         "memory_info" => vec![r("free", OutSize), r("total", OutSize)],
+        "malloc_host" => vec![r("ptr", OutPtr), r("size", Size)],
+        "free_host" => vec![r("ptr", Ptr)],
         _ => vec![],
     }
 }

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::table::{self, DriverApi, DriverError};
-use super::{DevicePtr, Driver, EventId, Kernel, KernelMemory, MapBody, MemInfo, StreamId};
+use super::{DevicePtr, Driver, EventId, HostPtr, Kernel, KernelMemory, MapBody, MemInfo, StreamId};
 use crate::error::{Error, Result};
 use xirang_acl_sim as sim;
 
@@ -96,6 +96,8 @@ pub fn linked_symbol(name: &str) -> Option<*const c_void> {
         "aclrtDestroyEvent" => sim::aclrtDestroyEvent as *const c_void,
         "aclrtStreamWaitEvent" => sim::aclrtStreamWaitEvent as *const c_void,
         "aclrtGetMemInfo" => sim::aclrtGetMemInfo as *const c_void,
+        "aclrtMallocHost" => sim::aclrtMallocHost as *const c_void,
+        "aclrtFreeHost" => sim::aclrtFreeHost as *const c_void,
         "xirangSimGetPhysicalDeviceIds" => sim::xirangSimGetPhysicalDeviceIds as *const c_void,
         "xirangSimLaunchKernel" => sim::xirangSimLaunchKernel as *const c_void,
         "xirangSimKernelRead" => sim::xirangSimKernelRead as *const c_void,
@@ -641,6 +643,18 @@ impl Driver for AclDriver {
         // SAFETY: valid out-locations.
         self.check("memory_info", unsafe { self.api.memory_info_raw(&mut free, &mut total) })?;
         Ok(MemInfo { free, total })
+    }
+
+    fn malloc_host(&self, size: usize) -> Result<HostPtr> {
+        let mut p: Vp = std::ptr::null_mut();
+        // SAFETY: a valid out-location.
+        self.check("malloc_host", unsafe { self.api.malloc_host_raw(&mut p, size) })?;
+        Ok(p.addr())
+    }
+
+    fn free_host(&self, ptr: HostPtr) -> Result<()> {
+        // SAFETY: the driver only looks the address up among its host allocations.
+        self.check("free_host", unsafe { self.api.free_host_raw(std::ptr::without_provenance_mut(ptr)) })
     }
 
     fn last_error_message(&self) -> Option<String> {

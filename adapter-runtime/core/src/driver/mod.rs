@@ -22,11 +22,13 @@ pub mod table;
 
 use std::any::Any;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::shape;
 
 /// An opaque device address. Never dereferenced on the host.
 pub type DevicePtr = u64;
+/// The address of page-locked host memory from [`Driver::malloc_host`] (host-addressable).
+pub type HostPtr = usize;
 
 /// A stream handle (`aclrtStream` as an integer); 0 is the default stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -190,6 +192,15 @@ pub trait Driver: Send + Sync {
     fn stream_wait_event(&self, device: i32, stream: StreamId, event: EventId) -> Result<()>;
 
     fn mem_info(&self, device: i32) -> Result<MemInfo>;
+    /// `size` bytes of page-locked (pinned) host memory: the device's copy engine reads and writes
+    /// it directly, where pageable memory is staged first. The address of its first byte.
+    fn malloc_host(&self, size: usize) -> Result<HostPtr> {
+        Err(Error::Unsupported(format!("{}: page-locked host memory ({size} bytes)", self.name())))
+    }
+    /// Frees what [`Driver::malloc_host`] returned.
+    fn free_host(&self, ptr: HostPtr) -> Result<()> {
+        Err(Error::Unsupported(format!("{}: freeing page-locked host memory at {ptr:#x}", self.name())))
+    }
     /// The driver's most recent error message on this thread, if any.
     fn last_error_message(&self) -> Option<String>;
 
