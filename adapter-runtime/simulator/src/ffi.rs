@@ -329,9 +329,13 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
             Dir::H2H | Dir::H2D => {
                 // pageable memory is staged at enqueue time (the caller may change it afterwards)
                 // SAFETY: `src` is a host pointer valid for `count` reads.
-                let bytes = unsafe { std::slice::from_raw_parts(src as *const u8, count) }.to_vec();
+                let bytes = state::stage(unsafe { std::slice::from_raw_parts(src as *const u8, count) });
                 if dir == Dir::H2D {
-                    Box::new(move || state::write_device(d, &bytes))
+                    Box::new(move || {
+                        let r = state::write_device(d, &bytes);
+                        state::unstage(bytes);
+                        r
+                    })
                 } else {
                     let out = SendPtr(dst);
                     Box::new(move || {
@@ -339,6 +343,7 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
                         // SAFETY: host `dst` valid for `count` writes until
                         // the stream is synchronized (caller contract).
                         unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), out.0 as *mut u8, count) };
+                        state::unstage(bytes);
                         Ok(())
                     })
                 }

@@ -1072,14 +1072,44 @@ pub(crate) fn is_page_locked(addr: usize, len: usize) -> bool {
     host.range(..=addr).next_back().is_some_and(|(&start, (_, size))| addr + len <= start + size)
 }
 
+/// The driver's staging buffers for pageable copies, kept between copies as a driver keeps its
+/// page-locked bounce buffers (a fresh buffer per copy would add first-touch page faults no driver
+/// pays). At most [`STAGING_KEPT`] are kept.
+static STAGING: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+const STAGING_KEPT: usize = 2;
+
+/// A staging buffer holding a copy of `src` (what a pageable host-to-device copy takes at enqueue).
+pub(crate) fn stage(src: &[u8]) -> Vec<u8> {
+    let mut v = {
+        let mut pool = lock(&STAGING);
+        match pool.iter().position(|b| b.capacity() >= src.len()) {
+            Some(i) => pool.swap_remove(i),
+            None => pool.pop().unwrap_or_default(),
+        }
+    };
+    v.clear();
+    v.extend_from_slice(src);
+    v
+}
+
+/// Gives a staging buffer back for the next pageable copy.
+pub(crate) fn unstage(v: Vec<u8>) {
+    let mut pool = lock(&STAGING);
+    if pool.len() < STAGING_KEPT {
+        pool.push(v);
+    }
+}
+
 /// A host-to-device copy as the copy engine does it: page-locked memory is read directly,
 /// pageable memory is first staged into a page-locked buffer (one more pass over the bytes).
 pub(crate) fn write_device_from_host(addr: u64, src: &[u8]) -> R<()> {
     if is_page_locked(src.as_ptr().addr(), src.len()) {
         return write_device(addr, src);
     }
-    let staged = src.to_vec();
-    write_device(addr, &staged)
+    let staged = stage(src);
+    let r = write_device(addr, &staged);
+    unstage(staged);
+    r
 }
 
 /// A device-to-host copy: into page-locked memory directly, into pageable memory through a
@@ -1088,8 +1118,12 @@ pub(crate) fn read_device_to_host(addr: u64, dst: &mut [u8]) -> R<()> {
     if is_page_locked(dst.as_ptr().addr(), dst.len()) {
         return read_device(addr, dst);
     }
-    let mut staged = vec![0u8; dst.len()];
-    read_device(addr, &mut staged)?;
-    dst.copy_from_slice(&staged);
-    Ok(())
+    let mut staged = stage(&[]);
+    staged.resize(dst.len(), 0);
+    let r = read_device(addr, &mut staged);
+    if r.is_ok() {
+        dst.copy_from_slice(&staged);
+    }
+    unstage(staged);
+    r
 }
