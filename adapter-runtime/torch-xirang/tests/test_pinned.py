@@ -65,7 +65,8 @@ class _Squares(torch.utils.data.Dataset):
 
 
 def test_dataloader_pins_batches_for_the_device():
-    loader = torch.utils.data.DataLoader(_Squares(), batch_size=16, num_workers=2, pin_memory=True)
+    # timeout: a wedged worker fails the test instead of hanging the suite
+    loader = torch.utils.data.DataLoader(_Squares(), batch_size=16, num_workers=2, pin_memory=True, timeout=60)
     torch.manual_seed(0)
     model = torch.nn.Linear(8, 1).to("xirang")
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
