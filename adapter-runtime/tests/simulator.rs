@@ -472,3 +472,47 @@ fn tensors_move_between_sparse_devices() {
     let e = xirang_runtime::reference::add(&t, &u, xirang_runtime::Scalar::Int(1)).unwrap_err();
     assert!(matches!(e, Error::DeviceMismatch(_)), "{e:?}");
 }
+
+#[test]
+fn event_query_answers_without_waiting() {
+    let (_g, d) = setup();
+    let s = d.create_stream(0).unwrap();
+    let (e, never) = (d.create_event(0).unwrap(), d.create_event(0).unwrap());
+    let (go, gate) = mpsc::channel::<()>();
+    // a kernel that runs until the test lets it finish
+    d.launch_kernel(
+        0,
+        s,
+        Box::new(move |_| {
+            let _ = gate.recv_timeout(Duration::from_secs(30));
+            Ok(())
+        }),
+    )
+    .unwrap();
+    d.record_event(0, e, s).unwrap();
+    assert!(!d.query_event(0, e).unwrap(), "the kernel before the event is still running");
+    assert!(d.query_event(0, never).unwrap(), "an event never recorded counts as complete");
+    go.send(()).unwrap();
+    d.synchronize_event(0, e).unwrap();
+    assert!(d.query_event(0, e).unwrap());
+    for ev in [e, never] {
+        d.destroy_event(0, ev).unwrap();
+    }
+    d.destroy_stream(0, s).unwrap();
+}
+
+#[test]
+fn page_locked_host_memory_round_trips() {
+    let (_g, d) = setup();
+    let h = d.malloc_host(10_000).unwrap();
+    assert_eq!(h % 4096, 0, "page-aligned");
+    let p = d.malloc(0, 256).unwrap();
+    let data: Vec<u8> = (0..=255).collect();
+    d.memcpy_h2d(0, p, &data).unwrap();
+    let mut out = vec![0u8; 256];
+    d.memcpy_d2h(0, &mut out, p).unwrap();
+    assert_eq!(out, data);
+    d.free(0, p).unwrap();
+    d.free_host(h).unwrap();
+    assert!(d.free_host(h).is_err(), "freed twice");
+}

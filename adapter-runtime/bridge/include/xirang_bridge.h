@@ -148,6 +148,7 @@ int32_t xirang_event_create(int32_t index, uint64_t* out);
 int32_t xirang_event_record(int32_t index, uint64_t event, int64_t stream);
 int32_t xirang_event_block(int32_t index, int64_t stream, uint64_t event);
 int32_t xirang_event_synchronize(int32_t index, uint64_t event);
+int32_t xirang_event_query(int32_t index, uint64_t event, int32_t* done); /* never waits */
 int32_t xirang_event_elapsed(int32_t index, uint64_t start, uint64_t end, double* ms);
 int32_t xirang_event_destroy(int32_t index, uint64_t event);
 

@@ -221,6 +221,11 @@ impl Bridge {
         let ctx = self.context(index)?;
         Ok(ctx.driver().synchronize_event(ctx.physical_id(), e)?)
     }
+    /// Whether the work recorded before `e` has completed, without waiting.
+    pub fn query_event(&self, index: i64, e: EventId) -> Result<bool> {
+        let ctx = self.context(index)?;
+        Ok(ctx.driver().query_event(ctx.physical_id(), e)?)
+    }
     pub fn event_elapsed_ms(&self, index: i64, a: EventId, b: EventId) -> Result<f32> {
         let ctx = self.context(index)?;
         Ok(ctx.driver().event_elapsed_ms(ctx.physical_id(), a, b)?)

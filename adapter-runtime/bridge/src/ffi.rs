@@ -616,6 +616,17 @@ pub unsafe extern "C" fn xirang_event_elapsed(index: i32, start: u64, end: u64, 
     })
 }
 
+/// 1 in `*done` when the work recorded before `event` has completed, else 0; never waits.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn xirang_event_query(index: i32, event: u64, done: *mut i32) -> i32 {
+    guard(|| {
+        let d = get()?.query_event(device(index), EventId(event as usize))?;
+        // SAFETY: header contract: a writable out-pointer.
+        unsafe { done.write(d as i32) };
+        Ok(())
+    })
+}
+
 #[unsafe(no_mangle)]
 pub extern "C" fn xirang_event_destroy(index: i32, event: u64) -> i32 {
     guard(|| get()?.destroy_event(device(index), EventId(event as usize)))

@@ -488,6 +488,19 @@ pub unsafe extern "C" fn aclrtRecordEvent(event: AclrtEvent, stream: AclrtStream
     ret(state::record_event(handle(event), handle(stream)))
 }
 
+/// `aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *status);`
+/// `*status` is `ACL_EVENT_RECORDED_STATUS_COMPLETE` (1) once the work recorded before the event's
+/// latest record has run (and for an event never recorded), else `..._NOT_READY` (0). Never waits.
+///
+/// # Safety
+/// `status` is null or valid for writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtQueryEventStatus(event: AclrtEvent, status: *mut i32) -> AclError {
+    let r = state::query_event(handle(event)).map(i32::from);
+    // SAFETY: forwarded caller contract.
+    unsafe { put(status, r) }
+}
+
 /// `aclError aclrtSynchronizeEvent(aclrtEvent event);` Returns at once for
 /// an event never recorded.
 ///

@@ -762,6 +762,12 @@ impl Stream {
         Ok(())
     }
 
+    /// Whether every task submitted so far has completed.
+    fn is_idle(&self) -> bool {
+        let p = &*self.progress;
+        p.completed.load(Ordering::SeqCst) >= p.submitted.load(Ordering::SeqCst)
+    }
+
     fn wait_idle(&self) {
         self.wait_until(self.progress.submitted.load(Ordering::SeqCst));
     }
@@ -962,6 +968,17 @@ pub(crate) fn record_event(event: usize, stream: usize) -> R<()> {
         g.recorded += 1;
         g.recorded
     };
+    // on an idle stream the record completes at once, as a device's command processor fires it
+    // (a query right after it says complete, as cudaStreamQuery does of an idle stream)
+    if st.is_idle() {
+        let mut g = lock(&ev.state);
+        if generation > g.completed {
+            g.completed = generation;
+            g.timestamp = Some(Instant::now());
+        }
+        ev.cv.notify_all();
+        return Ok(());
+    }
     st.submit(Box::new(move || {
         let mut g = lock(&ev.state);
         if generation > g.completed {
@@ -978,6 +995,13 @@ fn wait_event(ev: &Event, generation: u64) {
     while g.completed < generation {
         g = ev.cv.wait(g).unwrap_or_else(|p| p.into_inner());
     }
+}
+
+/// Whether the event's latest record has completed (an event never recorded has), without waiting.
+pub(crate) fn query_event(event: usize) -> R<bool> {
+    let ev = get_event(event)?;
+    let s = lock(&ev.state);
+    Ok(s.completed >= s.recorded)
 }
 
 pub(crate) fn synchronize_event(event: usize) -> R<()> {

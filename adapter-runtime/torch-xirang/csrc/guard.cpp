@@ -123,10 +123,16 @@ struct XirangGuardImpl final : c10::impl::DeviceGuardImplInterface {
           "making a stream wait for an event");
   }
 
-  // The runtime cannot ask without waiting: waits, then answers true.
+  // Without waiting: whether the work recorded before the event has run (an event never
+  // recorded has, as CUDA's).
   bool queryEvent(void* event) const override {
-    synchronizeEvent(event);
-    return true;
+    if (event == nullptr) {
+      return true;
+    }
+    int32_t done = 0;
+    check(xirang_event_query(event_device(event, -1), reinterpret_cast<uint64_t>(event), &done),
+          "querying an event");
+    return done != 0;
   }
 
   void destroyEvent(void* event, const c10::DeviceIndex device_index) const noexcept override {
@@ -140,10 +146,17 @@ struct XirangGuardImpl final : c10::impl::DeviceGuardImplInterface {
     g_event_device.erase(id);
   }
 
-  // The runtime cannot ask without waiting: waits, then answers true.
+  // Without waiting: a fresh event recorded on the stream, queried (cudaStreamQuery's answer).
   bool queryStream(const c10::Stream& stream) const override {
-    synchronizeStream(stream);
-    return true;
+    auto dev = stream.device_index();
+    uint64_t id = 0;
+    check(xirang_event_create(dev, &id), "creating an event");
+    int32_t done = 0;
+    auto recorded = xirang_event_record(dev, id, stream.id());
+    auto queried = recorded == XR_OK ? xirang_event_query(dev, id, &done) : recorded;
+    (void)xirang_event_destroy(dev, id);
+    check(queried, "querying a stream");
+    return done != 0;
   }
 
   void synchronizeStream(const c10::Stream& stream) const override {

@@ -232,3 +232,19 @@ def test_stream_context_class_rng_state_all_and_reserved_peak():
     again = [torch.randn(4, device=f"xirang:{i}").cpu() for i in range(2)]
     assert all(torch.equal(a, b) for a, b in zip(first, again))
     assert torch.xirang.max_memory_reserved() >= torch.xirang.memory_reserved()
+
+
+def test_query_answers_and_an_idle_stream_is_complete():
+    # (that a query does not wait is the simulator's test: tests/simulator.rs, event_query_answers_without_waiting)
+    s = torch.xirang.Stream()
+    assert s.query(), "an idle stream is complete, as cudaStreamQuery says"
+    with torch.xirang.stream(s):
+        x = torch.randn(256, 256, device="xirang")
+        for _ in range(20):
+            x = torch.tanh(x @ x / 256)
+        e = torch.xirang.Event()
+        e.record()
+    e.query(), s.query()  # either answer, without waiting
+    s.synchronize()
+    assert e.query() and s.query()
+    assert torch.xirang.Event().query(), "an event never recorded is complete"

@@ -7,8 +7,8 @@ each device), an event is the runtime's event. Work goes to the calling thread's
 the device (PyTorch's current stream is thread-local); the runtime orders each stream's kernels and
 copies, and `Stream.wait_event` / `wait_stream` make one stream wait for another's work so far.
 
-The runtime answers `query()` by waiting (the simulated driver has no non-blocking query), so
-`query()` returns True once the work is done, as CUDA's does, but never False.
+`Event.query()` and `Stream.query()` never wait: the driver's `aclrtQueryEventStatus` (the
+`event_query` operation of `[driver]` in xirang.toml) says whether the recorded work has run.
 """
 
 from __future__ import annotations

@@ -234,6 +234,7 @@ pub const DRIVER_OPS: &[DriverOp] = &[
     DriverOp { name: "event_record", required: false, doc: "record an event on a stream" },
     DriverOp { name: "event_synchronize", required: false, doc: "wait for an event" },
     DriverOp { name: "event_elapsed", required: false, doc: "milliseconds between two recorded events" },
+    DriverOp { name: "event_query", required: false, doc: "whether an event's work has completed, without waiting" },
     DriverOp { name: "event_destroy", required: false, doc: "destroy an event" },
     DriverOp { name: "stream_wait_event", required: false, doc: "make a stream wait for an event" },
     DriverOp { name: "memory_info", required: false, doc: "free and total device memory" },

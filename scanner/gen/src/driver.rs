@@ -95,6 +95,7 @@ fn contract(op: &str) -> Vec<Role> {
         "event_record" => vec![r("event", Handle), r("stream", Handle)],
         "event_synchronize" | "event_destroy" => vec![r("event", Handle)],
         "event_elapsed" => vec![r("ms", OutFloat), r("start", Handle), r("end", Handle)],
+        "event_query" => vec![r("event", Handle), r("status", OutInt)],
         "stream_wait_event" => vec![r("stream", Handle), r("event", Handle)],
         "memory_info" => vec![r("free", OutSize), r("total", OutSize)],
         "malloc_host" => vec![r("ptr", OutPtr), r("size", Size)],
@@ -220,6 +221,8 @@ impl Types<'_> {
             (_, 0) if handle => (Cat::Handle, "*mut c_void".into()),
             (_, 1) if handle => (Cat::OutHandle, "*mut *mut c_void".into()),
             (_, 0) if is_enum => (Cat::Enum, "c_int".into()),
+            // an enum out-parameter (aclrtQueryEventStatus's status): a C int the driver writes
+            (_, 1) if is_enum => (Cat::OutInt, "*mut c_int".into()),
             (_, 0) if int_ty(resolved) => (Cat::Int, int_rust(resolved).into()),
             _ => return None,
         })

@@ -92,6 +92,7 @@ pub fn linked_symbol(name: &str) -> Option<*const c_void> {
         "aclrtCreateEvent" => sim::aclrtCreateEvent as *const c_void,
         "aclrtRecordEvent" => sim::aclrtRecordEvent as *const c_void,
         "aclrtSynchronizeEvent" => sim::aclrtSynchronizeEvent as *const c_void,
+        "aclrtQueryEventStatus" => sim::aclrtQueryEventStatus as *const c_void,
         "aclrtEventElapsedTime" => sim::aclrtEventElapsedTime as *const c_void,
         "aclrtDestroyEvent" => sim::aclrtDestroyEvent as *const c_void,
         "aclrtStreamWaitEvent" => sim::aclrtStreamWaitEvent as *const c_void,
@@ -615,6 +616,23 @@ impl Driver for AclDriver {
         let rc = unsafe { self.api.event_synchronize_raw(ep(event)) };
         self.collect_finished();
         self.check("event_synchronize", rc)
+    }
+
+    fn query_event(&self, device: i32, event: EventId) -> Result<bool> {
+        self.ensure(device)?;
+        let mut status: u32 = 0;
+        // SAFETY: handles are only looked up by the driver; a valid out-location.
+        match unsafe { self.api.event_query_raw(ep(event), &mut status) } {
+            // no query in this driver: wait, then answer
+            None => {
+                self.synchronize_event(device, event)?;
+                Ok(true)
+            }
+            rc => {
+                self.check("event_query", rc)?;
+                Ok(status == 1)
+            }
+        }
     }
 
     fn event_elapsed_ms(&self, device: i32, start: EventId, end: EventId) -> Result<f32> {

@@ -189,6 +189,12 @@ pub trait Driver: Send + Sync {
     /// Milliseconds between two completed records.
     fn event_elapsed_ms(&self, device: i32, start: EventId, end: EventId) -> Result<f32>;
     fn destroy_event(&self, device: i32, event: EventId) -> Result<()>;
+    /// Whether the work recorded before `event` has completed. A driver without a non-blocking
+    /// query answers by waiting for the event (then `true`).
+    fn query_event(&self, device: i32, event: EventId) -> Result<bool> {
+        self.synchronize_event(device, event)?;
+        Ok(true)
+    }
     fn stream_wait_event(&self, device: i32, stream: StreamId, event: EventId) -> Result<()>;
 
     fn mem_info(&self, device: i32) -> Result<MemInfo>;
