@@ -22,21 +22,17 @@ pub struct Bridge {
 
 static BRIDGE: OnceLock<Result<Bridge>> = OnceLock::new();
 
-/// Host bytes into `out.len()` bytes of device memory at `addr`, in order on the current stream
-/// (after the work queued there). One driver copy: pinned host memory goes straight to the device,
-/// pageable memory through the driver's staging buffer.
-pub fn write_dense(ctx: &Arc<DeviceContext>, addr: u64, bytes: &[u8]) -> Result<()> {
-    ctx.driver().memcpy_h2d_async(ctx.physical_id(), addr, bytes, ctx.current_stream())?;
-    xirang_runtime::observe::on_copy(xirang_runtime::observe::CopyDir::HostToDevice, bytes.len());
-    Ok(())
-}
-
-/// `out.len()` bytes of device memory at `addr` into host memory, after the work queued on the
-/// current stream.
-pub fn read_dense(ctx: &Arc<DeviceContext>, addr: u64, out: &mut [u8]) -> Result<()> {
-    ctx.driver().memcpy_d2h_async(ctx.physical_id(), out, addr, ctx.current_stream())?;
-    xirang_runtime::observe::on_copy(xirang_runtime::observe::CopyDir::DeviceToHost, out.len());
-    Ok(())
+/// A device tensor whose `n` bytes are one dense row-major run of its storage: its device context
+/// and the run's device address (a copy to or from the host then moves them in one driver copy:
+/// pinned host memory straight to or from the device, pageable memory through the driver's
+/// staging buffer).
+fn dense_run(t: &Tensor, n: usize) -> Option<(Arc<DeviceContext>, u64)> {
+    if n == 0 || !t.is_contiguous() || t.numel() * t.dtype().size() != n {
+        return None;
+    }
+    let storage = t.storage();
+    let base = storage.device_ptr()?;
+    Some((storage.device_ctx()?.clone(), base + (t.storage_offset() * t.dtype().size()) as u64))
 }
 
 /// Set in a forked child of a process whose runtime ran ([`mark_forked`]).
@@ -167,6 +163,42 @@ impl Bridge {
             }
         }
         Ok(xirang_runtime::reference::copy_into_view(dst, src)?)
+    }
+
+    /// The elements of the `xirang` tensor `t` in row-major order into `out` (exactly numel * itemsize
+    /// bytes), after the work queued on the current stream.
+    pub fn read_elements(&self, t: &Tensor, out: &mut [u8]) -> Result<()> {
+        if let Some((ctx, addr)) = dense_run(t, out.len()) {
+            ctx.driver().memcpy_d2h_async(ctx.physical_id(), out, addr, ctx.current_stream())?;
+            xirang_runtime::observe::on_copy(xirang_runtime::observe::CopyDir::DeviceToHost, out.len());
+            return Ok(());
+        }
+        let b = t.gather_bytes()?;
+        if b.len() != out.len() {
+            return Err(BridgeError::Abi(format!("reading {} bytes into a {}-byte buffer", b.len(), out.len())));
+        }
+        out.copy_from_slice(&b);
+        Ok(())
+    }
+
+    /// `bytes` (the elements of `dst` in row-major order, same dtype) into the `xirang` tensor `dst`
+    /// (any strides), in order on the current stream.
+    pub fn write_elements(&self, dst: &Tensor, bytes: &[u8]) -> Result<()> {
+        if bytes.len() != dst.numel() * dst.dtype().size() {
+            return Err(BridgeError::Abi(format!(
+                "writing {} bytes into {} elements of {}",
+                bytes.len(),
+                dst.numel(),
+                dst.dtype()
+            )));
+        }
+        if let Some((ctx, addr)) = dense_run(dst, bytes.len()) {
+            ctx.driver().memcpy_h2d_async(ctx.physical_id(), addr, bytes, ctx.current_stream())?;
+            xirang_runtime::observe::on_copy(xirang_runtime::observe::CopyDir::HostToDevice, bytes.len());
+            return Ok(());
+        }
+        let host = Tensor::from_bytes(bytes.to_vec(), dst.sizes(), dst.dtype())?;
+        self.copy(dst, &host)
     }
 
     /// Bytes at a raw device address of device `index` (no storage handle names it), after the

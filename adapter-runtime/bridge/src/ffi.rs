@@ -420,41 +420,22 @@ unsafe fn raw_tensor(t: *const XrTensor) -> Result<Tensor> {
     values::tensor(&unsafe { tensor_ref(t) }?, Elements::Raw)
 }
 
-/// A device tensor whose `n` bytes are one dense row-major run of its storage: its device context
-/// and the run's device address (a copy to or from the host moves them with one driver copy).
-fn dense_device_bytes(t: &Tensor, n: usize) -> Option<(Arc<xirang_runtime::device::DeviceContext>, u64)> {
-    if n == 0 || !t.is_contiguous() || t.numel() * t.dtype().size() != n {
-        return None;
-    }
-    let storage = t.storage();
-    let base = storage.device_ptr()?;
-    Some((storage.device_ctx()?.clone(), base + (t.storage_offset() * t.dtype().size()) as u64))
-}
-
 /// Reads the elements of the `xirang` tensor `src` in row-major order into `nbytes` bytes at `dst`
 /// (exactly `numel * itemsize`). Synchronous.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn xirang_read(src: *const XrTensor, dst: *mut u8, nbytes: u64) -> i32 {
     guard(|| {
-        get()?;
+        let b = get()?;
         // SAFETY: header contract.
         let t = unsafe { raw_tensor(src) }?;
         let n = usize::try_from(nbytes).map_err(|_| BridgeError::Abi(format!("{nbytes} bytes")))?;
-        if let Some((ctx, addr)) = dense_device_bytes(&t, n) {
+        let out: &mut [u8] = match (n, dst.is_null()) {
+            (0, _) => &mut [],
+            (_, true) => return Err(BridgeError::Abi("a null destination".into())),
             // SAFETY: header contract: `dst` points at `nbytes` writable bytes.
-            let out = unsafe { std::slice::from_raw_parts_mut(dst, n) };
-            bridge::read_dense(&ctx, addr, out)?;
-            return Ok(());
-        }
-        let b = t.gather_bytes()?;
-        if b.len() as u64 != nbytes {
-            return Err(BridgeError::Abi(format!("reading {} bytes into a {nbytes}-byte buffer", b.len())));
-        }
-        if !b.is_empty() {
-            // SAFETY: header contract: `dst` points at `nbytes` writable bytes, not overlapping `b`.
-            unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), dst, b.len()) };
-        }
-        Ok(())
+            _ => unsafe { std::slice::from_raw_parts_mut(dst, n) },
+        };
+        b.read_elements(&t, out)
     })
 }
 
@@ -467,17 +448,8 @@ pub unsafe extern "C" fn xirang_write(dst: *const XrTensor, src: *const u8, nbyt
         // SAFETY: header contract.
         let d = unsafe { raw_tensor(dst) }?;
         let n = usize::try_from(nbytes).map_err(|_| BridgeError::Abi(format!("{nbytes} bytes")))?;
-        if n != d.numel() * d.dtype().size() {
-            return Err(BridgeError::Abi(format!("writing {n} bytes into {} elements of {}", d.numel(), d.dtype())));
-        }
-        if let Some((ctx, addr)) = dense_device_bytes(&d, n) {
-            // SAFETY: header contract: `src` points at `nbytes` readable bytes.
-            return bridge::write_dense(&ctx, addr, unsafe { slice(src, n) });
-        }
         // SAFETY: header contract: `src` points at `nbytes` readable bytes.
-        let bytes = unsafe { slice(src, n) }.to_vec();
-        let host = Tensor::from_bytes(bytes, d.sizes(), d.dtype())?;
-        b.copy(&d, &host)
+        b.write_elements(&d, unsafe { slice(src, n) })
     })
 }
 
